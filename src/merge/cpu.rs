@@ -1,0 +1,157 @@
+//! The CPU engine: merge path on rayon threads.
+//!
+//! k runs are merged by a tree of stable pairwise merges of adjacent runs (run 2p with run
+//! 2p+1, then the results, ...), ceil(log2 k) levels. Within a level every pair's output
+//! occupies exactly the global range of its two inputs, so the whole level's output is cut
+//! into equal chunks; each chunk finds, for every pair it overlaps, its input bounds by
+//! [`co_rank`] and merges that piece independently. The GPU kernels do the same per block.
+
+use super::co_rank::co_rank;
+use super::permutation::Indices;
+use crate::keys::KeyWord;
+use rayon::prelude::*;
+
+/// Output rows per parallel task (at least): large enough that the two co-rank searches
+/// per task are noise, small enough that 2–16 threads get balanced work.
+const MIN_CHUNK: usize = 1 << 14;
+
+/// A permutation index type: `u32` while the total fits, `u64` beyond.
+pub trait RowIndex: Copy + Send + Sync + Default + 'static {
+    fn from_usize(i: usize) -> Self;
+}
+impl RowIndex for u32 {
+    #[inline]
+    fn from_usize(i: usize) -> Self {
+        i as u32
+    }
+}
+impl RowIndex for u64 {
+    #[inline]
+    fn from_usize(i: usize) -> Self {
+        i as u64
+    }
+}
+
+/// Stable merge of the sorted runs `keys[run_offsets[r]..run_offsets[r + 1]]`, returning the
+/// global index of every output row.
+pub fn merge_cpu<T: KeyWord>(keys: &[T], run_offsets: &[usize]) -> Indices {
+    if keys.len() <= u32::MAX as usize {
+        Indices::U32(merge_tree::<T, u32>(keys, run_offsets))
+    } else {
+        Indices::U64(merge_tree::<T, u64>(keys, run_offsets))
+    }
+}
+
+fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec<I> {
+    let n = keys.len();
+    assert_eq!(*run_offsets.last().unwrap_or(&0), n, "run offsets must end at the key count");
+    let mut idx: Vec<I> = (0..n).into_par_iter().map(I::from_usize).collect();
+    // Drop empty runs: they contribute nothing and only add levels.
+    let mut bounds: Vec<usize> = Vec::with_capacity(run_offsets.len());
+    bounds.push(0);
+    for w in run_offsets.windows(2) {
+        if w[1] > w[0] {
+            bounds.push(w[1]);
+        }
+    }
+    if bounds.len() <= 2 {
+        return idx; // zero or one non-empty run: already in order
+    }
+    let mut src_keys: Vec<T> = keys.to_vec();
+    let mut dst_keys: Vec<T> = vec![T::default(); n];
+    let mut dst_idx: Vec<I> = vec![I::default(); n];
+    let chunk = (n / (rayon::current_num_threads() * 8)).max(MIN_CHUNK);
+    // Each level halves the number of runs; `bounds` holds run starts plus the end.
+    while bounds.len() > 2 {
+        // Pairs of adjacent runs: [bounds[2p], bounds[2p+1]) and [bounds[2p+1], bounds[2p+2]);
+        // an odd last run is copied through as a pair with an empty second run.
+        let pairs: Vec<(usize, usize, usize)> = (0..bounds.len() - 1)
+            .step_by(2)
+            .map(|p| {
+                let end = bounds[(p + 2).min(bounds.len() - 1)];
+                (bounds[p], bounds[(p + 1).min(bounds.len() - 1)], end)
+            })
+            .collect();
+        let (sk, si) = (&src_keys, &idx);
+        dst_keys
+            .par_chunks_mut(chunk)
+            .zip(dst_idx.par_chunks_mut(chunk))
+            .enumerate()
+            .for_each(|(c, (out_k, out_i))| {
+                let start = c * chunk;
+                merge_chunk(sk, si, &pairs, start, out_k, out_i);
+            });
+        std::mem::swap(&mut src_keys, &mut dst_keys);
+        std::mem::swap(&mut idx, &mut dst_idx);
+        bounds = pairs.iter().map(|p| p.0).chain(std::iter::once(n)).collect();
+    }
+    idx
+}
+
+/// Writes output rows `[start, start + out_k.len())` of one level: for each pair of runs
+/// that overlaps this range, co-rank both ends of the overlap and merge the pieces.
+fn merge_chunk<T: KeyWord, I: RowIndex>(
+    keys: &[T],
+    idx: &[I],
+    pairs: &[(usize, usize, usize)],
+    start: usize,
+    out_k: &mut [T],
+    out_i: &mut [I],
+) {
+    let end = start + out_k.len();
+    // The first pair whose range ends after `start`.
+    let first = pairs.partition_point(|p| p.2 <= start);
+    for &(a0, b0, e) in &pairs[first..] {
+        if a0 >= end {
+            break;
+        }
+        let (a, b) = (&keys[a0..b0], &keys[b0..e]);
+        // Output positions of this piece, relative to the pair.
+        let k_lo = start.max(a0) - a0;
+        let k_hi = end.min(e) - a0;
+        let i_lo = co_rank(k_lo, a, b);
+        let i_hi = co_rank(k_hi, a, b);
+        let (j_lo, j_hi) = (k_lo - i_lo, k_hi - i_hi);
+        let o = a0 + k_lo - start;
+        merge_serial(
+            &a[i_lo..i_hi],
+            &idx[a0 + i_lo..a0 + i_hi],
+            &b[j_lo..j_hi],
+            &idx[b0 + j_lo..b0 + j_hi],
+            &mut out_k[o..o + (k_hi - k_lo)],
+            &mut out_i[o..o + (k_hi - k_lo)],
+        );
+    }
+}
+
+/// Sequential stable merge of two sorted pieces (ties take from `a`), keys with their indices.
+#[inline]
+pub fn merge_serial<T: Ord + Copy, I: Copy>(
+    a: &[T],
+    ai: &[I],
+    b: &[T],
+    bi: &[I],
+    out_k: &mut [T],
+    out_i: &mut [I],
+) {
+    debug_assert_eq!(a.len() + b.len(), out_k.len());
+    let (mut i, mut j, mut o) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i] <= b[j] {
+            out_k[o] = a[i];
+            out_i[o] = ai[i];
+            i += 1;
+        } else {
+            out_k[o] = b[j];
+            out_i[o] = bi[j];
+            j += 1;
+        }
+        o += 1;
+    }
+    let ra = a.len() - i;
+    out_k[o..o + ra].copy_from_slice(&a[i..]);
+    out_i[o..o + ra].copy_from_slice(&ai[i..]);
+    o += ra;
+    out_k[o..].copy_from_slice(&b[j..]);
+    out_i[o..].copy_from_slice(&bi[j..]);
+}

@@ -46,6 +46,8 @@ pub struct Permutation {
     pub run_offsets: Vec<usize>,
     /// For every output row, its global input index.
     pub indices: Indices,
+    /// The engine that merged (`Cpu` or `Gpu`).
+    pub engine: super::Engine,
 }
 
 impl Permutation {

@@ -1,0 +1,137 @@
+//! The public merge API: sorted runs (RecordBatches) + sort keys → permutation → batches.
+
+use crate::error::{Error, Result};
+use crate::gather::gather;
+use crate::keys::{encode_runs, KeySpec};
+use crate::merge::check::check_sorted;
+use crate::merge::ties::{resolve_ties, FullComparator};
+use crate::merge::{merge_keys, Engine, Permutation};
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::compute::SortOptions;
+
+/// One sort column: its name and arrow's [`SortOptions`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortKey {
+    pub column: String,
+    pub options: SortOptions,
+}
+
+impl SortKey {
+    /// Ascending, nulls last (SQL's default for ASC).
+    pub fn asc(column: impl Into<String>) -> Self {
+        Self { column: column.into(), options: SortOptions { descending: false, nulls_first: false } }
+    }
+    /// Descending, nulls first (SQL's default for DESC).
+    pub fn desc(column: impl Into<String>) -> Self {
+        Self { column: column.into(), options: SortOptions { descending: true, nulls_first: true } }
+    }
+    pub fn new(column: impl Into<String>, options: SortOptions) -> Self {
+        Self { column: column.into(), options }
+    }
+    pub fn nulls_first(mut self, nulls_first: bool) -> Self {
+        self.options.nulls_first = nulls_first;
+        self
+    }
+}
+
+/// How to merge.
+#[derive(Debug, Clone)]
+pub struct MergeOptions {
+    pub engine: Engine,
+    /// Verify every run is sorted first (an error names the run and the first row out of
+    /// order). Costs one pass over the keys.
+    pub check_sorted: bool,
+    /// Rows per output batch of [`merge`].
+    pub batch_size: usize,
+}
+
+impl Default for MergeOptions {
+    fn default() -> Self {
+        Self { engine: Engine::Auto, check_sorted: false, batch_size: 8192 }
+    }
+}
+
+impl MergeOptions {
+    pub fn with_engine(mut self, engine: Engine) -> Self {
+        self.engine = engine;
+        self
+    }
+    pub fn with_check_sorted(mut self, check: bool) -> Self {
+        self.check_sorted = check;
+        self
+    }
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+}
+
+/// The stable merge order of sorted key columns: `runs[r][c]` is run `r`'s array for sort
+/// column `c` (same types in every run).
+pub fn merge_columns(runs: &[Vec<ArrayRef>], specs: &[KeySpec], options: &MergeOptions) -> Result<Permutation> {
+    let encoded = encode_runs(runs, specs)?;
+    // The full comparator is only needed where keys may tie on different values.
+    let full = if encoded.exact { None } else { Some(FullComparator::new(runs, specs, &encoded.run_offsets)?) };
+    if options.check_sorted {
+        check_sorted(&encoded, full.as_ref(), runs)?;
+    }
+    let (mut indices, engine) = merge_keys(&encoded.keys, &encoded.run_offsets, options.engine)?;
+    if let Some(full) = &full {
+        resolve_ties(&mut indices, &encoded.keys, full);
+    }
+    Ok(Permutation { run_offsets: encoded.run_offsets, indices, engine })
+}
+
+/// Checks that every run has run 0's columns (names and types) and finds the sort columns.
+fn key_columns(runs: &[RecordBatch], keys: &[SortKey]) -> Result<Vec<Vec<ArrayRef>>> {
+    if keys.is_empty() {
+        return Err(Error::InvalidArgument("at least one sort key is required".into()));
+    }
+    let Some(first) = runs.first() else { return Ok(vec![]) };
+    let schema = first.schema();
+    for (r, batch) in runs.iter().enumerate().skip(1) {
+        let other = batch.schema();
+        if other.fields().len() != schema.fields().len() {
+            return Err(Error::SchemaMismatch {
+                run: r,
+                detail: format!("{} columns instead of {}", other.fields().len(), schema.fields().len()),
+            });
+        }
+        for (a, b) in schema.fields().iter().zip(other.fields()) {
+            if a.name() != b.name() || a.data_type() != b.data_type() {
+                return Err(Error::SchemaMismatch {
+                    run: r,
+                    detail: format!("column {}: {} instead of {}: {}", b.name(), b.data_type(), a.name(), a.data_type()),
+                });
+            }
+        }
+    }
+    runs.iter()
+        .enumerate()
+        .map(|(r, batch)| {
+            keys.iter()
+                .map(|k| {
+                    batch.column_by_name(&k.column).cloned().ok_or_else(|| Error::MissingColumn { run: r, column: k.column.clone() })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn specs(keys: &[SortKey]) -> Vec<KeySpec> {
+    keys.iter().map(|k| KeySpec { name: k.column.clone(), options: k.options }).collect()
+}
+
+/// The stable merge order of sorted runs: for every output row, which run and row it
+/// comes from. Equal keys keep run order, then row order: the output is the stable sort of
+/// the concatenation of the runs.
+pub fn merge_permutation(runs: &[RecordBatch], keys: &[SortKey], options: &MergeOptions) -> Result<Permutation> {
+    let columns = key_columns(runs, keys)?;
+    merge_columns(&columns, &specs(keys), options)
+}
+
+/// Merges sorted runs into sorted RecordBatches of `options.batch_size` rows.
+pub fn merge(runs: &[RecordBatch], keys: &[SortKey], options: &MergeOptions) -> Result<Vec<RecordBatch>> {
+    let perm = merge_permutation(runs, keys, options)?;
+    gather(runs, &perm, options.batch_size)
+}

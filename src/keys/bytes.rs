@@ -1,0 +1,39 @@
+//! Variable-length family: Utf8, LargeUtf8, Utf8View, Binary, LargeBinary, BinaryView.
+//! Each value is compared by its bytes; the key holds a prefix and a length code.
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::DataType;
+
+/// Calls `f(row, bytes)` for every row in `rows` (bytes are meaningless for null rows).
+pub fn for_each_bytes(array: &dyn Array, rows: std::ops::Range<usize>, mut f: impl FnMut(usize, &[u8])) {
+    macro_rules! each {
+        ($a:expr) => {{
+            let a = $a;
+            for i in rows {
+                f(i, a.value(i).as_ref());
+            }
+        }};
+    }
+    match array.data_type() {
+        DataType::Utf8 => each!(array.as_string::<i32>()),
+        DataType::LargeUtf8 => each!(array.as_string::<i64>()),
+        DataType::Utf8View => each!(array.as_string_view()),
+        DataType::Binary => each!(array.as_binary::<i32>()),
+        DataType::LargeBinary => each!(array.as_binary::<i64>()),
+        DataType::BinaryView => each!(array.as_binary_view()),
+        other => unreachable!("layout admitted a non-byte type {other}"),
+    }
+}
+
+/// The `chunk`-th group of up to 8 prefix bytes of `bytes` (zero padded), as the low
+/// `8 * n` bits of a `u64`, where `n = min(8, prefix - 8 * chunk)`.
+#[inline]
+pub fn prefix_chunk(bytes: &[u8], chunk: usize, n: usize) -> u64 {
+    let start = 8 * chunk;
+    let mut buf = [0u8; 8];
+    if start < bytes.len() {
+        let m = (bytes.len() - start).min(n);
+        buf[..m].copy_from_slice(&bytes[start..start + m]);
+    }
+    u64::from_be_bytes(buf) >> (64 - 8 * n as u32)
+}

@@ -1,0 +1,170 @@
+//! Plans the bit layout of the key: one field per sort column, at a fixed offset.
+
+use super::KeySpec;
+use crate::error::{Error, Result};
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::compute::SortOptions;
+use arrow::datatypes::DataType;
+
+/// The largest key: four `u64` words.
+pub const MAX_KEY_BITS: u32 = 256;
+
+/// How a column's values become bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// Fixed-width value bits of this width (integers, floats, temporal, decimal, boolean).
+    Fixed { width: u32 },
+    /// Variable-length bytes: `prefix` bytes then a length code of `len_bits` bits.
+    Bytes { prefix: u32, len_bits: u32 },
+}
+
+/// One sort column's place in the key.
+#[derive(Debug, Clone)]
+pub struct Field {
+    pub column: usize,
+    /// Bit offset from the most significant bit of the key.
+    pub offset: u32,
+    /// Whether the field starts with a null bit.
+    pub null_bit: bool,
+    pub kind: FieldKind,
+    pub options: SortOptions,
+}
+
+impl Field {
+    pub fn width(&self) -> u32 {
+        self.null_bit as u32 + self.value_bits()
+    }
+    pub fn value_bits(&self) -> u32 {
+        match self.kind {
+            FieldKind::Fixed { width } => width,
+            FieldKind::Bytes { prefix, len_bits } => 8 * prefix + len_bits,
+        }
+    }
+}
+
+/// The whole key layout.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub fields: Vec<Field>,
+    pub bits: u32,
+    /// Equal keys imply equal sort values.
+    pub exact: bool,
+}
+
+/// Bits needed to write the numbers `0..=max`.
+fn bits_for(max: u64) -> u32 {
+    64 - max.leading_zeros()
+}
+
+/// Value bits of a fixed-width type, or `None` for variable-length types; an error for
+/// types corank cannot encode.
+fn fixed_width(name: &str, dt: &DataType) -> Result<Option<u32>> {
+    use DataType::*;
+    Ok(Some(match dt {
+        Boolean => 1,
+        Int8 | UInt8 => 8,
+        Int16 | UInt16 | Float16 => 16,
+        Int32 | UInt32 | Float32 | Date32 | Time32(_) | Decimal32(_, _) => 32,
+        Int64 | UInt64 | Float64 | Date64 | Time64(_) | Timestamp(_, _) | Duration(_)
+        | Decimal64(_, _) => 64,
+        Decimal128(_, _) => 128,
+        Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView => return Ok(None),
+        other => {
+            return Err(Error::UnsupportedType { column: name.to_string(), data_type: other.clone() })
+        }
+    }))
+}
+
+/// The longest non-null value of a byte column in `array`.
+fn max_len(array: &ArrayRef) -> usize {
+    fn longest<'a>(valid: impl Fn(usize) -> bool, lens: impl Iterator<Item = usize>) -> usize {
+        lens.enumerate().filter(|(i, _)| valid(*i)).map(|(_, l)| l).max().unwrap_or(0)
+    }
+    let valid = |i: usize| array.is_valid(i);
+    match array.data_type() {
+        DataType::Utf8 => longest(valid, array.as_string::<i32>().offsets().lengths()),
+        DataType::LargeUtf8 => longest(valid, array.as_string::<i64>().offsets().lengths()),
+        DataType::Binary => longest(valid, array.as_binary::<i32>().offsets().lengths()),
+        DataType::LargeBinary => longest(valid, array.as_binary::<i64>().offsets().lengths()),
+        DataType::Utf8View => {
+            longest(valid, array.as_string_view().views().iter().map(|v| *v as u32 as usize))
+        }
+        DataType::BinaryView => {
+            longest(valid, array.as_binary_view().views().iter().map(|v| *v as u32 as usize))
+        }
+        _ => 0,
+    }
+}
+
+/// Plans the layout for these runs (dictionaries already decoded). All runs must agree
+/// on each column's type.
+pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[KeySpec]) -> Result<Layout> {
+    let mut fields = Vec::new();
+    let mut used = 0u32;
+    let mut exact = true;
+    for (r, cols) in runs.iter().enumerate() {
+        if cols.len() != specs.len() {
+            return Err(Error::InvalidArgument(format!(
+                "run {r} has {} key columns, expected {}",
+                cols.len(),
+                specs.len()
+            )));
+        }
+    }
+    for (c, spec) in specs.iter().enumerate() {
+        let dt = match runs.first() {
+            Some(cols) => cols[c].data_type().clone(),
+            None => break, // no runs: nothing to encode
+        };
+        for (r, cols) in runs.iter().enumerate() {
+            if cols[c].data_type() != &dt {
+                return Err(Error::SchemaMismatch {
+                    run: r,
+                    detail: format!(
+                        "sort column '{}' has type {} in run {r} and {dt} in run 0",
+                        spec.name,
+                        cols[c].data_type()
+                    ),
+                });
+            }
+        }
+        let width = fixed_width(&spec.name, &dt)?;
+        let null_bit = runs.iter().any(|cols| cols[c].null_count() > 0);
+        let available = MAX_KEY_BITS - used;
+        let kind = match width {
+            Some(w) => {
+                if null_bit as u32 + w > available {
+                    exact = false; // this column does not fit: the key is a prefix
+                    break;
+                }
+                FieldKind::Fixed { width: w }
+            }
+            None => {
+                let longest = runs.iter().map(|cols| max_len(&cols[c])).max().unwrap_or(0) as u64;
+                let room = available.saturating_sub(null_bit as u32) as u64;
+                if 8 * longest + bits_for(longest) as u64 <= room {
+                    FieldKind::Bytes { prefix: longest as u32, len_bits: bits_for(longest) }
+                } else {
+                    // Truncate: the most prefix bytes whose length code (up to P + 1) fits.
+                    let mut p = room / 8;
+                    while p > 0 && 8 * p + bits_for(p + 1) as u64 > room {
+                        p -= 1;
+                    }
+                    if room < bits_for(p + 1) as u64 || room == 0 {
+                        exact = false;
+                        break;
+                    }
+                    exact = false;
+                    FieldKind::Bytes { prefix: p as u32, len_bits: bits_for(p + 1) }
+                }
+            }
+        };
+        let field = Field { column: c, offset: used, null_bit, kind, options: spec.options };
+        used += field.width();
+        fields.push(field);
+        if !exact {
+            break; // fields after a prefix cannot be ordered by the key
+        }
+    }
+    Ok(Layout { fields, bits: used, exact })
+}

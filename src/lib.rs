@@ -27,6 +27,7 @@
 //! ```
 
 pub mod api;
+pub mod datagen;
 pub mod error;
 pub mod gather;
 pub mod keys;

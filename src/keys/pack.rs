@@ -38,8 +38,26 @@ fn put(key: &mut [u64], offset: u32, width: u32, value: u128) {
     }
 }
 
+/// A key as the packer writes it: its words, most significant first.
+trait KeyWords: Copy + Default + Send + Sync {
+    fn words(&mut self) -> &mut [u64];
+}
+impl KeyWords for u64 {
+    fn words(&mut self) -> &mut [u64] {
+        std::slice::from_mut(self)
+    }
+}
+impl<const N: usize> KeyWords for [u64; N]
+where
+    [u64; N]: Default,
+{
+    fn words(&mut self) -> &mut [u64] {
+        self
+    }
+}
+
 /// Writes one field for the rows `start..start + keys.len()` of `array`.
-fn write_field<const N: usize>(field: &Field, array: &dyn Array, start: usize, keys: &mut [[u64; N]]) {
+fn write_field<K: KeyWords>(field: &Field, array: &dyn Array, start: usize, keys: &mut [K]) {
     let rows = start..start + keys.len();
     let desc = field.options.descending;
     let nulls = array.logical_nulls();
@@ -51,7 +69,7 @@ fn write_field<const N: usize>(field: &Field, array: &dyn Array, start: usize, k
         FieldKind::Fixed { width } => {
             let mask = if width == 128 { u128::MAX } else { (1u128 << width) - 1 };
             fixed::for_each_value(array, rows, |i, v| {
-                let key = &mut keys[i - start];
+                let key = keys[i - start].words();
                 if is_null(i) {
                     if field.null_bit {
                         put64(key, field.offset, 1, 1 - valid_bit);
@@ -68,7 +86,7 @@ fn write_field<const N: usize>(field: &Field, array: &dyn Array, start: usize, k
             let prefix = prefix as usize;
             let len_mask = (1u64 << len_bits) - 1;
             bytes::for_each_bytes(array, rows, |i, b| {
-                let key = &mut keys[i - start];
+                let key = keys[i - start].words();
                 if is_null(i) {
                     if field.null_bit {
                         put64(key, field.offset, 1, 1 - valid_bit);
@@ -95,14 +113,11 @@ fn write_field<const N: usize>(field: &Field, array: &dyn Array, start: usize, k
     }
 }
 
-fn pack<const N: usize>(runs: &[Vec<ArrayRef>], layout: &Layout, total: usize) -> Vec<[u64; N]>
-where
-    [u64; N]: Default,
-{
-    let mut out = vec![[0u64; N]; total];
+fn pack<K: KeyWords>(runs: &[Vec<ArrayRef>], layout: &Layout, total: usize) -> Vec<K> {
+    let mut out = vec![K::default(); total];
     // One task per (run, row range); tasks write disjoint slices of `out`.
-    let mut tasks: Vec<(usize, usize, &mut [[u64; N]])> = Vec::new();
-    let mut rest: &mut [[u64; N]] = &mut out;
+    let mut tasks: Vec<(usize, usize, &mut [K])> = Vec::new();
+    let mut rest: &mut [K] = &mut out;
     for (r, cols) in runs.iter().enumerate() {
         let len = cols.first().map_or(0, |c| c.len());
         let (mut run_keys, tail) = rest.split_at_mut(len);
@@ -128,12 +143,13 @@ where
 pub fn pack_runs(runs: &[Vec<ArrayRef>], layout: &Layout, total: usize) -> KeyColumn {
     match layout.bits {
         0..=32 => {
-            let wide = pack::<1>(runs, layout, total);
-            KeyColumn::U32(wide.into_par_iter().map(|k| (k[0] >> 32) as u32).collect())
+            // The key sits in the top half of one u64 word.
+            let wide = pack::<u64>(runs, layout, total);
+            KeyColumn::U32(wide.into_par_iter().map(|k| (k >> 32) as u32).collect())
         }
-        33..=64 => KeyColumn::U64(pack::<1>(runs, layout, total).into_par_iter().map(|k| k[0]).collect()),
-        65..=128 => KeyColumn::U64x2(pack::<2>(runs, layout, total)),
-        129..=192 => KeyColumn::U64x3(pack::<3>(runs, layout, total)),
-        _ => KeyColumn::U64x4(pack::<4>(runs, layout, total)),
+        33..=64 => KeyColumn::U64(pack::<u64>(runs, layout, total)),
+        65..=128 => KeyColumn::U64x2(pack::<[u64; 2]>(runs, layout, total)),
+        129..=192 => KeyColumn::U64x3(pack::<[u64; 3]>(runs, layout, total)),
+        _ => KeyColumn::U64x4(pack::<[u64; 4]>(runs, layout, total)),
     }
 }

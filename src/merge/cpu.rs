@@ -10,6 +10,7 @@ use super::co_rank::co_rank;
 use super::permutation::Indices;
 use crate::keys::KeyWord;
 use rayon::prelude::*;
+use std::borrow::Cow;
 
 /// Output rows per parallel task (at least): large enough that the two co-rank searches
 /// per task are noise, small enough that 2–16 threads get balanced work.
@@ -57,7 +58,9 @@ fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec
     if bounds.len() <= 2 {
         return idx; // zero or one non-empty run: already in order
     }
-    let mut src_keys: Vec<T> = keys.to_vec();
+    // The first level reads the input keys in place; later levels ping-pong between two
+    // buffers (the second is allocated only if there is a second level).
+    let mut src_keys: Cow<[T]> = Cow::Borrowed(keys);
     let mut dst_keys: Vec<T> = vec![T::default(); n];
     let mut dst_idx: Vec<I> = vec![I::default(); n];
     let chunk = (n / (rayon::current_num_threads() * 8)).max(MIN_CHUNK);
@@ -81,7 +84,11 @@ fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec
                 let start = c * chunk;
                 merge_chunk(sk, si, &pairs, start, out_k, out_i);
             });
-        std::mem::swap(&mut src_keys, &mut dst_keys);
+        let old = std::mem::replace(&mut src_keys, Cow::Owned(std::mem::take(&mut dst_keys)));
+        dst_keys = match old {
+            Cow::Owned(v) => v,
+            Cow::Borrowed(_) => vec![T::default(); n],
+        };
         std::mem::swap(&mut idx, &mut dst_idx);
         bounds = pairs.iter().map(|p| p.0).chain(std::iter::once(n)).collect();
     }

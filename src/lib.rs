@@ -5,6 +5,7 @@
 //! [`Permutation`] → gathered RecordBatches.
 
 pub mod error;
+pub mod gpu;
 pub mod keys;
 pub mod merge;
 

@@ -98,10 +98,40 @@ __device__ void co_rank_k_warp(u64 k, const Key *keys, const u64 *bounds, u32 nr
     }
     // 1. Bisect: v starts at the largest key; clear each bit (MSB first) when that still
     //    leaves at least k + 1 keys <= v.
+    // The largest and smallest key of the group decide some rounds without a search: a
+    // candidate >= every key leaves all keys <= it (accepted, as the reference would), one
+    // below every key leaves none (rejected). Same decisions, fewer loads (duplicate-heavy
+    // and narrow-range keys otherwise search whole runs for their leading bits).
+    Key kmax, kmin;
+    bool have_minmax = false;
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+        if (has[s] && hi[s] > 0) {
+            Key first = keys[base[s]], last = keys[base[s] + hi[s] - 1];
+            if (!have_minmax) { kmax = last; kmin = first; have_minmax = true; }
+            else { if (key_lt(kmax, last)) kmax = last; if (key_lt(first, kmin)) kmin = first; }
+        }
+    }
+    // Warp reduction of min and max (lanes without keys take another lane's).
+    for (int o = 1; o < 32; o *= 2) {
+        Key omax, omin;
+#pragma unroll
+        for (int w = 0; w < KEY_WORDS; ++w) {
+            omax.w[w] = __shfl_xor_sync(0xffffffffu, kmax.w[w], o);
+            omin.w[w] = __shfl_xor_sync(0xffffffffu, kmin.w[w], o);
+        }
+        bool oh = __shfl_xor_sync(0xffffffffu, have_minmax, o);
+        if (oh) {
+            if (!have_minmax) { kmax = omax; kmin = omin; have_minmax = true; }
+            else { if (key_lt(kmax, omax)) kmax = omax; if (key_lt(omin, kmin)) kmin = omin; }
+        }
+    }
     Key v = key_max();
     for (int bit = KEY_BITS - 1; bit >= 0; --bit) {
         Key cand = key_clear_bit(v, (u32)bit);
         if (key_eq(cand, v)) continue;  // uniform across the warp: v is
+        if (key_le(kmax, cand)) { v = cand; continue; }  // count_le(cand) = total > k
+        if (key_lt(cand, kmin)) continue;                 // count_le(cand) = 0 <= k
         u64 c[2];
         u64 cnt = 0;
 #pragma unroll

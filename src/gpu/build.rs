@@ -15,8 +15,8 @@ const PARTITION_KWAY: &str = include_str!("../../cuda/partition_kway.cu");
 const MERGE_KWAY: &str = include_str!("../../cuda/merge_kway.cu");
 
 /// Kernel entry points every module holds.
-pub const FUNCTIONS: [&str; 5] =
-    ["merge_basic", "merge_tiled", "merge_circular", "partition_kway", "merge_kway"];
+pub const FUNCTIONS: [&str; 6] =
+    ["merge_basic", "merge_tiled", "merge_circular", "partition_kway", "partition_2way", "merge_kway"];
 
 /// Which module: the key layout and the index width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

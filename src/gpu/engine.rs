@@ -186,9 +186,12 @@ pub(crate) fn run_levels(
             // Grid-level partition: one warp per tile boundary.
             let mut nb = tiles + l.ngroups() as u64;
             splits = st.buffer(Slot::Splits, nb as usize * l.group as usize * 8)?;
-            let pf = module.functions["partition_kway"].cu_function();
+            // Groups of two runs: one thread per boundary with the 2-way co-rank; more runs:
+            // one warp per boundary with the k-way co-rank.
+            let (pname, threads_per) = if l.group == 2 { ("partition_2way", 1) } else { ("partition_kway", 32) };
+            let pf = module.functions[pname].cu_function();
             let mut args = [&mut arg as *mut LevelArg as *mut c_void, &mut splits as *mut u64 as *mut c_void, &mut nb as *mut u64 as *mut c_void];
-            unsafe { launch(pf, (nb * 32).div_ceil(THREADS as u64), 0, stream, &mut args)? };
+            unsafe { launch(pf, (nb * threads_per).div_ceil(THREADS as u64), 0, stream, &mut args)? };
         }
         // Block-level merge, in chunks of blocks on the last level when asked.
         let chunks = if last && !chunk_events.is_empty() { chunk_events.len() as u64 } else { 1 };

@@ -65,8 +65,10 @@ fn main() {
         let col = KeyColumn::U64(keys);
         let single = median(bench::time_device_merge(&col, &offsets, Kernel::KWay, reps).unwrap());
         let tree = median(bench::time_device_merge(&col, &offsets, Kernel::Tiled, reps).unwrap());
+        let circ = median(bench::time_device_merge(&col, &offsets, Kernel::Circular, reps).unwrap());
         rows.push((format!("k = {k}: single-pass k-way"), single, format!("{:.0}", gbs(single)), format!("{:.2}", gbs(single) / copy_gbs)));
         rows.push((format!("k = {k}: pairwise tree (tiled)"), tree, format!("{:.0}", gbs(tree)), format!("{:.2}  (single-pass {:.2}x faster)", gbs(tree) / copy_gbs, tree / single)));
+        rows.push((format!("k = {k}: pairwise tree (circular)"), circ, format!("{:.0}", gbs(circ)), format!("{:.2}  (single-pass {:.2}x faster)", gbs(circ) / copy_gbs, circ / single)));
     }
     // From host memory: 2^28 u64 keys up, 2^28 u32 indices down.
     let (up, down) = bench::time_pinned(n * 8, 3).unwrap();

@@ -47,15 +47,33 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_kway(Level L, const 
     __syncthreads();
     const u32 len = seg[nr];
     // Coalesced loads: element p of the tile belongs to the piece r with seg[r] <= p < seg[r + 1].
-    for (u32 p = threadIdx.x; p < len; p += THREADS) {
-        u32 a = 0, b = nr;  // seg[a] <= p < seg[b]
-        while (b - a > 1) {
-            u32 mid = (a + b) / 2;
-            if (seg[mid] <= p) a = mid; else b = mid;
+    // All IPT loads of a thread are issued before the first store to shared memory
+    // (registers, unrolled), so each thread has IPT loads in flight, not one.
+    {
+        Key lk[IPT_KWAY];
+        index_t li[IPT_KWAY];
+#pragma unroll
+        for (int u = 0; u < IPT_KWAY; ++u) {
+            u32 p = threadIdx.x + u * THREADS;
+            if (p < len) {
+                u32 a = 0, b = nr;  // seg[a] <= p < seg[b]
+                while (b - a > 1) {
+                    u32 mid = (a + b) / 2;
+                    if (seg[mid] <= p) a = mid; else b = mid;
+                }
+                u64 src = src0[a] + (p - seg[a]);
+                lk[u] = L.in_keys[src];
+                li[u] = load_idx(L, src);
+            }
         }
-        u64 src = src0[a] + (p - seg[a]);
-        sk[0][p] = L.in_keys[src];
-        si[0][p] = load_idx(L, src);
+#pragma unroll
+        for (int u = 0; u < IPT_KWAY; ++u) {
+            u32 p = threadIdx.x + u * THREADS;
+            if (p < len) {
+                sk[0][p] = lk[u];
+                si[0][p] = li[u];
+            }
+        }
     }
     __syncthreads();
     // Block-level merge tree in shared memory: in round w, pieces [j*w, j*w + w) have been

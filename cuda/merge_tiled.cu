@@ -32,10 +32,28 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_tiled(Level L) {
     const u64 j0 = k0 - i0, j1 = k1 - i1;
     const u32 alen = (u32)(i1 - i0), blen = (u32)(j1 - j0), len = alen + blen;
     // Coalesced loads: shared[0, alen) = A piece, shared[alen, len) = B piece.
-    for (u32 t = threadIdx.x; t < len; t += THREADS) {
-        u64 src = t < alen ? a0 + i0 + t : b0 + j0 + (t - alen);
-        sk[t] = L.in_keys[src];
-        si[t] = load_idx(L, src);
+    // All IPT loads of a thread are issued before the first store to shared memory
+    // (registers, unrolled), so each thread has IPT loads in flight, not one.
+    {
+        Key lk[IPT_TILED];
+        index_t li[IPT_TILED];
+#pragma unroll
+        for (int u = 0; u < IPT_TILED; ++u) {
+            u32 t = threadIdx.x + u * THREADS;
+            if (t < len) {
+                u64 src = t < alen ? a0 + i0 + t : b0 + j0 + (t - alen);
+                lk[u] = L.in_keys[src];
+                li[u] = load_idx(L, src);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < IPT_TILED; ++u) {
+            u32 t = threadIdx.x + u * THREADS;
+            if (t < len) {
+                sk[t] = lk[u];
+                si[t] = li[u];
+            }
+        }
     }
     __syncthreads();
     // Thread level: co-rank inside the tile, then a serial merge into registers.

@@ -55,7 +55,7 @@ fn main() {
     for (label, range) in [("random", u64::MAX), ("dup-heavy (1000 values)", 1000)] {
         let (keys, offsets) = data(n, 2, range, 1);
         let col = KeyColumn::U64(keys);
-        for (name, kernel) in [("basic", Kernel::Basic), ("tiled", Kernel::Tiled), ("circular", Kernel::Circular), ("default (k-way)", Kernel::KWay)] {
+        for (name, kernel) in [("basic", Kernel::Basic), ("tiled", Kernel::Tiled), ("circular", Kernel::Circular), ("k-way", Kernel::KWay), ("default (auto: circular tree)", Kernel::Auto)] {
             let ms = median(bench::time_device_merge(&col, &offsets, kernel, reps).unwrap());
             rows.push((format!("2-way {label}: {name}"), ms, format!("{:.0}", gbs(ms)), format!("{:.2}", gbs(ms) / copy_gbs)));
         }
@@ -66,6 +66,8 @@ fn main() {
         let single = median(bench::time_device_merge(&col, &offsets, Kernel::KWay, reps).unwrap());
         let tree = median(bench::time_device_merge(&col, &offsets, Kernel::Tiled, reps).unwrap());
         let circ = median(bench::time_device_merge(&col, &offsets, Kernel::Circular, reps).unwrap());
+        let auto = median(bench::time_device_merge(&col, &offsets, Kernel::Auto, reps).unwrap());
+        rows.push((format!("k = {k}: default (auto)"), auto, format!("{:.0}", gbs(auto)), format!("{:.2}", gbs(auto) / copy_gbs)));
         rows.push((format!("k = {k}: single-pass k-way"), single, format!("{:.0}", gbs(single)), format!("{:.2}", gbs(single) / copy_gbs)));
         rows.push((format!("k = {k}: pairwise tree (tiled)"), tree, format!("{:.0}", gbs(tree)), format!("{:.2}  (single-pass {:.2}x faster)", gbs(tree) / copy_gbs, tree / single)));
         rows.push((format!("k = {k}: pairwise tree (circular)"), circ, format!("{:.0}", gbs(circ)), format!("{:.2}  (single-pass {:.2}x faster)", gbs(circ) / copy_gbs, circ / single)));

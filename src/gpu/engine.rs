@@ -72,7 +72,8 @@ fn geometry(kernel: Kernel, key_bytes: usize, nruns: usize) -> (u64, u32) {
         Kernel::Basic => (th * t.ipt_basic as u64, 2),
         Kernel::Tiled => (th * t.ipt_tiled as u64, 2),
         Kernel::Circular => (th * t.ipt_circ as u64 * t.circ_tiles as u64, 2),
-        Kernel::KWay => (th * t.ipt_kway as u64, nruns.clamp(2, 64) as u32),
+        // Auto is resolved before planning; were it not, it plans as the k-way kernel.
+        Kernel::KWay | Kernel::Auto => (th * t.ipt_kway as u64, nruns.clamp(2, 64) as u32),
     }
 }
 
@@ -152,10 +153,10 @@ pub(crate) fn run_levels(
         Kernel::Basic => "merge_basic",
         Kernel::Tiled => "merge_tiled",
         Kernel::Circular => "merge_circular",
-        Kernel::KWay => "merge_kway",
+        Kernel::KWay | Kernel::Auto => "merge_kway",
     };
     let f = module.functions[name].cu_function();
-    let shmem = if kernel == Kernel::KWay { 2 * tuning(kb).ipt_kway * THREADS * (kb + ib) as u32 } else { 0 };
+    let shmem = if matches!(kernel, Kernel::KWay | Kernel::Auto) { 2 * tuning(kb).ipt_kway * THREADS * (kb + ib) as u32 } else { 0 };
     if shmem > 0 {
         module.functions[name]
             .set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shmem as i32)
@@ -182,7 +183,7 @@ pub(crate) fn run_levels(
         };
         let tiles = l.total_tiles();
         let mut splits = 0u64;
-        if kernel == Kernel::KWay {
+        if matches!(kernel, Kernel::KWay | Kernel::Auto) {
             // Grid-level partition: one warp per tile boundary.
             let mut nb = tiles + l.ngroups() as u64;
             splits = st.buffer(Slot::Splits, nb as usize * l.group as usize * 8)?;
@@ -199,7 +200,7 @@ pub(crate) fn run_levels(
             let (b0, b1) = (tiles * c / chunks, tiles * (c + 1) / chunks);
             arg.block_offset = b0;
             let mut args: Vec<*mut c_void> = vec![&mut arg as *mut LevelArg as *mut c_void];
-            if kernel == Kernel::KWay {
+            if matches!(kernel, Kernel::KWay | Kernel::Auto) {
                 args.push(&mut splits as *mut u64 as *mut c_void);
             }
             unsafe { launch(f, b1 - b0, shmem, stream, &mut args)? };

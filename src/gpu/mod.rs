@@ -44,10 +44,25 @@ pub enum Kernel {
     Circular,
     /// Single pass for up to 64 runs: k-way co-rank per tile, merge in shared memory.
     KWay,
+    /// The fastest measured for the run count (docs/PERFORMANCE.md, H200): the circular
+    /// kernel's tree up to [`AUTO_KWAY_MIN_RUNS`] - 1 non-empty runs, the k-way kernel from there.
+    Auto,
 }
 
+/// From this many non-empty runs on, [`Kernel::Auto`] takes the single-pass k-way kernel.
+pub const AUTO_KWAY_MIN_RUNS: usize = 8;
+
 impl Kernel {
-    pub const ALL: [Kernel; 4] = [Kernel::Basic, Kernel::Tiled, Kernel::Circular, Kernel::KWay];
+    pub const ALL: [Kernel; 5] = [Kernel::Basic, Kernel::Tiled, Kernel::Circular, Kernel::KWay, Kernel::Auto];
+
+    /// The concrete kernel for `nruns` non-empty runs.
+    pub fn resolve(self, nruns: usize) -> Kernel {
+        match self {
+            Kernel::Auto if nruns < AUTO_KWAY_MIN_RUNS => Kernel::Circular,
+            Kernel::Auto => Kernel::KWay,
+            k => k,
+        }
+    }
 }
 
 /// Options of the GPU engine.
@@ -61,7 +76,7 @@ pub struct GpuOptions {
 
 impl Default for GpuOptions {
     fn default() -> Self {
-        GpuOptions { kernel: Kernel::KWay, overlap_download: true }
+        GpuOptions { kernel: Kernel::Auto, overlap_download: true }
     }
 }
 
@@ -160,7 +175,9 @@ pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions)
     let gpu = gpu()?;
     gpu.bind()?;
     let mut st = gpu.state.lock().unwrap_or_else(|p| p.into_inner());
-    let levels = engine::plan(options.kernel, spec.key_bytes, bounds);
+    let kernel = options.kernel.resolve(bounds.len() - 1);
+    let levels = engine::plan(kernel, spec.key_bytes, bounds);
+    let options = &GpuOptions { kernel, ..options.clone() };
     let res = merge_with_state(gpu, &mut st, spec, options, n, keys, &levels);
     if res.is_err() {
         // Leave a clean state for the next call: finish or abandon what was queued.
@@ -249,6 +266,7 @@ pub mod bench {
         let mut st = gpu.state.lock().unwrap_or_else(|p| p.into_inner());
         let st = &mut *st;
         let module = st.module(gpu, spec)?;
+        let kernel = kernel.resolve(bounds.len() - 1);
         let levels = engine::plan(kernel, spec.key_bytes, bounds);
         let src = key_bytes(keys);
         let keys0 = st.buffer(context::Slot::Keys0, src.len())?;

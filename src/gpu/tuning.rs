@@ -24,7 +24,7 @@ pub struct Tuning {
 /// The tuning for keys of `key_bytes` bytes.
 pub fn tuning(key_bytes: usize) -> Tuning {
     match key_bytes {
-        4 | 8 => Tuning { ipt_basic: 4, ipt_tiled: 8, ipt_circ: 4, circ_tiles: 8, ipt_kway: 8 },
+        4 | 8 => Tuning { ipt_basic: 4, ipt_tiled: 8, ipt_circ: 4, circ_tiles: 8, ipt_kway: 4 },
         _ => Tuning { ipt_basic: 4, ipt_tiled: 4, ipt_circ: 2, circ_tiles: 8, ipt_kway: 4 },
     }
 }

@@ -30,6 +30,7 @@ pub mod api;
 pub mod datagen;
 pub mod error;
 pub mod gather;
+pub mod gpu;
 pub mod keys;
 pub mod merge;
 

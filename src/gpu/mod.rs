@@ -1,0 +1,354 @@
+//! The GPU engine: the co-rank (merge path) kernels of `cuda/`, compiled at run time by
+//! NVRTC for the device's compute capability, once per process.
+//!
+//! Levels of the work, named as in the kernels:
+//! - **grid level**: the output of a merge level is cut into tiles, one per block; a block
+//!   finds the input pieces of its tile by co-rank (2-way kernels: in the kernel; k-way: a
+//!   separate partition kernel, one warp per tile boundary);
+//! - **block level**: the tile's pieces are loaded coalesced into shared memory and merged
+//!   there (the k-way kernel by a tree of pairwise merges in shared memory);
+//! - **thread level**: each thread co-ranks its few outputs inside the tile and merges them
+//!   serially.
+//!
+//! k runs are merged by a tree of stable pairwise merges of adjacent runs with the basic,
+//! tiled or circular-buffer kernel (ceil(log2 k) passes over device memory), or in a single
+//! pass by the k-way kernel (groups of up to 64 runs; more runs take more passes). Results
+//! are identical to [`crate::merge::merge_cpu`]: equal keys keep run order, then row order.
+//!
+//! Host side: keys go up and indices come down through two pinned staging buffers (the host
+//! fills one while the other is in flight); the last merge level runs in chunks so the
+//! download of each chunk overlaps the merge of the next; device buffers are pooled and
+//! reused across calls. An input that does not fit in free device memory is refused with
+//! [`Error::Gpu`] (the caller merges on the CPU). GPU failures are returned, never panics.
+
+mod build;
+mod context;
+mod engine;
+pub mod tuning;
+
+use crate::keys::KeyColumn;
+use crate::merge::Indices;
+use crate::{Error, Result};
+use build::ModuleSpec;
+use context::{gpu, gpu_err};
+use cudarc::driver::{result, sys};
+
+/// Which kernel merges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// Tree of pairwise merges; per-thread co-rank and serial merge on global memory.
+    Basic,
+    /// Tree of pairwise merges; one co-rank pair per block, tile in shared memory.
+    Tiled,
+    /// Tree of pairwise merges; circular buffers that reload only what was consumed.
+    Circular,
+    /// Single pass for up to 64 runs: k-way co-rank per tile, merge in shared memory.
+    KWay,
+    /// The fastest measured for the run count (docs/PERFORMANCE.md, H200): the circular
+    /// kernel's tree up to [`AUTO_KWAY_MIN_RUNS`] - 1 non-empty runs, the k-way kernel from there.
+    Auto,
+}
+
+/// From this many non-empty runs on, [`Kernel::Auto`] takes the single-pass k-way kernel.
+pub const AUTO_KWAY_MIN_RUNS: usize = 8;
+
+impl Kernel {
+    pub const ALL: [Kernel; 5] = [Kernel::Basic, Kernel::Tiled, Kernel::Circular, Kernel::KWay, Kernel::Auto];
+
+    /// The concrete kernel for `nruns` non-empty runs.
+    pub fn resolve(self, nruns: usize) -> Kernel {
+        match self {
+            Kernel::Auto if nruns < AUTO_KWAY_MIN_RUNS => Kernel::Circular,
+            Kernel::Auto => Kernel::KWay,
+            k => k,
+        }
+    }
+}
+
+/// Options of the GPU engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// The kernel; the default is the fastest measured (docs/PERFORMANCE.md).
+    pub kernel: Kernel,
+    /// Overlap the download of the indices with the last merge level (chunked launches).
+    pub overlap_download: bool,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions { kernel: Kernel::Auto, overlap_download: true }
+    }
+}
+
+/// Whether the GPU engine can run here: libcuda and libnvrtc loadable, at least one device.
+/// Never panics (cudarc panics when a library is missing, so presence is checked first).
+pub fn availability() -> std::result::Result<(), String> {
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err("the CUDA driver library (libcuda) is not present".into());
+    }
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err("the NVRTC library (libnvrtc) is not present; put it on LD_LIBRARY_PATH".into());
+    }
+    match std::panic::catch_unwind(|| {
+        result::init().and_then(|_| result::device::get_count())
+    }) {
+        Ok(Ok(c)) if c > 0 => Ok(()),
+        Ok(Ok(_)) => Err("no CUDA device".into()),
+        Ok(Err(e)) => Err(format!("CUDA driver: {e:?}")),
+        Err(_) => Err("the CUDA driver could not be loaded".into()),
+    }
+}
+
+/// Compiles every kernel variant for every key width and index width through NVRTC, for
+/// `compute_90`, with no GPU needed (CI runs this to catch kernels that do not compile).
+pub fn compile_all_kernels() -> Result<()> {
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(Error::GpuUnavailable("the NVRTC library (libnvrtc) is not present".into()));
+    }
+    for spec in ModuleSpec::all() {
+        spec.compile("compute_90")?;
+    }
+    Ok(())
+}
+
+/// The name of the GPU the engine uses.
+pub fn device_name() -> Result<String> {
+    availability().map_err(Error::GpuUnavailable)?;
+    Ok(gpu()?.name.clone())
+}
+
+/// Checks `run_offsets` against `n` keys and returns the bounds of the non-empty runs.
+fn nonempty_bounds(n: usize, run_offsets: &[usize]) -> Result<Vec<u64>> {
+    if run_offsets.is_empty() || *run_offsets.last().unwrap() != n || run_offsets[0] != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "run offsets must start at 0 and end at the key count {n}, got {:?}..{:?}",
+            run_offsets.first(),
+            run_offsets.last()
+        )));
+    }
+    let mut b = vec![0u64];
+    for w in run_offsets.windows(2) {
+        if w[1] < w[0] {
+            return Err(Error::InvalidArgument("run offsets must not decrease".into()));
+        }
+        if w[1] > w[0] {
+            b.push(w[1] as u64);
+        }
+    }
+    Ok(b)
+}
+
+/// Raw bytes of the keys, with the module for their width.
+fn key_bytes(keys: &KeyColumn) -> &[u8] {
+    fn bytes<T>(v: &[T]) -> &[u8] {
+        // Keys are plain integers (or arrays of them): any byte view of them is valid.
+        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+    }
+    match keys {
+        KeyColumn::U32(v) => bytes(v),
+        KeyColumn::U64(v) => bytes(v),
+        KeyColumn::U64x2(v) => bytes(v),
+        KeyColumn::U64x3(v) => bytes(v),
+        KeyColumn::U64x4(v) => bytes(v),
+    }
+}
+
+fn identity(n: usize) -> Indices {
+    if n <= u32::MAX as usize {
+        Indices::U32((0..n as u32).collect())
+    } else {
+        Indices::U64((0..n as u64).collect())
+    }
+}
+
+/// Stable merge of the sorted runs `keys[run_offsets[r]..run_offsets[r + 1]]` on the GPU,
+/// returning the global index of every output row, identical to
+/// [`crate::merge::merge_cpu`] (u32 indices while the total fits, u64 beyond).
+pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions) -> Result<Indices> {
+    let n = keys.len();
+    let bounds = nonempty_bounds(n, run_offsets)?;
+    availability().map_err(Error::GpuUnavailable)?;
+    if bounds.len() <= 2 {
+        return Ok(identity(n)); // zero or one non-empty run: already in order
+    }
+    let spec = ModuleSpec { key_bytes: keys.key_bytes(), index_bits: if n <= u32::MAX as usize { 32 } else { 64 } };
+    let gpu = gpu()?;
+    gpu.bind()?;
+    let mut st = gpu.state.lock().unwrap_or_else(|p| p.into_inner());
+    let kernel = options.kernel.resolve(bounds.len() - 1);
+    let levels = engine::plan(kernel, spec.key_bytes, bounds);
+    let options = &GpuOptions { kernel, ..options.clone() };
+    let res = merge_with_state(gpu, &mut st, spec, options, n, keys, &levels);
+    if res.is_err() {
+        // Leave a clean state for the next call: finish or abandon what was queued.
+        unsafe {
+            let _ = result::stream::synchronize(gpu.cu_stream());
+        }
+        st.release();
+    }
+    res
+}
+
+fn merge_with_state(
+    gpu: &context::Gpu,
+    st: &mut context::State,
+    spec: ModuleSpec,
+    options: &GpuOptions,
+    n: usize,
+    keys: &KeyColumn,
+    levels: &[engine::LevelPlan],
+) -> Result<Indices> {
+    let module = st.module(gpu, spec)?;
+    // Refuse what cannot fit (the pool's own buffers count as free: they are reused).
+    let need = engine::device_bytes(spec, n, levels);
+    let (free, _) = result::mem_get_info().map_err(gpu_err("reading free device memory"))?;
+    let have = free + st.pooled_bytes();
+    if need > have {
+        return Err(Error::Gpu(format!(
+            "the merge of {n} keys needs {need} bytes of device memory, {have} are available; merge on the CPU"
+        )));
+    }
+    if need > free + st.slot_bytes(context::Slot::Keys0) && st.pooled_bytes() > 0 {
+        st.release(); // start over rather than fragment
+    }
+    let src = key_bytes(keys);
+    let keys0 = st.buffer(context::Slot::Keys0, src.len())?;
+    engine::upload(gpu, st, src, keys0)?;
+    let dl = gpu.ctx.new_stream().map_err(gpu_err("creating a stream"))?;
+    let nchunks = if options.overlap_download { tuning::DOWNLOAD_CHUNKS } else { 0 };
+    let events: Vec<sys::CUevent> = (0..nchunks)
+        .map(|_| result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(gpu_err("creating events"))?;
+    let out = (|| {
+        let (idx, ends) = engine::run_levels(gpu, st, &module, spec, options.kernel, n, levels, keys0, &events)?;
+        let mut out = vec![0u8; 0];
+        let ib = spec.index_bytes();
+        let indices = if ib == 4 {
+            let mut v: Vec<u32> = Vec::with_capacity(n);
+            let dst = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, n * 4) };
+            engine::download(gpu, st, idx, dst, 4, dl.cu_stream(), &events, &ends)?;
+            unsafe { v.set_len(n) }; // every byte was written by the download
+            Indices::U32(v)
+        } else {
+            let mut v: Vec<u64> = Vec::with_capacity(n);
+            let dst = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, n * 8) };
+            engine::download(gpu, st, idx, dst, 8, dl.cu_stream(), &events, &ends)?;
+            unsafe { v.set_len(n) };
+            Indices::U64(v)
+        };
+        out.clear();
+        dl.synchronize().map_err(gpu_err("finishing the download"))?;
+        Ok(indices)
+    })();
+    for e in events {
+        unsafe {
+            let _ = result::event::destroy(e);
+        }
+    }
+    out
+}
+
+/// Timings for the benchmark (device-resident data, CUDA events). Not a stable API.
+#[doc(hidden)]
+pub mod bench {
+    use super::*;
+
+    /// Milliseconds of each of `reps` merges of `keys` already on the device (uploaded once;
+    /// timed from the first kernel to the last, with events), after one warm-up merge.
+    pub fn time_device_merge(keys: &KeyColumn, run_offsets: &[usize], kernel: Kernel, reps: usize) -> Result<Vec<f32>> {
+        let n = keys.len();
+        let bounds = nonempty_bounds(n, run_offsets)?;
+        availability().map_err(Error::GpuUnavailable)?;
+        let spec = ModuleSpec { key_bytes: keys.key_bytes(), index_bits: if n <= u32::MAX as usize { 32 } else { 64 } };
+        let gpu = gpu()?;
+        gpu.bind()?;
+        let mut st = gpu.state.lock().unwrap_or_else(|p| p.into_inner());
+        let st = &mut *st;
+        let module = st.module(gpu, spec)?;
+        let kernel = kernel.resolve(bounds.len() - 1);
+        let levels = engine::plan(kernel, spec.key_bytes, bounds);
+        let src = key_bytes(keys);
+        let keys0 = st.buffer(context::Slot::Keys0, src.len())?;
+        engine::upload(gpu, st, src, keys0)?;
+        let (e0, e1) = (timing_event()?, timing_event()?);
+        let mut times = Vec::new();
+        for r in 0..=reps {
+            unsafe { result::event::record(e0, gpu.cu_stream()) }.map_err(gpu_err("event"))?;
+            engine::run_levels(gpu, st, &module, spec, kernel, n, &levels, keys0, &[])?;
+            unsafe { result::event::record(e1, gpu.cu_stream()) }.map_err(gpu_err("event"))?;
+            unsafe { result::event::synchronize(e1) }.map_err(gpu_err("running the merge"))?;
+            if r > 0 {
+                times.push(unsafe { result::event::elapsed(e0, e1) }.map_err(gpu_err("event"))?);
+            }
+        }
+        Ok(times)
+    }
+
+    fn timing_event() -> Result<sys::CUevent> {
+        result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(gpu_err("creating an event"))
+    }
+
+    /// Milliseconds of each of `reps` device-to-device copies of `bytes` (after a warm-up).
+    pub fn time_copy(bytes: usize, reps: usize) -> Result<Vec<f32>> {
+        availability().map_err(Error::GpuUnavailable)?;
+        let gpu = gpu()?;
+        gpu.bind()?;
+        let s = gpu.cu_stream();
+        unsafe {
+            let a = result::malloc_sync(bytes).map_err(gpu_err("alloc"))?;
+            let b = result::malloc_sync(bytes).map_err(gpu_err("alloc"))?;
+            result::memset_d8_async(a, 0x5a, bytes, s).map_err(gpu_err("memset"))?;
+            let (e0, e1) = (timing_event()?, timing_event()?);
+            let mut times = Vec::new();
+            for r in 0..=reps {
+                result::event::record(e0, s).map_err(gpu_err("event"))?;
+                result::memcpy_dtod_async(b, a, bytes, s).map_err(gpu_err("copy"))?;
+                result::event::record(e1, s).map_err(gpu_err("event"))?;
+                result::event::synchronize(e1).map_err(gpu_err("copy"))?;
+                if r > 0 {
+                    times.push(result::event::elapsed(e0, e1).map_err(gpu_err("event"))?);
+                }
+            }
+            let _ = result::free_sync(a);
+            let _ = result::free_sync(b);
+            Ok(times)
+        }
+    }
+
+    /// Milliseconds of host-to-device and device-to-host copies of `bytes` from/to pinned
+    /// memory (the PCIe floor's bandwidth), `reps` each after a warm-up.
+    pub fn time_pinned(bytes: usize, reps: usize) -> Result<(Vec<f32>, Vec<f32>)> {
+        availability().map_err(Error::GpuUnavailable)?;
+        let gpu = gpu()?;
+        gpu.bind()?;
+        let s = gpu.cu_stream();
+        unsafe {
+            let d = result::malloc_sync(bytes).map_err(gpu_err("alloc"))?;
+            let h = result::malloc_host(bytes, 0).map_err(gpu_err("alloc pinned"))? as *mut u8;
+            std::ptr::write_bytes(h, 0x5a, bytes);
+            let hs = std::slice::from_raw_parts_mut(h, bytes);
+            let (e0, e1) = (timing_event()?, timing_event()?);
+            let (mut up, mut down) = (Vec::new(), Vec::new());
+            for r in 0..=reps {
+                result::event::record(e0, s).map_err(gpu_err("event"))?;
+                result::memcpy_htod_async(d, &*hs, s).map_err(gpu_err("h2d"))?;
+                result::event::record(e1, s).map_err(gpu_err("event"))?;
+                result::event::synchronize(e1).map_err(gpu_err("h2d"))?;
+                if r > 0 {
+                    up.push(result::event::elapsed(e0, e1).map_err(gpu_err("event"))?);
+                }
+                result::event::record(e0, s).map_err(gpu_err("event"))?;
+                result::memcpy_dtoh_async(&mut *hs, d, s).map_err(gpu_err("d2h"))?;
+                result::event::record(e1, s).map_err(gpu_err("event"))?;
+                result::event::synchronize(e1).map_err(gpu_err("d2h"))?;
+                if r > 0 {
+                    down.push(result::event::elapsed(e0, e1).map_err(gpu_err("event"))?);
+                }
+            }
+            let _ = result::free_host(h as *mut _);
+            let _ = result::free_sync(d);
+            Ok((up, down))
+        }
+    }
+}

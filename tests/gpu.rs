@@ -1,0 +1,299 @@
+//! GPU engine tests: every kernel variant and key width against the CPU engine.
+//!
+//! Without a GPU they skip (a line on stderr), unless `CORANK_REQUIRE_GPU=1`, which makes
+//! them fail. `compile_all_kernels` needs only libnvrtc: it skips without it unless
+//! `CORANK_REQUIRE_NVRTC=1` (CI). `CORANK_GPU_SMALL=1` keeps only small cases (for
+//! compute-sanitizer, which is slow).
+
+use corank::gpu::{self, GpuOptions, Kernel};
+use corank::keys::{KeyColumn, KeyWord};
+use corank::merge::{merge_cpu, Indices};
+
+fn gpu_or_skip(test: &str) -> bool {
+    match gpu::availability() {
+        Ok(()) => true,
+        Err(e) => {
+            if std::env::var("CORANK_REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("{test}: CORANK_REQUIRE_GPU=1 but no GPU: {e}");
+            }
+            eprintln!("{test}: skipped, no GPU: {e}");
+            false
+        }
+    }
+}
+
+fn small_only() -> bool {
+    std::env::var("CORANK_GPU_SMALL").as_deref() == Ok("1")
+}
+
+#[test]
+fn compile_all_kernels_with_nvrtc() {
+    let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
+    if !present && std::env::var("CORANK_REQUIRE_NVRTC").as_deref() != Ok("1") {
+        eprintln!("compile_all_kernels_with_nvrtc: skipped, libnvrtc not present");
+        return;
+    }
+    gpu::compile_all_kernels().unwrap();
+}
+
+#[test]
+fn availability_never_panics() {
+    let _ = gpu::availability();
+}
+
+/// xorshift64*: deterministic test data without extra dependencies.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Key makers: a u64 "value" (whose range sets how many duplicates) to a key of each width.
+trait TestKey: KeyWord {
+    fn make(v: u64, rng: &mut Rng, dup_low: bool) -> Self;
+    fn column(v: Vec<Self>) -> KeyColumn;
+}
+impl TestKey for u32 {
+    fn make(v: u64, _: &mut Rng, _: bool) -> Self {
+        v as u32
+    }
+    fn column(v: Vec<Self>) -> KeyColumn {
+        KeyColumn::U32(v)
+    }
+}
+impl TestKey for u64 {
+    fn make(v: u64, _: &mut Rng, _: bool) -> Self {
+        v
+    }
+    fn column(v: Vec<Self>) -> KeyColumn {
+        KeyColumn::U64(v)
+    }
+}
+macro_rules! wide {
+    ($n:expr, $variant:ident) => {
+        impl TestKey for [u64; $n] {
+            // The value goes in the most significant word; lower words are few-valued (so
+            // ties on the first word are decided by later words, and full ties happen).
+            fn make(v: u64, rng: &mut Rng, dup_low: bool) -> Self {
+                let mut k = [0u64; $n];
+                k[0] = v;
+                for w in 1..$n {
+                    k[w] = if dup_low { rng.below(2) } else { rng.next() };
+                }
+                k
+            }
+            fn column(v: Vec<Self>) -> KeyColumn {
+                KeyColumn::$variant(v)
+            }
+        }
+    };
+}
+wide!(2, U64x2);
+wide!(3, U64x3);
+wide!(4, U64x4);
+
+/// Sorted runs of the given lengths with values below `range` (small range = many duplicates).
+fn runs<T: TestKey>(lens: &[usize], range: u64, seed: u64) -> (Vec<T>, Vec<usize>) {
+    let mut rng = Rng(seed | 1);
+    let mut keys = Vec::new();
+    let mut offsets = vec![0];
+    for &len in lens {
+        let mut run: Vec<T> = (0..len).map(|_| { let v = rng.below(range); T::make(v, &mut rng, range < 64) }).collect();
+        run.sort();
+        keys.extend(run);
+        offsets.push(keys.len());
+    }
+    (keys, offsets)
+}
+
+fn check<T: TestKey>(keys: Vec<T>, offsets: &[usize], kernels: &[Kernel], what: &str) {
+    let expect = merge_cpu(&keys, offsets);
+    let col = T::column(keys);
+    for &kernel in kernels {
+        for overlap in [true, false] {
+            let got = gpu::merge_keys(&col, offsets, &GpuOptions { kernel, overlap_download: overlap })
+                .unwrap_or_else(|e| panic!("{what}: {kernel:?}: {e}"));
+            if got != expect {
+                let first = (0..expect.len()).find(|&i| got.get(i) != expect.get(i));
+                panic!("{what}: {kernel:?} (overlap {overlap}) differs from the CPU engine at output {first:?} (n = {})", expect.len());
+            }
+        }
+    }
+}
+
+fn all_widths(lens: &[usize], range: u64, seed: u64, kernels: &[Kernel], what: &str) {
+    let (k, o) = runs::<u32>(lens, range.min(1 << 32), seed);
+    check(k, &o, kernels, &format!("{what} u32"));
+    let (k, o) = runs::<u64>(lens, range, seed);
+    check(k, &o, kernels, &format!("{what} u64"));
+    let (k, o) = runs::<[u64; 2]>(lens, range, seed);
+    check(k, &o, kernels, &format!("{what} u64x2"));
+    let (k, o) = runs::<[u64; 3]>(lens, range, seed);
+    check(k, &o, kernels, &format!("{what} u64x3"));
+    let (k, o) = runs::<[u64; 4]>(lens, range, seed);
+    check(k, &o, kernels, &format!("{what} u64x4"));
+}
+
+#[test]
+fn small_cases_every_kernel_and_width() {
+    if !gpu_or_skip("small_cases_every_kernel_and_width") {
+        return;
+    }
+    let cases: Vec<Vec<usize>> = vec![
+        vec![],
+        vec![0],
+        vec![0, 0],
+        vec![1, 1],
+        vec![5, 0],
+        vec![0, 7],
+        vec![3000, 0, 1],
+        vec![1, 2, 3],
+        vec![2048, 2048],
+        vec![2047, 2049, 1],
+        vec![4096 + 17, 3],
+        vec![10_000, 9_000, 1, 0, 333],
+    ];
+    for (i, lens) in cases.iter().enumerate() {
+        for range in [4, 1 << 40] {
+            all_widths(lens, range, 7 + i as u64, &Kernel::ALL, &format!("case {lens:?} range {range}"));
+        }
+    }
+}
+
+#[test]
+fn k_from_1_to_64() {
+    if !gpu_or_skip("k_from_1_to_64") {
+        return;
+    }
+    let mut rng = Rng(99);
+    let ks: Vec<usize> = if small_only() { vec![1, 2, 3, 5, 17, 64] } else { (1..=64).collect() };
+    for k in ks {
+        let per = if small_only() { 300 } else { 5000 };
+        let lens: Vec<usize> = (0..k).map(|_| rng.below(2 * per as u64) as usize).collect();
+        let range = if k % 2 == 0 { 1 << 40 } else { 10 };
+        let (keys, o) = runs::<u64>(&lens, range, k as u64);
+        check(keys, &o, &Kernel::ALL, &format!("k = {k}"));
+        if k % 8 == 1 || k == 64 {
+            all_widths(&lens, range, k as u64 + 1000, &Kernel::ALL, &format!("k = {k}"));
+        }
+    }
+    // More than 64 runs: the k-way kernel takes two passes.
+    let lens: Vec<usize> = (0..100).map(|i| (i * 37) % 500).collect();
+    let (keys, o) = runs::<u64>(&lens, 50, 5);
+    check(keys, &o, &Kernel::ALL, "k = 100");
+}
+
+#[test]
+fn skewed_splits() {
+    if !gpu_or_skip("skewed_splits") {
+        return;
+    }
+    let n = if small_only() { 5000 } else { 300_000 };
+    // All of A before all of B, and all of B before all of A.
+    let a: Vec<u64> = (0..n as u64).collect();
+    let b: Vec<u64> = (n as u64..2 * n as u64).collect();
+    let ab: Vec<u64> = a.iter().chain(&b).copied().collect();
+    check(ab, &[0, n, 2 * n], &Kernel::ALL, "A before B");
+    let ba: Vec<u64> = b.iter().chain(&a).copied().collect();
+    check(ba, &[0, n, 2 * n], &Kernel::ALL, "B before A");
+    // All keys equal: the output is the identity (stability).
+    check(vec![42u64; 2 * n + 3], &[0, n, 2 * n + 3], &Kernel::ALL, "all equal");
+    check(vec![7u32; 3 * n], &[0, n, 2 * n, 3 * n], &Kernel::ALL, "all equal, 3 runs");
+    // One run empty.
+    check((0..n as u64).collect::<Vec<_>>(), &[0, 0, n], &Kernel::ALL, "first run empty");
+    check((0..n as u64).collect::<Vec<_>>(), &[0, n, n], &Kernel::ALL, "second run empty");
+    // A long stretch of A, then alternating: consumption per tile swings from all-A to
+    // half/half, which is what breaks the published circular-buffer code (it reloads A from
+    // the consumed count, so after a tile that took everything from one run the other
+    // run's buffer is refilled from the wrong place).
+    let mut a: Vec<u64> = (0..n as u64).map(|x| x * 2).collect();
+    let mut b: Vec<u64> = (0..(n as u64 / 3)).map(|x| x * 6 + 1).collect();
+    b.extend(std::iter::repeat_n(3 * n as u64, 777));
+    a.extend(std::iter::repeat_n(3 * n as u64, 555));
+    let (la, lb) = (a.len(), b.len());
+    a.extend(b);
+    check(a, &[0, la, la + lb], &Kernel::ALL, "circular-buffer breaker");
+}
+
+#[test]
+fn circular_buffer_tile_edges() {
+    if !gpu_or_skip("circular_buffer_tile_edges") {
+        return;
+    }
+    // Sizes around the circular kernel's slot count (1024 / 512) and section (8 tiles).
+    for (i, &(la, lb)) in [(1023, 1), (1024, 1024), (1025, 3), (8191, 8193), (512, 4000), (4000, 512), (9000, 100)].iter().enumerate() {
+        for range in [3u64, 1 << 50] {
+            all_widths(&[la, lb], range, 500 + i as u64, &[Kernel::Circular, Kernel::Tiled], &format!("circular edges {la}+{lb}"));
+        }
+    }
+}
+
+#[test]
+fn large_and_duplicate_heavy() {
+    if !gpu_or_skip("large_and_duplicate_heavy") || small_only() {
+        return;
+    }
+    for (lens, range) in [(vec![5_000_000, 5_000_000], 1u64 << 60), (vec![6_000_000, 4_000_000], 1000), (vec![625_000; 16], 1 << 20)] {
+        let (k, o) = runs::<u64>(&lens, range, 3);
+        check(k, &o, &Kernel::ALL, &format!("{} runs, range {range}", lens.len()));
+    }
+    let (k, o) = runs::<[u64; 2]>(&[3_000_000, 3_000_000, 4_000_000], 100, 4);
+    check(k, &o, &[Kernel::KWay, Kernel::Tiled], "u64x2, 10^7");
+}
+
+#[test]
+fn more_than_2_pow_31_keys() {
+    if !gpu_or_skip("more_than_2_pow_31_keys") || small_only() {
+        return;
+    }
+    // 2^31 + 2^20 u32 keys in two runs: positions pass i32::MAX and the engine must use
+    // u64-safe offsets; checked against the CPU engine (which uses u32 indices here, as the
+    // total still fits in u32, so the same Indices variant).
+    let n = (1usize << 31) + (1 << 20);
+    let half = n / 2 + 12345;
+    let mut keys: Vec<u32> = Vec::with_capacity(n);
+    keys.extend((0..half as u64).map(|i| ((i * 3) >> 1) as u32));
+    keys.extend((0..(n - half) as u64).map(|i| ((i * 3 + 1) >> 1) as u32));
+    let offsets = [0, half, n];
+    let expect = merge_cpu(&keys, &offsets);
+    let col = KeyColumn::U32(keys);
+    for kernel in [Kernel::KWay, Kernel::Tiled] {
+        let got = gpu::merge_keys(&col, &offsets, &GpuOptions { kernel, overlap_download: true }).unwrap();
+        assert!(got == expect, "{kernel:?}: 2^31 + 2^20 keys differ from the CPU engine");
+    }
+}
+
+#[test]
+fn more_than_u32_max_keys_u64_indices() {
+    if !gpu_or_skip("more_than_u32_max_keys_u64_indices") || small_only() {
+        return;
+    }
+    if std::env::var("CORANK_GPU_HUGE").as_deref() != Ok("1") {
+        eprintln!("more_than_u32_max_keys_u64_indices: set CORANK_GPU_HUGE=1 (needs ~60 GB device and host memory)");
+        return;
+    }
+    // 2^32 + 2^20 u32 keys: u64 indices.
+    let n = (1usize << 32) + (1 << 20);
+    let half = n / 2 - 999;
+    let mut keys: Vec<u32> = Vec::with_capacity(n);
+    keys.extend((0..half as u64).map(|i| (i >> 1) as u32));
+    keys.extend((0..(n - half) as u64).map(|i| (i >> 1) as u32));
+    let offsets = [0, half, n];
+    let col = KeyColumn::U32(keys);
+    let got = gpu::merge_keys(&col, &offsets, &GpuOptions::default()).unwrap();
+    let Indices::U64(v) = &got else { panic!("expected u64 indices") };
+    let KeyColumn::U32(keys) = &col else { unreachable!() };
+    // Sorted by key, ties by global index (stability), and a permutation (count check).
+    for w in v.windows(2) {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        assert!(keys[a] < keys[b] || (keys[a] == keys[b] && a < b));
+    }
+    assert_eq!(v.len(), n);
+}

@@ -43,11 +43,13 @@ pub struct MergeOptions {
     pub check_sorted: bool,
     /// Rows per output batch of [`merge`].
     pub batch_size: usize,
+    /// `Engine::Auto` uses the GPU from this many rows on.
+    pub gpu_min_keys: usize,
 }
 
 impl Default for MergeOptions {
     fn default() -> Self {
-        Self { engine: Engine::Auto, check_sorted: false, batch_size: 8192 }
+        Self { engine: Engine::Auto, check_sorted: false, batch_size: 8192, gpu_min_keys: crate::merge::engine::GPU_MIN_KEYS }
     }
 }
 
@@ -75,11 +77,12 @@ pub fn merge_columns(runs: &[Vec<ArrayRef>], specs: &[KeySpec], options: &MergeO
     if options.check_sorted {
         check_sorted(&encoded, full.as_ref(), runs)?;
     }
-    let (mut indices, engine) = merge_keys(&encoded.keys, &encoded.run_offsets, options.engine)?;
+    let (mut indices, engine) = merge_keys(&encoded.keys, &encoded.run_offsets, options.engine, options.gpu_min_keys)?;
     if let Some(full) = &full {
         resolve_ties(&mut indices, &encoded.keys, full);
     }
-    Ok(Permutation { run_offsets: encoded.run_offsets, indices, engine })
+    let key_bytes = encoded.keys.key_bytes();
+    Ok(Permutation { run_offsets: encoded.run_offsets, indices, engine, key_bytes })
 }
 
 /// Checks that every run has run 0's columns (names and types) and finds the sort columns.

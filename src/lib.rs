@@ -27,12 +27,15 @@
 //! ```
 
 pub mod api;
+pub mod datafusion;
 pub mod datagen;
 pub mod error;
 pub mod gather;
 pub mod gpu;
 pub mod keys;
 pub mod merge;
+pub mod parquet;
+pub mod stream;
 
 pub use api::{merge, merge_columns, merge_permutation, MergeOptions, SortKey};
 pub use error::{Error, Result};

@@ -168,3 +168,11 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[KeySpec]) -> Result<Layout> 
     }
     Ok(Layout { fields, bits: used, exact })
 }
+
+/// Whether corank can encode a sort column of this type (dictionaries by their values).
+pub fn is_supported(dt: &DataType) -> bool {
+    match dt {
+        DataType::Dictionary(_, values) => is_supported(values),
+        other => fixed_width("", other).is_ok(),
+    }
+}

@@ -43,7 +43,7 @@ mod layout;
 mod pack;
 mod word;
 
-pub use layout::{plan_layout, Field, FieldKind, Layout, MAX_KEY_BITS};
+pub use layout::{is_supported, plan_layout, Field, FieldKind, Layout, MAX_KEY_BITS};
 pub use word::{KeyColumn, KeyWord};
 
 use crate::error::{Error, Result};

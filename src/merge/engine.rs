@@ -64,7 +64,8 @@ fn cpu(keys: &KeyColumn, run_offsets: &[usize]) -> (Indices, Engine) {
 
 /// Merges sorted runs of keys with the chosen engine; returns the indices and the engine
 /// that ran (`Cpu` or `Gpu`).
-pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], engine: Engine) -> Result<(Indices, Engine)> {
+/// `gpu_min_keys`: below this many keys `Auto` stays on the CPU ([`GPU_MIN_KEYS`] by default).
+pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], engine: Engine, gpu_min_keys: usize) -> Result<(Indices, Engine)> {
     static NO_GPU: Once = Once::new();
     match engine {
         Engine::Cpu => Ok(cpu(keys, run_offsets)),
@@ -80,7 +81,7 @@ pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], engine: Engine) -> Re
                 NO_GPU.call_once(|| log::info!("corank: no usable GPU ({why}); merging on the CPU"));
                 return Ok(cpu(keys, run_offsets));
             }
-            if keys.len() < GPU_MIN_KEYS && !gpu_required() {
+            if keys.len() < gpu_min_keys && !gpu_required() {
                 return Ok(cpu(keys, run_offsets));
             }
             match gpu::merge_keys(keys, run_offsets, &GpuOptions::default()) {

@@ -48,6 +48,8 @@ pub struct Permutation {
     pub indices: Indices,
     /// The engine that merged (`Cpu` or `Gpu`).
     pub engine: super::Engine,
+    /// Bytes per encoded key the engine merged (4, 8, 16, 24 or 32; 0 with no rows).
+    pub key_bytes: usize,
 }
 
 impl Permutation {

@@ -152,7 +152,8 @@ pub fn sorted_run(
     let mut fields: Vec<(String, ArrayRef)> =
         cols.iter().enumerate().map(|(i, c)| (format!("k{i}"), take(c, &order, None).unwrap())).collect();
     fields.push(("id".into(), Arc::new(UInt64Array::from_iter_values(first_id..first_id + n as u64))));
-    RecordBatch::try_from_iter(fields).unwrap()
+    // Every field nullable, so runs with and without nulls share one schema.
+    RecordBatch::try_from_iter_with_nullable(fields.into_iter().map(|(n, a)| (n, a, true))).unwrap()
 }
 
 /// The oracle: global indices of the stable sort of the concatenated runs by arrow-row bytes.

@@ -1,0 +1,236 @@
+//! `CoRankMergeExec`: the plan node that replaces `SortPreservingMergeExec`.
+//!
+//! Same properties (one output partition, the input ordering, `fetch`), same output as
+//! SPM with its round-robin tie breaker off: stable, ties go to the lower input partition.
+//! It streams with the frontier rule ([`crate::stream::FrontierMerge`]): memory stays within
+//! `window_rows` rows per input partition, accounted in DataFusion's `MemoryPool` (a budget
+//! too small is a `ResourcesExhausted` error). Dropping the output stream aborts the task
+//! that drives the inputs and the merge, which frees its buffers.
+
+use super::config::CoRankConfig;
+use super::stream::{drive, MergeMetrics};
+use crate::merge::Engine;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{internal_err, Result};
+use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{LexOrdering, OrderingRequirements, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{CardinalityEffect, EvaluationType, SchedulingType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
+use std::sync::Arc;
+
+/// The merge settings a node carries (from [`CoRankConfig`] when the rule made it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeSettings {
+    pub engine: Engine,
+    pub window_rows: usize,
+    pub gpu_min_rows: usize,
+}
+
+impl Default for MergeSettings {
+    fn default() -> Self {
+        Self::try_from(&CoRankConfig::default()).expect("the default engine name parses")
+    }
+}
+
+impl TryFrom<&CoRankConfig> for MergeSettings {
+    type Error = crate::Error;
+    fn try_from(c: &CoRankConfig) -> crate::Result<Self> {
+        Ok(Self { engine: c.engine.parse()?, window_rows: c.window_rows.max(1), gpu_min_rows: c.gpu_min_rows })
+    }
+}
+
+/// Merges the sorted partitions of its input into one sorted partition with corank.
+#[derive(Debug, Clone)]
+pub struct CoRankMergeExec {
+    input: Arc<dyn ExecutionPlan>,
+    expr: LexOrdering,
+    fetch: Option<usize>,
+    settings: MergeSettings,
+    metrics: ExecutionPlanMetricsSet,
+    cache: Arc<PlanProperties>,
+}
+
+impl CoRankMergeExec {
+    pub fn new(expr: LexOrdering, input: Arc<dyn ExecutionPlan>) -> Self {
+        let cache = Arc::new(Self::compute_properties(&input, expr.clone()));
+        Self { input, expr, fetch: None, settings: MergeSettings::default(), metrics: ExecutionPlanMetricsSet::new(), cache }
+    }
+
+    pub fn with_fetch(mut self, fetch: Option<usize>) -> Self {
+        self.fetch = fetch;
+        self
+    }
+
+    pub fn with_settings(mut self, settings: MergeSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+
+    pub fn expr(&self) -> &LexOrdering {
+        &self.expr
+    }
+
+    pub fn settings(&self) -> &MergeSettings {
+        &self.settings
+    }
+
+    /// As `SortPreservingMergeExec::compute_properties`: one partition, the input's
+    /// equivalences plus the merge ordering.
+    fn compute_properties(input: &Arc<dyn ExecutionPlan>, ordering: LexOrdering) -> PlanProperties {
+        let (drive, scheduling) = if input.output_partitioning().partition_count() > 1 {
+            (EvaluationType::Eager, SchedulingType::Cooperative)
+        } else {
+            (input.properties().evaluation_type, input.properties().scheduling_type)
+        };
+        let mut eq = input.equivalence_properties().clone();
+        eq.clear_per_partition_constants();
+        eq.add_ordering(ordering);
+        PlanProperties::new(eq, Partitioning::UnknownPartitioning(1), input.pipeline_behavior(), input.boundedness())
+            .with_evaluation_type(drive)
+            .with_scheduling_type(scheduling)
+    }
+}
+
+impl DisplayAs for CoRankMergeExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "CoRankMergeExec: [{}]", self.expr)?;
+                if let Some(fetch) = self.fetch {
+                    write!(f, ", fetch={fetch}")?;
+                }
+                write!(f, ", engine={}", self.settings.engine)
+            }
+            DisplayFormatType::TreeRender => {
+                if let Some(fetch) = self.fetch {
+                    writeln!(f, "limit={fetch}")?;
+                }
+                writeln!(f, "engine={}", self.settings.engine)?;
+                for (i, e) in self.expr.iter().enumerate() {
+                    e.fmt_sql(f)?;
+                    if i + 1 != self.expr.len() {
+                        write!(f, ", ")?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for CoRankMergeExec {
+    fn name(&self) -> &'static str {
+        "CoRankMergeExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.cache
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.fetch
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        Some(Arc::new(Self { fetch: limit, metrics: ExecutionPlanMetricsSet::new(), ..self.clone() }))
+    }
+
+    fn supports_limit_pushdown(&self) -> bool {
+        true
+    }
+
+    fn cardinality_effect(&self) -> CardinalityEffect {
+        if self.fetch.is_none() {
+            CardinalityEffect::Equal
+        } else {
+            CardinalityEffect::LowerEqual
+        }
+    }
+
+    fn required_input_distribution(&self) -> Vec<Distribution> {
+        vec![Distribution::UnspecifiedDistribution]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn required_input_ordering(&self) -> Vec<Option<OrderingRequirements>> {
+        vec![Some(OrderingRequirements::from(self.expr.clone()))]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        let mut recursion = TreeNodeRecursion::Continue;
+        for e in self.expr.iter() {
+            recursion = f(&e.expr)?;
+            if recursion == TreeNodeRecursion::Stop {
+                break;
+            }
+        }
+        Ok(recursion)
+    }
+
+    #[allow(deprecated)]
+    fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return internal_err!("CoRankMergeExec takes one child, got {}", children.len());
+        }
+        Ok(Arc::new(
+            CoRankMergeExec::new(self.expr.clone(), children.swap_remove(0))
+                .with_fetch(self.fetch)
+                .with_settings(self.settings.clone()),
+        ))
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        if partition != 0 {
+            return internal_err!("CoRankMergeExec has one output partition, asked for {partition}");
+        }
+        let n = self.input.output_partitioning().partition_count();
+        let inputs = (0..n).map(|p| self.input.execute(p, Arc::clone(&context))).collect::<Result<Vec<_>>>()?;
+        let reservation =
+            MemoryConsumer::new(format!("CoRankMergeExec[{partition}]")).register(&context.runtime_env().memory_pool);
+        let metrics = MergeMetrics::new(&self.metrics, partition);
+        let schema = self.schema();
+        let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&schema), 2);
+        let tx = builder.tx();
+        let task = drive(
+            inputs,
+            schema,
+            self.expr.clone(),
+            self.fetch,
+            self.settings.clone(),
+            context.session_config().batch_size(),
+            reservation,
+            metrics,
+            tx,
+        );
+        builder.spawn(task);
+        Ok(builder.build())
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}

@@ -1,0 +1,170 @@
+//! A table provider that exposes every row group of a set of Parquet files as one sorted
+//! partition, for files whose row groups are each sorted but not the file as a whole (or
+//! whose files overlap). `SELECT .. ORDER BY` over it then merges row groups with
+//! `CoRankMergeExec` instead of re-sorting.
+//!
+//! The order is read from the row groups' `sorting_columns` metadata (every row group of
+//! every file must carry the same) or declared by the caller, who then vouches for it as
+//! with `CREATE EXTERNAL TABLE .. WITH ORDER`.
+
+use crate::api::SortKey;
+use crate::error::{Error, Result};
+use arrow::compute::SortOptions;
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::datasource::TableProvider;
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::logical_expr::{Expr, TableType};
+use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+use datafusion::physical_plan::expressions::col;
+use datafusion::physical_plan::ExecutionPlan;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, Clone)]
+struct FileInfo {
+    path: PathBuf,
+    size: u64,
+    /// Row counts of the file's row groups.
+    row_groups: Vec<usize>,
+}
+
+/// Sorted row groups of Parquet files as sorted partitions.
+#[derive(Debug, Clone)]
+pub struct SortedRowGroupsTable {
+    schema: SchemaRef,
+    files: Vec<FileInfo>,
+    order: Vec<SortKey>,
+}
+
+fn file_error(path: &Path, what: impl std::fmt::Display) -> Error {
+    Error::InvalidArgument(format!("{}: {what}", path.display()))
+}
+
+impl SortedRowGroupsTable {
+    /// Opens `paths`. With `declared = None` the order comes from the row groups'
+    /// `sorting_columns`; a row group without them, or files that disagree, is an error.
+    pub fn try_new(paths: &[PathBuf], declared: Option<Vec<SortKey>>) -> Result<Self> {
+        if paths.is_empty() {
+            return Err(Error::InvalidArgument("no Parquet files given".into()));
+        }
+        let mut schema: Option<SchemaRef> = None;
+        let mut files = Vec::with_capacity(paths.len());
+        let mut order = declared.clone();
+        for path in paths {
+            let file = std::fs::File::open(path).map_err(|e| file_error(path, e))?;
+            let size = file.metadata().map_err(|e| file_error(path, e))?.len();
+            let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| file_error(path, e))?;
+            let file_schema = builder.schema().clone();
+            match &schema {
+                None => schema = Some(file_schema.clone()),
+                Some(s) if s.fields() != file_schema.fields() => {
+                    return Err(file_error(path, format!("schema differs from {}'s", paths[0].display())))
+                }
+                Some(_) => {}
+            }
+            let meta = builder.metadata();
+            let parquet_schema = meta.file_metadata().schema_descr();
+            let mut row_groups = Vec::with_capacity(meta.num_row_groups());
+            for (g, rg) in meta.row_groups().iter().enumerate() {
+                row_groups.push(rg.num_rows() as usize);
+                if declared.is_some() {
+                    continue;
+                }
+                let Some(cols) = rg.sorting_columns().filter(|c| !c.is_empty()) else {
+                    return Err(file_error(path, format!("row group {g} has no sorting_columns metadata; declare the sort order")));
+                };
+                let keys: Vec<SortKey> = cols
+                    .iter()
+                    .map(|c| {
+                        let name = parquet_schema.column(c.column_idx as usize).path().string();
+                        SortKey::new(name, SortOptions { descending: c.descending, nulls_first: c.nulls_first })
+                    })
+                    .collect();
+                match &order {
+                    None => order = Some(keys),
+                    Some(o) if *o != keys => {
+                        return Err(file_error(path, format!("row group {g} is sorted by {keys:?}, other row groups by {o:?}")))
+                    }
+                    Some(_) => {}
+                }
+            }
+            files.push(FileInfo { path: path.clone(), size, row_groups });
+        }
+        let schema = schema.expect("at least one file");
+        let order = order.ok_or_else(|| Error::InvalidArgument("the files have no row groups and no declared order".into()))?;
+        for k in &order {
+            if schema.field_with_name(&k.column).is_err() {
+                return Err(Error::MissingColumn { run: 0, column: k.column.clone() });
+            }
+        }
+        Ok(Self { schema, files, order })
+    }
+
+    /// The sort order of every row group.
+    pub fn order(&self) -> &[SortKey] {
+        &self.order
+    }
+
+    /// Non-empty row groups, hence partitions of a scan.
+    pub fn num_row_groups(&self) -> usize {
+        self.files.iter().map(|f| f.row_groups.iter().filter(|&&n| n > 0).count()).sum()
+    }
+}
+
+#[async_trait]
+impl TableProvider for SortedRowGroupsTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        limit: Option<usize>,
+    ) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
+        let options = state.table_options().parquet.clone();
+        let source = Arc::new(ParquetSource::new(Arc::clone(&self.schema)).with_table_parquet_options(options));
+        // One file group (partition) per non-empty row group: the file, with an access
+        // plan that reads only that row group.
+        let mut groups = Vec::new();
+        for f in &self.files {
+            let path = f.path.canonicalize().map_err(|e| datafusion::common::DataFusionError::IoError(e))?;
+            for (g, &rows) in f.row_groups.iter().enumerate() {
+                if rows == 0 {
+                    continue;
+                }
+                let mut plan = ParquetAccessPlan::new_none(f.row_groups.len());
+                plan.scan(g);
+                let file = PartitionedFile::new(path.to_string_lossy().to_string(), f.size).with_extension(plan);
+                groups.push(FileGroup::new(vec![file]));
+            }
+        }
+        let ordering = LexOrdering::new(
+            self.order
+                .iter()
+                .map(|k| Ok(PhysicalSortExpr::new(col(&k.column, &self.schema)?, k.options)))
+                .collect::<datafusion::common::Result<Vec<_>>>()?,
+        );
+        let mut builder = FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), source)
+            .with_file_groups(groups)
+            .with_limit(limit)
+            .with_projection_indices(projection.cloned())?;
+        if let Some(ordering) = ordering {
+            builder = builder.with_output_ordering(vec![ordering]);
+        }
+        Ok(DataSourceExec::from_data_source(builder.build()))
+    }
+}

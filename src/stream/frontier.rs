@@ -1,0 +1,270 @@
+//! The frontier rule: merge sorted inputs of any length in bounded memory.
+//!
+//! Each input buffers a window of rows. Let `L_j` be the key of input `j`'s last buffered
+//! row and the **frontier** `F` the smallest `(L_j, j)` over the inputs not yet exhausted
+//! (key first, then input index). A buffered row `(key, i)` can be emitted when
+//! `(key, i) <= F`: no input can later produce a row that sorts before it, because input `j`'s
+//! future rows have keys `>= L_j`, and rows with equal keys go to the earlier input.
+//! The rows of the input that defines `F` are always all emittable, so every round frees at
+//! least one input's buffer: memory stays within `window_rows` per input (plus one batch),
+//! and duplicates of the frontier key never stall the merge.
+//!
+//! One round: (1) every input not exhausted holds at least one row (the caller pushes);
+//! (2) find `F`; (3) per input, the emittable prefix of its buffer (binary search);
+//! (4) merge those prefixes with the engine — an input's buffered batches are consecutive
+//! runs, inputs in order, so the merge's stability is the inputs' order; (5) gather, and
+//! drop what was emitted.
+
+use crate::api::{merge_columns, MergeOptions};
+use crate::error::{Error, Result};
+use crate::gather::gather;
+use crate::keys::KeySpec;
+use crate::merge::Engine;
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use arrow::row::{OwnedRow, RowConverter, SortField};
+use std::cmp::Ordering;
+use std::collections::VecDeque;
+
+/// Settings of a streaming merge.
+#[derive(Debug, Clone)]
+pub struct StreamOptions {
+    /// Rows buffered per input before a round (at least one batch is always buffered).
+    pub window_rows: usize,
+    /// Rows per output batch.
+    pub batch_size: usize,
+    pub engine: Engine,
+    /// Check every input's order across batch boundaries and within batches.
+    pub check_sorted: bool,
+    /// `Engine::Auto` uses the GPU for rounds of at least this many rows.
+    pub gpu_min_keys: usize,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        Self { window_rows: 1 << 16, batch_size: 8192, engine: Engine::Auto, check_sorted: false, gpu_min_keys: crate::merge::engine::GPU_MIN_KEYS }
+    }
+}
+
+/// A buffered batch and its evaluated sort key columns.
+struct Buffered {
+    batch: RecordBatch,
+    keys: Vec<ArrayRef>,
+}
+
+impl Buffered {
+    fn slice(&self, offset: usize, len: usize) -> Buffered {
+        Buffered { batch: self.batch.slice(offset, len), keys: self.keys.iter().map(|k| k.slice(offset, len)).collect() }
+    }
+}
+
+#[derive(Default)]
+struct Input {
+    batches: VecDeque<Buffered>,
+    rows: usize,
+    exhausted: bool,
+    /// Rows of this input already pushed (for error messages).
+    rows_seen: usize,
+    /// The key of the last row pushed (for the order check across batches).
+    last_key: Option<OwnedRow>,
+}
+
+/// The output of one round.
+pub struct MergedChunk {
+    pub batches: Vec<RecordBatch>,
+    pub rows: usize,
+    /// The engine that merged (`Cpu` or `Gpu`).
+    pub engine: Engine,
+    /// Bytes of key words the engine merged (what a GPU moves up).
+    pub key_bytes: usize,
+}
+
+/// A streaming k-way merge driven by its caller: push batches, then take merged chunks.
+pub struct FrontierMerge {
+    schema: SchemaRef,
+    specs: Vec<KeySpec>,
+    converter: RowConverter,
+    inputs: Vec<Input>,
+    options: StreamOptions,
+}
+
+impl FrontierMerge {
+    /// `specs` name the sort keys (for messages) and their options; the caller evaluates the
+    /// key columns of each batch it pushes.
+    pub fn new(schema: SchemaRef, key_types: &[arrow::datatypes::DataType], specs: Vec<KeySpec>, num_inputs: usize, options: StreamOptions) -> Result<Self> {
+        if options.window_rows == 0 || options.batch_size == 0 {
+            return Err(Error::InvalidArgument("window and batch size must be at least 1 row".into()));
+        }
+        let fields = key_types.iter().zip(&specs).map(|(t, s)| SortField::new_with_options(t.clone(), s.options)).collect();
+        let converter = RowConverter::new(fields)?;
+        Ok(Self { schema, specs, converter, inputs: (0..num_inputs).map(|_| Input::default()).collect(), options })
+    }
+
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    pub fn num_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// Whether input `i` should be given more rows before the next round: it is not
+    /// exhausted and holds fewer than `window_rows` rows.
+    pub fn wants(&self, i: usize) -> bool {
+        let input = &self.inputs[i];
+        !input.exhausted && input.rows < self.options.window_rows
+    }
+
+    /// Whether a round can run: every input not exhausted holds at least one row.
+    pub fn ready(&self) -> bool {
+        self.inputs.iter().all(|i| i.exhausted || i.rows > 0)
+    }
+
+    /// Whether every input is exhausted and everything was emitted.
+    pub fn is_finished(&self) -> bool {
+        self.inputs.iter().all(|i| i.exhausted && i.rows == 0)
+    }
+
+    /// Memory held by buffered batches.
+    pub fn buffered_bytes(&self) -> usize {
+        self.inputs.iter().flat_map(|i| &i.batches).map(|b| b.batch.get_array_memory_size()).sum()
+    }
+
+    /// Input `i` has no more rows.
+    pub fn finish_input(&mut self, i: usize) {
+        self.inputs[i].exhausted = true;
+    }
+
+    fn row(&self, keys: &[ArrayRef], r: usize) -> Result<OwnedRow> {
+        let cols: Vec<ArrayRef> = keys.iter().map(|k| k.slice(r, 1)).collect();
+        Ok(self.converter.convert_columns(&cols)?.row(0).owned())
+    }
+
+    /// Buffers a batch of input `i` with its evaluated sort key columns.
+    pub fn push(&mut self, i: usize, batch: RecordBatch, keys: Vec<ArrayRef>) -> Result<()> {
+        let n = batch.num_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        if self.inputs[i].exhausted {
+            return Err(Error::InvalidArgument(format!("input {i} was already finished")));
+        }
+        if self.options.check_sorted {
+            let first = self.row(&keys, 0)?;
+            if let Some(prev) = &self.inputs[i].last_key {
+                if prev.row() > first.row() {
+                    let at = self.inputs[i].rows_seen;
+                    return Err(Error::NotSorted { run: i, row: at, detail: "a batch starts below the previous batch's last key".into() });
+                }
+            }
+            let spec_runs = [keys.clone()];
+            let encoded = crate::keys::encode_runs(&spec_runs, &self.specs)?;
+            let full = if encoded.exact { None } else { Some(crate::merge::ties::FullComparator::new(&spec_runs, &self.specs, &encoded.run_offsets)?) };
+            crate::merge::check::check_sorted(&encoded, full.as_ref(), &spec_runs).map_err(|e| match e {
+                Error::NotSorted { row, detail, .. } => Error::NotSorted { run: i, row: self.inputs[i].rows_seen + row, detail },
+                other => other,
+            })?;
+        }
+        let last = self.row(&keys, n - 1)?;
+        let input = &mut self.inputs[i];
+        input.last_key = Some(last);
+        input.rows_seen += n;
+        input.rows += n;
+        input.batches.push_back(Buffered { batch, keys });
+        Ok(())
+    }
+
+    /// Compares `(row r of input i's buffered batch b, i)` with the frontier `(f, fi)`.
+    fn le_frontier(&self, buf: &Buffered, r: usize, i: usize, f: &OwnedRow, fi: usize) -> Result<bool> {
+        let row = self.row(&buf.keys, r)?;
+        Ok(match row.row().cmp(&f.row()) {
+            Ordering::Less => true,
+            Ordering::Equal => i <= fi,
+            Ordering::Greater => false,
+        })
+    }
+
+    /// Runs one round: merges and returns every buffered row that can be emitted now.
+    /// Requires [`ready`](Self::ready).
+    pub fn merge_round(&mut self) -> Result<MergedChunk> {
+        if !self.ready() {
+            return Err(Error::InvalidArgument("an input that is not exhausted has no buffered rows".into()));
+        }
+        // 1. The frontier: the smallest (last key, input) over inputs not exhausted.
+        let mut frontier: Option<(OwnedRow, usize)> = None;
+        for (i, input) in self.inputs.iter().enumerate() {
+            if input.exhausted {
+                continue;
+            }
+            let last = input.last_key.clone().expect("a non-exhausted input with rows has a last key");
+            if frontier.as_ref().is_none_or(|(f, _)| last.row() < f.row()) {
+                frontier = Some((last, i));
+            }
+        }
+        // 2. Per input, the emittable prefix: (batches taken whole, rows of the next batch).
+        let mut cuts = Vec::with_capacity(self.inputs.len());
+        for (i, input) in self.inputs.iter().enumerate() {
+            let Some((f, fi)) = &frontier else {
+                cuts.push((input.batches.len(), 0)); // all exhausted: everything goes
+                continue;
+            };
+            let mut whole = 0;
+            let mut part = 0;
+            for buf in &input.batches {
+                let n = buf.batch.num_rows();
+                if self.le_frontier(buf, n - 1, i, f, *fi)? {
+                    whole += 1;
+                    continue;
+                }
+                // Binary search for the first row above the frontier in this batch.
+                let (mut lo, mut hi) = (0, n - 1);
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if self.le_frontier(buf, mid, i, f, *fi)? {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                part = lo;
+                break;
+            }
+            cuts.push((whole, part));
+        }
+        // 3. The runs: each input's emittable batches in order, inputs in order.
+        let mut runs: Vec<RecordBatch> = Vec::new();
+        let mut run_keys: Vec<Vec<ArrayRef>> = Vec::new();
+        for (input, &(whole, part)) in self.inputs.iter_mut().zip(&cuts) {
+            for _ in 0..whole {
+                let b = input.batches.pop_front().unwrap();
+                input.rows -= b.batch.num_rows();
+                runs.push(b.batch);
+                run_keys.push(b.keys);
+            }
+            if part > 0 {
+                let front = input.batches.pop_front().unwrap();
+                let n = front.batch.num_rows();
+                let head = front.slice(0, part);
+                input.batches.push_front(front.slice(part, n - part));
+                input.rows -= part;
+                runs.push(head.batch);
+                run_keys.push(head.keys);
+            }
+        }
+        let rows: usize = runs.iter().map(|b| b.num_rows()).sum();
+        if rows == 0 {
+            return Ok(MergedChunk { batches: vec![], rows: 0, engine: Engine::Cpu, key_bytes: 0 });
+        }
+        // 4. Merge and gather.
+        let options = MergeOptions { engine: self.options.engine, check_sorted: false, batch_size: self.options.batch_size, gpu_min_keys: self.options.gpu_min_keys };
+        let perm = merge_columns(&run_keys, &self.specs, &options)?;
+        // Output batches carry the declared schema (metadata and nullability included).
+        let batches = gather(&runs, &perm, self.options.batch_size)?
+            .into_iter()
+            .map(|b| b.with_schema(self.schema.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let key_bytes = rows * perm.key_bytes;
+        Ok(MergedChunk { batches, rows, engine: perm.engine, key_bytes })
+    }
+}
+

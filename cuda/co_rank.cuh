@@ -13,6 +13,21 @@ struct KeyRun {
     __device__ __forceinline__ Key operator()(u64 i) const { return p[i]; }
 };
 
+// Shared-memory tiles are padded by one slot every PAD slots: a thread's PAD consecutive
+// outputs then start PAD + 1 slots after its neighbour's, which spreads a warp's
+// register-to-shared writes over the banks (unpadded, a stride of 8 u64 keys puts 16
+// threads on the same bank).
+template <int PAD>
+__device__ __forceinline__ u32 padded(u32 p) { return p + p / PAD; }
+
+// A run inside a padded shared tile, starting at tile position `base`.
+template <int PAD>
+struct PadRun {
+    const Key *p;
+    u32 base;
+    __device__ __forceinline__ Key operator()(u64 i) const { return p[padded<PAD>(base + (u32)i)]; }
+};
+
 // A run held in a circular buffer of `size` slots whose first element sits at slot
 // `head % size` (merge_circular.cu).
 struct CircRun {

@@ -164,7 +164,13 @@ pub(crate) fn run_levels(
         Kernel::KWay | Kernel::Auto => "merge_kway",
     };
     let f = module.functions[name].cu_function();
-    let shmem = if matches!(kernel, Kernel::KWay | Kernel::Auto) { 2 * tuning(kb).ipt_kway * THREADS * (kb + ib) as u32 } else { 0 };
+    // Two padded tiles (cuda/merge_kway.cu: KWAY_SLOTS = tile + tile / IPT_KWAY) of keys and indices.
+    let shmem = if matches!(kernel, Kernel::KWay | Kernel::Auto) {
+        let ipt = tuning(kb).ipt_kway;
+        2 * (ipt * THREADS + THREADS) * (kb + ib) as u32
+    } else {
+        0
+    };
     if shmem > 0 {
         module.functions[name]
             .set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shmem as i32)

@@ -13,6 +13,21 @@ struct KeyRun {
     __device__ __forceinline__ Key operator()(u64 i) const { return p[i]; }
 };
 
+// Shared-memory tiles are padded by one slot every PAD slots: a thread's PAD consecutive
+// outputs then start PAD + 1 slots after its neighbour's, which spreads a warp's
+// register-to-shared writes over the banks (unpadded, a stride of 8 u64 keys puts 16
+// threads on the same bank).
+template <int PAD>
+__device__ __forceinline__ u32 padded(u32 p) { return p + p / PAD; }
+
+// A run inside a padded shared tile, starting at tile position `base`.
+template <int PAD>
+struct PadRun {
+    const Key *p;
+    u32 base;
+    __device__ __forceinline__ Key operator()(u64 i) const { return p[padded<PAD>(base + (u32)i)]; }
+};
+
 // A run held in a circular buffer of `size` slots whose first element sits at slot
 // `head % size` (merge_circular.cu).
 struct CircRun {
@@ -65,37 +80,32 @@ __device__ __forceinline__ u64 warp_sum(u64 x) {
     return x;
 }
 
-// k-way co-rank for one warp: for output position k of the stable merge of the runs
-// runs[r] = keys[bounds[r] .. bounds[r + 1]) (r < nr <= 64), the number of elements each run
-// contributes to the first k outputs. Lane l handles runs l and l + 32; the result for run
-// r ends in split[r] (written by its lane). Mirrors co_rank_k in src/merge/co_rank.rs:
+// k-way co-rank for one warp: for output position k of the stable merge of nr <= 64 runs
+// (run r = keys[base_r, base_r + len_r), in order), the number of elements each run
+// contributes to the first k outputs. Lane l handles runs l and l + 32: base[s], len[s] and
+// the result out[s] are those of run l + 32 s. Mirrors co_rank_k in src/merge/co_rank.rs:
 //  1. bisect the key space MSB first for v, the smallest key with more than k keys <= v;
 //  2. every run contributes its keys < v;
 //  3. the remaining outputs are keys equal to v, earliest runs first.
 // Each run keeps a window [lo, hi) that holds count_le(candidate) for every candidate still
 // possible (hi from the last accepted candidate, lo from the last rejected one), so the
 // searches shrink as the bisection proceeds; the counts equal those of the reference.
-__device__ void co_rank_k_warp(u64 k, const Key *keys, const u64 *bounds, u32 nr, u64 *split) {
+__device__ void co_rank_k_warp(u64 k, const Key *keys, const u64 base[2], const u64 len[2], u32 nr, u64 out[2]) {
     const u32 lane = threadIdx.x & 31;
-    u64 lo[2], hi[2], base[2];
+    u64 lo[2], hi[2];
     bool has[2];
     u64 total_local = 0;
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
         u32 r = lane + 32 * s;
         has[s] = r < nr;
-        base[s] = has[s] ? bounds[r] : 0;
         lo[s] = 0;
-        hi[s] = has[s] ? bounds[r + 1] - base[s] : 0;
+        hi[s] = has[s] ? len[s] : 0;
+        out[s] = hi[s];
         total_local += hi[s];
     }
     u64 total = warp_sum(total_local);
-    if (k >= total) {
-#pragma unroll
-        for (int s = 0; s < 2; ++s)
-            if (has[s]) split[lane + 32 * s] = hi[s];
-        return;
-    }
+    if (k >= total) return;
     // 1. Bisect: v starts at the largest key; clear each bit (MSB first) when that still
     //    leaves at least k + 1 keys <= v.
     // The largest and smallest key of the group decide some rounds without a search: a
@@ -174,7 +184,7 @@ __device__ void co_rank_k_warp(u64 k, const Key *keys, const u64 *bounds, u32 nr
         u64 before = x - eq[s];
         u64 avail = remaining > before ? remaining - before : 0;
         u64 take = eq[s] < avail ? eq[s] : avail;
-        if (has[s]) split[lane + 32 * s] = lt[s] + take;
+        out[s] = lt[s] + take;
         // The second half starts after everything the first half could take.
         u64 half_total = __shfl_sync(0xffffffffu, x, 31);
         remaining = remaining > half_total ? remaining - half_total : 0;

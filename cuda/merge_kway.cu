@@ -9,14 +9,17 @@
 // memory once for any k. Thread level: each thread owns IPT_KWAY consecutive outputs of a
 // round, finds them by 2-way co-rank in shared memory and merges serially.
 
+#define PK(p) padded<IPT_KWAY>(p)
+#define KWAY_SLOTS (KWAY_TILE + KWAY_TILE / IPT_KWAY)
+
 extern "C" __global__ void __launch_bounds__(THREADS) merge_kway(Level L, const u64 *splits) {
     extern __shared__ unsigned char smem[];
     Key *sk[2];
     index_t *si[2];
     sk[0] = (Key *)smem;
-    sk[1] = sk[0] + KWAY_TILE;
-    si[0] = (index_t *)(sk[1] + KWAY_TILE);
-    si[1] = si[0] + KWAY_TILE;
+    sk[1] = sk[0] + KWAY_SLOTS;
+    si[0] = (index_t *)(sk[1] + KWAY_SLOTS);
+    si[1] = si[0] + KWAY_SLOTS;
     __shared__ u32 seg[65];  // piece r occupies [seg[r], seg[r + 1]) of the tile
     __shared__ u64 src0[64]; // global position of piece r's first element
     const u64 blk = blockIdx.x + L.block_offset;
@@ -70,8 +73,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_kway(Level L, const 
         for (int u = 0; u < IPT_KWAY; ++u) {
             u32 p = threadIdx.x + u * THREADS;
             if (p < len) {
-                sk[0][p] = lk[u];
-                si[0][p] = li[u];
+                sk[0][PK(p)] = lk[u];
+                si[0][PK(p)] = li[u];
             }
         }
     }
@@ -90,17 +93,17 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_kway(Level L, const 
                 if (seg[mid * 2 * w] <= pos) q = mid; else qn = mid;
             }
             const u32 pa = seg[q * 2 * w], pb = seg[min(q * 2 * w + w, nr)], pe = seg[min(q * 2 * w + 2 * w, nr)];
-            const Key *A = sk[cur] + pa, *B = sk[cur] + pb;
+            PadRun<IPT_KWAY> A{sk[cur], pa}, B{sk[cur], pb};
             const u32 m = pb - pa, n = pe - pb;
             const u32 kk = pos - pa;
-            u32 i = (u32)co_rank((u64)kk, KeyRun{A}, (u64)m, KeyRun{B}, (u64)n);
+            u32 i = (u32)co_rank((u64)kk, A, (u64)m, B, (u64)n);
             u32 j = kk - i;
             const u32 stop = min(o1, pe);
             for (; pos < stop; ++pos) {
-                bool take_a = j >= n || (i < m && key_le(A[i], B[j]));
-                u32 p = take_a ? pa + i : pb + j;
-                sk[cur ^ 1][pos] = sk[cur][p];
-                si[cur ^ 1][pos] = si[cur][p];
+                bool take_a = j >= n || (i < m && key_le(A(i), B(j)));
+                u32 p = PK(take_a ? pa + i : pb + j);
+                sk[cur ^ 1][PK(pos)] = sk[cur][p];
+                si[cur ^ 1][PK(pos)] = si[cur][p];
                 if (take_a) ++i; else ++j;
             }
         }
@@ -110,7 +113,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_kway(Level L, const 
     // Coalesced stores of the merged tile.
     const u64 out = L.bounds[r0] + t * (u64)KWAY_TILE;
     for (u32 p = threadIdx.x; p < len; p += THREADS) {
-        if (L.out_keys) L.out_keys[out + p] = sk[cur][p];
-        L.out_idx[out + p] = si[cur][p];
+        if (L.out_keys) L.out_keys[out + p] = sk[cur][PK(p)];
+        L.out_idx[out + p] = si[cur][PK(p)];
     }
 }

@@ -10,10 +10,11 @@
 // memory in output order and are stored coalesced.
 
 #define TILE_T (THREADS * IPT_TILED)
+#define PT(p) padded<IPT_TILED>(p)
 
 extern "C" __global__ void __launch_bounds__(THREADS) merge_tiled(Level L) {
-    __shared__ Key sk[TILE_T];
-    __shared__ index_t si[TILE_T];
+    __shared__ Key sk[TILE_T + TILE_T / IPT_TILED];
+    __shared__ index_t si[TILE_T + TILE_T / IPT_TILED];
     __shared__ u64 cr[2];
     const u64 blk = blockIdx.x + L.block_offset;
     const u32 g = find_group(L, blk);
@@ -50,8 +51,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_tiled(Level L) {
         for (int u = 0; u < IPT_TILED; ++u) {
             u32 t = threadIdx.x + u * THREADS;
             if (t < len) {
-                sk[t] = lk[u];
-                si[t] = li[u];
+                sk[PT(t)] = lk[u];
+                si[PT(t)] = li[u];
             }
         }
     }
@@ -61,16 +62,16 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_tiled(Level L) {
     Key rk[IPT_TILED];
     index_t ri[IPT_TILED];
     if (o0 < len) {
-        const Key *sa = sk, *sb = sk + alen;
-        u32 i = (u32)co_rank((u64)o0, KeyRun{sa}, (u64)alen, KeyRun{sb}, (u64)blen);
+        PadRun<IPT_TILED> sa{sk, 0}, sb{sk, alen};
+        u32 i = (u32)co_rank((u64)o0, sa, (u64)alen, sb, (u64)blen);
         u32 j = o0 - i;
 #pragma unroll
         for (int o = 0; o < IPT_TILED; ++o) {
             // Outputs past the tile's end are computed from clamped positions and dropped.
-            bool take_a = j >= blen || (i < alen && key_le(sa[i], sb[j]));
+            bool take_a = j >= blen || (i < alen && key_le(sa(i), sb(j)));
             u32 p = take_a ? min(i, (u32)TILE_T - 1) : min(alen + j, (u32)TILE_T - 1);
-            rk[o] = sk[p];
-            ri[o] = si[p];
+            rk[o] = sk[PT(p)];
+            ri[o] = si[PT(p)];
             if (take_a) ++i; else ++j;
         }
     }
@@ -79,14 +80,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_tiled(Level L) {
 #pragma unroll
     for (int o = 0; o < IPT_TILED; ++o) {
         if (o0 + o < len) {
-            sk[o0 + o] = rk[o];
-            si[o0 + o] = ri[o];
+            sk[PT(o0 + o)] = rk[o];
+            si[PT(o0 + o)] = ri[o];
         }
     }
     __syncthreads();
     const u64 out = a0 + k0;
     for (u32 t = threadIdx.x; t < len; t += THREADS) {
-        if (L.out_keys) L.out_keys[out + t] = sk[t];
-        L.out_idx[out + t] = si[t];
+        if (L.out_keys) L.out_keys[out + t] = sk[PT(t)];
+        L.out_idx[out + t] = si[PT(t)];
     }
 }

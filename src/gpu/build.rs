@@ -2,7 +2,7 @@
 //! (`include_str!`) and concatenated after a header of `#define`s that picks the key width,
 //! the index width and the tuning (one module per key width and index width).
 
-use super::tuning::{tuning, THREADS};
+use super::tuning::{tuning, KWAY_COARSE, THREADS};
 use crate::{Error, Result};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
@@ -15,8 +15,15 @@ const PARTITION_KWAY: &str = include_str!("../../cuda/partition_kway.cu");
 const MERGE_KWAY: &str = include_str!("../../cuda/merge_kway.cu");
 
 /// Kernel entry points every module holds.
-pub const FUNCTIONS: [&str; 6] =
-    ["merge_basic", "merge_tiled", "merge_circular", "partition_kway", "partition_2way", "merge_kway"];
+pub const FUNCTIONS: [&str; 7] = [
+    "merge_basic",
+    "merge_tiled",
+    "merge_circular",
+    "partition_kway_coarse",
+    "partition_kway",
+    "partition_2way",
+    "merge_kway",
+];
 
 /// Which module: the key layout and the index width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -50,7 +57,7 @@ impl ModuleSpec {
         let header = format!(
             "#define KEY_WORDS {words}\n#define KEY_WORD_BITS {word_bits}\n#define INDEX_BITS {}\n\
              #define THREADS {THREADS}\n#define IPT_BASIC {}\n#define IPT_TILED {}\n#define IPT_CIRC {}\n\
-             #define CIRC_SLOTS {}\n#define CIRC_TILES {}\n#define IPT_KWAY {}\n",
+             #define CIRC_SLOTS {}\n#define CIRC_TILES {}\n#define IPT_KWAY {}\n#define KWAY_COARSE {KWAY_COARSE}\n",
             self.index_bits,
             t.ipt_basic,
             t.ipt_tiled,

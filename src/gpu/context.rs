@@ -62,6 +62,7 @@ pub(crate) enum Slot {
     Idx0,
     Idx1,
     Splits,
+    Coarse,
     Meta,
 }
 
@@ -153,7 +154,12 @@ impl State {
                 return Ok(b.ptr);
             }
         }
-        self.pool.remove(&slot); // free before allocating the larger one
+        if self.pool.contains_key(&slot) {
+            // Queued kernels may still use the old buffer: let them finish, then free it
+            // before allocating the larger one.
+            result::ctx::synchronize().map_err(gpu_err("waiting for the device"))?;
+            self.pool.remove(&slot);
+        }
         let ptr = unsafe { result::malloc_sync(bytes) }
             .map_err(|e| Error::Gpu(format!("allocating {bytes} bytes of device memory: {e:?}")))?;
         self.pool.insert(slot, DevBuf { ptr, bytes });

@@ -8,7 +8,7 @@
 
 use super::build::ModuleSpec;
 use super::context::{gpu_err, Gpu, Module, Slot, State};
-use super::tuning::{tuning, STAGE_BYTES, THREADS};
+use super::tuning::{tuning, KWAY_COARSE, STAGE_BYTES, THREADS};
 use super::Kernel;
 use crate::{Error, Result};
 use cudarc::driver::{result, sys, DeviceRepr};
@@ -136,12 +136,20 @@ pub(crate) fn run_levels(
     let stream = gpu.cu_stream();
     let (kb, ib) = (spec.key_bytes, spec.index_bytes());
     // Metadata of every level, uploaded at once: bounds then tile_start per level.
+    // For the k-way partition's coarse pass, per group the first coarse boundary
+    // (cstart, like tile_start but counting ceil(tiles / KWAY_COARSE)).
     let mut meta: Vec<u64> = Vec::new();
     let mut offs = Vec::new();
     for l in levels {
-        offs.push((meta.len(), meta.len() + l.bounds.len()));
+        offs.push((meta.len(), meta.len() + l.bounds.len(), meta.len() + l.bounds.len() + l.tile_start.len()));
         meta.extend_from_slice(&l.bounds);
         meta.extend_from_slice(&l.tile_start);
+        let mut c = 0u64;
+        meta.push(0);
+        for w in l.tile_start.windows(2) {
+            c += (w[1] - w[0]).div_ceil(KWAY_COARSE as u64);
+            meta.push(c);
+        }
     }
     let meta_ptr = st.buffer(Slot::Meta, meta.len() * 8)?;
     unsafe { result::memcpy_htod_sync(meta_ptr, &meta) }.map_err(gpu_err("uploading level metadata"))?;
@@ -156,7 +164,13 @@ pub(crate) fn run_levels(
         Kernel::KWay | Kernel::Auto => "merge_kway",
     };
     let f = module.functions[name].cu_function();
-    let shmem = if matches!(kernel, Kernel::KWay | Kernel::Auto) { 2 * tuning(kb).ipt_kway * THREADS * (kb + ib) as u32 } else { 0 };
+    // Two padded tiles (cuda/merge_kway.cu: KWAY_SLOTS = tile + tile / IPT_KWAY) of keys and indices.
+    let shmem = if matches!(kernel, Kernel::KWay | Kernel::Auto) {
+        let ipt = tuning(kb).ipt_kway;
+        2 * (ipt * THREADS + THREADS) * (kb + ib) as u32
+    } else {
+        0
+    };
     if shmem > 0 {
         module.functions[name]
             .set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shmem as i32)
@@ -189,10 +203,30 @@ pub(crate) fn run_levels(
             splits = st.buffer(Slot::Splits, nb as usize * l.group as usize * 8)?;
             // Groups of two runs: one thread per boundary with the 2-way co-rank; more runs:
             // one warp per boundary with the k-way co-rank.
-            let (pname, threads_per) = if l.group == 2 { ("partition_2way", 1) } else { ("partition_kway", 32) };
-            let pf = module.functions[pname].cu_function();
-            let mut args = [&mut arg as *mut LevelArg as *mut c_void, &mut splits as *mut u64 as *mut c_void, &mut nb as *mut u64 as *mut c_void];
-            unsafe { launch(pf, (nb * threads_per).div_ceil(THREADS as u64), 0, stream, &mut args)? };
+            let a = &mut arg as *mut LevelArg as *mut c_void;
+            if l.group == 2 {
+                let pf = module.functions["partition_2way"].cu_function();
+                let mut args = [a, &mut splits as *mut u64 as *mut c_void, &mut nb as *mut u64 as *mut c_void];
+                unsafe { launch(pf, nb.div_ceil(THREADS as u64), 0, stream, &mut args)? };
+            } else {
+                // Coarse pass (every KWAY_COARSE tiles, whole runs), then the fine pass.
+                let mut cstart = meta_ptr + offs[li].2 as u64 * 8;
+                let cs = &meta[offs[li].2..offs[li].2 + l.ngroups() + 1];
+                let mut ncoarse = cs[l.ngroups()] + l.ngroups() as u64;
+                let mut coarse = st.buffer(Slot::Coarse, ncoarse as usize * l.group as usize * 8)?;
+                let cf = module.functions["partition_kway_coarse"].cu_function();
+                let mut args = [a, &mut coarse as *mut u64 as *mut c_void, &mut ncoarse as *mut u64 as *mut c_void, &mut cstart as *mut u64 as *mut c_void];
+                unsafe { launch(cf, (ncoarse * 32).div_ceil(THREADS as u64), 0, stream, &mut args)? };
+                let pf = module.functions["partition_kway"].cu_function();
+                let mut args = [
+                    a,
+                    &mut splits as *mut u64 as *mut c_void,
+                    &mut nb as *mut u64 as *mut c_void,
+                    &mut coarse as *mut u64 as *mut c_void,
+                    &mut cstart as *mut u64 as *mut c_void,
+                ];
+                unsafe { launch(pf, (nb * 32).div_ceil(THREADS as u64), 0, stream, &mut args)? };
+            }
         }
         // Block-level merge, in chunks of blocks on the last level when asked.
         let chunks = if last && !chunk_events.is_empty() { chunk_events.len() as u64 } else { 1 };

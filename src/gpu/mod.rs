@@ -45,7 +45,8 @@ pub enum Kernel {
     /// Single pass for up to 64 runs: k-way co-rank per tile, merge in shared memory.
     KWay,
     /// The fastest measured for the run count (docs/PERFORMANCE.md, H200): the circular
-    /// kernel's tree up to [`AUTO_KWAY_MIN_RUNS`] - 1 non-empty runs, the k-way kernel from there.
+    /// kernel for two non-empty runs, the tiled kernel's tree up to [`AUTO_KWAY_MIN_RUNS`] - 1
+    /// runs, the single-pass k-way kernel from there.
     Auto,
 }
 
@@ -58,7 +59,8 @@ impl Kernel {
     /// The concrete kernel for `nruns` non-empty runs.
     pub fn resolve(self, nruns: usize) -> Kernel {
         match self {
-            Kernel::Auto if nruns < AUTO_KWAY_MIN_RUNS => Kernel::Circular,
+            Kernel::Auto if nruns <= 2 => Kernel::Circular,
+            Kernel::Auto if nruns < AUTO_KWAY_MIN_RUNS => Kernel::Tiled,
             Kernel::Auto => Kernel::KWay,
             k => k,
         }

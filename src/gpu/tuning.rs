@@ -29,6 +29,10 @@ pub fn tuning(key_bytes: usize) -> Tuning {
     }
 }
 
+/// The k-way partition runs in two passes: a coarse one every `KWAY_COARSE` tiles over
+/// whole runs, then every tile boundary within the windows the coarse splits leave.
+pub const KWAY_COARSE: u32 = 32;
+
 /// Bytes of each pinned staging buffer (two of them, used alternately) for host transfers.
 pub const STAGE_BYTES: usize = 64 << 20;
 

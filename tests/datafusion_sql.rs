@@ -133,9 +133,16 @@ async fn context(repartition: bool, target_partitions: usize) -> SessionContext 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_by_over_sorted_files() {
-    let types = [DataType::Int64, DataType::Float64, DataType::Utf8, DataType::Int32, DataType::Date32];
+    let types = [
+        DataType::Int64,
+        DataType::Float64,
+        DataType::Utf8,
+        DataType::Int32,
+        DataType::Date32,
+        DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+    ];
     let mut rng = Rng::new(11);
-    for case in 0..24 {
+    for case in 0..30 {
         let k1 = &types[case % types.len()];
         let o1 = SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) };
         let o2 = SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) };

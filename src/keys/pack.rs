@@ -65,19 +65,21 @@ fn write_field<K: KeyWords>(field: &Field, array: &dyn Array, start: usize, keys
     // The null bit: 1 for values when nulls come first, 0 for values when nulls come last.
     let valid_bit = field.options.nulls_first as u64;
     let value_offset = field.offset + field.null_bit as u32;
+    // Writes the row's null bit (where the field has one); true when the row is null.
+    let write_null_bit = |key: &mut [u64], i: usize| -> bool {
+        let null = is_null(i);
+        if field.null_bit {
+            put64(key, field.offset, 1, if null { 1 - valid_bit } else { valid_bit });
+        }
+        null
+    };
     match field.kind {
         FieldKind::Fixed { width } => {
             let mask = if width == 128 { u128::MAX } else { (1u128 << width) - 1 };
             fixed::for_each_value(array, rows, |i, v| {
                 let key = keys[i - start].words();
-                if is_null(i) {
-                    if field.null_bit {
-                        put64(key, field.offset, 1, 1 - valid_bit);
-                    }
-                    return;
-                }
-                if field.null_bit {
-                    put64(key, field.offset, 1, valid_bit);
+                if write_null_bit(key, i) {
+                    return; // a null's value bits stay zero
                 }
                 put(key, value_offset, width, if desc { !v & mask } else { v });
             });
@@ -87,14 +89,8 @@ fn write_field<K: KeyWords>(field: &Field, array: &dyn Array, start: usize, keys
             let len_mask = (1u64 << len_bits) - 1;
             bytes::for_each_bytes(array, rows, |i, b| {
                 let key = keys[i - start].words();
-                if is_null(i) {
-                    if field.null_bit {
-                        put64(key, field.offset, 1, 1 - valid_bit);
-                    }
-                    return;
-                }
-                if field.null_bit {
-                    put64(key, field.offset, 1, valid_bit);
+                if write_null_bit(key, i) {
+                    return; // a null's value bits stay zero
                 }
                 let mut off = value_offset;
                 for chunk in 0..prefix.div_ceil(8) {

@@ -105,3 +105,24 @@ __device__ __forceinline__ u32 find_group(const Level &L, u64 blk) {
     }
     return lo;
 }
+
+// The pair of adjacent runs a block of a pairwise-merge level works on: runs 2g and 2g+1 of
+// its group g (B is empty for an odd last run), and the block's tile number in the group.
+struct PairGroup {
+    u64 a0, b0;  // global starts of A and B
+    u64 m, n;    // lengths of A and B
+    u64 tile;    // this block's tile within the group
+};
+
+__device__ __forceinline__ PairGroup pair_group(const Level &L, u64 blk) {
+    const u32 g = find_group(L, blk);
+    const u32 r0 = g * 2;
+    PairGroup p;
+    p.a0 = L.bounds[r0];
+    p.b0 = L.bounds[min(r0 + 1, L.nruns)];
+    const u64 e = L.bounds[min(r0 + 2, L.nruns)];
+    p.m = p.b0 - p.a0;
+    p.n = e - p.b0;
+    p.tile = blk - L.tile_start[g];
+    return p;
+}

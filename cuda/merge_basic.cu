@@ -7,14 +7,10 @@
 
 extern "C" __global__ void __launch_bounds__(THREADS) merge_basic(Level L) {
     const u64 blk = blockIdx.x + L.block_offset;
-    const u32 g = find_group(L, blk);
-    const u32 r0 = g * 2;
-    const u64 a0 = L.bounds[r0];
-    const u64 b0 = L.bounds[min(r0 + 1, L.nruns)];
-    const u64 e = L.bounds[min(r0 + 2, L.nruns)];
-    const u64 m = b0 - a0, n = e - b0;
+    const PairGroup P = pair_group(L, blk);
+    const u64 a0 = P.a0, b0 = P.b0, m = P.m, n = P.n;
     // Output position (relative to the group) of this thread's first output.
-    const u64 k = (blk - L.tile_start[g]) * (u64)(THREADS * IPT_BASIC) + (u64)threadIdx.x * IPT_BASIC;
+    const u64 k = P.tile * (u64)(THREADS * IPT_BASIC) + (u64)threadIdx.x * IPT_BASIC;
     if (k >= m + n) return;
     const u32 cnt = (u32)min((u64)IPT_BASIC, m + n - k);
     KeyRun A{L.in_keys + a0}, B{L.in_keys + b0};

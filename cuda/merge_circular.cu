@@ -17,14 +17,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_circular(Level L) {
     __shared__ u64 cr[2];
     __shared__ u32 used_a;
     const u64 blk = blockIdx.x + L.block_offset;
-    const u32 g = find_group(L, blk);
-    const u32 r0 = g * 2;
-    const u64 a0 = L.bounds[r0];
-    const u64 b0 = L.bounds[min(r0 + 1, L.nruns)];
-    const u64 e = L.bounds[min(r0 + 2, L.nruns)];
-    const u64 m = b0 - a0, n = e - b0;
+    const PairGroup P = pair_group(L, blk);
+    const u64 a0 = P.a0, b0 = P.b0, m = P.m, n = P.n;
     const u64 section = (u64)CIRC_SLOTS * CIRC_TILES;
-    const u64 k0 = (blk - L.tile_start[g]) * section;
+    const u64 k0 = P.tile * section;
     const u64 k1 = min(k0 + section, m + n);
     // Block level: the section's co-rank pair.
     if (threadIdx.x < 2)

@@ -17,13 +17,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_tiled(Level L) {
     __shared__ index_t si[TILE_T + TILE_T / IPT_TILED];
     __shared__ u64 cr[2];
     const u64 blk = blockIdx.x + L.block_offset;
-    const u32 g = find_group(L, blk);
-    const u32 r0 = g * 2;
-    const u64 a0 = L.bounds[r0];
-    const u64 b0 = L.bounds[min(r0 + 1, L.nruns)];
-    const u64 e = L.bounds[min(r0 + 2, L.nruns)];
-    const u64 m = b0 - a0, n = e - b0;
-    const u64 k0 = (blk - L.tile_start[g]) * (u64)TILE_T;
+    const PairGroup P = pair_group(L, blk);
+    const u64 a0 = P.a0, b0 = P.b0, m = P.m, n = P.n;
+    const u64 k0 = P.tile * (u64)TILE_T;
     const u64 k1 = min(k0 + TILE_T, m + n);
     KeyRun A{L.in_keys + a0}, B{L.in_keys + b0};
     // Block level: the co-rank pair of the tile (two threads, in parallel).

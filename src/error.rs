@@ -3,6 +3,7 @@
 use arrow::datatypes::DataType;
 use arrow::error::ArrowError;
 use std::fmt;
+use std::path::PathBuf;
 
 /// Everything that can go wrong in a merge.
 #[derive(Debug)]
@@ -24,6 +25,11 @@ pub enum Error {
     Gpu(String),
     /// An error from arrow (gathering the payload, converting rows).
     Arrow(ArrowError),
+    /// A file could not be read or written (missing, not Parquet, truncated, I/O).
+    File { path: PathBuf, detail: String },
+    /// A Parquet input is not sorted by the merge key (found by the order check).
+    /// `row` counts from 0 within the row group.
+    FileNotSorted { path: PathBuf, row_group: usize, row: usize, detail: String },
 }
 
 impl fmt::Display for Error {
@@ -40,12 +46,16 @@ impl fmt::Display for Error {
                 "sort column '{column}' has type {data_type}, which corank cannot encode as a sort key"
             ),
             Error::NotSorted { run, row, detail } => {
-                write!(f, "run {run} is not sorted: row {row} sorts before row {}: {detail}", row - 1)
+                write!(f, "run {run} is not sorted: row {row} sorts before row {}: {detail}", row.saturating_sub(1))
             }
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
             Error::GpuUnavailable(m) => write!(f, "GPU engine not available: {m}"),
             Error::Gpu(m) => write!(f, "GPU error: {m}"),
             Error::Arrow(e) => write!(f, "arrow error: {e}"),
+            Error::File { path, detail } => write!(f, "{}: {detail}", path.display()),
+            Error::FileNotSorted { path, row_group, row, detail } => {
+                write!(f, "{}: not sorted: row group {row_group}, row {row}: {detail}", path.display())
+            }
         }
     }
 }

@@ -67,6 +67,8 @@ struct Input {
     rows_seen: usize,
     /// The key of the last row pushed (for the order check across batches).
     last_key: Option<OwnedRow>,
+    /// Whether pushed batches are checked for order.
+    check_sorted: bool,
 }
 
 /// The output of one round.
@@ -97,7 +99,8 @@ impl FrontierMerge {
         }
         let fields = key_types.iter().zip(&specs).map(|(t, s)| SortField::new_with_options(t.clone(), s.options)).collect();
         let converter = RowConverter::new(fields)?;
-        Ok(Self { schema, specs, converter, inputs: (0..num_inputs).map(|_| Input::default()).collect(), options })
+        let inputs = (0..num_inputs).map(|_| Input { check_sorted: options.check_sorted, ..Input::default() }).collect();
+        Ok(Self { schema, specs, converter, inputs, options })
     }
 
     pub fn schema(&self) -> &SchemaRef {
@@ -130,6 +133,12 @@ impl FrontierMerge {
         self.inputs.iter().flat_map(|i| &i.batches).map(|b| b.batch.get_array_memory_size()).sum()
     }
 
+    /// Turns the order check on or off for input `i` alone (the default is
+    /// [`StreamOptions::check_sorted`]), for inputs whose order is vouched for by metadata.
+    pub fn set_check_sorted(&mut self, i: usize, check: bool) {
+        self.inputs[i].check_sorted = check;
+    }
+
     /// Input `i` has no more rows.
     pub fn finish_input(&mut self, i: usize) {
         self.inputs[i].exhausted = true;
@@ -149,7 +158,7 @@ impl FrontierMerge {
         if self.inputs[i].exhausted {
             return Err(Error::InvalidArgument(format!("input {i} was already finished")));
         }
-        if self.options.check_sorted {
+        if self.inputs[i].check_sorted {
             let first = self.row(&keys, 0)?;
             if let Some(prev) = &self.inputs[i].last_key {
                 if prev.row() > first.row() {

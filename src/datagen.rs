@@ -1,8 +1,15 @@
 //! Synthetic sorted runs for the examples, benchmarks and the demo: deterministic from a
 //! seed, each run sorted ascending by its key columns.
 
-use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use crate::api::SortKey;
+use crate::error::{Error, Result};
+use arrow::array::{ArrayRef, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::metadata::SortingColumn;
+use parquet::file::properties::WriterProperties;
 use rayon::prelude::*;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// splitmix64: a fast deterministic generator.
@@ -63,6 +70,113 @@ pub fn sorted_runs(shape: KeyShape, runs: usize, rows: usize, duplicates: Option
             cols.push(("p_f64", Arc::new(Float64Array::from_iter_values((0..rows).map(|i| i as f64 * 0.5)))));
             cols.push(("p_u64", Arc::new(UInt64Array::from_iter_values((0..rows).map(|i| mix(i as u64))))));
             RecordBatch::try_from_iter(cols).expect("generated columns have equal lengths")
+        })
+        .collect()
+}
+
+/// The merge key of [`lineitem`] data.
+pub const LINEITEM_KEY: &str = "l_orderkey";
+
+const SHIP_INSTRUCT: [&str; 4] = ["DELIVER IN PERSON", "COLLECT COD", "NONE", "TAKE BACK RETURN"];
+const SHIP_MODE: [&str; 7] = ["REG AIR", "AIR", "RAIL", "SHIP", "TRUCK", "MAIL", "FOB"];
+const WORDS: [&str; 16] = [
+    "furiously", "quickly", "carefully", "blithely", "slyly", "express", "regular", "final", "pending", "ironic", "deposits", "requests",
+    "packages", "accounts", "theodolites", "foxes",
+];
+
+/// `rows` rows shaped like TPC-H `lineitem` (16 columns: keys, decimals, dates, short and
+/// free-text strings), sorted by `l_orderkey` (drawn from `0..key_range`, so runs overlap).
+pub fn lineitem(rows: usize, key_range: u64, seed: u64) -> RecordBatch {
+    let base = mix(seed);
+    let r = |i: usize, salt: u64| mix(base ^ mix(i as u64 ^ (salt << 56)));
+    let mut orderkeys: Vec<i64> = (0..rows).map(|i| (r(i, 1) % key_range.max(1)) as i64).collect();
+    orderkeys.sort_unstable();
+    let dec = |salt: u64, hi: u64| -> ArrayRef {
+        Arc::new(Decimal128Array::from_iter_values((0..rows).map(|i| (r(i, salt) % hi) as i128)).with_precision_and_scale(15, 2).expect("valid decimal"))
+    };
+    let ship: Vec<i32> = (0..rows).map(|i| 8036 + (r(i, 9) % 2526) as i32).collect();
+    let comment = |i: usize| {
+        let x = r(i, 15);
+        let n = 2 + (x % 5) as usize;
+        (0..n).map(|w| WORDS[((x >> (8 + 4 * w)) & 15) as usize]).collect::<Vec<_>>().join(" ")
+    };
+    let cols: Vec<(&str, ArrayRef)> = vec![
+        (LINEITEM_KEY, Arc::new(Int64Array::from(orderkeys))),
+        ("l_partkey", Arc::new(Int64Array::from_iter_values((0..rows).map(|i| (r(i, 2) % 200_000) as i64)))),
+        ("l_suppkey", Arc::new(Int64Array::from_iter_values((0..rows).map(|i| (r(i, 3) % 10_000) as i64)))),
+        ("l_linenumber", Arc::new(Int32Array::from_iter_values((0..rows).map(|i| 1 + (r(i, 4) % 7) as i32)))),
+        ("l_quantity", dec(5, 5_000)),
+        ("l_extendedprice", dec(6, 10_000_000)),
+        ("l_discount", dec(7, 11)),
+        ("l_tax", dec(8, 9)),
+        ("l_returnflag", Arc::new(StringArray::from_iter_values((0..rows).map(|i| ["R", "A", "N"][(r(i, 10) % 3) as usize])))),
+        ("l_linestatus", Arc::new(StringArray::from_iter_values((0..rows).map(|i| ["O", "F"][(r(i, 11) % 2) as usize])))),
+        ("l_shipdate", Arc::new(Date32Array::from(ship.clone()))),
+        ("l_commitdate", Arc::new(Date32Array::from_iter_values(ship.iter().enumerate().map(|(i, d)| d + (r(i, 12) % 60) as i32 - 30)))),
+        ("l_receiptdate", Arc::new(Date32Array::from_iter_values(ship.iter().enumerate().map(|(i, d)| d + 1 + (r(i, 13) % 30) as i32)))),
+        ("l_shipinstruct", Arc::new(StringArray::from_iter_values((0..rows).map(|i| SHIP_INSTRUCT[(r(i, 14) % 4) as usize])))),
+        ("l_shipmode", Arc::new(StringArray::from_iter_values((0..rows).map(|i| SHIP_MODE[(r(i, 16) % 7) as usize])))),
+        ("l_comment", Arc::new(StringArray::from_iter_values((0..rows).map(comment)))),
+    ];
+    RecordBatch::try_from_iter(cols).expect("generated columns have equal lengths")
+}
+
+/// How a generated Parquet file is sorted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileLayout {
+    /// The whole file is sorted, and its row groups say so in `sorting_columns`.
+    Sorted,
+    /// Each row group is sorted on its own (overlapping the others), with `sorting_columns`.
+    RowGroupsSorted,
+}
+
+/// Writes `batch` (sorted by `keys`, or per row group for [`FileLayout::RowGroupsSorted`])
+/// as a Parquet file with `sorting_columns` set.
+pub fn write_sorted_parquet(path: &Path, batches: &[RecordBatch], keys: &[SortKey], row_group_rows: usize, compression: Compression) -> Result<()> {
+    let err = |e: &dyn std::fmt::Display| Error::File { path: path.to_path_buf(), detail: e.to_string() };
+    let schema = batches.first().ok_or_else(|| Error::InvalidArgument("no batches to write".into()))?.schema();
+    let sorting = keys
+        .iter()
+        .map(|k| {
+            let idx = schema.index_of(&k.column)?;
+            Ok(SortingColumn { column_idx: idx as i32, descending: k.options.descending, nulls_first: k.options.nulls_first })
+        })
+        .collect::<Result<Vec<_>, arrow::error::ArrowError>>()?;
+    let props = WriterProperties::builder()
+        .set_compression(compression)
+        .set_max_row_group_row_count(Some(row_group_rows.max(1)))
+        .set_sorting_columns(Some(sorting))
+        .build();
+    let file = std::fs::File::create(path).map_err(|e| err(&e))?;
+    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(|e| err(&e))?;
+    for b in batches {
+        writer.write(b).map_err(|e| err(&e))?;
+        // Each batch of a row-group-sorted file is its own row group.
+        writer.flush().map_err(|e| err(&e))?;
+    }
+    writer.close().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// Writes `files` lineitem files of `rows_per_file` rows into `dir` (`part-00.parquet`, ...),
+/// zstd-compressed, row groups of `row_group_rows`. Returns their paths.
+pub fn write_lineitem_files(dir: &Path, files: usize, rows_per_file: usize, row_group_rows: usize, layout: FileLayout, seed: u64) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::File { path: dir.to_path_buf(), detail: e.to_string() })?;
+    let key_range = (files * rows_per_file) as u64 / 4 + 1;
+    let keys = [SortKey::asc(LINEITEM_KEY)];
+    (0..files)
+        .into_par_iter()
+        .map(|f| {
+            let path = dir.join(format!("part-{f:02}.parquet"));
+            let seed = seed ^ (f as u64 + 1) << 40;
+            let batches: Vec<RecordBatch> = match layout {
+                FileLayout::Sorted => vec![lineitem(rows_per_file, key_range, seed)],
+                FileLayout::RowGroupsSorted => (0..rows_per_file.div_ceil(row_group_rows.max(1)))
+                    .map(|g| lineitem(row_group_rows.min(rows_per_file - g * row_group_rows), key_range, seed ^ g as u64))
+                    .collect(),
+            };
+            write_sorted_parquet(&path, &batches, &keys, row_group_rows, Compression::ZSTD(Default::default()))?;
+            Ok(path)
         })
         .collect()
 }

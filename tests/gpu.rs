@@ -118,7 +118,7 @@ fn check<T: TestKey>(keys: Vec<T>, offsets: &[usize], kernels: &[Kernel], what: 
     let col = T::column(keys);
     for &kernel in kernels {
         for overlap in [true, false] {
-            let got = gpu::merge_keys(&col, offsets, &GpuOptions { kernel, overlap_download: overlap })
+            let got = gpu::merge_keys(&col, offsets, &GpuOptions { kernel, overlap_download: overlap, ..GpuOptions::default() })
                 .unwrap_or_else(|e| panic!("{what}: {kernel:?}: {e}"));
             if got != expect {
                 let first = (0..expect.len()).find(|&i| got.get(i) != expect.get(i));
@@ -222,6 +222,37 @@ fn skewed_splits() {
     check(a, &[0, la, la + lb], &Kernel::ALL, "circular-buffer breaker");
 }
 
+/// The u64-index kernels (what inputs of more than u32::MAX keys use), forced at small
+/// sizes: every kernel and key width, several k, against the CPU engine's u32 indices.
+#[test]
+fn u64_indices_every_kernel_and_width() {
+    if !gpu_or_skip("u64_indices_every_kernel_and_width") {
+        return;
+    }
+    fn forced<T: TestKey>(lens: &[usize], range: u64, seed: u64) {
+        let (keys, offsets) = runs::<T>(lens, range, seed);
+        let expect = merge_cpu(&keys, &offsets);
+        let col = T::column(keys);
+        for kernel in Kernel::ALL {
+            let got = gpu::merge_keys(&col, &offsets, &GpuOptions { kernel, force_u64_indices: true, ..GpuOptions::default() })
+                .unwrap_or_else(|e| panic!("{lens:?}: {kernel:?}: {e}"));
+            assert!(matches!(got, Indices::U64(_)), "{kernel:?}: forced u64 indices came back as u32");
+            assert_eq!(got.len(), expect.len());
+            if let Some(i) = (0..expect.len()).find(|&i| got.get(i) != expect.get(i)) {
+                panic!("{lens:?} range {range}: {kernel:?} with u64 indices differs from the CPU engine at output {i}");
+            }
+        }
+    }
+    for (i, (lens, range)) in [(vec![5000, 7000], 1u64 << 40), (vec![3000; 7], 20), (vec![900; 64], 1 << 20), (vec![0, 40_000, 1], 3)].into_iter().enumerate() {
+        let seed = 9000 + i as u64;
+        forced::<u32>(&lens, range.min(1 << 32), seed);
+        forced::<u64>(&lens, range, seed);
+        forced::<[u64; 2]>(&lens, range, seed);
+        forced::<[u64; 3]>(&lens, range, seed);
+        forced::<[u64; 4]>(&lens, range, seed);
+    }
+}
+
 #[test]
 fn circular_buffer_tile_edges() {
     if !gpu_or_skip("circular_buffer_tile_edges") {
@@ -265,7 +296,7 @@ fn more_than_2_pow_31_keys() {
     let expect = merge_cpu(&keys, &offsets);
     let col = KeyColumn::U32(keys);
     for kernel in [Kernel::KWay, Kernel::Tiled] {
-        let got = gpu::merge_keys(&col, &offsets, &GpuOptions { kernel, overlap_download: true }).unwrap();
+        let got = gpu::merge_keys(&col, &offsets, &GpuOptions { kernel, overlap_download: true, ..GpuOptions::default() }).unwrap();
         assert!(got == expect, "{kernel:?}: 2^31 + 2^20 keys differ from the CPU engine");
     }
 }
@@ -290,10 +321,16 @@ fn more_than_u32_max_keys_u64_indices() {
     let got = gpu::merge_keys(&col, &offsets, &GpuOptions::default()).unwrap();
     let Indices::U64(v) = &got else { panic!("expected u64 indices") };
     let KeyColumn::U32(keys) = &col else { unreachable!() };
-    // Sorted by key, ties by global index (stability), and a permutation (count check).
+    // Sorted by key, ties by global index (stability), and a permutation (each index once).
+    assert_eq!(v.len(), n);
     for w in v.windows(2) {
         let (a, b) = (w[0] as usize, w[1] as usize);
         assert!(keys[a] < keys[b] || (keys[a] == keys[b] && a < b));
     }
-    assert_eq!(v.len(), n);
+    let mut seen = vec![0u64; n.div_ceil(64)];
+    for &i in v {
+        let (word, bit) = (i as usize / 64, i % 64);
+        assert!(seen[word] & (1 << bit) == 0, "index {i} twice");
+        seen[word] |= 1 << bit;
+    }
 }

@@ -74,11 +74,14 @@ pub struct GpuOptions {
     pub kernel: Kernel,
     /// Overlap the download of the indices with the last merge level (chunked launches).
     pub overlap_download: bool,
+    /// Use the u64-index kernels even when the total fits u32 (tests the path that inputs
+    /// of more than u32::MAX keys take, at sizes a test can afford).
+    pub force_u64_indices: bool,
 }
 
 impl Default for GpuOptions {
     fn default() -> Self {
-        GpuOptions { kernel: Kernel::Auto, overlap_download: true }
+        GpuOptions { kernel: Kernel::Auto, overlap_download: true, force_u64_indices: false }
     }
 }
 
@@ -173,7 +176,8 @@ pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions)
     if bounds.len() <= 2 {
         return Ok(identity(n)); // zero or one non-empty run: already in order
     }
-    let spec = ModuleSpec { key_bytes: keys.key_bytes(), index_bits: if n <= u32::MAX as usize { 32 } else { 64 } };
+    let wide = n > u32::MAX as usize || options.force_u64_indices;
+    let spec = ModuleSpec { key_bytes: keys.key_bytes(), index_bits: if wide { 64 } else { 32 } };
     let gpu = gpu()?;
     gpu.bind()?;
     let mut st = gpu.state.lock().unwrap_or_else(|p| p.into_inner());

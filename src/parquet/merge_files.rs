@@ -6,7 +6,7 @@
 //! next windows are read (runs decoded in parallel).
 //!
 //! Memory: `memory_limit` is split four ways: the runs' windows, the round being merged,
-//! the round handed to the writer, and the writer's row group. Sizes are estimated from the
+//! the round handed to the writer, and the writer's row groups (those being encoded). Sizes are estimated from the
 //! row groups' uncompressed sizes, so the cap is approximate.
 
 use super::inputs::{MergePlan, Run};
@@ -58,6 +58,12 @@ pub struct MergeSummary {
     pub rounds_gpu: usize,
     pub window_rows: usize,
     pub elapsed: Duration,
+    /// Time the merge loop spent reading and decoding input windows.
+    pub read_time: Duration,
+    /// Time the merge loop spent in merge rounds (permutation and gather).
+    pub merge_time: Duration,
+    /// Time the writer thread spent encoding and writing row groups.
+    pub write_time: Duration,
 }
 
 impl MergeSummary {
@@ -152,7 +158,7 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
     let start = Instant::now();
     let window = window_rows(plan, options.memory_limit)?;
     let mut writer_settings = options.writer.clone();
-    let group_cap = (options.memory_limit / 4).max(1 << 20);
+    let group_cap = (options.memory_limit / 4 / super::writer::ROW_GROUPS_IN_FLIGHT).max(1 << 20);
     writer_settings.row_group_bytes = writer_settings.row_group_bytes.min(group_cap);
     let writer = SortedParquetWriter::create(output, plan.schema.clone(), &plan.keys, kept_metadata(plan), writer_settings)?;
 
@@ -182,16 +188,20 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
     }
     let (to_writer, from_merge) = mpsc::sync_channel::<ToWriter>(1);
     let (mut rounds_cpu, mut rounds_gpu) = (0, 0);
+    let (mut read_time, mut merge_time) = (Duration::ZERO, Duration::ZERO);
     let expected_rows = plan.total_rows;
-    let written: Result<Written> = std::thread::scope(|scope| {
-        let writer_thread = scope.spawn(move || -> Result<Option<Written>> {
+    let written: Result<(Written, Duration)> = std::thread::scope(|scope| {
+        let writer_thread = scope.spawn(move || -> Result<Option<(Written, Duration)>> {
             let mut writer = writer;
+            let mut busy = Duration::ZERO;
             for message in from_merge {
                 match message {
                     ToWriter::Rows(batches) => {
+                        let t = Instant::now();
                         for b in batches {
                             writer.write(b)?;
                         }
+                        busy += t.elapsed();
                         progress(writer.rows());
                     }
                     ToWriter::Finish => {
@@ -202,7 +212,9 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
                                 detail: format!("merged {} rows but the inputs' metadata counts {expected_rows}; nothing written", writer.rows()),
                             });
                         }
-                        return writer.finish().map(Some);
+                        let t = Instant::now();
+                        let written = writer.finish()?;
+                        return Ok(Some((written, busy + t.elapsed())));
                     }
                 }
             }
@@ -211,6 +223,7 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
         let merged = (|| -> Result<()> {
             while !frontier.is_finished() {
                 // 1. Fill every window that wants rows; runs decode in parallel.
+                let t = Instant::now();
                 loop {
                     let wanted: Vec<usize> = (0..readers.len()).filter(|&i| frontier.wants(i)).collect();
                     if wanted.is_empty() {
@@ -230,8 +243,11 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
                         }
                     }
                 }
+                read_time += t.elapsed();
                 // 2. Merge what the frontier lets out; 3. hand it to the writer.
+                let t = Instant::now();
                 let chunk = frontier.merge_round()?;
+                merge_time += t.elapsed();
                 match chunk.engine {
                     Engine::Gpu => rounds_gpu += 1,
                     _ => rounds_cpu += 1,
@@ -248,7 +264,7 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
         merged?;
         written?.ok_or_else(|| Error::InvalidArgument("the writer stopped before the end".into()))
     });
-    let written = written?;
+    let (written, write_time) = written?;
     Ok(MergeSummary {
         rows: written.rows,
         input_files: plan.files.len(),
@@ -260,6 +276,9 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
         rounds_gpu,
         window_rows: window,
         elapsed: start.elapsed(),
+        read_time,
+        merge_time,
+        write_time,
     })
 }
 

@@ -3,8 +3,9 @@
 //! partial output under the target's name.
 //!
 //! Row groups are cut at `row_group_rows` rows or `row_group_bytes` bytes of buffered
-//! Arrow data, whichever comes first, and their columns are encoded and compressed in
-//! parallel (one task per leaf column) with arrow-rs's `ArrowRowGroupWriterFactory`.
+//! Arrow data, whichever comes first. Their columns are encoded and compressed in parallel
+//! (one task per leaf column, arrow-rs's `ArrowRowGroupWriterFactory`), several row groups
+//! at once, and appended in order.
 //! Every row group carries the merge key as `sorting_columns`; the inputs' key-value
 //! metadata is kept.
 
@@ -12,7 +13,7 @@ use crate::api::SortKey;
 use crate::error::{Error, Result};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use parquet::arrow::arrow_writer::{compute_leaves, ArrowLeafColumn, ArrowRowGroupWriterFactory, ArrowWriterOptions};
+use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn, ArrowRowGroupWriterFactory, ArrowWriterOptions};
 use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
 use parquet::basic::Compression;
 use parquet::file::metadata::{KeyValue, SortingColumn};
@@ -20,7 +21,9 @@ use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::SchemaDescriptor;
 use rayon::prelude::*;
+use std::collections::VecDeque;
 use std::fs::File;
+use std::sync::mpsc::Receiver;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -82,6 +85,42 @@ pub struct SortedParquetWriter {
     pending_bytes: usize,
     rows: usize,
     row_groups: usize,
+    row_groups_started: usize,
+    /// Row groups being encoded, oldest first, with their row counts.
+    in_flight: VecDeque<(Receiver<EncodedRowGroup>, usize)>,
+}
+
+/// Row groups encoded at once (each a task per column): enough to keep every core busy
+/// when one column dominates.
+pub const ROW_GROUPS_IN_FLIGHT: usize = 4;
+
+type EncodedRowGroup = parquet::errors::Result<Vec<ArrowColumnChunk>>;
+
+/// Encodes and compresses one row group's columns in parallel.
+fn encode_row_group(schema: &SchemaRef, batches: Vec<RecordBatch>, writers: Vec<ArrowColumnWriter>) -> EncodedRowGroup {
+    // 1. Leaves of every batch, grouped by leaf column (a nested field has several).
+    let mut leaves: Vec<Vec<ArrowLeafColumn>> = (0..writers.len()).map(|_| Vec::with_capacity(batches.len())).collect();
+    for batch in &batches {
+        let mut next = 0;
+        for (field, column) in schema.fields().iter().zip(batch.columns()) {
+            for leaf in compute_leaves(field, column)? {
+                leaves[next].push(leaf);
+                next += 1;
+            }
+        }
+    }
+    drop(batches);
+    // 2. One task per column.
+    writers
+        .into_par_iter()
+        .zip(leaves)
+        .map(|(mut writer, leaves)| {
+            for leaf in &leaves {
+                writer.write(leaf)?;
+            }
+            writer.close()
+        })
+        .collect()
 }
 
 fn output_error(path: &Path, what: impl std::fmt::Display) -> Error {
@@ -157,6 +196,8 @@ impl SortedParquetWriter {
             pending_bytes: 0,
             rows: 0,
             row_groups: 0,
+            row_groups_started: 0,
+            in_flight: VecDeque::new(),
         })
     }
 
@@ -178,53 +219,50 @@ impl SortedParquetWriter {
         Ok(())
     }
 
-    /// Rows written so far (in finished row groups and buffered).
+    /// Rows written so far (in finished row groups, in flight and buffered).
     pub fn rows(&self) -> usize {
-        self.rows + self.pending_rows
+        self.rows + self.in_flight.iter().map(|(_, r)| r).sum::<usize>() + self.pending_rows
     }
 
-    /// Encodes the buffered batches as one row group, a task per leaf column.
+    /// Starts encoding the buffered batches as one row group (a task per leaf column, on
+    /// rayon), and appends finished row groups in order, keeping at most
+    /// [`ROW_GROUPS_IN_FLIGHT`] encoding at once so that one heavy column (long strings)
+    /// does not serialize the writer.
     fn flush_row_group(&mut self) -> Result<()> {
         if self.pending_rows == 0 {
             return Ok(());
         }
         let target = self.target.clone();
-        let err = |e: parquet::errors::ParquetError| output_error(&target, e);
-        let writers = self.factory.create_column_writers(self.row_groups).map_err(err)?;
-        // 1. Leaves of every batch, grouped by leaf column (a nested field has several).
-        let mut leaves: Vec<Vec<ArrowLeafColumn>> = (0..writers.len()).map(|_| Vec::with_capacity(self.pending.len())).collect();
-        for batch in &self.pending {
-            let mut next = 0;
-            for (field, column) in self.schema.fields().iter().zip(batch.columns()) {
-                for leaf in compute_leaves(field, column).map_err(err)? {
-                    leaves[next].push(leaf);
-                    next += 1;
-                }
-            }
+        let writers = self.factory.create_column_writers(self.row_groups_started).map_err(|e| output_error(&target, e))?;
+        let batches = std::mem::take(&mut self.pending);
+        let schema = self.schema.clone();
+        let (done, result) = std::sync::mpsc::sync_channel(1);
+        rayon::spawn(move || {
+            let _ = done.send(encode_row_group(&schema, batches, writers));
+        });
+        self.in_flight.push_back((result, self.pending_rows));
+        self.row_groups_started += 1;
+        self.pending_rows = 0;
+        self.pending_bytes = 0;
+        while self.in_flight.len() >= ROW_GROUPS_IN_FLIGHT {
+            self.append_oldest()?;
         }
-        // 2. Encode and compress the columns in parallel.
-        let chunks = writers
-            .into_par_iter()
-            .zip(leaves)
-            .map(|(mut writer, leaves)| {
-                for leaf in &leaves {
-                    writer.write(leaf)?;
-                }
-                writer.close()
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(err)?;
-        // 3. Append them in column order.
+        Ok(())
+    }
+
+    /// Waits for the oldest row group in flight and appends it to the file.
+    fn append_oldest(&mut self) -> Result<()> {
+        let Some((result, rows)) = self.in_flight.pop_front() else { return Ok(()) };
+        let target = self.target.clone();
+        let err = |e: parquet::errors::ParquetError| output_error(&target, e);
+        let chunks = result.recv().map_err(|_| output_error(&target, "a row group encoder stopped"))?.map_err(err)?;
         let mut row_group = self.writer.next_row_group().map_err(err)?;
         for chunk in chunks {
             chunk.append_to_row_group(&mut row_group).map_err(err)?;
         }
         row_group.close().map_err(err)?;
-        self.rows += self.pending_rows;
+        self.rows += rows;
         self.row_groups += 1;
-        self.pending.clear();
-        self.pending_rows = 0;
-        self.pending_bytes = 0;
         Ok(())
     }
 
@@ -232,6 +270,9 @@ impl SortedParquetWriter {
     /// Dropping the writer without calling this removes the temporary file.
     pub fn finish(mut self) -> Result<Written> {
         self.flush_row_group()?;
+        while !self.in_flight.is_empty() {
+            self.append_oldest()?;
+        }
         let target = self.target.clone();
         let inner = self.writer.into_inner().map_err(|e| output_error(&target, e))?;
         let file = inner.into_inner().map_err(|e| output_error(&target, e.error()))?;

@@ -99,10 +99,17 @@ fn exit_code(e: &Error) -> u8 {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print(); // --help, --version
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
+            // A usage error on one line, as every other error (clap's tip and usage lines
+            // would make it five).
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("bad arguments").trim_start_matches("error: ");
+            eprintln!("corank: error: {first} (see corank --help)");
+            return ExitCode::from(2);
         }
     };
     let result = match cli.command {

@@ -46,6 +46,9 @@ pub struct MergeArgs {
     /// No progress bar and no summary line.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Also print where the time went (reading, merging, writing) and the window size.
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 /// Runs a merge as the arguments say and prints the summary line.
@@ -53,6 +56,12 @@ pub fn run(args: MergeArgs) -> Result<()> {
     let summary = execute(&args)?;
     if !args.quiet {
         println!("{}", summary_line(&summary, &args.output));
+    }
+    if args.verbose {
+        eprintln!(
+            "reading {:.2?}, merging {:.2?} ({} cpu + {} gpu rounds), writing {:.2?} (its own thread); window {} rows per run; {} output row groups",
+            summary.read_time, summary.merge_time, summary.rounds_cpu, summary.rounds_gpu, summary.write_time, summary.window_rows, summary.output_row_groups
+        );
     }
     Ok(())
 }

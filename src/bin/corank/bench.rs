@@ -68,6 +68,7 @@ const DUCKDB: &str = r#"
 import sys, duckdb
 out, key, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
 con.execute(f"COPY (SELECT * FROM read_parquet({files!r}) ORDER BY {key}) TO '{out}' (FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 3)")
 "#;
 

@@ -2,11 +2,13 @@
 //!
 //! The runs of a [`MergePlan`] stream through a [`FrontierMerge`]: each run buffers a
 //! window of rows, a round merges everything the frontier rule lets out, and the merged
-//! batches go to a writer thread that encodes row groups (columns in parallel) while the
-//! next windows are read (runs decoded in parallel).
+//! batches go to a writer thread that encodes row groups (columns in parallel). Each run
+//! decodes on its own thread a batch ahead of the merge (up to [`MAX_READER_THREADS`] runs;
+//! beyond, the merge loop reads the runs in parallel itself).
 //!
-//! Memory: `memory_limit` is split four ways: the runs' windows, the round being merged,
-//! the round handed to the writer, and the writer's row groups (those being encoded). Sizes are estimated from the
+//! Memory: half of `memory_limit` goes to the runs' windows and the batches decoded ahead,
+//! a quarter to the round being merged and the one handed to the writer, a quarter to the
+//! writer's row groups (those being encoded). Sizes are estimated from the
 //! row groups' uncompressed sizes, so the cap is approximate.
 
 use super::inputs::{MergePlan, Run};
@@ -82,6 +84,7 @@ pub fn window_rows(plan: &MergePlan, memory_limit: usize) -> Result<usize> {
     let runs = plan.runs.len().max(1);
     // Decoded Arrow data is larger than Parquet's uncompressed size (offsets, validity).
     let row_bytes = plan.row_bytes.saturating_mul(3) / 2 + 8;
+    // Half the limit: per run a window and a batch decoded ahead (up to a window).
     let window = memory_limit / 4 / runs / row_bytes;
     if window < MIN_WINDOW_ROWS && plan.total_rows > 0 {
         let needed = 4 * runs * row_bytes * MIN_WINDOW_ROWS;
@@ -107,6 +110,26 @@ pub fn show_bytes(n: u64) -> String {
         format!("{n} B")
     } else {
         format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Runs up to which each run is decoded on a thread of its own.
+pub const MAX_READER_THREADS: usize = 256;
+
+/// Where the merge loop takes each run's batches from.
+enum Sources<'a> {
+    /// A decoding thread per run, each a batch ahead.
+    Threads(Vec<mpsc::Receiver<Result<Option<RecordBatch>>>>),
+    /// Read in the merge loop (too many runs for a thread each).
+    Inline(Vec<RunReader<'a>>),
+}
+
+impl Sources<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Sources::Threads(r) => r.len(),
+            Sources::Inline(r) => r.len(),
+        }
     }
 }
 
@@ -170,7 +193,7 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
     for (i, run) in plan.runs.iter().enumerate() {
         frontier.set_check_sorted(i, run.check_sorted);
     }
-    let mut readers: Vec<RunReader> = plan
+    let readers: Vec<RunReader> = plan
         .runs
         .iter()
         .map(|run| {
@@ -220,18 +243,46 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
             }
             Ok(None)
         });
+        // The readers: with few runs, each decodes on its own thread, a batch ahead of the
+        // merge (decoding overlaps merging and writing); with many, in the merge loop, in
+        // parallel.
+        let mut sources = if readers.len() <= MAX_READER_THREADS {
+            let receivers = readers
+                .into_iter()
+                .map(|mut reader| {
+                    let (send, receive) = mpsc::sync_channel::<Result<Option<RecordBatch>>>(1);
+                    scope.spawn(move || loop {
+                        let next = reader.next_batch(window);
+                        let last = !matches!(next, Ok(Some(_)));
+                        // A closed channel means the merge stopped (an error): stop too.
+                        if send.send(next).is_err() || last {
+                            break;
+                        }
+                    });
+                    receive
+                })
+                .collect();
+            Sources::Threads(receivers)
+        } else {
+            Sources::Inline(readers)
+        };
         let merged = (|| -> Result<()> {
             while !frontier.is_finished() {
-                // 1. Fill every window that wants rows; runs decode in parallel.
+                // 1. Fill every window that wants rows.
                 let t = Instant::now();
                 loop {
-                    let wanted: Vec<usize> = (0..readers.len()).filter(|&i| frontier.wants(i)).collect();
+                    let wanted: Vec<usize> = (0..sources.len()).filter(|&i| frontier.wants(i)).collect();
                     if wanted.is_empty() {
                         break;
                     }
-                    let mut slots: Vec<(usize, &mut RunReader)> =
-                        readers.iter_mut().enumerate().filter(|(i, _)| wanted.binary_search(i).is_ok()).collect();
-                    let batches: Vec<(usize, Result<Option<RecordBatch>>)> = slots.par_iter_mut().map(|(i, r)| (*i, r.next_batch(window))).collect();
+                    let batches: Vec<(usize, Result<Option<RecordBatch>>)> = match &mut sources {
+                        Sources::Threads(receivers) => wanted.iter().map(|&i| (i, receivers[i].recv().unwrap_or(Ok(None)))).collect(),
+                        Sources::Inline(readers) => {
+                            let mut slots: Vec<(usize, &mut RunReader)> =
+                                readers.iter_mut().enumerate().filter(|(i, _)| wanted.binary_search(i).is_ok()).collect();
+                            slots.par_iter_mut().map(|(i, r)| (*i, r.next_batch(window))).collect()
+                        }
+                    };
                     for (i, batch) in batches {
                         match batch? {
                             None => frontier.finish_input(i),
@@ -260,6 +311,7 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
             Ok(())
         })();
         drop(to_writer);
+        drop(sources); // reader threads still running see their channel close and stop
         let written = writer_thread.join().map_err(|_| Error::InvalidArgument("the writer thread panicked".into()))?;
         merged?;
         written?.ok_or_else(|| Error::InvalidArgument("the writer stopped before the end".into()))

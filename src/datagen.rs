@@ -6,7 +6,6 @@ use crate::error::{Error, Result};
 use arrow::array::{ArrayRef, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
-use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::WriterProperties;
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -135,13 +134,7 @@ pub enum FileLayout {
 pub fn write_sorted_parquet(path: &Path, batches: &[RecordBatch], keys: &[SortKey], row_group_rows: usize, compression: Compression) -> Result<()> {
     let err = |e: &dyn std::fmt::Display| Error::File { path: path.to_path_buf(), detail: e.to_string() };
     let schema = batches.first().ok_or_else(|| Error::InvalidArgument("no batches to write".into()))?.schema();
-    let sorting = keys
-        .iter()
-        .map(|k| {
-            let idx = schema.index_of(&k.column)?;
-            Ok(SortingColumn { column_idx: idx as i32, descending: k.options.descending, nulls_first: k.options.nulls_first })
-        })
-        .collect::<Result<Vec<_>, arrow::error::ArrowError>>()?;
+    let sorting = crate::parquet::writer::sorting_columns(&schema, keys)?;
     let props = WriterProperties::builder()
         .set_compression(compression)
         .set_max_row_group_row_count(Some(row_group_rows.max(1)))

@@ -12,14 +12,13 @@
 use crate::api::SortKey;
 use crate::error::{Error, Result};
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn, ArrowRowGroupWriterFactory, ArrowWriterOptions};
 use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
 use parquet::basic::Compression;
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::SchemaDescriptor;
 use rayon::prelude::*;
 use std::collections::VecDeque;
 use std::fs::File;
@@ -78,7 +77,6 @@ pub struct SortedParquetWriter {
     writer: SerializedFileWriter<BufWriter<File>>,
     factory: ArrowRowGroupWriterFactory,
     schema: SchemaRef,
-    parquet_schema: SchemaDescriptor,
     settings: WriterSettings,
     pending: Vec<RecordBatch>,
     pending_rows: usize,
@@ -127,6 +125,22 @@ fn output_error(path: &Path, what: impl std::fmt::Display) -> Error {
     Error::File { path: path.to_path_buf(), detail: what.to_string() }
 }
 
+/// `keys` as Parquet `sorting_columns`: they name leaf columns, and keys are top-level
+/// primitive columns.
+pub fn sorting_columns(schema: &Schema, keys: &[SortKey]) -> Result<Vec<SortingColumn>> {
+    let leaves = ArrowSchemaConverter::new().convert(schema).map_err(|e| Error::Arrow(e.into()))?;
+    keys.iter()
+        .map(|k| {
+            let idx = leaves
+                .columns()
+                .iter()
+                .position(|c| c.path().parts() == [k.column.clone()])
+                .ok_or_else(|| Error::InvalidArgument(format!("sort column '{}' is not a top-level primitive column", k.column)))?;
+            Ok(SortingColumn { column_idx: idx as i32, descending: k.options.descending, nulls_first: k.options.nulls_first })
+        })
+        .collect()
+}
+
 /// Refuses an existing `target` unless `overwrite`; the check is repeated at the rename.
 pub fn check_output(target: &Path, overwrite: bool) -> Result<()> {
     if target.is_dir() {
@@ -159,18 +173,10 @@ impl SortedParquetWriter {
         let file = temp.reopen().map_err(|e| output_error(temp.path(), e))?;
 
         // Sorting columns name leaf columns; keys are top-level primitive columns.
-        let leaves = ArrowSchemaConverter::new().convert(&schema).map_err(|e| output_error(target, e))?;
-        let sorting = keys
-            .iter()
-            .map(|k| {
-                let idx = leaves
-                    .columns()
-                    .iter()
-                    .position(|c| c.path().parts() == [k.column.clone()])
-                    .ok_or_else(|| Error::InvalidArgument(format!("sort column '{}' is not a top-level primitive column", k.column)))?;
-                Ok(SortingColumn { column_idx: idx as i32, descending: k.options.descending, nulls_first: k.options.nulls_first })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let sorting = sorting_columns(&schema, keys).map_err(|e| match e {
+            Error::Arrow(e) => output_error(target, e),
+            other => other,
+        })?;
         let props = WriterProperties::builder()
             .set_compression(settings.compression)
             .set_max_row_group_row_count(Some(settings.row_group_rows))
@@ -181,7 +187,6 @@ impl SortedParquetWriter {
         let arrow_writer =
             ArrowWriter::try_new_with_options(BufWriter::with_capacity(1 << 20, file), schema.clone(), options).map_err(|e| output_error(target, e))?;
         let (writer, factory) = arrow_writer.into_serialized_writer().map_err(|e| output_error(target, e))?;
-        let parquet_schema = writer.schema_descr().clone();
         Ok(Self {
             target: target.to_path_buf(),
             overwrite: settings.overwrite,
@@ -189,7 +194,6 @@ impl SortedParquetWriter {
             writer,
             factory,
             schema,
-            parquet_schema,
             settings,
             pending: Vec::new(),
             pending_rows: 0,
@@ -288,10 +292,5 @@ impl SortedParquetWriter {
             }
         })?;
         Ok(Written { rows: self.rows, row_groups: self.row_groups, bytes })
-    }
-
-    /// The Parquet schema of the output.
-    pub fn parquet_schema(&self) -> &SchemaDescriptor {
-        &self.parquet_schema
     }
 }

@@ -19,8 +19,6 @@ use arrow::datatypes::Int64Type;
 use clap::Args;
 use corank::datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
 use corank::{Error, Result};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ProjectionMask;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -126,14 +124,9 @@ fn command_for(contender: &str, python: &str, files: &[PathBuf], output: &Path) 
 
 /// Rows of `path` and whether its key column is in order.
 fn check_output(path: &Path) -> Result<(usize, bool)> {
-    let err = |e: &dyn std::fmt::Display| Error::File { path: path.to_path_buf(), detail: e.to_string() };
-    let file = std::fs::File::open(path).map_err(|e| err(&e))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| err(&e))?;
-    let idx = builder.schema().index_of(LINEITEM_KEY)?;
-    let mask = ProjectionMask::roots(builder.parquet_schema(), [idx]);
     let (mut rows, mut last, mut sorted) = (0, i64::MIN, true);
-    for b in builder.with_projection(mask).with_batch_size(1 << 16).build().map_err(|e| err(&e))? {
-        for &k in b?.column(0).as_primitive::<Int64Type>().values() {
+    for b in crate::demo::read_column(&[path.to_path_buf()], LINEITEM_KEY)? {
+        for &k in b.column(0).as_primitive::<Int64Type>().values() {
             sorted &= k >= last;
             last = k;
             rows += 1;

@@ -123,7 +123,8 @@ fn check_output_sorted(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn read_column(paths: &[PathBuf], column: &str) -> Result<Vec<RecordBatch>> {
+/// `column` of every file in `paths`, read alone.
+pub fn read_column(paths: &[PathBuf], column: &str) -> Result<Vec<RecordBatch>> {
     let mut out = Vec::new();
     for path in paths {
         let err = |e: &dyn std::fmt::Display| Error::File { path: path.clone(), detail: e.to_string() };

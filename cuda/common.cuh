@@ -6,7 +6,8 @@
 //   KEY_WORDS      1..4   words per key, word 0 the most significant
 //   KEY_WORD_BITS  32|64  bits per word (32 only with KEY_WORDS == 1)
 //   INDEX_BITS     32|64  permutation index width
-//   THREADS, IPT_BASIC, IPT_TILED, IPT_CIRC, IPT_KWAY, CIRC_TILE   tuning (src/gpu/tuning.rs)
+//   THREADS, IPT_BASIC, IPT_TILED, IPT_CIRC, IPT_KWAY, CIRC_SLOTS, CIRC_TILES, KWAY_COARSE,
+//   TILED_MIN_BLOCKS   tuning (src/gpu/tuning.rs)
 // The Rust side stores a key as [u64; N] (most significant word first) or a scalar, which
 // has exactly the layout of `Key` below.
 

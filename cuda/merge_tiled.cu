@@ -1,34 +1,51 @@
 // merge_tiled.cu: the tiled kernel, one level of the pairwise merge tree.
 //
 // Grid level: block b owns one tile of TILE = THREADS * IPT_TILED consecutive outputs of
-// its group (a pair of runs A, B). Block level: one co-rank pair (tile start and end) on
-// global memory gives the exact pieces A[i0, i1) and B[j0, j1) the tile consumes
-// (i1 - i0 + j1 - j0 = tile length); they are loaded coalesced into shared memory, so every
-// input is read once (this also avoids the book's A_consumed read past a short tile:
-// lengths are exact, never assumed full). Thread level: per-thread co-rank inside the
-// shared tile, a serial merge of IPT_TILED outputs into registers, which go back to shared
-// memory in output order and are stored coalesced.
+// its group (a pair of runs A, B). Its co-rank pair (tile start and end) comes from
+// partition_2way (partition_kway.cu), which runs the co-rank on global memory once per
+// tile boundary for the whole level before this kernel starts: a block that searched for
+// itself would wait out ~30 dependent global loads with every thread idle. The pair gives
+// the exact pieces A[i0, i1) and B[j0, j1) the tile consumes (i1 - i0 + j1 - j0 = tile
+// length), so every input is read once and a short tile is never read past (the book's
+// A_consumed reads assume full tiles).
+// Block level: the pieces are loaded coalesced into shared memory, A's then B's.
+// Thread level: per-thread co-rank inside the tile, then a serial merge of IPT_TILED
+// outputs that keeps the current key of A and of B in registers (one shared load per
+// output, not three). The outputs go back to shared memory in output order and are stored
+// coalesced. On the first level an output's index is its input position (computed, not
+// loaded); on the last level no keys are written.
+//
+// Shared memory (dynamic, sized by the host): TILE padded keys, then TILE padded indices.
+// Four entry points (merge_tiled_only/first/inner/last) by the level's place in the tree.
 
 #define TILE_T (THREADS * IPT_TILED)
 #define PT(p) padded<IPT_TILED>(p)
+#define TILE_SLOTS (TILE_T + TILE_T / IPT_TILED)
 
-extern "C" __global__ void __launch_bounds__(THREADS) merge_tiled(Level L) {
-    __shared__ Key sk[TILE_T + TILE_T / IPT_TILED];
-    __shared__ index_t si[TILE_T + TILE_T / IPT_TILED];
-    __shared__ u64 cr[2];
+// One block of the tiled kernel. FIRST: the level's input indices are positions (not
+// loaded). KEEP_KEYS: the merged keys are written too (every level but the last). Each
+// combination is its own entry point so registers are allocated for what it uses.
+template <bool FIRST, bool KEEP_KEYS>
+__device__ __forceinline__ void merge_tiled_block(const Level &L, const u64 *splits) {
+    extern __shared__ unsigned char smem_tiled[];
+    Key *sk = (Key *)smem_tiled;
+    index_t *si = (index_t *)(sk + TILE_SLOTS);
     const u64 blk = blockIdx.x + L.block_offset;
-    const PairGroup P = pair_group(L, blk);
-    const u64 a0 = P.a0, b0 = P.b0, m = P.m, n = P.n;
-    const u64 k0 = P.tile * (u64)TILE_T;
-    const u64 k1 = min(k0 + TILE_T, m + n);
-    KeyRun A{L.in_keys + a0}, B{L.in_keys + b0};
-    // Block level: the co-rank pair of the tile (two threads, in parallel).
-    if (threadIdx.x < 2) cr[threadIdx.x] = co_rank(threadIdx.x == 0 ? k0 : k1, A, m, B, n);
-    __syncthreads();
-    const u64 i0 = cr[0], i1 = cr[1];
+    const u32 g = find_group(L, blk);
+    const u64 tile = blk - L.tile_start[g];
+    const u32 r0 = g * 2;
+    const u64 a0 = L.bounds[r0];
+    const u64 b0 = L.bounds[min(r0 + 1, L.nruns)];
+    const u64 e = L.bounds[min(r0 + 2, L.nruns)];
+    const u64 k0 = tile * (u64)TILE_T;
+    const u64 k1 = min(k0 + TILE_T, e - a0);
+    // The co-rank pair from the grid-level partition (boundary (g, t) = tile_start[g] + g + t).
+    const u64 *sp = splits + (L.tile_start[g] + g + tile) * 2;
+    const u64 i0 = sp[0], i1 = sp[2];
     const u64 j0 = k0 - i0, j1 = k1 - i1;
     const u32 alen = (u32)(i1 - i0), blen = (u32)(j1 - j0), len = alen + blen;
-    // Coalesced loads: shared[0, alen) = A piece, shared[alen, len) = B piece.
+    const u64 abase = a0 + i0, bbase = b0 + j0;  // level positions of the pieces
+    // Block level: coalesced loads, shared[0, alen) = A piece, shared[alen, len) = B piece.
     // All IPT loads of a thread are issued before the first store to shared memory
     // (registers, unrolled), so each thread has IPT loads in flight, not one.
     {
@@ -38,9 +55,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_tiled(Level L) {
         for (int u = 0; u < IPT_TILED; ++u) {
             u32 t = threadIdx.x + u * THREADS;
             if (t < len) {
-                u64 src = t < alen ? a0 + i0 + t : b0 + j0 + (t - alen);
+                u64 src = t < alen ? abase + t : bbase + (t - alen);
                 lk[u] = L.in_keys[src];
-                li[u] = load_idx(L, src);
+                if (!FIRST) li[u] = L.in_idx[src];
             }
         }
 #pragma unroll
@@ -48,42 +65,82 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_tiled(Level L) {
             u32 t = threadIdx.x + u * THREADS;
             if (t < len) {
                 sk[PT(t)] = lk[u];
-                si[PT(t)] = li[u];
+                if (!FIRST) si[PT(t)] = li[u];
             }
         }
     }
     __syncthreads();
-    // Thread level: co-rank inside the tile, then a serial merge into registers.
+    // Thread level: co-rank inside the tile, then the serial merge.
     const u32 o0 = threadIdx.x * IPT_TILED;
-    Key rk[IPT_TILED];
-    index_t ri[IPT_TILED];
+    // Results wait in registers when writing them would overwrite shared input others still
+    // read (keys, or loaded indices); on a first-and-last level the indices go straight to
+    // shared memory, which holds no input indices.
+    constexpr bool DIRECT = FIRST && !KEEP_KEYS;
+    Key rk[KEEP_KEYS ? IPT_TILED : 1];
+    index_t ri[DIRECT ? 1 : IPT_TILED];
     if (o0 < len) {
         PadRun<IPT_TILED> sa{sk, 0}, sb{sk, alen};
         u32 i = (u32)co_rank((u64)o0, sa, (u64)alen, sb, (u64)blen);
         u32 j = o0 - i;
+        // The current candidates. Positions are clamped into the tile: a key read past a
+        // piece's end is never compared (the bounds tests come first) and outputs past the
+        // tile's end are dropped.
+        Key ka = sk[PT(min(i, (u32)TILE_T - 1))];
+        Key kb = sk[PT(min(alen + j, (u32)TILE_T - 1))];
 #pragma unroll
         for (int o = 0; o < IPT_TILED; ++o) {
-            // Outputs past the tile's end are computed from clamped positions and dropped.
-            bool take_a = j >= blen || (i < alen && key_le(sa(i), sb(j)));
-            u32 p = take_a ? min(i, (u32)TILE_T - 1) : min(alen + j, (u32)TILE_T - 1);
-            rk[o] = sk[PT(p)];
-            ri[o] = si[PT(p)];
-            if (take_a) ++i; else ++j;
+            const bool take_a = j >= blen || (i < alen && key_le(ka, kb));
+            if (KEEP_KEYS) rk[o] = take_a ? ka : kb;
+            if (DIRECT) {
+                if (o0 + o < len) si[PT(o0 + o)] = (index_t)(take_a ? abase + i : bbase + j);
+            } else if (FIRST) {
+                ri[o] = (index_t)(take_a ? abase + i : bbase + j);
+            } else {
+                ri[o] = si[PT(min(take_a ? i : alen + j, (u32)TILE_T - 1))];
+            }
+            if (take_a) {
+                ++i;
+                ka = sk[PT(min(i, (u32)TILE_T - 1))];
+            } else {
+                ++j;
+                kb = sk[PT(min(alen + j, (u32)TILE_T - 1))];
+            }
         }
     }
-    __syncthreads();
-    // Back to shared memory in output order, then coalesced stores.
+    if (!DIRECT) {
+        // Back to shared memory in output order once every thread is done reading.
+        __syncthreads();
 #pragma unroll
-    for (int o = 0; o < IPT_TILED; ++o) {
-        if (o0 + o < len) {
-            sk[PT(o0 + o)] = rk[o];
-            si[PT(o0 + o)] = ri[o];
+        for (int o = 0; o < IPT_TILED; ++o) {
+            if (o0 + o < len) {
+                if (KEEP_KEYS) sk[PT(o0 + o)] = rk[o];
+                si[PT(o0 + o)] = ri[o];
+            }
         }
     }
     __syncthreads();
+    // Coalesced stores.
     const u64 out = a0 + k0;
-    for (u32 t = threadIdx.x; t < len; t += THREADS) {
-        if (L.out_keys) L.out_keys[out + t] = sk[PT(t)];
-        L.out_idx[out + t] = si[PT(t)];
+#pragma unroll
+    for (int u = 0; u < IPT_TILED; ++u) {
+        u32 t = threadIdx.x + u * THREADS;
+        if (t < len) {
+            if (KEEP_KEYS) L.out_keys[out + t] = sk[PT(t)];
+            L.out_idx[out + t] = si[PT(t)];
+        }
     }
+}
+
+// Entry points by the level's place in the tree (the host picks one per level).
+extern "C" __global__ void __launch_bounds__(THREADS, TILED_MIN_BLOCKS) merge_tiled_only(Level L, const u64 *splits) {
+    merge_tiled_block<true, false>(L, splits);  // first and last level
+}
+extern "C" __global__ void __launch_bounds__(THREADS, TILED_MIN_BLOCKS) merge_tiled_first(Level L, const u64 *splits) {
+    merge_tiled_block<true, true>(L, splits);
+}
+extern "C" __global__ void __launch_bounds__(THREADS, TILED_MIN_BLOCKS) merge_tiled_inner(Level L, const u64 *splits) {
+    merge_tiled_block<false, true>(L, splits);
+}
+extern "C" __global__ void __launch_bounds__(THREADS, TILED_MIN_BLOCKS) merge_tiled_last(Level L, const u64 *splits) {
+    merge_tiled_block<false, false>(L, splits);
 }

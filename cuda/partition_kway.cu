@@ -81,9 +81,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) partition_kway(Level L, u6
         if (lane + 32 * s < nr) splits[b * L.group + lane + 32 * s] = lo0[s] + out[s];
 }
 
-// Grid-level partition for groups of two runs: one thread per tile boundary, the 2-way
+// Grid-level partition for groups of two runs (the tiled kernel, and the k-way kernel when
+// a group has two runs): one thread per boundary of tiles of `tile` outputs, the 2-way
 // co-rank (cheaper than the k-way bisection, same split). Same layout of `splits`.
-extern "C" __global__ void __launch_bounds__(THREADS) partition_2way(Level L, u64 *splits, u64 nboundaries) {
+extern "C" __global__ void __launch_bounds__(THREADS) partition_2way(Level L, u64 *splits, u64 nboundaries, u64 tile) {
     const u64 b = (u64)blockIdx.x * THREADS + threadIdx.x;
     if (b >= nboundaries) return;
     const u32 g = boundary_group(L.tile_start, L.ngroups, b);
@@ -92,7 +93,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) partition_2way(Level L, u6
     const u64 a0 = L.bounds[r0];
     const u64 b0 = L.bounds[min(r0 + 1, L.nruns)];
     const u64 e = L.bounds[min(r0 + 2, L.nruns)];
-    const u64 k = min(t * (u64)KWAY_TILE, e - a0);
+    const u64 k = min(t * tile, e - a0);
     const u64 i = co_rank(k, KeyRun{L.in_keys + a0}, b0 - a0, KeyRun{L.in_keys + b0}, e - b0);
     splits[b * 2] = i;
     if (r0 + 1 < L.nruns) splits[b * 2 + 1] = k - i;

@@ -15,9 +15,12 @@ const PARTITION_KWAY: &str = include_str!("../../cuda/partition_kway.cu");
 const MERGE_KWAY: &str = include_str!("../../cuda/merge_kway.cu");
 
 /// Kernel entry points every module holds.
-pub const FUNCTIONS: [&str; 7] = [
+pub const FUNCTIONS: [&str; 10] = [
     "merge_basic",
-    "merge_tiled",
+    "merge_tiled_only",
+    "merge_tiled_first",
+    "merge_tiled_inner",
+    "merge_tiled_last",
     "merge_circular",
     "partition_kway_coarse",
     "partition_kway",
@@ -40,7 +43,10 @@ impl ModuleSpec {
         let mut v = Vec::new();
         for key_bytes in [4, 8, 16, 24, 32] {
             for index_bits in [32, 64] {
-                v.push(ModuleSpec { key_bytes, index_bits });
+                v.push(ModuleSpec {
+                    key_bytes,
+                    index_bits,
+                });
             }
         }
         v
@@ -52,29 +58,47 @@ impl ModuleSpec {
 
     /// The full CUDA source of this module.
     pub fn source(&self) -> String {
-        let (words, word_bits) = if self.key_bytes == 4 { (1, 32) } else { (self.key_bytes / 8, 64) };
+        let (words, word_bits) = if self.key_bytes == 4 {
+            (1, 32)
+        } else {
+            (self.key_bytes / 8, 64)
+        };
         let t = tuning(self.key_bytes);
         let header = format!(
             "#define KEY_WORDS {words}\n#define KEY_WORD_BITS {word_bits}\n#define INDEX_BITS {}\n\
              #define THREADS {THREADS}\n#define IPT_BASIC {}\n#define IPT_TILED {}\n#define IPT_CIRC {}\n\
-             #define CIRC_SLOTS {}\n#define CIRC_TILES {}\n#define IPT_KWAY {}\n#define KWAY_COARSE {KWAY_COARSE}\n",
+             #define CIRC_SLOTS {}\n#define CIRC_TILES {}\n#define IPT_KWAY {}\n#define KWAY_COARSE {KWAY_COARSE}\n\
+             #define TILED_MIN_BLOCKS {}\n",
             self.index_bits,
             t.ipt_basic,
             t.ipt_tiled,
             t.ipt_circ,
             THREADS * t.ipt_circ,
             t.circ_tiles,
-            t.ipt_kway
+            t.ipt_kway,
+            t.tiled_min_blocks
         );
-        [header.as_str(), COMMON, CO_RANK, MERGE_BASIC, MERGE_TILED, MERGE_CIRCULAR, PARTITION_KWAY, MERGE_KWAY]
-            .join("\n")
+        [
+            header.as_str(),
+            COMMON,
+            CO_RANK,
+            MERGE_BASIC,
+            MERGE_TILED,
+            MERGE_CIRCULAR,
+            PARTITION_KWAY,
+            MERGE_KWAY,
+        ]
+        .join("\n")
     }
 
     /// Compiles this module to PTX for `arch` (e.g. "compute_90").
     pub fn compile(&self, arch: &'static str) -> Result<Ptx> {
         let opts = CompileOptions {
             arch: Some(arch),
-            name: Some(format!("corank_k{}_i{}.cu", self.key_bytes, self.index_bits)),
+            name: Some(format!(
+                "corank_k{}_i{}.cu",
+                self.key_bytes, self.index_bits
+            )),
             options: vec!["--std=c++17".into()],
             ..Default::default()
         };

@@ -93,7 +93,12 @@ pub(crate) fn plan(kernel: Kernel, key_bytes: usize, mut bounds: Vec<u64>) -> Ve
             tile_start.push(tile_start[gi] + (e - s).div_ceil(tile));
         }
         next.push(*bounds.last().unwrap());
-        levels.push(LevelPlan { bounds, group, tile, tile_start });
+        levels.push(LevelPlan {
+            bounds,
+            group,
+            tile,
+            tile_start,
+        });
         bounds = next;
     }
     levels
@@ -104,18 +109,56 @@ pub(crate) fn device_bytes(spec: ModuleSpec, n: usize, levels: &[LevelPlan]) -> 
     let (kb, ib) = (spec.key_bytes, spec.index_bytes());
     let inter_keys = levels.len().saturating_sub(1).min(2);
     let idx = if levels.len() > 1 { 2 } else { 1 };
-    let splits: usize = levels.iter().map(|l| (l.total_tiles() as usize + l.ngroups()) * l.group as usize * 8).max().unwrap_or(0);
+    let splits: usize = levels
+        .iter()
+        .map(|l| (l.total_tiles() as usize + l.ngroups()) * l.group as usize * 8)
+        .max()
+        .unwrap_or(0);
     n * kb * (1 + inter_keys) + n * ib * idx + splits + (1 << 20)
 }
 
-unsafe fn launch(f: sys::CUfunction, grid: u64, shmem: u32, stream: sys::CUstream, args: &mut [*mut c_void]) -> Result<()> {
+unsafe fn launch(
+    f: sys::CUfunction,
+    grid: u64,
+    shmem: u32,
+    stream: sys::CUstream,
+    args: &mut [*mut c_void],
+) -> Result<()> {
     if grid == 0 {
         return Ok(());
     }
     if grid > i32::MAX as u64 {
         return Err(Error::Gpu(format!("grid of {grid} blocks is too large")));
     }
-    result::launch_kernel(f, (grid as u32, 1, 1), (THREADS, 1, 1), shmem, stream, args).map_err(gpu_err("launching a kernel"))
+    result::launch_kernel(f, (grid as u32, 1, 1), (THREADS, 1, 1), shmem, stream, args)
+        .map_err(gpu_err("launching a kernel"))
+}
+
+/// The entry point that runs a level with `kernel`; the tiled kernel has one per place in
+/// the tree (first and/or last level), each with only the registers that place needs.
+pub(crate) fn kernel_name(kernel: Kernel, first: bool, last: bool) -> &'static str {
+    match (kernel, first, last) {
+        (Kernel::Basic, ..) => "merge_basic",
+        (Kernel::Tiled, true, true) => "merge_tiled_only",
+        (Kernel::Tiled, true, false) => "merge_tiled_first",
+        (Kernel::Tiled, false, false) => "merge_tiled_inner",
+        (Kernel::Tiled, false, true) => "merge_tiled_last",
+        (Kernel::Circular, ..) => "merge_circular",
+        (Kernel::KWay | Kernel::Auto, ..) => "merge_kway",
+    }
+}
+
+/// Dynamic shared memory of `kernel`'s blocks: padded tiles (TILE + TILE / IPT slots) of
+/// keys and indices, two of each for the k-way kernel's ping-pong (cuda/merge_kway.cu), one
+/// for the tiled kernel; the others use static shared memory.
+pub(crate) fn dynamic_shmem(kernel: Kernel, key_bytes: usize, index_bytes: usize) -> u32 {
+    let t = tuning(key_bytes);
+    let slot = (key_bytes + index_bytes) as u32;
+    match kernel {
+        Kernel::KWay | Kernel::Auto => 2 * (t.ipt_kway * THREADS + THREADS) * slot,
+        Kernel::Tiled => (t.ipt_tiled * THREADS + THREADS) * slot,
+        Kernel::Basic | Kernel::Circular => 0,
+    }
 }
 
 /// Runs every level on the device: input keys at `keys0` (read only), `n` keys. Returns the
@@ -141,7 +184,11 @@ pub(crate) fn run_levels(
     let mut meta: Vec<u64> = Vec::new();
     let mut offs = Vec::new();
     for l in levels {
-        offs.push((meta.len(), meta.len() + l.bounds.len(), meta.len() + l.bounds.len() + l.tile_start.len()));
+        offs.push((
+            meta.len(),
+            meta.len() + l.bounds.len(),
+            meta.len() + l.bounds.len() + l.tile_start.len(),
+        ));
         meta.extend_from_slice(&l.bounds);
         meta.extend_from_slice(&l.tile_start);
         let mut c = 0u64;
@@ -152,36 +199,49 @@ pub(crate) fn run_levels(
         }
     }
     let meta_ptr = st.buffer(Slot::Meta, meta.len() * 8)?;
-    unsafe { result::memcpy_htod_sync(meta_ptr, &meta) }.map_err(gpu_err("uploading level metadata"))?;
-    let keys1 = if levels.len() > 1 { st.buffer(Slot::Keys1, n * kb)? } else { 0 };
-    let keys2 = if levels.len() > 2 { st_keys2(st, n * kb)? } else { 0 };
-    let idx0 = st.buffer(Slot::Idx0, n * ib)?;
-    let idx1 = if levels.len() > 1 { st.buffer(Slot::Idx1, n * ib)? } else { 0 };
-    let name = match kernel {
-        Kernel::Basic => "merge_basic",
-        Kernel::Tiled => "merge_tiled",
-        Kernel::Circular => "merge_circular",
-        Kernel::KWay | Kernel::Auto => "merge_kway",
-    };
-    let f = module.functions[name].cu_function();
-    // Two padded tiles (cuda/merge_kway.cu: KWAY_SLOTS = tile + tile / IPT_KWAY) of keys and indices.
-    let shmem = if matches!(kernel, Kernel::KWay | Kernel::Auto) {
-        let ipt = tuning(kb).ipt_kway;
-        2 * (ipt * THREADS + THREADS) * (kb + ib) as u32
+    unsafe { result::memcpy_htod_sync(meta_ptr, &meta) }
+        .map_err(gpu_err("uploading level metadata"))?;
+    let keys1 = if levels.len() > 1 {
+        st.buffer(Slot::Keys1, n * kb)?
     } else {
         0
     };
-    if shmem > 0 {
-        module.functions[name]
-            .set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shmem as i32)
-            .map_err(gpu_err("raising the shared-memory limit"))?;
-    }
+    let keys2 = if levels.len() > 2 {
+        st_keys2(st, n * kb)?
+    } else {
+        0
+    };
+    let idx0 = st.buffer(Slot::Idx0, n * ib)?;
+    let idx1 = if levels.len() > 1 {
+        st.buffer(Slot::Idx1, n * ib)?
+    } else {
+        0
+    };
+    let shmem = dynamic_shmem(kernel, kb, ib);
+    // Kernels that read the grid-level partition (`splits`) instead of searching themselves.
+    let partitioned = matches!(kernel, Kernel::KWay | Kernel::Auto | Kernel::Tiled);
     let (mut in_keys, mut in_idx) = (keys0, 0u64);
     let mut chunk_ends = Vec::new();
     for (li, l) in levels.iter().enumerate() {
         let last = li + 1 == levels.len();
-        let out_keys = if last { 0 } else if li % 2 == 0 { keys1 } else { keys2 };
+        let out_keys = if last {
+            0
+        } else if li % 2 == 0 {
+            keys1
+        } else {
+            keys2
+        };
         let out_idx = if li % 2 == 0 { idx0 } else { idx1 };
+        let name = kernel_name(kernel, li == 0, last);
+        let f = module.functions[name].cu_function();
+        if shmem > 0 {
+            module.functions[name]
+                .set_attribute(
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shmem as i32,
+                )
+                .map_err(gpu_err("raising the shared-memory limit"))?;
+        }
         let mut arg = LevelArg {
             in_keys,
             in_idx,
@@ -197,8 +257,8 @@ pub(crate) fn run_levels(
         };
         let tiles = l.total_tiles();
         let mut splits = 0u64;
-        if matches!(kernel, Kernel::KWay | Kernel::Auto) {
-            // Grid-level partition: one warp per tile boundary.
+        if partitioned {
+            // Grid-level partition: the split of every tile boundary.
             let mut nb = tiles + l.ngroups() as u64;
             splits = st.buffer(Slot::Splits, nb as usize * l.group as usize * 8)?;
             // Groups of two runs: one thread per boundary with the 2-way co-rank; more runs:
@@ -206,17 +266,37 @@ pub(crate) fn run_levels(
             let a = &mut arg as *mut LevelArg as *mut c_void;
             if l.group == 2 {
                 let pf = module.functions["partition_2way"].cu_function();
-                let mut args = [a, &mut splits as *mut u64 as *mut c_void, &mut nb as *mut u64 as *mut c_void];
+                let mut tile = l.tile;
+                let mut args = [
+                    a,
+                    &mut splits as *mut u64 as *mut c_void,
+                    &mut nb as *mut u64 as *mut c_void,
+                    &mut tile as *mut u64 as *mut c_void,
+                ];
                 unsafe { launch(pf, nb.div_ceil(THREADS as u64), 0, stream, &mut args)? };
             } else {
                 // Coarse pass (every KWAY_COARSE tiles, whole runs), then the fine pass.
                 let mut cstart = meta_ptr + offs[li].2 as u64 * 8;
                 let cs = &meta[offs[li].2..offs[li].2 + l.ngroups() + 1];
                 let mut ncoarse = cs[l.ngroups()] + l.ngroups() as u64;
-                let mut coarse = st.buffer(Slot::Coarse, ncoarse as usize * l.group as usize * 8)?;
+                let mut coarse =
+                    st.buffer(Slot::Coarse, ncoarse as usize * l.group as usize * 8)?;
                 let cf = module.functions["partition_kway_coarse"].cu_function();
-                let mut args = [a, &mut coarse as *mut u64 as *mut c_void, &mut ncoarse as *mut u64 as *mut c_void, &mut cstart as *mut u64 as *mut c_void];
-                unsafe { launch(cf, (ncoarse * 32).div_ceil(THREADS as u64), 0, stream, &mut args)? };
+                let mut args = [
+                    a,
+                    &mut coarse as *mut u64 as *mut c_void,
+                    &mut ncoarse as *mut u64 as *mut c_void,
+                    &mut cstart as *mut u64 as *mut c_void,
+                ];
+                unsafe {
+                    launch(
+                        cf,
+                        (ncoarse * 32).div_ceil(THREADS as u64),
+                        0,
+                        stream,
+                        &mut args,
+                    )?
+                };
                 let pf = module.functions["partition_kway"].cu_function();
                 let mut args = [
                     a,
@@ -229,17 +309,22 @@ pub(crate) fn run_levels(
             }
         }
         // Block-level merge, in chunks of blocks on the last level when asked.
-        let chunks = if last && !chunk_events.is_empty() { chunk_events.len() as u64 } else { 1 };
+        let chunks = if last && !chunk_events.is_empty() {
+            chunk_events.len() as u64
+        } else {
+            1
+        };
         for c in 0..chunks {
             let (b0, b1) = (tiles * c / chunks, tiles * (c + 1) / chunks);
             arg.block_offset = b0;
             let mut args: Vec<*mut c_void> = vec![&mut arg as *mut LevelArg as *mut c_void];
-            if matches!(kernel, Kernel::KWay | Kernel::Auto) {
+            if partitioned {
                 args.push(&mut splits as *mut u64 as *mut c_void);
             }
             unsafe { launch(f, b1 - b0, shmem, stream, &mut args)? };
             if last && !chunk_events.is_empty() {
-                unsafe { result::event::record(chunk_events[c as usize], stream) }.map_err(gpu_err("recording an event"))?;
+                unsafe { result::event::record(chunk_events[c as usize], stream) }
+                    .map_err(gpu_err("recording an event"))?;
                 chunk_ends.push(l.block_output(b1));
             }
         }
@@ -264,11 +349,13 @@ pub(crate) fn upload(gpu: &Gpu, st: &mut State, src: &[u8], dst: sys::CUdevicept
     for (p, piece) in src.chunks(STAGE_BYTES).enumerate() {
         let s = p % 2;
         // The DMA that last read this staging buffer must be done before it is refilled.
-        unsafe { result::event::synchronize(st.events[s]) }.map_err(gpu_err("waiting for an upload"))?;
+        unsafe { result::event::synchronize(st.events[s]) }
+            .map_err(gpu_err("waiting for an upload"))?;
         let stage = unsafe { std::slice::from_raw_parts_mut(st.stage[s].ptr, piece.len()) };
         par_copy(piece, stage);
         unsafe {
-            result::memcpy_htod_async(dst + (p * STAGE_BYTES) as u64, &*stage, stream).map_err(gpu_err("copying to the device"))?;
+            result::memcpy_htod_async(dst + (p * STAGE_BYTES) as u64, &*stage, stream)
+                .map_err(gpu_err("copying to the device"))?;
             result::event::record(st.events[s], stream).map_err(gpu_err("recording an event"))?;
         }
     }
@@ -291,23 +378,37 @@ pub(crate) fn download(
 ) -> Result<()> {
     st.staging()?;
     let total = dst.len();
-    let pieces: Vec<(usize, usize)> = (0..total).step_by(STAGE_BYTES).map(|s| (s, (s + STAGE_BYTES).min(total))).collect();
+    let pieces: Vec<(usize, usize)> = (0..total)
+        .step_by(STAGE_BYTES)
+        .map(|s| (s, (s + STAGE_BYTES).min(total)))
+        .collect();
     if chunk_events.is_empty() {
-        unsafe { result::stream::synchronize(gpu.cu_stream()) }.map_err(gpu_err("running the merge"))?;
+        unsafe { result::stream::synchronize(gpu.cu_stream()) }
+            .map_err(gpu_err("running the merge"))?;
     }
     let mut pending: Option<(usize, usize, usize)> = None; // (stage, start, end) to drain
     for (p, &(s0, s1)) in pieces.iter().enumerate() {
         let s = p % 2;
         if !chunk_events.is_empty() {
             let last_elem = ((s1 - 1) / elem) as u64;
-            let c = chunk_ends.partition_point(|&e| e <= last_elem).min(chunk_events.len() - 1);
-            unsafe { result::stream::wait_event(dl_stream, chunk_events[c], sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
-                .map_err(gpu_err("ordering the download"))?;
+            let c = chunk_ends
+                .partition_point(|&e| e <= last_elem)
+                .min(chunk_events.len() - 1);
+            unsafe {
+                result::stream::wait_event(
+                    dl_stream,
+                    chunk_events[c],
+                    sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+                )
+            }
+            .map_err(gpu_err("ordering the download"))?;
         }
         unsafe {
             let stage = std::slice::from_raw_parts_mut(st.stage[s].ptr, s1 - s0);
-            result::memcpy_dtoh_async(stage, src + s0 as u64, dl_stream).map_err(gpu_err("copying from the device"))?;
-            result::event::record(st.events[s], dl_stream).map_err(gpu_err("recording an event"))?;
+            result::memcpy_dtoh_async(stage, src + s0 as u64, dl_stream)
+                .map_err(gpu_err("copying from the device"))?;
+            result::event::record(st.events[s], dl_stream)
+                .map_err(gpu_err("recording an event"))?;
         }
         if let Some((ps, a, b)) = pending.take() {
             drain(st, ps, &mut dst[a..b])?;
@@ -321,7 +422,8 @@ pub(crate) fn download(
 }
 
 fn drain(st: &State, s: usize, dst: &mut [u8]) -> Result<()> {
-    unsafe { result::event::synchronize(st.events[s]) }.map_err(gpu_err("copying from the device"))?;
+    unsafe { result::event::synchronize(st.events[s]) }
+        .map_err(gpu_err("copying from the device"))?;
     let stage = unsafe { std::slice::from_raw_parts(st.stage[s].ptr, dst.len()) };
     par_copy(stage, dst);
     Ok(())
@@ -330,5 +432,7 @@ fn drain(st: &State, s: usize, dst: &mut [u8]) -> Result<()> {
 /// Host memcpy on all cores (one thread copies about 10 GB/s, less than PCIe).
 fn par_copy(src: &[u8], dst: &mut [u8]) {
     const C: usize = 1 << 20;
-    dst.par_chunks_mut(C).zip(src.par_chunks(C)).for_each(|(d, s)| d.copy_from_slice(s));
+    dst.par_chunks_mut(C)
+        .zip(src.par_chunks(C))
+        .for_each(|(d, s)| d.copy_from_slice(s));
 }

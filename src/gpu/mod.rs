@@ -54,7 +54,13 @@ pub enum Kernel {
 pub const AUTO_KWAY_MIN_RUNS: usize = 8;
 
 impl Kernel {
-    pub const ALL: [Kernel; 5] = [Kernel::Basic, Kernel::Tiled, Kernel::Circular, Kernel::KWay, Kernel::Auto];
+    pub const ALL: [Kernel; 5] = [
+        Kernel::Basic,
+        Kernel::Tiled,
+        Kernel::Circular,
+        Kernel::KWay,
+        Kernel::Auto,
+    ];
 
     /// The concrete kernel for `nruns` non-empty runs.
     pub fn resolve(self, nruns: usize) -> Kernel {
@@ -81,7 +87,11 @@ pub struct GpuOptions {
 
 impl Default for GpuOptions {
     fn default() -> Self {
-        GpuOptions { kernel: Kernel::Auto, overlap_download: true, force_u64_indices: false }
+        GpuOptions {
+            kernel: Kernel::Auto,
+            overlap_download: true,
+            force_u64_indices: false,
+        }
     }
 }
 
@@ -92,11 +102,11 @@ pub fn availability() -> std::result::Result<(), String> {
         return Err("the CUDA driver library (libcuda) is not present".into());
     }
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err("the NVRTC library (libnvrtc) is not present; put it on LD_LIBRARY_PATH".into());
+        return Err(
+            "the NVRTC library (libnvrtc) is not present; put it on LD_LIBRARY_PATH".into(),
+        );
     }
-    match std::panic::catch_unwind(|| {
-        result::init().and_then(|_| result::device::get_count())
-    }) {
+    match std::panic::catch_unwind(|| result::init().and_then(|_| result::device::get_count())) {
         Ok(Ok(c)) if c > 0 => Ok(()),
         Ok(Ok(_)) => Err("no CUDA device".into()),
         Ok(Err(e)) => Err(format!("CUDA driver: {e:?}")),
@@ -108,7 +118,9 @@ pub fn availability() -> std::result::Result<(), String> {
 /// `compute_90`, with no GPU needed (CI runs this to catch kernels that do not compile).
 pub fn compile_all_kernels() -> Result<()> {
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(Error::GpuUnavailable("the NVRTC library (libnvrtc) is not present".into()));
+        return Err(Error::GpuUnavailable(
+            "the NVRTC library (libnvrtc) is not present".into(),
+        ));
     }
     for spec in ModuleSpec::all() {
         spec.compile("compute_90")?;
@@ -134,7 +146,9 @@ fn nonempty_bounds(n: usize, run_offsets: &[usize]) -> Result<Vec<u64>> {
     let mut b = vec![0u64];
     for w in run_offsets.windows(2) {
         if w[1] < w[0] {
-            return Err(Error::InvalidArgument("run offsets must not decrease".into()));
+            return Err(Error::InvalidArgument(
+                "run offsets must not decrease".into(),
+            ));
         }
         if w[1] > w[0] {
             b.push(w[1] as u64);
@@ -169,7 +183,11 @@ fn identity(n: usize) -> Indices {
 /// Stable merge of the sorted runs `keys[run_offsets[r]..run_offsets[r + 1]]` on the GPU,
 /// returning the global index of every output row, identical to
 /// [`crate::merge::merge_cpu`] (u32 indices while the total fits, u64 beyond).
-pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions) -> Result<Indices> {
+pub fn merge_keys(
+    keys: &KeyColumn,
+    run_offsets: &[usize],
+    options: &GpuOptions,
+) -> Result<Indices> {
     let n = keys.len();
     let bounds = nonempty_bounds(n, run_offsets)?;
     availability().map_err(Error::GpuUnavailable)?;
@@ -177,13 +195,19 @@ pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions)
         return Ok(identity(n)); // zero or one non-empty run: already in order
     }
     let wide = n > u32::MAX as usize || options.force_u64_indices;
-    let spec = ModuleSpec { key_bytes: keys.key_bytes(), index_bits: if wide { 64 } else { 32 } };
+    let spec = ModuleSpec {
+        key_bytes: keys.key_bytes(),
+        index_bits: if wide { 64 } else { 32 },
+    };
     let gpu = gpu()?;
     gpu.bind()?;
     let mut st = gpu.state.lock().unwrap_or_else(|p| p.into_inner());
     let kernel = options.kernel.resolve(bounds.len() - 1);
     let levels = engine::plan(kernel, spec.key_bytes, bounds);
-    let options = &GpuOptions { kernel, ..options.clone() };
+    let options = &GpuOptions {
+        kernel,
+        ..options.clone()
+    };
     let res = merge_with_state(gpu, &mut st, spec, options, n, keys, &levels);
     if res.is_err() {
         // Leave a clean state for the next call: finish or abandon what was queued.
@@ -221,13 +245,27 @@ fn merge_with_state(
     let keys0 = st.buffer(context::Slot::Keys0, src.len())?;
     engine::upload(gpu, st, src, keys0)?;
     let dl = gpu.ctx.new_stream().map_err(gpu_err("creating a stream"))?;
-    let nchunks = if options.overlap_download { tuning::DOWNLOAD_CHUNKS } else { 0 };
+    let nchunks = if options.overlap_download {
+        tuning::DOWNLOAD_CHUNKS
+    } else {
+        0
+    };
     let events: Vec<sys::CUevent> = (0..nchunks)
         .map(|_| result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
         .collect::<std::result::Result<_, _>>()
         .map_err(gpu_err("creating events"))?;
     let out = (|| {
-        let (idx, ends) = engine::run_levels(gpu, st, &module, spec, options.kernel, n, levels, keys0, &events)?;
+        let (idx, ends) = engine::run_levels(
+            gpu,
+            st,
+            &module,
+            spec,
+            options.kernel,
+            n,
+            levels,
+            keys0,
+            &events,
+        )?;
         let mut out = vec![0u8; 0];
         let ib = spec.index_bytes();
         let indices = if ib == 4 {
@@ -244,7 +282,8 @@ fn merge_with_state(
             Indices::U64(v)
         };
         out.clear();
-        dl.synchronize().map_err(gpu_err("finishing the download"))?;
+        dl.synchronize()
+            .map_err(gpu_err("finishing the download"))?;
         Ok(indices)
     })();
     for e in events {
@@ -262,11 +301,19 @@ pub mod bench {
 
     /// Milliseconds of each of `reps` merges of `keys` already on the device (uploaded once;
     /// timed from the first kernel to the last, with events), after one warm-up merge.
-    pub fn time_device_merge(keys: &KeyColumn, run_offsets: &[usize], kernel: Kernel, reps: usize) -> Result<Vec<f32>> {
+    pub fn time_device_merge(
+        keys: &KeyColumn,
+        run_offsets: &[usize],
+        kernel: Kernel,
+        reps: usize,
+    ) -> Result<Vec<f32>> {
         let n = keys.len();
         let bounds = nonempty_bounds(n, run_offsets)?;
         availability().map_err(Error::GpuUnavailable)?;
-        let spec = ModuleSpec { key_bytes: keys.key_bytes(), index_bits: if n <= u32::MAX as usize { 32 } else { 64 } };
+        let spec = ModuleSpec {
+            key_bytes: keys.key_bytes(),
+            index_bits: if n <= u32::MAX as usize { 32 } else { 64 },
+        };
         let gpu = gpu()?;
         gpu.bind()?;
         let mut st = gpu.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -291,8 +338,49 @@ pub mod bench {
         Ok(times)
     }
 
+    /// Per entry point of the module for `key_bytes`-byte keys and u32 indices: registers
+    /// per thread, dynamic shared bytes per block and resident blocks per multiprocessor.
+    pub fn kernel_report(key_bytes: usize) -> Result<Vec<(&'static str, i32, u32, u32)>> {
+        availability().map_err(Error::GpuUnavailable)?;
+        let spec = ModuleSpec {
+            key_bytes,
+            index_bits: 32,
+        };
+        let gpu = gpu()?;
+        gpu.bind()?;
+        let mut st = gpu.state.lock().unwrap_or_else(|p| p.into_inner());
+        let module = st.module(gpu, spec)?;
+        let mut out = Vec::new();
+        for name in build::FUNCTIONS {
+            let f = &module.functions[name];
+            let shmem = if name.starts_with("merge_tiled") {
+                engine::dynamic_shmem(Kernel::Tiled, key_bytes, 4)
+            } else if name == "merge_kway" {
+                engine::dynamic_shmem(Kernel::KWay, key_bytes, 4)
+            } else {
+                0
+            };
+            f.set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                shmem as i32,
+            )
+            .map_err(gpu_err("raising the shared-memory limit"))?;
+            let regs = f.num_regs().map_err(gpu_err("reading registers"))?;
+            let blocks = f
+                .occupancy_max_active_blocks_per_multiprocessor(
+                    tuning::THREADS,
+                    shmem as usize,
+                    None,
+                )
+                .map_err(gpu_err("reading occupancy"))?;
+            out.push((name, regs, shmem, blocks));
+        }
+        Ok(out)
+    }
+
     fn timing_event() -> Result<sys::CUevent> {
-        result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(gpu_err("creating an event"))
+        result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+            .map_err(gpu_err("creating an event"))
     }
 
     /// Milliseconds of each of `reps` device-to-device copies of `bytes` (after a warm-up).

@@ -6,7 +6,11 @@
 //! From host memory: H2D + merge + D2H (wall clock) against the PCIe floor (bytes moved over
 //! pinned bandwidth measured in the same run). Medians after a warm-up.
 //!
-//! `CORANK_BENCH_SECTIONS` (comma-separated: `2way`, `kway`, `host`; all by default) picks
+//! Last, on the host: the same 2-way data as two RecordBatches merged into 8192-row batches by
+//! `corank::merge` (GPU and CPU engines) and by DataFusion's `SortPreservingMergeExec` (round
+//! robin off), outputs compared.
+//!
+//! `CORANK_BENCH_SECTIONS` (comma-separated: `2way`, `kway`, `host`, `spm`; all by default) picks
 //! the parts to run, for tuning sweeps (with `CORANK_GPU_TUNING`, src/gpu/tuning.rs).
 //!
 //! Bytes counted per key for a merge: the key read once (8) and the index written once (4),
@@ -49,7 +53,7 @@ fn main() {
         return;
     }
     let sections =
-        std::env::var("CORANK_BENCH_SECTIONS").unwrap_or_else(|_| "2way,kway,host".into());
+        std::env::var("CORANK_BENCH_SECTIONS").unwrap_or_else(|_| "2way,kway,host,spm".into());
     let run = |s: &str| sections.split(',').any(|x| x.trim() == s);
     let reps = 7;
     let n = 1usize << 28;
@@ -133,6 +137,9 @@ fn main() {
     }
     if run("host") {
         host_path(n, &mut rows, &gbs);
+    }
+    if run("spm") {
+        record_batches(n, &mut rows);
     }
     println!(
         "\nKernels for u64 keys, u32 indices, {} threads a block:",
@@ -222,4 +229,107 @@ fn host_path(n: usize, rows: &mut Vec<(String, f64, String, String)>, gbs: &dyn 
         format!("{:.0}", gbs(cpu_ms)),
         "".into(),
     ));
+}
+
+/// The 2-way data as two RecordBatches (one u64 column), merged into 8192-row batches by
+/// corank (GPU, CPU) and by SortPreservingMergeExec; wall clock, one run each after the
+/// outputs are checked equal.
+fn record_batches(n: usize, rows: &mut Vec<(String, f64, String, String)>) {
+    use arrow::array::{RecordBatch, UInt64Array};
+    use arrow::compute::SortOptions;
+    use arrow::datatypes::{DataType, Field, Schema};
+    use corank::{Engine, MergeOptions, SortKey};
+    use datafusion::datasource::memory::MemorySourceConfig;
+    use datafusion::execution::TaskContext;
+    use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+    use datafusion::physical_plan::collect;
+    use datafusion::physical_plan::expressions::col;
+    use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+    use datafusion::prelude::SessionConfig;
+    use std::sync::Arc;
+    const BATCH: usize = 8192;
+    let (keys, offsets) = data(n, 2, u64::MAX, 9);
+    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::UInt64, false)]));
+    let runs: Vec<RecordBatch> = offsets
+        .windows(2)
+        .map(|w| {
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(UInt64Array::from(keys[w[0]..w[1]].to_vec()))],
+            )
+            .unwrap()
+        })
+        .collect();
+    drop(keys);
+    let partitions: Vec<Vec<RecordBatch>> = runs
+        .iter()
+        .map(|b| {
+            (0..b.num_rows())
+                .step_by(BATCH)
+                .map(|s| b.slice(s, BATCH.min(b.num_rows() - s)))
+                .collect()
+        })
+        .collect();
+    let source = MemorySourceConfig::try_new_exec(&partitions, schema.clone(), None).unwrap();
+    let ordering = LexOrdering::new([PhysicalSortExpr::new(
+        col("k", &schema).unwrap(),
+        SortOptions {
+            descending: false,
+            nulls_first: false,
+        },
+    )])
+    .unwrap();
+    let plan = Arc::new(
+        SortPreservingMergeExec::new(ordering, source).with_round_robin_repartition(false),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ctx = Arc::new(
+        TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(BATCH)),
+    );
+    let sort = [SortKey::asc("k")];
+    let time = |f: &mut dyn FnMut() -> Vec<RecordBatch>| {
+        let s = Instant::now();
+        let out = f();
+        (s.elapsed().as_secs_f64() * 1000.0, out)
+    };
+    let mut results = Vec::new();
+    for (label, engine) in [
+        ("corank::merge, GPU engine", Engine::Gpu),
+        ("corank::merge, CPU engine", Engine::Cpu),
+    ] {
+        let opts = MergeOptions::default()
+            .with_engine(engine)
+            .with_batch_size(BATCH);
+        let _ = corank::merge(&runs, &sort, &opts).unwrap(); // warm-up (CUDA context, kernels)
+        let (ms, out) = time(&mut || corank::merge(&runs, &sort, &opts).unwrap());
+        results.push((label, ms, out));
+    }
+    let (spm_ms, theirs) = time(&mut || rt.block_on(collect(plan.clone(), ctx.clone())).unwrap());
+    let concat = |b: &[RecordBatch]| arrow::compute::concat_batches(&schema, b).unwrap();
+    let theirs = concat(&theirs);
+    rows.push((
+        format!(
+            "SortPreservingMergeExec, 2 x {} rows -> 8192-row batches",
+            n / 2
+        ),
+        spm_ms,
+        "".into(),
+        "1.00 (SPM time / this)".into(),
+    ));
+    for (label, ms, out) in results {
+        assert_eq!(
+            concat(&out),
+            theirs,
+            "{label} and SortPreservingMergeExec differ"
+        );
+        rows.push((
+            format!("{label}, same batches"),
+            ms,
+            "".into(),
+            format!("{:.2}x faster than SPM", spm_ms / ms),
+        ));
+    }
 }

@@ -44,14 +44,10 @@ pub enum Kernel {
     Circular,
     /// Single pass for up to 64 runs: k-way co-rank per tile, merge in shared memory.
     KWay,
-    /// The fastest measured for the run count (docs/PERFORMANCE.md, H200): the circular
-    /// kernel for two non-empty runs, the tiled kernel's tree up to [`AUTO_KWAY_MIN_RUNS`] - 1
-    /// runs, the single-pass k-way kernel from there.
+    /// The fastest measured (docs/PERFORMANCE.md, H200): the tiled kernel's tree, for every
+    /// run count (it beat the single-pass k-way kernel at k = 2, 4, 16 and 64).
     Auto,
 }
-
-/// From this many non-empty runs on, [`Kernel::Auto`] takes the single-pass k-way kernel.
-pub const AUTO_KWAY_MIN_RUNS: usize = 8;
 
 impl Kernel {
     pub const ALL: [Kernel; 5] = [
@@ -62,12 +58,10 @@ impl Kernel {
         Kernel::Auto,
     ];
 
-    /// The concrete kernel for `nruns` non-empty runs.
-    pub fn resolve(self, nruns: usize) -> Kernel {
+    /// The concrete kernel for `_nruns` non-empty runs (today the same for every count).
+    pub fn resolve(self, _nruns: usize) -> Kernel {
         match self {
-            Kernel::Auto if nruns <= 2 => Kernel::Circular,
-            Kernel::Auto if nruns < AUTO_KWAY_MIN_RUNS => Kernel::Tiled,
-            Kernel::Auto => Kernel::KWay,
+            Kernel::Auto => Kernel::Tiled,
             k => k,
         }
     }
@@ -243,7 +237,12 @@ fn merge_with_state(
     }
     let src = key_bytes(keys);
     let keys0 = st.buffer(context::Slot::Keys0, src.len())?;
-    engine::upload(gpu, st, src, keys0)?;
+    // The output is a fresh allocation: its first touch costs a page fault per 4 KiB, which
+    // slowed the download's drain copies (2^28 indices: 95 ms for the whole host path with
+    // them, 77 ms without, on the H200 host). Other threads map it with huge pages while the
+    // keys go up and the merge runs.
+    let ib = spec.index_bytes();
+    let mut out = Output::with_capacity(n, ib);
     let dl = gpu.ctx.new_stream().map_err(gpu_err("creating a stream"))?;
     let nchunks = if options.overlap_download {
         tuning::DOWNLOAD_CHUNKS
@@ -254,44 +253,118 @@ fn merge_with_state(
         .map(|_| result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
         .collect::<std::result::Result<_, _>>()
         .map_err(gpu_err("creating events"))?;
-    let out = (|| {
-        let (idx, ends) = engine::run_levels(
-            gpu,
-            st,
-            &module,
-            spec,
-            options.kernel,
-            n,
-            levels,
-            keys0,
-            &events,
-        )?;
-        let mut out = vec![0u8; 0];
-        let ib = spec.index_bytes();
-        let indices = if ib == 4 {
-            let mut v: Vec<u32> = Vec::with_capacity(n);
-            let dst = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, n * 4) };
-            engine::download(gpu, st, idx, dst, 4, dl.cu_stream(), &events, &ends)?;
-            unsafe { v.set_len(n) }; // every byte was written by the download
-            Indices::U32(v)
-        } else {
-            let mut v: Vec<u64> = Vec::with_capacity(n);
-            let dst = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, n * 8) };
-            engine::download(gpu, st, idx, dst, 8, dl.cu_stream(), &events, &ends)?;
-            unsafe { v.set_len(n) };
-            Indices::U64(v)
-        };
-        out.clear();
+    let res = (|| -> Result<()> {
+        let dst = out.bytes_mut();
+        let (idx, ends) = std::thread::scope(|scope| {
+            prefault(scope, &mut *dst);
+            engine::upload(gpu, st, src, keys0)?;
+            engine::run_levels(
+                gpu,
+                st,
+                &module,
+                spec,
+                options.kernel,
+                n,
+                levels,
+                keys0,
+                &events,
+            )
+        })?;
+        engine::download(gpu, st, idx, dst, ib, dl.cu_stream(), &events, &ends)?;
         dl.synchronize()
             .map_err(gpu_err("finishing the download"))?;
-        Ok(indices)
+        Ok(())
     })();
     for e in events {
         unsafe {
             let _ = result::event::destroy(e);
         }
     }
-    out
+    res?;
+    // Every byte was written by the download.
+    Ok(unsafe { out.assume_filled() })
+}
+
+/// The `n` indices the download fills: u32 or u64, allocated but not yet initialized.
+enum Output {
+    U32(Vec<u32>, usize),
+    U64(Vec<u64>, usize),
+}
+
+impl Output {
+    fn with_capacity(n: usize, index_bytes: usize) -> Output {
+        if index_bytes == 4 {
+            Output::U32(Vec::with_capacity(n), n)
+        } else {
+            Output::U64(Vec::with_capacity(n), n)
+        }
+    }
+
+    /// The `n` elements as bytes. Their contents are unspecified until written (only
+    /// written here, never read before the download fills them).
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        unsafe {
+            match self {
+                Output::U32(v, n) => {
+                    std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, *n * 4)
+                }
+                Output::U64(v, n) => {
+                    std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, *n * 8)
+                }
+            }
+        }
+    }
+
+    /// Safety: all `n` elements have been written.
+    unsafe fn assume_filled(self) -> Indices {
+        match self {
+            Output::U32(mut v, n) => {
+                v.set_len(n);
+                Indices::U32(v)
+            }
+            Output::U64(mut v, n) => {
+                v.set_len(n);
+                Indices::U64(v)
+            }
+        }
+    }
+}
+
+/// Touches one byte per page of `buf` on a few threads of `scope` (joined when the scope
+/// ends), so its page faults are taken there and then rather than during the download.
+fn prefault<'s>(scope: &'s std::thread::Scope<'s, '_>, buf: &'s mut [u8]) {
+    const PAGE: usize = 4096;
+    const PREFAULT_THREADS: usize = 4;
+    const HUGE: usize = 2 << 20;
+    if buf.len() < (64 << 20) {
+        return; // small outputs: not worth a thread
+    }
+    // Only with transparent huge pages: 4 threads taking 4 KiB faults slow the upload down
+    // more than they save (measured on the H200 host: 142 ms against 95 ms without).
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if !(thp.contains("[always]") || thp.contains("[madvise]")) {
+        return;
+    }
+    // 2 MiB pages for the 2 MiB-aligned interior: 512 times fewer faults.
+    let start = (buf.as_ptr() as usize).next_multiple_of(HUGE);
+    let end = (buf.as_ptr() as usize + buf.len()) / HUGE * HUGE;
+    if end <= start
+        || unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) }
+            != 0
+    {
+        return;
+    }
+    let threads = PREFAULT_THREADS;
+    let per = buf.len().div_ceil(threads).next_multiple_of(PAGE);
+    for part in buf.chunks_mut(per) {
+        scope.spawn(move || {
+            for off in (0..part.len()).step_by(PAGE) {
+                // Volatile: a plain store of a value nobody reads could be dropped.
+                unsafe { std::ptr::write_volatile(part.as_mut_ptr().add(off), 0) };
+            }
+        });
+    }
 }
 
 /// Timings for the benchmark (device-resident data, CUDA events). Not a stable API.

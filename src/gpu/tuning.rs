@@ -30,11 +30,11 @@ pub fn tuning(key_bytes: usize) -> Tuning {
     let mut t = match key_bytes {
         4 | 8 => Tuning {
             ipt_basic: 4,
-            ipt_tiled: 8,
+            ipt_tiled: 16,
             ipt_circ: 4,
             circ_tiles: 8,
             ipt_kway: 4,
-            tiled_min_blocks: 1,
+            tiled_min_blocks: 4,
         },
         _ => Tuning {
             ipt_basic: 4,

@@ -2,13 +2,14 @@
 //! NVRTC for the device's compute capability, once per process.
 //!
 //! Levels of the work, named as in the kernels:
-//! - **grid level**: the output of a merge level is cut into tiles, one per block; a block
-//!   finds the input pieces of its tile by co-rank (2-way kernels: in the kernel; k-way: a
-//!   separate partition kernel, one warp per tile boundary);
+//! - **grid level**: the output of a merge level is cut into tiles, one per block; a
+//!   partition kernel finds every tile boundary's split before the merge kernel starts (the
+//!   tiled kernel: 2-way co-rank, one thread per boundary; k-way: k-way co-rank, one warp per
+//!   boundary); the basic and circular kernels search inside the merge kernel, as in the book;
 //! - **block level**: the tile's pieces are loaded coalesced into shared memory and merged
 //!   there (the k-way kernel by a tree of pairwise merges in shared memory);
 //! - **thread level**: each thread co-ranks its few outputs inside the tile and merges them
-//!   serially.
+//!   serially (the tiled kernel keeps the current key of each side in registers).
 //!
 //! k runs are merged by a tree of stable pairwise merges of adjacent runs with the basic,
 //! tiled or circular-buffer kernel (ceil(log2 k) passes over device memory), or in a single
@@ -17,9 +18,10 @@
 //!
 //! Host side: keys go up and indices come down through two pinned staging buffers (the host
 //! fills one while the other is in flight); the last merge level runs in chunks so the
-//! download of each chunk overlaps the merge of the next; device buffers are pooled and
-//! reused across calls. An input that does not fit in free device memory is refused with
-//! [`Error::Gpu`] (the caller merges on the CPU). GPU failures are returned, never panics.
+//! download of each chunk overlaps the merge of the next; the output is mapped (huge pages,
+//! other threads) while the keys go up; device buffers are pooled and reused across calls.
+//! An input that does not fit in free device memory is refused with [`Error::Gpu`] (the
+//! caller merges on the CPU). GPU failures are returned, never panics.
 
 mod build;
 mod context;

@@ -219,6 +219,24 @@ fn k_from_1_to_64() {
     check(keys, &o, &Kernel::ALL, "k = 100");
 }
 
+/// Many short runs (the DataFusion node's 8192-row batches): 2046 runs make an 11-level
+/// tree whose metadata once reached the device after the kernels read it (a race: the
+/// operator bench failed every time on the H200; compute-sanitizer hid it).
+#[test]
+fn many_short_runs() {
+    if !gpu_or_skip("many_short_runs") {
+        return;
+    }
+    let (nruns, per) = if small_only() {
+        (300, 64)
+    } else {
+        (2046, 8192)
+    };
+    let lens = vec![per; nruns];
+    let (keys, o) = runs::<u64>(&lens, 1 << 40, 77);
+    check(keys, &o, &Kernel::ALL, &format!("{nruns} runs of {per}"));
+}
+
 #[test]
 fn skewed_splits() {
     if !gpu_or_skip("skewed_splits") {

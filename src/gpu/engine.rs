@@ -199,8 +199,16 @@ pub(crate) fn run_levels(
         }
     }
     let meta_ptr = st.buffer(Slot::Meta, meta.len() * 8)?;
-    unsafe { result::memcpy_htod_sync(meta_ptr, &meta) }
-        .map_err(gpu_err("uploading level metadata"))?;
+    // On the merge stream, then waited for: a plain synchronous copy runs on the legacy
+    // stream, which the (non-blocking) merge stream does not wait for, and from pageable
+    // memory it returns before its DMA lands. With ~2000 runs (11 levels, ~260 KB of
+    // metadata) the kernels read bounds and tile tables before they arrived: illegal
+    // addresses and instructions on the H200, never under compute-sanitizer's serialization.
+    unsafe {
+        result::memcpy_htod_async(meta_ptr, &meta, stream)
+            .map_err(gpu_err("uploading level metadata"))?;
+        result::stream::synchronize(stream).map_err(gpu_err("uploading level metadata"))?;
+    }
     let keys1 = if levels.len() > 1 {
         st.buffer(Slot::Keys1, n * kb)?
     } else {
@@ -331,7 +339,6 @@ pub(crate) fn run_levels(
         in_keys = out_keys;
         in_idx = out_idx;
     }
-    let _ = &meta; // kept alive until here (the upload above is synchronous anyway)
     Ok((in_idx, chunk_ends))
 }
 

@@ -9,19 +9,17 @@
 //! read from criterion's estimates of this run.
 
 use arrow::array::RecordBatch;
-use arrow::compute::SortOptions;
 use corank::datagen::{sorted_runs, KeyShape};
 use corank::{Engine, MergeOptions, SortKey};
 use criterion::{criterion_group, Criterion};
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
-use datafusion::physical_plan::expressions::col;
-use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
-use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::physical_plan::collect;
 use datafusion::prelude::SessionConfig;
 use std::sync::Arc;
 use std::time::Duration;
+
+#[path = "common/spm.rs"]
+mod spm;
 
 const BATCH: usize = 8192;
 
@@ -66,32 +64,6 @@ fn key_names(shape: KeyShape) -> Vec<&'static str> {
     }
 }
 
-/// SortPreservingMergeExec over one partition per run, each run fed as 8192-row batches.
-fn spm_plan(runs: &[RecordBatch], keys: &[&str]) -> Arc<dyn ExecutionPlan> {
-    let schema = runs[0].schema();
-    let partitions: Vec<Vec<RecordBatch>> = runs
-        .iter()
-        .map(|b| {
-            (0..b.num_rows())
-                .step_by(BATCH)
-                .map(|s| b.slice(s, BATCH.min(b.num_rows() - s)))
-                .collect()
-        })
-        .collect();
-    let source = MemorySourceConfig::try_new_exec(&partitions, schema.clone(), None).unwrap();
-    let ordering = LexOrdering::new(keys.iter().map(|k| {
-        PhysicalSortExpr::new(
-            col(k, &schema).unwrap(),
-            SortOptions {
-                descending: false,
-                nulls_first: false,
-            },
-        )
-    }))
-    .unwrap();
-    Arc::new(SortPreservingMergeExec::new(ordering, source).with_round_robin_repartition(false))
-}
-
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -107,7 +79,7 @@ fn bench(c: &mut Criterion) {
         let opts = MergeOptions::default()
             .with_engine(Engine::Cpu)
             .with_batch_size(BATCH);
-        let plan = spm_plan(&runs, &keys);
+        let plan = spm::spm_plan(&runs, &keys, BATCH);
         // Both sides must agree before either is timed.
         let ours = corank::merge(&runs, &sort_keys, &opts).unwrap();
         let theirs = rt.block_on(collect(plan.clone(), ctx.clone())).unwrap();

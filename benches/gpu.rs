@@ -22,6 +22,9 @@ use corank::merge::merge_cpu;
 use rayon::prelude::*;
 use std::time::Instant;
 
+#[path = "common/spm.rs"]
+mod spm;
+
 fn median(mut v: Vec<f32>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2] as f64
@@ -236,15 +239,10 @@ fn host_path(n: usize, rows: &mut Vec<(String, f64, String, String)>, gbs: &dyn 
 /// outputs are checked equal.
 fn record_batches(n: usize, rows: &mut Vec<(String, f64, String, String)>) {
     use arrow::array::{RecordBatch, UInt64Array};
-    use arrow::compute::SortOptions;
     use arrow::datatypes::{DataType, Field, Schema};
     use corank::{Engine, MergeOptions, SortKey};
-    use datafusion::datasource::memory::MemorySourceConfig;
     use datafusion::execution::TaskContext;
-    use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
     use datafusion::physical_plan::collect;
-    use datafusion::physical_plan::expressions::col;
-    use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
     use datafusion::prelude::SessionConfig;
     use std::sync::Arc;
     const BATCH: usize = 8192;
@@ -261,27 +259,7 @@ fn record_batches(n: usize, rows: &mut Vec<(String, f64, String, String)>) {
         })
         .collect();
     drop(keys);
-    let partitions: Vec<Vec<RecordBatch>> = runs
-        .iter()
-        .map(|b| {
-            (0..b.num_rows())
-                .step_by(BATCH)
-                .map(|s| b.slice(s, BATCH.min(b.num_rows() - s)))
-                .collect()
-        })
-        .collect();
-    let source = MemorySourceConfig::try_new_exec(&partitions, schema.clone(), None).unwrap();
-    let ordering = LexOrdering::new([PhysicalSortExpr::new(
-        col("k", &schema).unwrap(),
-        SortOptions {
-            descending: false,
-            nulls_first: false,
-        },
-    )])
-    .unwrap();
-    let plan = Arc::new(
-        SortPreservingMergeExec::new(ordering, source).with_round_robin_repartition(false),
-    );
+    let plan = spm::spm_plan(&runs, &["k"], BATCH);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

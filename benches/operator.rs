@@ -11,14 +11,10 @@
 //! median of 3 runs after one warm-up.
 
 use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
-use arrow::compute::SortOptions;
 use corank::datafusion::{session_context, CoRankMergeExec, MergeSettings};
 use corank::datagen::{sorted_runs, KeyShape};
 use corank::Engine;
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
-use datafusion::physical_plan::expressions::col;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::*;
@@ -27,6 +23,9 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+#[path = "common/spm.rs"]
+mod spm;
 
 const BATCH: usize = 8192;
 
@@ -157,25 +156,7 @@ fn main() {
 
     // (a) The operator in memory.
     let runs = sorted_runs(KeyShape::U64, parts, rows, None, 42);
-    let partitions: Vec<Vec<RecordBatch>> = runs
-        .iter()
-        .map(|b| {
-            (0..b.num_rows())
-                .step_by(BATCH)
-                .map(|s| b.slice(s, BATCH.min(b.num_rows() - s)))
-                .collect()
-        })
-        .collect();
-    let schema = runs[0].schema();
-    let source = MemorySourceConfig::try_new_exec(&partitions, schema.clone(), None).unwrap();
-    let ordering = LexOrdering::new([PhysicalSortExpr::new(
-        col("k", &schema).unwrap(),
-        SortOptions {
-            descending: false,
-            nulls_first: false,
-        },
-    )])
-    .unwrap();
+    let (source, ordering) = spm::batched_source(&runs, &["k"], BATCH);
     let ctx = Arc::new(
         TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(BATCH)),
     );
@@ -220,7 +201,7 @@ fn main() {
             t_spm,
         );
     }
-    drop((partitions, runs, source));
+    drop((runs, source));
 
     // (b) SQL over sorted Parquet files, end to end.
     let dir = std::env::temp_dir().join(format!("corank-operator-bench-{}", std::process::id()));

@@ -1,7 +1,8 @@
 //! End-to-end tests of the `corank` binary: random sorted Parquet inputs merged by
 //! `corank merge` and compared with the oracle (the stable sort of the inputs'
 //! concatenation by arrow-row bytes); every bad input with its exit code, a one-line
-//! message and no output left behind; `corank demo` and `corank bench`.
+//! message and no output left behind; an interrupted merge (SIGINT) leaves no file behind;
+//! `corank demo` and `corank bench`.
 
 mod common;
 
@@ -608,6 +609,63 @@ fn empty_and_row_group_sorted_files() {
             .unwrap();
     assert_eq!(reader.metadata().file_metadata().num_rows(), 0);
     assert_eq!(reader.schema().fields().len(), 2);
+}
+
+/// Ctrl-C during a merge: the process ends by SIGINT (as it would without a handler) and
+/// neither the output nor the temporary file is left in the directory.
+#[cfg(unix)]
+#[test]
+fn interrupted_merge_leaves_no_file() {
+    use corank::datagen::{write_lineitem_files, FileLayout};
+    use std::os::unix::process::ExitStatusExt;
+    use std::time::{Duration, Instant};
+    let d = tempfile::tempdir().unwrap();
+    let inputs = d.path().join("in");
+    write_lineitem_files(&inputs, 4, 500_000, 65_536, FileLayout::Sorted, 11).unwrap();
+    let out_dir = d.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let out = out_dir.join("merged.parquet");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corank"))
+        .args([
+            "merge",
+            inputs.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+            "--engine",
+            "cpu",
+        ])
+        .spawn()
+        .expect("the corank binary runs");
+    // Interrupt once the temporary output exists (the merge is then under way).
+    let start = Instant::now();
+    loop {
+        if files_in(&out_dir)
+            .iter()
+            .any(|f| f.ends_with(".corank-tmp"))
+        {
+            break;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "the merge ended ({status}) before its temporary file was seen: {:?}",
+                files_in(&out_dir)
+            );
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no temporary file after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGINT), "{status}");
+    assert_eq!(
+        files_in(&out_dir),
+        Vec::<String>::new(),
+        "files left behind"
+    );
 }
 
 #[test]

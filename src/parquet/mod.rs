@@ -7,6 +7,7 @@
 //! - [`row_groups`]: sorted row groups as DataFusion partitions.
 
 pub mod inputs;
+pub mod interrupt;
 pub mod merge_files;
 pub mod order_by;
 pub mod row_groups;

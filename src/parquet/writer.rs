@@ -1,6 +1,8 @@
 //! The merged output: one Parquet file, written to a temporary file beside the target and
 //! renamed over it only when complete, so a failure (or an interrupted run) never leaves a
-//! partial output under the target's name.
+//! partial output under the target's name. The temporary file is removed when the writer is
+//! dropped, and also when a signal ends the process if the program asked for that
+//! ([`super::interrupt`]).
 //!
 //! Row groups are cut at `row_group_rows` rows or `row_group_bytes` bytes of buffered
 //! Arrow data, whichever comes first. Their columns are encoded and compressed in parallel
@@ -9,6 +11,7 @@
 //! Every row group carries the merge key as `sorting_columns`; the inputs' key-value
 //! metadata is kept.
 
+use super::interrupt::TempGuard;
 use crate::api::SortKey;
 use crate::error::{Error, Result};
 use arrow::array::RecordBatch;
@@ -86,6 +89,8 @@ pub struct SortedParquetWriter {
     target: PathBuf,
     overwrite: bool,
     temp: NamedTempFile,
+    /// Removes `temp` if a signal ends the process (src/parquet/interrupt.rs).
+    _on_signal: TempGuard,
     writer: SerializedFileWriter<BufWriter<File>>,
     factory: ArrowRowGroupWriterFactory,
     schema: SchemaRef,
@@ -250,6 +255,7 @@ impl SortedParquetWriter {
         Ok(Self {
             target: target.to_path_buf(),
             overwrite: settings.overwrite,
+            _on_signal: TempGuard::register(temp.path()),
             temp,
             writer,
             factory,

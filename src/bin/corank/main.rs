@@ -129,6 +129,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Ctrl-C (or SIGTERM, SIGHUP) during a merge removes the temporary output file.
+    corank::parquet::interrupt::remove_temp_file_on_signal();
     let result = match cli.command {
         Command::Merge(args) => merge::run(args),
         Command::Demo(args) => demo::run(args),

@@ -31,30 +31,10 @@ struct Scenario {
 }
 
 const SCENARIOS: &[Scenario] = &[
-    Scenario {
-        name: "a_16x1M_u64",
-        shape: KeyShape::U64,
-        runs: 16,
-        rows: 1 << 20,
-    },
-    Scenario {
-        name: "b_2x8M_u64",
-        shape: KeyShape::U64,
-        runs: 2,
-        rows: 1 << 23,
-    },
-    Scenario {
-        name: "c_16x256K_utf8",
-        shape: KeyShape::Utf8,
-        runs: 16,
-        rows: 1 << 18,
-    },
-    Scenario {
-        name: "d_16x1M_two_keys",
-        shape: KeyShape::TwoColumns,
-        runs: 16,
-        rows: 1 << 20,
-    },
+    Scenario { name: "a_16x1M_u64", shape: KeyShape::U64, runs: 16, rows: 1 << 20 },
+    Scenario { name: "b_2x8M_u64", shape: KeyShape::U64, runs: 2, rows: 1 << 23 },
+    Scenario { name: "c_16x256K_utf8", shape: KeyShape::Utf8, runs: 16, rows: 1 << 18 },
+    Scenario { name: "d_16x1M_two_keys", shape: KeyShape::TwoColumns, runs: 16, rows: 1 << 20 },
 ];
 
 fn key_names(shape: KeyShape) -> Vec<&'static str> {
@@ -65,13 +45,8 @@ fn key_names(shape: KeyShape) -> Vec<&'static str> {
 }
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let ctx = Arc::new(
-        TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(BATCH)),
-    );
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let ctx = Arc::new(TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(BATCH)));
     for s in SCENARIOS {
         let runs = sorted_runs(s.shape, s.runs, s.rows, None, 42);
         let keys = key_names(s.shape);
@@ -84,24 +59,13 @@ fn bench(c: &mut Criterion) {
         let ours = corank::merge(&runs, &sort_keys, &opts).unwrap();
         let theirs = rt.block_on(collect(plan.clone(), ctx.clone())).unwrap();
         let concat = |b: &[RecordBatch]| arrow::compute::concat_batches(&b[0].schema(), b).unwrap();
-        assert_eq!(
-            concat(&ours),
-            concat(&theirs),
-            "{}: corank and SPM differ",
-            s.name
-        );
+        assert_eq!(concat(&ours), concat(&theirs), "{}: corank and SPM differ", s.name);
 
         let mut g = c.benchmark_group(s.name);
-        g.sample_size(10)
-            .warm_up_time(Duration::from_secs(1))
-            .measurement_time(Duration::from_secs(8));
+        g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(8));
         g.throughput(criterion::Throughput::Elements((s.runs * s.rows) as u64));
-        g.bench_function("corank_cpu", |b| {
-            b.iter(|| corank::merge(&runs, &sort_keys, &opts).unwrap())
-        });
-        g.bench_function("spm", |b| {
-            b.iter(|| rt.block_on(collect(plan.clone(), ctx.clone())).unwrap())
-        });
+        g.bench_function("corank_cpu", |b| b.iter(|| corank::merge(&runs, &sort_keys, &opts).unwrap()));
+        g.bench_function("spm", |b| b.iter(|| rt.block_on(collect(plan.clone(), ctx.clone())).unwrap()));
         g.finish();
     }
 }
@@ -110,8 +74,7 @@ criterion_group!(benches, bench);
 
 /// Criterion's point estimate (mean, ns) of one benchmark in this run.
 fn estimate_ns(dir: &std::path::Path, group: &str, func: &str) -> Option<f64> {
-    let text =
-        std::fs::read_to_string(dir.join(group).join(func).join("new/estimates.json")).ok()?;
+    let text = std::fs::read_to_string(dir.join(group).join(func).join("new/estimates.json")).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v["median"]["point_estimate"].as_f64()
 }
@@ -122,15 +85,9 @@ fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
     let dir = std::path::Path::new(&home);
-    println!(
-        "\n{:<20} {:>8} {:>14} {:>14} {:>12} {:>12} {:>8}",
-        "scenario", "rows", "corank ms", "SPM ms", "corank Mr/s", "SPM Mr/s", "ratio"
-    );
+    println!("\n{:<20} {:>8} {:>14} {:>14} {:>12} {:>12} {:>8}", "scenario", "rows", "corank ms", "SPM ms", "corank Mr/s", "SPM Mr/s", "ratio");
     for s in SCENARIOS {
-        let (Some(ours), Some(theirs)) = (
-            estimate_ns(dir, s.name, "corank_cpu"),
-            estimate_ns(dir, s.name, "spm"),
-        ) else {
+        let (Some(ours), Some(theirs)) = (estimate_ns(dir, s.name, "corank_cpu"), estimate_ns(dir, s.name, "spm")) else {
             continue; // filtered out
         };
         let rows = (s.runs * s.rows) as f64;

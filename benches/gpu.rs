@@ -35,9 +35,7 @@ fn data(n: usize, k: usize, range: u64, seed: u64) -> (Vec<u64>, Vec<usize>) {
     let per = n / k;
     let mut keys = vec![0u64; per * k];
     keys.par_chunks_mut(per).enumerate().for_each(|(r, run)| {
-        let mut x = seed.wrapping_mul(0x9E3779B97F4A7C15)
-            ^ (r as u64 + 1).wrapping_mul(0xD1B54A32D192ED03)
-            | 1;
+        let mut x = seed.wrapping_mul(0x9E3779B97F4A7C15) ^ (r as u64 + 1).wrapping_mul(0xD1B54A32D192ED03) | 1;
         for v in run.iter_mut() {
             x ^= x >> 12;
             x ^= x << 25;
@@ -65,12 +63,7 @@ fn main() {
     let copy_ms = median(bench::time_copy(bytes / 2, reps).unwrap()); // a copy of B/2 bytes moves B
     let copy_gbs = bytes as f64 / copy_ms / 1e6;
     let mut rows: Vec<(String, f64, String, String)> = Vec::new();
-    rows.push((
-        format!("D2D copy, {} MB moved (ceiling)", bytes / 1_000_000),
-        copy_ms,
-        format!("{copy_gbs:.0}"),
-        "1.00".into(),
-    ));
+    rows.push((format!("D2D copy, {} MB moved (ceiling)", bytes / 1_000_000), copy_ms, format!("{copy_gbs:.0}"), "1.00".into()));
     let gbs = |ms: f64| bytes as f64 / ms / 1e6;
     for (label, range) in [("random", u64::MAX), ("dup-heavy (1000 values)", 1000)]
         .into_iter()
@@ -89,12 +82,7 @@ fn main() {
             ),
         ] {
             let ms = median(bench::time_device_merge(&col, &offsets, kernel, reps).unwrap());
-            rows.push((
-                format!("2-way {label}: {name}"),
-                ms,
-                format!("{:.0}", gbs(ms)),
-                format!("{:.2}", gbs(ms) / copy_gbs),
-            ));
+            rows.push((format!("2-way {label}: {name}"), ms, format!("{:.0}", gbs(ms)), format!("{:.2}", gbs(ms) / copy_gbs)));
         }
     }
     for k in [2usize, 4, 16, 64].into_iter().filter(|_| run("kway")) {
@@ -102,41 +90,12 @@ fn main() {
         let col = KeyColumn::U64(keys);
         let single = median(bench::time_device_merge(&col, &offsets, Kernel::KWay, reps).unwrap());
         let tree = median(bench::time_device_merge(&col, &offsets, Kernel::Tiled, reps).unwrap());
-        let circ =
-            median(bench::time_device_merge(&col, &offsets, Kernel::Circular, reps).unwrap());
+        let circ = median(bench::time_device_merge(&col, &offsets, Kernel::Circular, reps).unwrap());
         let auto = median(bench::time_device_merge(&col, &offsets, Kernel::Auto, reps).unwrap());
-        rows.push((
-            format!("k = {k}: default (auto)"),
-            auto,
-            format!("{:.0}", gbs(auto)),
-            format!("{:.2}", gbs(auto) / copy_gbs),
-        ));
-        rows.push((
-            format!("k = {k}: single-pass k-way"),
-            single,
-            format!("{:.0}", gbs(single)),
-            format!("{:.2}", gbs(single) / copy_gbs),
-        ));
-        rows.push((
-            format!("k = {k}: pairwise tree (tiled)"),
-            tree,
-            format!("{:.0}", gbs(tree)),
-            format!(
-                "{:.2}  (single-pass {:.2}x faster)",
-                gbs(tree) / copy_gbs,
-                tree / single
-            ),
-        ));
-        rows.push((
-            format!("k = {k}: pairwise tree (circular)"),
-            circ,
-            format!("{:.0}", gbs(circ)),
-            format!(
-                "{:.2}  (single-pass {:.2}x faster)",
-                gbs(circ) / copy_gbs,
-                circ / single
-            ),
-        ));
+        rows.push((format!("k = {k}: default (auto)"), auto, format!("{:.0}", gbs(auto)), format!("{:.2}", gbs(auto) / copy_gbs)));
+        rows.push((format!("k = {k}: single-pass k-way"), single, format!("{:.0}", gbs(single)), format!("{:.2}", gbs(single) / copy_gbs)));
+        rows.push((format!("k = {k}: pairwise tree (tiled)"), tree, format!("{:.0}", gbs(tree)), format!("{:.2}  (single-pass {:.2}x faster)", gbs(tree) / copy_gbs, tree / single)));
+        rows.push((format!("k = {k}: pairwise tree (circular)"), circ, format!("{:.0}", gbs(circ)), format!("{:.2}  (single-pass {:.2}x faster)", gbs(circ) / copy_gbs, circ / single)));
     }
     if run("host") {
         host_path(n, &mut rows, &gbs);
@@ -169,57 +128,24 @@ fn host_path(n: usize, rows: &mut Vec<(String, f64, String, String)>, gbs: &dyn 
     let (up, down) = bench::time_pinned(n * 8, 3).unwrap();
     let (up_ms, down_ms) = (median(up), median(down));
     let floor_ms = up_ms * 1.0 + down_ms * 0.5; // 8n bytes up, 4n bytes down
-    rows.push((
-        format!("pinned H2D {} MB", n * 8 / 1_000_000),
-        up_ms,
-        format!("{:.1}", n as f64 * 8.0 / up_ms / 1e6),
-        "".into(),
-    ));
-    rows.push((
-        format!("pinned D2H {} MB", n * 8 / 1_000_000),
-        down_ms,
-        format!("{:.1}", n as f64 * 8.0 / down_ms / 1e6),
-        "".into(),
-    ));
-    rows.push((
-        "PCIe floor (8n up + 4n down)".into(),
-        floor_ms,
-        "".into(),
-        "1.00".into(),
-    ));
+    rows.push((format!("pinned H2D {} MB", n * 8 / 1_000_000), up_ms, format!("{:.1}", n as f64 * 8.0 / up_ms / 1e6), "".into()));
+    rows.push((format!("pinned D2H {} MB", n * 8 / 1_000_000), down_ms, format!("{:.1}", n as f64 * 8.0 / down_ms / 1e6), "".into()));
+    rows.push(("PCIe floor (8n up + 4n down)".into(), floor_ms, "".into(), "1.00".into()));
     let (keys, offsets) = data(n, 2, u64::MAX, 9);
     let col = KeyColumn::U64(keys);
     let _ = gpu::merge_keys(&col, &offsets, &GpuOptions::default()).unwrap(); // warm-up
-    for (label, overlap) in [
-        ("host path H2D+merge+D2H, overlapped download", true),
-        ("host path, no overlap", false),
-    ] {
+    for (label, overlap) in [("host path H2D+merge+D2H, overlapped download", true), ("host path, no overlap", false)] {
         let mut t = Vec::new();
         for _ in 0..3 {
             let s = Instant::now();
-            let out = gpu::merge_keys(
-                &col,
-                &offsets,
-                &GpuOptions {
-                    overlap_download: overlap,
-                    ..GpuOptions::default()
-                },
-            )
-            .unwrap();
+            let out = gpu::merge_keys(&col, &offsets, &GpuOptions { overlap_download: overlap, ..GpuOptions::default() }).unwrap();
             t.push(s.elapsed().as_secs_f32() * 1000.0);
             assert_eq!(out.len(), n);
         }
         let ms = median(t);
-        rows.push((
-            label.into(),
-            ms,
-            "".into(),
-            format!("{:.2} of floor", floor_ms / ms),
-        ));
+        rows.push((label.into(), ms, "".into(), format!("{:.2} of floor", floor_ms / ms)));
     }
-    let KeyColumn::U64(keys) = &col else {
-        unreachable!()
-    };
+    let KeyColumn::U64(keys) = &col else { unreachable!() };
     let s = Instant::now();
     let _ = merge_cpu(keys, &offsets);
     let cpu_ms = s.elapsed().as_secs_f64() * 1000.0;

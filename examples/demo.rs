@@ -12,23 +12,12 @@ use std::time::Instant;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let runs: usize = args.first().map(|s| s.parse()).transpose()?.unwrap_or(16);
-    let rows: usize = args
-        .get(1)
-        .map(|s| s.parse())
-        .transpose()?
-        .unwrap_or(1 << 20);
-    let engine: Engine = args
-        .get(2)
-        .map(|s| s.parse())
-        .transpose()?
-        .unwrap_or(Engine::Auto);
+    let rows: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1 << 20);
+    let engine: Engine = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(Engine::Auto);
 
     let t = Instant::now();
     let input = sorted_runs(KeyShape::U64, runs, rows, None, 7);
-    println!(
-        "generated {runs} sorted runs x {rows} rows (u64 key + 3 payload columns) in {:.2?}",
-        t.elapsed()
-    );
+    println!("generated {runs} sorted runs x {rows} rows (u64 key + 3 payload columns) in {:.2?}", t.elapsed());
 
     let keys = [SortKey::asc("k")];
     let options = MergeOptions::default().with_engine(engine);
@@ -40,15 +29,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let total: usize = out.iter().map(|b| b.num_rows()).sum();
 
     // Verify: every row kept, keys in order.
-    let keys_out: Vec<u64> = out
-        .iter()
-        .flat_map(|b| b.column(0).as_primitive::<UInt64Type>().values().to_vec())
-        .collect();
+    let keys_out: Vec<u64> = out.iter().flat_map(|b| b.column(0).as_primitive::<UInt64Type>().values().to_vec()).collect();
     assert_eq!(total, runs * rows, "rows lost");
-    assert!(
-        keys_out.windows(2).all(|w| w[0] <= w[1]),
-        "output not sorted"
-    );
+    assert!(keys_out.windows(2).all(|w| w[0] <= w[1]), "output not sorted");
     // The same merge through the one-call API gives the same batches.
     let again = merge(&input, &keys, &options)?;
     assert_eq!(again.len(), out.len());
@@ -61,9 +44,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         elapsed - t_perm,
         perm.engine
     );
-    println!(
-        "first rows:\n{}",
-        arrow::util::pretty::pretty_format_batches(&[out[0].slice(0, 5)])?
-    );
+    println!("first rows:\n{}", arrow::util::pretty::pretty_format_batches(&[out[0].slice(0, 5)])?);
     Ok(())
 }

@@ -14,28 +14,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::temp_dir().join(format!("corank-sql-example-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     // 1. Four sorted files of 100k rows: u64 key k + 3 payload columns.
-    for (i, batch) in sorted_runs(KeyShape::U64, 4, 100_000, None, 1)
-        .into_iter()
-        .enumerate()
-    {
-        let mut w = ArrowWriter::try_new(
-            std::fs::File::create(dir.join(format!("part-{i}.parquet")))?,
-            batch.schema(),
-            None,
-        )?;
+    for (i, batch) in sorted_runs(KeyShape::U64, 4, 100_000, None, 1).into_iter().enumerate() {
+        let mut w = ArrowWriter::try_new(std::fs::File::create(dir.join(format!("part-{i}.parquet")))?, batch.schema(), None)?;
         w.write(&batch)?;
         w.close()?;
     }
     // 2. A session with corank registered (the rule and the corank.* settings).
-    let config = SessionConfig::new()
-        .with_target_partitions(4)
-        .with_repartition_file_scans(false);
+    let config = SessionConfig::new().with_target_partitions(4).with_repartition_file_scans(false);
     let ctx = corank::datafusion::session_context(config);
-    ctx.sql(&format!(
-        "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}' WITH ORDER (k ASC NULLS LAST)",
-        dir.display()
-    ))
-    .await?;
+    ctx.sql(&format!("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}' WITH ORDER (k ASC NULLS LAST)", dir.display()))
+        .await?;
     // 3. EXPLAIN shows CoRankMergeExec where DataFusion would put SortPreservingMergeExec.
     let query = "SELECT k, p_i64 FROM t ORDER BY k ASC NULLS LAST LIMIT 5";
     ctx.sql(&format!("EXPLAIN {query}")).await?.show().await?;

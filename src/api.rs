@@ -19,29 +19,14 @@ pub struct SortKey {
 impl SortKey {
     /// Ascending, nulls last (SQL's default for ASC).
     pub fn asc(column: impl Into<String>) -> Self {
-        Self {
-            column: column.into(),
-            options: SortOptions {
-                descending: false,
-                nulls_first: false,
-            },
-        }
+        Self { column: column.into(), options: SortOptions { descending: false, nulls_first: false } }
     }
     /// Descending, nulls first (SQL's default for DESC).
     pub fn desc(column: impl Into<String>) -> Self {
-        Self {
-            column: column.into(),
-            options: SortOptions {
-                descending: true,
-                nulls_first: true,
-            },
-        }
+        Self { column: column.into(), options: SortOptions { descending: true, nulls_first: true } }
     }
     pub fn new(column: impl Into<String>, options: SortOptions) -> Self {
-        Self {
-            column: column.into(),
-            options,
-        }
+        Self { column: column.into(), options }
     }
     pub fn nulls_first(mut self, nulls_first: bool) -> Self {
         self.options.nulls_first = nulls_first;
@@ -64,12 +49,7 @@ pub struct MergeOptions {
 
 impl Default for MergeOptions {
     fn default() -> Self {
-        Self {
-            engine: Engine::Auto,
-            check_sorted: false,
-            batch_size: 8192,
-            gpu_min_keys: crate::merge::engine::GPU_MIN_KEYS,
-        }
+        Self { engine: Engine::Auto, check_sorted: false, batch_size: 8192, gpu_min_keys: crate::merge::engine::GPU_MIN_KEYS }
     }
 }
 
@@ -90,73 +70,41 @@ impl MergeOptions {
 
 /// The stable merge order of sorted key columns: `runs[r][c]` is run `r`'s array for sort
 /// column `c` (same types in every run).
-pub fn merge_columns(
-    runs: &[Vec<ArrayRef>],
-    specs: &[KeySpec],
-    options: &MergeOptions,
-) -> Result<Permutation> {
+pub fn merge_columns(runs: &[Vec<ArrayRef>], specs: &[KeySpec], options: &MergeOptions) -> Result<Permutation> {
     let encoded = encode_runs(runs, specs)?;
     // The full comparator is only needed where keys may tie on different values.
-    let full = if encoded.exact {
-        None
-    } else {
-        Some(FullComparator::new(runs, specs, &encoded.run_offsets)?)
-    };
+    let full = if encoded.exact { None } else { Some(FullComparator::new(runs, specs, &encoded.run_offsets)?) };
     if options.check_sorted {
         check_sorted(&encoded, full.as_ref(), runs)?;
     }
-    let (mut indices, engine) = merge_keys(
-        &encoded.keys,
-        &encoded.run_offsets,
-        options.engine,
-        options.gpu_min_keys,
-    )?;
+    let (mut indices, engine) = merge_keys(&encoded.keys, &encoded.run_offsets, options.engine, options.gpu_min_keys)?;
     if let Some(full) = &full {
         resolve_ties(&mut indices, &encoded.keys, full);
     }
     let key_bytes = encoded.keys.key_bytes();
-    Ok(Permutation {
-        run_offsets: encoded.run_offsets,
-        indices,
-        engine,
-        key_bytes,
-    })
+    Ok(Permutation { run_offsets: encoded.run_offsets, indices, engine, key_bytes })
 }
 
 /// Checks that every run has run 0's columns (names and types) and finds the sort columns.
 fn key_columns(runs: &[RecordBatch], keys: &[SortKey]) -> Result<Vec<Vec<ArrayRef>>> {
     if keys.is_empty() {
-        return Err(Error::InvalidArgument(
-            "at least one sort key is required".into(),
-        ));
+        return Err(Error::InvalidArgument("at least one sort key is required".into()));
     }
-    let Some(first) = runs.first() else {
-        return Ok(vec![]);
-    };
+    let Some(first) = runs.first() else { return Ok(vec![]) };
     let schema = first.schema();
     for (r, batch) in runs.iter().enumerate().skip(1) {
         let other = batch.schema();
         if other.fields().len() != schema.fields().len() {
             return Err(Error::SchemaMismatch {
                 run: r,
-                detail: format!(
-                    "{} columns instead of {}",
-                    other.fields().len(),
-                    schema.fields().len()
-                ),
+                detail: format!("{} columns instead of {}", other.fields().len(), schema.fields().len()),
             });
         }
         for (a, b) in schema.fields().iter().zip(other.fields()) {
             if a.name() != b.name() || a.data_type() != b.data_type() {
                 return Err(Error::SchemaMismatch {
                     run: r,
-                    detail: format!(
-                        "column {}: {} instead of {}: {}",
-                        b.name(),
-                        b.data_type(),
-                        a.name(),
-                        a.data_type()
-                    ),
+                    detail: format!("column {}: {} instead of {}: {}", b.name(), b.data_type(), a.name(), a.data_type()),
                 });
             }
         }
@@ -166,13 +114,7 @@ fn key_columns(runs: &[RecordBatch], keys: &[SortKey]) -> Result<Vec<Vec<ArrayRe
         .map(|(r, batch)| {
             keys.iter()
                 .map(|k| {
-                    batch
-                        .column_by_name(&k.column)
-                        .cloned()
-                        .ok_or_else(|| Error::MissingColumn {
-                            run: r,
-                            column: k.column.clone(),
-                        })
+                    batch.column_by_name(&k.column).cloned().ok_or_else(|| Error::MissingColumn { run: r, column: k.column.clone() })
                 })
                 .collect()
         })
@@ -180,32 +122,19 @@ fn key_columns(runs: &[RecordBatch], keys: &[SortKey]) -> Result<Vec<Vec<ArrayRe
 }
 
 fn specs(keys: &[SortKey]) -> Vec<KeySpec> {
-    keys.iter()
-        .map(|k| KeySpec {
-            name: k.column.clone(),
-            options: k.options,
-        })
-        .collect()
+    keys.iter().map(|k| KeySpec { name: k.column.clone(), options: k.options }).collect()
 }
 
 /// The stable merge order of sorted runs: for every output row, which run and row it
 /// comes from. Equal keys keep run order, then row order: the output is the stable sort of
 /// the concatenation of the runs.
-pub fn merge_permutation(
-    runs: &[RecordBatch],
-    keys: &[SortKey],
-    options: &MergeOptions,
-) -> Result<Permutation> {
+pub fn merge_permutation(runs: &[RecordBatch], keys: &[SortKey], options: &MergeOptions) -> Result<Permutation> {
     let columns = key_columns(runs, keys)?;
     merge_columns(&columns, &specs(keys), options)
 }
 
 /// Merges sorted runs into sorted RecordBatches of `options.batch_size` rows.
-pub fn merge(
-    runs: &[RecordBatch],
-    keys: &[SortKey],
-    options: &MergeOptions,
-) -> Result<Vec<RecordBatch>> {
+pub fn merge(runs: &[RecordBatch], keys: &[SortKey], options: &MergeOptions) -> Result<Vec<RecordBatch>> {
     let perm = merge_permutation(runs, keys, options)?;
     gather(runs, &perm, options.batch_size)
 }

@@ -3,10 +3,7 @@
 
 use crate::api::SortKey;
 use crate::error::{Error, Result};
-use arrow::array::{
-    ArrayRef, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, RecordBatch,
-    StringArray, UInt32Array, UInt64Array,
-};
+use arrow::array::{ArrayRef, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
@@ -35,13 +32,7 @@ pub enum KeyShape {
 
 /// `runs` sorted runs of `rows` rows each: the key column(s) and three payload columns
 /// (`p_i64`, `p_f64`, `p_u64`). `duplicates` draws keys from only that many values.
-pub fn sorted_runs(
-    shape: KeyShape,
-    runs: usize,
-    rows: usize,
-    duplicates: Option<u64>,
-    seed: u64,
-) -> Vec<RecordBatch> {
+pub fn sorted_runs(shape: KeyShape, runs: usize, rows: usize, duplicates: Option<u64>, seed: u64) -> Vec<RecordBatch> {
     (0..runs)
         .into_par_iter()
         .map(|r| {
@@ -59,54 +50,24 @@ pub fn sorted_runs(
                 KeyShape::U64 => vec![("k", Arc::new(UInt64Array::from(keys.clone())))],
                 KeyShape::Utf8 => {
                     // Zero-padded decimal keeps string order equal to numeric order.
-                    let names: Vec<String> = keys
-                        .iter()
-                        .map(|k| {
-                            format!(
-                                "Customer#{:0w$}",
-                                k % 10u64.pow(19),
-                                w = 3 + (k % 17) as usize
-                            )
-                        })
-                        .collect();
+                    let names: Vec<String> =
+                        keys.iter().map(|k| format!("Customer#{:0w$}", k % 10u64.pow(19), w = 3 + (k % 17) as usize)).collect();
                     let mut names = names;
                     names.sort_unstable();
                     vec![("k", Arc::new(StringArray::from(names)))]
                 }
                 KeyShape::TwoColumns => {
-                    let mut pairs: Vec<(u32, u64)> =
-                        keys.iter().map(|&k| ((mix(k) % 1000) as u32, k)).collect();
+                    let mut pairs: Vec<(u32, u64)> = keys.iter().map(|&k| ((mix(k) % 1000) as u32, k)).collect();
                     pairs.sort_unstable();
                     vec![
-                        (
-                            "k",
-                            Arc::new(UInt32Array::from_iter_values(pairs.iter().map(|p| p.0))),
-                        ),
-                        (
-                            "k2",
-                            Arc::new(UInt64Array::from_iter_values(pairs.iter().map(|p| p.1))),
-                        ),
+                        ("k", Arc::new(UInt32Array::from_iter_values(pairs.iter().map(|p| p.0)))),
+                        ("k2", Arc::new(UInt64Array::from_iter_values(pairs.iter().map(|p| p.1)))),
                     ]
                 }
             };
-            cols.push((
-                "p_i64",
-                Arc::new(Int64Array::from_iter_values(
-                    (0..rows).map(|i| (r * rows + i) as i64),
-                )),
-            ));
-            cols.push((
-                "p_f64",
-                Arc::new(Float64Array::from_iter_values(
-                    (0..rows).map(|i| i as f64 * 0.5),
-                )),
-            ));
-            cols.push((
-                "p_u64",
-                Arc::new(UInt64Array::from_iter_values(
-                    (0..rows).map(|i| mix(i as u64)),
-                )),
-            ));
+            cols.push(("p_i64", Arc::new(Int64Array::from_iter_values((0..rows).map(|i| (r * rows + i) as i64)))));
+            cols.push(("p_f64", Arc::new(Float64Array::from_iter_values((0..rows).map(|i| i as f64 * 0.5)))));
+            cols.push(("p_u64", Arc::new(UInt64Array::from_iter_values((0..rows).map(|i| mix(i as u64))))));
             RecordBatch::try_from_iter(cols).expect("generated columns have equal lengths")
         })
         .collect()
@@ -115,30 +76,11 @@ pub fn sorted_runs(
 /// The merge key of [`lineitem`] data.
 pub const LINEITEM_KEY: &str = "l_orderkey";
 
-const SHIP_INSTRUCT: [&str; 4] = [
-    "DELIVER IN PERSON",
-    "COLLECT COD",
-    "NONE",
-    "TAKE BACK RETURN",
-];
+const SHIP_INSTRUCT: [&str; 4] = ["DELIVER IN PERSON", "COLLECT COD", "NONE", "TAKE BACK RETURN"];
 const SHIP_MODE: [&str; 7] = ["REG AIR", "AIR", "RAIL", "SHIP", "TRUCK", "MAIL", "FOB"];
 const WORDS: [&str; 16] = [
-    "furiously",
-    "quickly",
-    "carefully",
-    "blithely",
-    "slyly",
-    "express",
-    "regular",
-    "final",
-    "pending",
-    "ironic",
-    "deposits",
-    "requests",
-    "packages",
-    "accounts",
-    "theodolites",
-    "foxes",
+    "furiously", "quickly", "carefully", "blithely", "slyly", "express", "regular", "final", "pending", "ironic", "deposits", "requests",
+    "packages", "accounts", "theodolites", "foxes",
 ];
 
 /// `rows` rows shaped like TPC-H `lineitem` (16 columns: keys, decimals, dates, short and
@@ -146,95 +88,34 @@ const WORDS: [&str; 16] = [
 pub fn lineitem(rows: usize, key_range: u64, seed: u64) -> RecordBatch {
     let base = mix(seed);
     let r = |i: usize, salt: u64| mix(base ^ mix(i as u64 ^ (salt << 56)));
-    let mut orderkeys: Vec<i64> = (0..rows)
-        .map(|i| (r(i, 1) % key_range.max(1)) as i64)
-        .collect();
+    let mut orderkeys: Vec<i64> = (0..rows).map(|i| (r(i, 1) % key_range.max(1)) as i64).collect();
     orderkeys.sort_unstable();
     let dec = |salt: u64, hi: u64| -> ArrayRef {
-        Arc::new(
-            Decimal128Array::from_iter_values((0..rows).map(|i| (r(i, salt) % hi) as i128))
-                .with_precision_and_scale(15, 2)
-                .expect("valid decimal"),
-        )
+        Arc::new(Decimal128Array::from_iter_values((0..rows).map(|i| (r(i, salt) % hi) as i128)).with_precision_and_scale(15, 2).expect("valid decimal"))
     };
     let ship: Vec<i32> = (0..rows).map(|i| 8036 + (r(i, 9) % 2526) as i32).collect();
     let comment = |i: usize| {
         let x = r(i, 15);
         let n = 2 + (x % 5) as usize;
-        (0..n)
-            .map(|w| WORDS[((x >> (8 + 4 * w)) & 15) as usize])
-            .collect::<Vec<_>>()
-            .join(" ")
+        (0..n).map(|w| WORDS[((x >> (8 + 4 * w)) & 15) as usize]).collect::<Vec<_>>().join(" ")
     };
     let cols: Vec<(&str, ArrayRef)> = vec![
         (LINEITEM_KEY, Arc::new(Int64Array::from(orderkeys))),
-        (
-            "l_partkey",
-            Arc::new(Int64Array::from_iter_values(
-                (0..rows).map(|i| (r(i, 2) % 200_000) as i64),
-            )),
-        ),
-        (
-            "l_suppkey",
-            Arc::new(Int64Array::from_iter_values(
-                (0..rows).map(|i| (r(i, 3) % 10_000) as i64),
-            )),
-        ),
-        (
-            "l_linenumber",
-            Arc::new(Int32Array::from_iter_values(
-                (0..rows).map(|i| 1 + (r(i, 4) % 7) as i32),
-            )),
-        ),
+        ("l_partkey", Arc::new(Int64Array::from_iter_values((0..rows).map(|i| (r(i, 2) % 200_000) as i64)))),
+        ("l_suppkey", Arc::new(Int64Array::from_iter_values((0..rows).map(|i| (r(i, 3) % 10_000) as i64)))),
+        ("l_linenumber", Arc::new(Int32Array::from_iter_values((0..rows).map(|i| 1 + (r(i, 4) % 7) as i32)))),
         ("l_quantity", dec(5, 5_000)),
         ("l_extendedprice", dec(6, 10_000_000)),
         ("l_discount", dec(7, 11)),
         ("l_tax", dec(8, 9)),
-        (
-            "l_returnflag",
-            Arc::new(StringArray::from_iter_values(
-                (0..rows).map(|i| ["R", "A", "N"][(r(i, 10) % 3) as usize]),
-            )),
-        ),
-        (
-            "l_linestatus",
-            Arc::new(StringArray::from_iter_values(
-                (0..rows).map(|i| ["O", "F"][(r(i, 11) % 2) as usize]),
-            )),
-        ),
+        ("l_returnflag", Arc::new(StringArray::from_iter_values((0..rows).map(|i| ["R", "A", "N"][(r(i, 10) % 3) as usize])))),
+        ("l_linestatus", Arc::new(StringArray::from_iter_values((0..rows).map(|i| ["O", "F"][(r(i, 11) % 2) as usize])))),
         ("l_shipdate", Arc::new(Date32Array::from(ship.clone()))),
-        (
-            "l_commitdate",
-            Arc::new(Date32Array::from_iter_values(
-                ship.iter()
-                    .enumerate()
-                    .map(|(i, d)| d + (r(i, 12) % 60) as i32 - 30),
-            )),
-        ),
-        (
-            "l_receiptdate",
-            Arc::new(Date32Array::from_iter_values(
-                ship.iter()
-                    .enumerate()
-                    .map(|(i, d)| d + 1 + (r(i, 13) % 30) as i32),
-            )),
-        ),
-        (
-            "l_shipinstruct",
-            Arc::new(StringArray::from_iter_values(
-                (0..rows).map(|i| SHIP_INSTRUCT[(r(i, 14) % 4) as usize]),
-            )),
-        ),
-        (
-            "l_shipmode",
-            Arc::new(StringArray::from_iter_values(
-                (0..rows).map(|i| SHIP_MODE[(r(i, 16) % 7) as usize]),
-            )),
-        ),
-        (
-            "l_comment",
-            Arc::new(StringArray::from_iter_values((0..rows).map(comment))),
-        ),
+        ("l_commitdate", Arc::new(Date32Array::from_iter_values(ship.iter().enumerate().map(|(i, d)| d + (r(i, 12) % 60) as i32 - 30)))),
+        ("l_receiptdate", Arc::new(Date32Array::from_iter_values(ship.iter().enumerate().map(|(i, d)| d + 1 + (r(i, 13) % 30) as i32)))),
+        ("l_shipinstruct", Arc::new(StringArray::from_iter_values((0..rows).map(|i| SHIP_INSTRUCT[(r(i, 14) % 4) as usize])))),
+        ("l_shipmode", Arc::new(StringArray::from_iter_values((0..rows).map(|i| SHIP_MODE[(r(i, 16) % 7) as usize])))),
+        ("l_comment", Arc::new(StringArray::from_iter_values((0..rows).map(comment)))),
     ];
     RecordBatch::try_from_iter(cols).expect("generated columns have equal lengths")
 }
@@ -250,21 +131,9 @@ pub enum FileLayout {
 
 /// Writes `batch` (sorted by `keys`, or per row group for [`FileLayout::RowGroupsSorted`])
 /// as a Parquet file with `sorting_columns` set.
-pub fn write_sorted_parquet(
-    path: &Path,
-    batches: &[RecordBatch],
-    keys: &[SortKey],
-    row_group_rows: usize,
-    compression: Compression,
-) -> Result<()> {
-    let err = |e: &dyn std::fmt::Display| Error::File {
-        path: path.to_path_buf(),
-        detail: e.to_string(),
-    };
-    let schema = batches
-        .first()
-        .ok_or_else(|| Error::InvalidArgument("no batches to write".into()))?
-        .schema();
+pub fn write_sorted_parquet(path: &Path, batches: &[RecordBatch], keys: &[SortKey], row_group_rows: usize, compression: Compression) -> Result<()> {
+    let err = |e: &dyn std::fmt::Display| Error::File { path: path.to_path_buf(), detail: e.to_string() };
+    let schema = batches.first().ok_or_else(|| Error::InvalidArgument("no batches to write".into()))?.schema();
     let sorting = crate::parquet::writer::sorting_columns(&schema, keys)?;
     let props = WriterProperties::builder()
         .set_compression(compression)
@@ -284,18 +153,8 @@ pub fn write_sorted_parquet(
 
 /// Writes `files` lineitem files of `rows_per_file` rows into `dir` (`part-00.parquet`, ...),
 /// zstd-compressed, row groups of `row_group_rows`. Returns their paths.
-pub fn write_lineitem_files(
-    dir: &Path,
-    files: usize,
-    rows_per_file: usize,
-    row_group_rows: usize,
-    layout: FileLayout,
-    seed: u64,
-) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::File {
-        path: dir.to_path_buf(),
-        detail: e.to_string(),
-    })?;
+pub fn write_lineitem_files(dir: &Path, files: usize, rows_per_file: usize, row_group_rows: usize, layout: FileLayout, seed: u64) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::File { path: dir.to_path_buf(), detail: e.to_string() })?;
     let key_range = (files * rows_per_file) as u64 / 4 + 1;
     let keys = [SortKey::asc(LINEITEM_KEY)];
     (0..files)
@@ -306,22 +165,10 @@ pub fn write_lineitem_files(
             let batches: Vec<RecordBatch> = match layout {
                 FileLayout::Sorted => vec![lineitem(rows_per_file, key_range, seed)],
                 FileLayout::RowGroupsSorted => (0..rows_per_file.div_ceil(row_group_rows.max(1)))
-                    .map(|g| {
-                        lineitem(
-                            row_group_rows.min(rows_per_file - g * row_group_rows),
-                            key_range,
-                            seed ^ g as u64,
-                        )
-                    })
+                    .map(|g| lineitem(row_group_rows.min(rows_per_file - g * row_group_rows), key_range, seed ^ g as u64))
                     .collect(),
             };
-            write_sorted_parquet(
-                &path,
-                &batches,
-                &keys,
-                row_group_rows,
-                Compression::ZSTD(Default::default()),
-            )?;
+            write_sorted_parquet(&path, &batches, &keys, row_group_rows, Compression::ZSTD(Default::default()))?;
             Ok(path)
         })
         .collect()

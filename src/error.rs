@@ -15,11 +15,7 @@ pub enum Error {
     /// A key column has a type corank cannot encode.
     UnsupportedType { column: String, data_type: DataType },
     /// A run is not sorted by the sort keys (found by the optional check).
-    NotSorted {
-        run: usize,
-        row: usize,
-        detail: String,
-    },
+    NotSorted { run: usize, row: usize, detail: String },
     /// Bad arguments (no sort keys, batch size 0, ...).
     InvalidArgument(String),
     /// The GPU engine was asked for and cannot run (no driver, no device, no NVRTC),
@@ -33,12 +29,7 @@ pub enum Error {
     File { path: PathBuf, detail: String },
     /// A Parquet input is not sorted by the merge key (found by the order check).
     /// `row` counts from 0 within the row group.
-    FileNotSorted {
-        path: PathBuf,
-        row_group: usize,
-        row: usize,
-        detail: String,
-    },
+    FileNotSorted { path: PathBuf, row_group: usize, row: usize, detail: String },
 }
 
 impl fmt::Display for Error {

@@ -25,31 +25,19 @@ fn merged_schema(runs: &[RecordBatch]) -> Arc<Schema> {
 }
 
 /// Rows of `runs` in the order of `perm`, in batches of `batch_size` rows.
-pub fn gather(
-    runs: &[RecordBatch],
-    perm: &Permutation,
-    batch_size: usize,
-) -> Result<Vec<RecordBatch>> {
+pub fn gather(runs: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Result<Vec<RecordBatch>> {
     if batch_size == 0 {
-        return Err(Error::InvalidArgument(
-            "batch size must be at least 1".into(),
-        ));
+        return Err(Error::InvalidArgument("batch size must be at least 1".into()));
     }
     if runs.is_empty() || perm.is_empty() {
         return Ok(vec![]);
     }
     let schema = merged_schema(runs);
-    let runs: Vec<RecordBatch> = runs
-        .iter()
-        .map(|b| b.clone().with_schema(schema.clone()))
-        .collect::<Result<_, _>>()?;
+    let runs: Vec<RecordBatch> = runs.iter().map(|b| b.clone().with_schema(schema.clone())).collect::<Result<_, _>>()?;
     if runs.len() == 1 {
         // One run: the merge is the identity; slice without copying.
         let n = runs[0].num_rows();
-        return Ok((0..n)
-            .step_by(batch_size)
-            .map(|s| runs[0].slice(s, batch_size.min(n - s)))
-            .collect());
+        return Ok((0..n).step_by(batch_size).map(|s| runs[0].slice(s, batch_size.min(n - s))).collect());
     }
     let refs: Vec<&RecordBatch> = runs.iter().collect();
     let starts: Vec<usize> = (0..perm.len()).step_by(batch_size).collect();

@@ -16,32 +16,15 @@ fn run(k: Vec<i64>, v: Vec<&str>) -> RecordBatch {
 fn values(batches: &[RecordBatch]) -> Vec<String> {
     batches
         .iter()
-        .flat_map(|b| {
-            b.column(1)
-                .as_string::<i32>()
-                .iter()
-                .map(|s| s.unwrap().to_string())
-                .collect::<Vec<_>>()
-        })
+        .flat_map(|b| b.column(1).as_string::<i32>().iter().map(|s| s.unwrap().to_string()).collect::<Vec<_>>())
         .collect()
 }
 
 #[test]
 fn stable_two_runs() {
-    let runs = [
-        run(vec![1, 3, 3], vec!["a", "b", "c"]),
-        run(vec![3, 4], vec!["d", "e"]),
-    ];
-    let out = merge(
-        &runs,
-        &[SortKey::asc("k")],
-        &MergeOptions::default().with_batch_size(2),
-    )
-    .unwrap();
-    assert_eq!(
-        out.iter().map(|b| b.num_rows()).collect::<Vec<_>>(),
-        [2, 2, 1]
-    );
+    let runs = [run(vec![1, 3, 3], vec!["a", "b", "c"]), run(vec![3, 4], vec!["d", "e"])];
+    let out = merge(&runs, &[SortKey::asc("k")], &MergeOptions::default().with_batch_size(2)).unwrap();
+    assert_eq!(out.iter().map(|b| b.num_rows()).collect::<Vec<_>>(), [2, 2, 1]);
     assert_eq!(values(&out), ["a", "b", "c", "d", "e"]);
     let perm = merge_permutation(&runs, &[SortKey::asc("k")], &MergeOptions::default()).unwrap();
     assert_eq!(perm.to_run_rows(), [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]);
@@ -50,10 +33,7 @@ fn stable_two_runs() {
 
 #[test]
 fn descending_runs() {
-    let runs = [
-        run(vec![9, 5, 1], vec!["a", "b", "c"]),
-        run(vec![7, 5], vec!["d", "e"]),
-    ];
+    let runs = [run(vec![9, 5, 1], vec!["a", "b", "c"]), run(vec![7, 5], vec!["d", "e"])];
     let out = merge(&runs, &[SortKey::desc("k")], &MergeOptions::default()).unwrap();
     assert_eq!(values(&out), ["a", "d", "b", "e", "c"]);
 }
@@ -62,72 +42,38 @@ fn descending_runs() {
 fn zero_runs() {
     let perm = merge_permutation(&[], &[SortKey::asc("k")], &MergeOptions::default()).unwrap();
     assert!(perm.is_empty());
-    assert!(merge(&[], &[SortKey::asc("k")], &MergeOptions::default())
-        .unwrap()
-        .is_empty());
+    assert!(merge(&[], &[SortKey::asc("k")], &MergeOptions::default()).unwrap().is_empty());
 }
 
 #[test]
 fn empty_and_one_runs() {
     let empty = run(vec![], vec![]);
     let one = run(vec![1, 2], vec!["a", "b"]);
-    let out = merge(
-        &[empty.clone(), one.clone(), empty.clone()],
-        &[SortKey::asc("k")],
-        &MergeOptions::default(),
-    )
-    .unwrap();
+    let out = merge(&[empty.clone(), one.clone(), empty.clone()], &[SortKey::asc("k")], &MergeOptions::default()).unwrap();
     assert_eq!(values(&out), ["a", "b"]);
-    let out = merge(
-        &[one.clone()],
-        &[SortKey::asc("k")],
-        &MergeOptions::default(),
-    )
-    .unwrap();
+    let out = merge(&[one.clone()], &[SortKey::asc("k")], &MergeOptions::default()).unwrap();
     assert_eq!(values(&out), ["a", "b"]);
-    let out = merge(
-        &[empty.clone(), empty],
-        &[SortKey::asc("k")],
-        &MergeOptions::default(),
-    )
-    .unwrap();
+    let out = merge(&[empty.clone(), empty], &[SortKey::asc("k")], &MergeOptions::default()).unwrap();
     assert!(out.is_empty());
 }
 
 #[test]
 fn differing_schemas_are_an_error() {
-    let other =
-        RecordBatch::try_from_iter([("k", Arc::new(Int32Array::from(vec![1])) as ArrayRef)])
-            .unwrap();
-    let err = merge(
-        &[run(vec![1], vec!["a"]), other],
-        &[SortKey::asc("k")],
-        &MergeOptions::default(),
-    )
-    .unwrap_err();
+    let other = RecordBatch::try_from_iter([("k", Arc::new(Int32Array::from(vec![1])) as ArrayRef)]).unwrap();
+    let err = merge(&[run(vec![1], vec!["a"]), other], &[SortKey::asc("k")], &MergeOptions::default()).unwrap_err();
     assert!(matches!(err, Error::SchemaMismatch { run: 1, .. }), "{err}");
     let renamed = RecordBatch::try_from_iter([
         ("k", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
         ("w", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
     ])
     .unwrap();
-    let err = merge(
-        &[run(vec![1], vec!["a"]), renamed],
-        &[SortKey::asc("k")],
-        &MergeOptions::default(),
-    )
-    .unwrap_err();
+    let err = merge(&[run(vec![1], vec!["a"]), renamed], &[SortKey::asc("k")], &MergeOptions::default()).unwrap_err();
     assert!(err.to_string().contains("run 1"), "{err}");
 }
 
 #[test]
 fn missing_sort_column_is_an_error() {
-    let err = merge(
-        &[run(vec![1], vec!["a"])],
-        &[SortKey::asc("nope")],
-        &MergeOptions::default(),
-    )
-    .unwrap_err();
+    let err = merge(&[run(vec![1], vec!["a"])], &[SortKey::asc("nope")], &MergeOptions::default()).unwrap_err();
     assert_eq!(err.to_string(), "sort column 'nope' is missing from run 0");
 }
 
@@ -139,26 +85,14 @@ fn no_sort_keys_is_an_error() {
 
 #[test]
 fn unsorted_run_names_run_and_row() {
-    let runs = [
-        run(vec![1, 2, 3], vec!["a", "b", "c"]),
-        run(vec![1, 5, 4, 6], vec!["d", "e", "f", "g"]),
-    ];
+    let runs = [run(vec![1, 2, 3], vec!["a", "b", "c"]), run(vec![1, 5, 4, 6], vec!["d", "e", "f", "g"])];
     let opts = MergeOptions::default().with_check_sorted(true);
     let err = merge(&runs, &[SortKey::asc("k")], &opts).unwrap_err();
-    assert!(
-        matches!(err, Error::NotSorted { run: 1, row: 2, .. }),
-        "{err}"
-    );
-    assert_eq!(
-        err.to_string(),
-        "run 1 is not sorted: row 2 sorts before row 1: key (4) follows (5)"
-    );
+    assert!(matches!(err, Error::NotSorted { run: 1, row: 2, .. }), "{err}");
+    assert_eq!(err.to_string(), "run 1 is not sorted: row 2 sorts before row 1: key (4) follows (5)");
     // Descending order makes run 0 the unsorted one.
     let err = merge(&runs, &[SortKey::desc("k")], &opts).unwrap_err();
-    assert!(
-        matches!(err, Error::NotSorted { run: 0, row: 1, .. }),
-        "{err}"
-    );
+    assert!(matches!(err, Error::NotSorted { run: 0, row: 1, .. }), "{err}");
 }
 
 #[test]
@@ -166,51 +100,26 @@ fn unsorted_long_strings_are_found_past_the_prefix() {
     let long = "y".repeat(64);
     let b = RecordBatch::try_from_iter([(
         "s",
-        Arc::new(StringArray::from(vec![
-            format!("{long}a"),
-            format!("{long}c"),
-            format!("{long}b"),
-        ])) as ArrayRef,
+        Arc::new(StringArray::from(vec![format!("{long}a"), format!("{long}c"), format!("{long}b")])) as ArrayRef,
     )])
     .unwrap();
-    let err = merge(
-        &[b],
-        &[SortKey::asc("s")],
-        &MergeOptions::default().with_check_sorted(true),
-    )
-    .unwrap_err();
-    assert!(
-        matches!(err, Error::NotSorted { run: 0, row: 2, .. }),
-        "{err}"
-    );
+    let err = merge(&[b], &[SortKey::asc("s")], &MergeOptions::default().with_check_sorted(true)).unwrap_err();
+    assert!(matches!(err, Error::NotSorted { run: 0, row: 2, .. }), "{err}");
 }
 
 #[test]
 fn unsupported_key_type_is_an_error() {
     let list = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![Some(1)])]);
     let b = RecordBatch::try_from_iter([("l", Arc::new(list) as ArrayRef)]).unwrap();
-    let err = merge(
-        &[b.clone(), b],
-        &[SortKey::asc("l")],
-        &MergeOptions::default(),
-    )
-    .unwrap_err();
+    let err = merge(&[b.clone(), b], &[SortKey::asc("l")], &MergeOptions::default()).unwrap_err();
     assert!(matches!(err, Error::UnsupportedType { .. }), "{err}");
-    assert!(
-        err.to_string()
-            .starts_with("sort column 'l' has type List("),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with("sort column 'l' has type List("), "{err}");
 }
 
 #[test]
 fn zero_batch_size_is_an_error() {
-    let err = merge(
-        &[run(vec![1], vec!["a"])],
-        &[SortKey::asc("k")],
-        &MergeOptions::default().with_batch_size(0),
-    )
-    .unwrap_err();
+    let err = merge(&[run(vec![1], vec!["a"])], &[SortKey::asc("k")], &MergeOptions::default().with_batch_size(0))
+        .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)));
 }
 
@@ -219,19 +128,13 @@ fn nullability_is_the_union_of_the_runs() {
     let strict = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
     let loose = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
     let a = RecordBatch::try_new(strict, vec![Arc::new(Int64Array::from(vec![1, 3]))]).unwrap();
-    let b =
-        RecordBatch::try_new(loose, vec![Arc::new(Int64Array::from(vec![None, Some(2)]))]).unwrap();
+    let b = RecordBatch::try_new(loose, vec![Arc::new(Int64Array::from(vec![None, Some(2)]))]).unwrap();
     let keys = [SortKey::asc("k").nulls_first(true)];
     let perm = merge_permutation(&[a.clone(), b.clone()], &keys, &MergeOptions::default()).unwrap();
     let out = gather(&[a, b], &perm, 10).unwrap();
     assert!(out[0].schema().field(0).is_nullable());
-    let k = out[0]
-        .column(0)
-        .as_primitive::<arrow::datatypes::Int64Type>();
-    assert_eq!(
-        k.iter().collect::<Vec<_>>(),
-        [None, Some(1), Some(2), Some(3)]
-    );
+    let k = out[0].column(0).as_primitive::<arrow::datatypes::Int64Type>();
+    assert_eq!(k.iter().collect::<Vec<_>>(), [None, Some(1), Some(2), Some(3)]);
 }
 
 #[test]
@@ -239,12 +142,8 @@ fn gpu_engine_without_a_gpu_is_a_clear_error() {
     if corank_has_gpu() {
         return;
     }
-    let err = merge(
-        &[run(vec![1], vec!["a"])],
-        &[SortKey::asc("k")],
-        &MergeOptions::default().with_engine(Engine::Gpu),
-    )
-    .unwrap_err();
+    let err = merge(&[run(vec![1], vec!["a"])], &[SortKey::asc("k")], &MergeOptions::default().with_engine(Engine::Gpu))
+        .unwrap_err();
     assert!(matches!(err, Error::GpuUnavailable(_)), "{err}");
 }
 

@@ -22,11 +22,7 @@ use std::sync::Arc;
 type Keys = Vec<(String, SortOptions)>;
 
 fn corank(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corank"))
-        .args(args)
-        .env("CORANK_REQUIRE_GPU", "0")
-        .output()
-        .expect("the corank binary runs")
+    Command::new(env!("CARGO_BIN_EXE_corank")).args(args).env("CORANK_REQUIRE_GPU", "0").output().expect("the corank binary runs")
 }
 
 fn text(o: &[u8]) -> String {
@@ -38,18 +34,11 @@ fn write_file(path: &Path, groups: &[RecordBatch], sorting: Option<&Keys>) {
     let schema = groups[0].schema();
     let sorting = sorting.map(|keys| {
         keys.iter()
-            .map(|(name, o)| SortingColumn {
-                column_idx: schema.index_of(name).unwrap() as i32,
-                descending: o.descending,
-                nulls_first: o.nulls_first,
-            })
+            .map(|(name, o)| SortingColumn { column_idx: schema.index_of(name).unwrap() as i32, descending: o.descending, nulls_first: o.nulls_first })
             .collect()
     });
-    let props = WriterProperties::builder()
-        .set_sorting_columns(sorting)
-        .build();
-    let mut w =
-        ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props)).unwrap();
+    let props = WriterProperties::builder().set_sorting_columns(sorting).build();
+    let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props)).unwrap();
     for g in groups {
         w.write(g).unwrap();
         w.flush().unwrap();
@@ -58,27 +47,15 @@ fn write_file(path: &Path, groups: &[RecordBatch], sorting: Option<&Keys>) {
 }
 
 fn read_file(path: &Path) -> (Vec<RecordBatch>, Option<Vec<SortingColumn>>) {
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();
-    let sorting = builder
-        .metadata()
-        .row_groups()
-        .first()
-        .and_then(|g| g.sorting_columns().cloned());
-    (
-        builder.build().unwrap().map(|b| b.unwrap()).collect(),
-        sorting,
-    )
+    let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();
+    let sorting = builder.metadata().row_groups().first().and_then(|g| g.sorting_columns().cloned());
+    (builder.build().unwrap().map(|b| b.unwrap()).collect(), sorting)
 }
 
 fn by_clause(keys: &Keys, rng: &mut Rng) -> String {
     keys.iter()
         .map(|(name, o)| {
-            let mut s = if rng.chance(0.5) {
-                format!("\"{name}\"")
-            } else {
-                name.clone()
-            };
+            let mut s = if rng.chance(0.5) { format!("\"{name}\"") } else { name.clone() };
             let default_nulls_first = o.descending;
             if o.descending {
                 s += if rng.chance(0.5) { " DESC" } else { " desc" };
@@ -86,11 +63,7 @@ fn by_clause(keys: &Keys, rng: &mut Rng) -> String {
                 s += " ASC";
             }
             if o.nulls_first != default_nulls_first || rng.chance(0.5) {
-                s += if o.nulls_first {
-                    " NULLS FIRST"
-                } else {
-                    " NULLS LAST"
-                };
+                s += if o.nulls_first { " NULLS FIRST" } else { " NULLS LAST" };
             }
             s
         })
@@ -100,10 +73,7 @@ fn by_clause(keys: &Keys, rng: &mut Rng) -> String {
 
 /// No file in `dir` but the ones named (no output, no temporary file).
 fn files_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     v.sort();
     v
 }
@@ -115,20 +85,9 @@ fn random_case(seed: u64, max_files: u64) {
     let mut rng = Rng::new(seed);
     let types = key_types();
     let ncols = 1 + rng.below(3) as usize;
-    let key_types: Vec<DataType> = (0..ncols)
-        .map(|_| types[rng.below(types.len() as u64) as usize].clone())
-        .collect();
-    let options: Vec<SortOptions> = (0..ncols)
-        .map(|_| SortOptions {
-            descending: rng.chance(0.5),
-            nulls_first: rng.chance(0.5),
-        })
-        .collect();
-    let keys: Keys = options
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (format!("k{i}"), *o))
-        .collect();
+    let key_types: Vec<DataType> = (0..ncols).map(|_| types[rng.below(types.len() as u64) as usize].clone()).collect();
+    let options: Vec<SortOptions> = (0..ncols).map(|_| SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) }).collect();
+    let keys: Keys = options.iter().enumerate().map(|(i, o)| (format!("k{i}"), *o)).collect();
     let domain = [1, 3, 50, 1 << 40][rng.below(4) as usize];
     let null_p = [0.0, 0.1, 0.9][rng.below(3) as usize];
     let nfiles = 1 + rng.below(max_files) as usize;
@@ -137,21 +96,11 @@ fn random_case(seed: u64, max_files: u64) {
     let mut paths = Vec::new();
     let mut next_id = 0;
     for f in 0..nfiles {
-        let row_groups = if rng.chance(0.3) {
-            1 + rng.below(4) as usize
-        } else {
-            1
-        };
+        let row_groups = if rng.chance(0.3) { 1 + rng.below(4) as usize } else { 1 };
         let mut groups = Vec::new();
         for _ in 0..row_groups {
-            let n = if rng.chance(0.1) {
-                0
-            } else {
-                rng.below(600) as usize
-            };
-            groups.push(sorted_run(
-                &mut rng, &key_types, &options, n, domain, null_p, next_id,
-            ));
+            let n = if rng.chance(0.1) { 0 } else { rng.below(600) as usize };
+            groups.push(sorted_run(&mut rng, &key_types, &options, n, domain, null_p, next_id));
             next_id += n as u64;
         }
         let path = dir.path().join(format!("in-{f:02}.parquet"));
@@ -160,29 +109,14 @@ fn random_case(seed: u64, max_files: u64) {
     }
     // The oracle over the inputs as read back from Parquet (the types Parquet gives back).
     let inputs: Vec<RecordBatch> = paths.iter().flat_map(|p| read_file(p).0).collect();
-    let schema = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&paths[0]).unwrap())
-        .unwrap()
-        .schema()
-        .clone();
+    let schema = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&paths[0]).unwrap()).unwrap().schema().clone();
     let all = concat_batches(&schema, &inputs).unwrap();
-    let expected_ids = take(
-        all.column_by_name("id").unwrap(),
-        &UInt64Array::from_iter_values(oracle(&[all.clone()], &keys).into_iter().map(|i| i as u64)),
-        None,
-    )
-    .unwrap();
+    let expected_ids = take(all.column_by_name("id").unwrap(), &UInt64Array::from_iter_values(oracle(&[all.clone()], &keys).into_iter().map(|i| i as u64)), None).unwrap();
 
     let output = dir.path().join("out.parquet");
     let mut args: Vec<String> = vec!["merge".into()];
     args.extend(paths.iter().map(|p| p.display().to_string()));
-    args.extend([
-        "-o".into(),
-        output.display().to_string(),
-        "--engine".into(),
-        "cpu".into(),
-        "--row-group-size".into(),
-        "700".into(),
-    ]);
+    args.extend(["-o".into(), output.display().to_string(), "--engine".into(), "cpu".into(), "--row-group-size".into(), "700".into()]);
     if !with_metadata || rng.chance(0.3) {
         args.extend(["--by".into(), by_clause(&keys, &mut rng)]);
     }
@@ -192,64 +126,33 @@ fn random_case(seed: u64, max_files: u64) {
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = corank(&argv);
     let context = format!("seed {seed}: types {key_types:?}, options {options:?}, {nfiles} files, metadata {with_metadata}, args {args:?}");
-    assert!(
-        out.status.success(),
-        "{context}\nstderr: {}",
-        text(&out.stderr)
-    );
+    assert!(out.status.success(), "{context}\nstderr: {}", text(&out.stderr));
     let (batches, sorting) = read_file(&output);
     let got = concat_batches(&schema, &batches).unwrap();
     assert_eq!(got.num_rows(), all.num_rows(), "{context}");
-    assert_eq!(
-        got.column_by_name("id").unwrap().as_ref(),
-        expected_ids.as_ref(),
-        "{context}: order differs from the oracle"
-    );
+    assert_eq!(got.column_by_name("id").unwrap().as_ref(), expected_ids.as_ref(), "{context}: order differs from the oracle");
     // Every column travelled with its row.
     let expect_all = take_batch(&all, &expected_ids);
     for (i, f) in schema.fields().iter().enumerate() {
-        assert_eq!(
-            got.column(i).as_ref(),
-            expect_all.column(i).as_ref(),
-            "{context}: column {}",
-            f.name()
-        );
+        assert_eq!(got.column(i).as_ref(), expect_all.column(i).as_ref(), "{context}: column {}", f.name());
     }
     if got.num_rows() > 0 {
         let sorting = sorting.expect("sorting_columns on the output");
-        let want: Vec<(usize, bool, bool)> = keys
-            .iter()
-            .map(|(n, o)| (schema.index_of(n).unwrap(), o.descending, o.nulls_first))
-            .collect();
-        let have: Vec<(usize, bool, bool)> = sorting
-            .iter()
-            .map(|s| (s.column_idx as usize, s.descending, s.nulls_first))
-            .collect();
+        let want: Vec<(usize, bool, bool)> = keys.iter().map(|(n, o)| (schema.index_of(n).unwrap(), o.descending, o.nulls_first)).collect();
+        let have: Vec<(usize, bool, bool)> = sorting.iter().map(|s| (s.column_idx as usize, s.descending, s.nulls_first)).collect();
         assert_eq!(have, want, "{context}: sorting_columns");
     }
 }
 
 /// `all`'s rows in the order of the ids in `ids` (ids are row numbers of `all`).
 fn take_batch(all: &RecordBatch, ids: &ArrayRef) -> RecordBatch {
-    let id_col = all
-        .column_by_name("id")
-        .unwrap()
-        .as_primitive::<UInt64Type>();
+    let id_col = all.column_by_name("id").unwrap().as_primitive::<UInt64Type>();
     let mut pos = vec![0u64; all.num_rows()];
     for (row, id) in id_col.values().iter().enumerate() {
         pos[*id as usize] = row as u64;
     }
-    let idx = UInt64Array::from_iter_values(
-        ids.as_primitive::<UInt64Type>()
-            .values()
-            .iter()
-            .map(|&id| pos[id as usize]),
-    );
-    let cols = all
-        .columns()
-        .iter()
-        .map(|c| take(c, &idx, None).unwrap())
-        .collect();
+    let idx = UInt64Array::from_iter_values(ids.as_primitive::<UInt64Type>().values().iter().map(|&id| pos[id as usize]));
+    let cols = all.columns().iter().map(|c| take(c, &idx, None).unwrap()).collect();
     RecordBatch::try_new(all.schema(), cols).unwrap()
 }
 
@@ -272,26 +175,12 @@ fn random_case_with_files(seed: u64, files: usize) {
     // Same as random_case, with exactly `files` inputs of a simple Int64 key.
     let dir = tempfile::tempdir().unwrap();
     let mut rng = Rng::new(seed);
-    let keys: Keys = vec![(
-        "k0".into(),
-        SortOptions {
-            descending: rng.chance(0.5),
-            nulls_first: rng.chance(0.5),
-        },
-    )];
+    let keys: Keys = vec![("k0".into(), SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) })];
     let mut paths = Vec::new();
     let mut next = 0;
     for f in 0..files {
         let n = rng.below(300) as usize;
-        let run = sorted_run(
-            &mut rng,
-            &[DataType::Int64],
-            &[keys[0].1],
-            n,
-            40,
-            0.05,
-            next,
-        );
+        let run = sorted_run(&mut rng, &[DataType::Int64], &[keys[0].1], n, 40, 0.05, next);
         next += n as u64;
         let path = dir.path().join(format!("f{f:02}.parquet"));
         write_file(&path, &[run], Some(&keys));
@@ -299,26 +188,13 @@ fn random_case_with_files(seed: u64, files: usize) {
     }
     let inputs: Vec<RecordBatch> = paths.iter().flat_map(|p| read_file(p).0).collect();
     let all = concat_batches(&inputs[0].schema(), &inputs).unwrap();
-    let want: Vec<u64> = oracle(&[all.clone()], &keys)
-        .into_iter()
-        .map(|i| all.column(1).as_primitive::<UInt64Type>().value(i))
-        .collect();
+    let want: Vec<u64> = oracle(&[all.clone()], &keys).into_iter().map(|i| all.column(1).as_primitive::<UInt64Type>().value(i)).collect();
     let output = dir.path().join("out.parquet");
     // A directory as the input: its files in name order.
-    let out = corank(&[
-        "merge",
-        dir.path().to_str().unwrap(),
-        "-o",
-        output.to_str().unwrap(),
-        "--engine",
-        "cpu",
-    ]);
+    let out = corank(&["merge", dir.path().to_str().unwrap(), "-o", output.to_str().unwrap(), "--engine", "cpu"]);
     assert!(out.status.success(), "seed {seed}: {}", text(&out.stderr));
     let (batches, _) = read_file(&output);
-    let got: Vec<u64> = batches
-        .iter()
-        .flat_map(|b| b.column(1).as_primitive::<UInt64Type>().values().to_vec())
-        .collect();
+    let got: Vec<u64> = batches.iter().flat_map(|b| b.column(1).as_primitive::<UInt64Type>().values().to_vec()).collect();
     assert_eq!(got, want, "seed {seed}");
 }
 
@@ -329,20 +205,10 @@ fn simple_file(path: &Path, groups: &[Vec<i64>], declared: bool) {
         .iter()
         .map(|k| {
             let v: Vec<String> = k.iter().map(|x| format!("v{x}")).collect();
-            RecordBatch::try_from_iter([
-                ("k", Arc::new(Int64Array::from(k.clone())) as ArrayRef),
-                ("v", Arc::new(StringArray::from(v)) as ArrayRef),
-            ])
-            .unwrap()
+            RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(k.clone())) as ArrayRef), ("v", Arc::new(StringArray::from(v)) as ArrayRef)]).unwrap()
         })
         .collect();
-    let keys: Keys = vec![(
-        "k".into(),
-        SortOptions {
-            descending: false,
-            nulls_first: false,
-        },
-    )];
+    let keys: Keys = vec![("k".into(), SortOptions { descending: false, nulls_first: false })];
     write_file(path, &batches, declared.then_some(&keys));
 }
 
@@ -352,15 +218,8 @@ fn expect_failure(dir: &Path, args: &[&str], code: i32, needle: &str, left: &[&s
     let out = corank(args);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{args:?}: stderr {stderr}");
-    assert_eq!(
-        stderr.trim_end().lines().count(),
-        1,
-        "{args:?}: not one line: {stderr}"
-    );
-    assert!(
-        stderr.contains(needle),
-        "{args:?}: '{needle}' not in: {stderr}"
-    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: not one line: {stderr}");
+    assert!(stderr.contains(needle), "{args:?}: '{needle}' not in: {stderr}");
     assert_eq!(files_in(dir), left, "{args:?}: files left behind");
 }
 
@@ -375,181 +234,46 @@ fn bad_inputs_get_their_exit_code_and_leave_no_output() {
     let good = std::fs::read(dir.join("a.parquet")).unwrap();
     std::fs::write(dir.join("trunc.parquet"), &good[..good.len() - 10]).unwrap();
     // Same column names, other type.
-    let other = RecordBatch::try_from_iter([
-        ("k", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
-        ("v", Arc::new(StringArray::from(vec!["y"])) as ArrayRef),
-    ])
-    .unwrap();
+    let other = RecordBatch::try_from_iter([("k", Arc::new(StringArray::from(vec!["x"])) as ArrayRef), ("v", Arc::new(StringArray::from(vec!["y"])) as ArrayRef)]).unwrap();
     write_file(&dir.join("other.parquet"), &[other], None);
-    simple_file(
-        &dir.join("unsorted.parquet"),
-        &[vec![1, 2, 3], vec![4, 9, 7]],
-        false,
-    );
+    simple_file(&dir.join("unsorted.parquet"), &[vec![1, 2, 3], vec![4, 9, 7]], false);
     simple_file(&dir.join("liar.parquet"), &[vec![5, 1]], true);
     simple_file(&dir.join("nometa.parquet"), &[vec![1, 2]], false);
-    let base = [
-        "a.parquet",
-        "b.parquet",
-        "liar.parquet",
-        "nometa.parquet",
-        "other.parquet",
-        "text.parquet",
-        "trunc.parquet",
-        "unsorted.parquet",
-    ];
+    let base = ["a.parquet", "b.parquet", "liar.parquet", "nometa.parquet", "other.parquet", "text.parquet", "trunc.parquet", "unsorted.parquet"];
     let out = p("out.parquet");
     let (a, b) = (p("a.parquet"), p("b.parquet"));
 
-    expect_failure(
-        dir,
-        &["merge", &a, &p("missing.parquet"), "-o", &out],
-        1,
-        "missing.parquet: no such file",
-        &base,
-    );
-    expect_failure(
-        dir,
-        &["merge", &a, &p("text.parquet"), "-o", &out],
-        1,
-        "text.parquet",
-        &base,
-    );
-    expect_failure(
-        dir,
-        &["merge", &a, &p("trunc.parquet"), "-o", &out],
-        1,
-        "trunc.parquet",
-        &base,
-    );
-    expect_failure(
-        dir,
-        &["merge", &a, &p("other.parquet"), "-o", &out, "--by", "k"],
-        1,
-        "schema differs",
-        &base,
-    );
-    expect_failure(
-        dir,
-        &["merge", &a, &b, "-o", &out, "--by", "nope"],
-        2,
-        "sort column 'nope' is not in the inputs",
-        &base,
-    );
-    expect_failure(
-        dir,
-        &["merge", &a, &p("nometa.parquet"), "-o", &out],
-        2,
-        "no sorting_columns",
-        &base,
-    );
-    expect_failure(
-        dir,
-        &["merge", &a, &b, "-o", &out, "--by", "k SIDEWAYS"],
-        2,
-        "--by",
-        &base,
-    );
-    expect_failure(
-        dir,
-        &["merge", &a, &b, "-o", &out, "--compression", "zip"],
-        2,
-        "--compression",
-        &base,
-    );
-    expect_failure(
-        dir,
-        &["merge", &a, &b, "-o", &out, "--memory-limit", "1KiB"],
-        2,
-        "memory-limit",
-        &base,
-    );
-    expect_failure(
-        dir,
-        &["merge", &a, &b, "-o", &out, "--no-such-flag"],
-        2,
-        "--no-such-flag",
-        &base,
-    );
-    expect_failure(
-        dir,
-        &["merge", &p("*.nothing"), "-o", &out],
-        1,
-        "no file matches",
-        &base,
-    );
+    expect_failure(dir, &["merge", &a, &p("missing.parquet"), "-o", &out], 1, "missing.parquet: no such file", &base);
+    expect_failure(dir, &["merge", &a, &p("text.parquet"), "-o", &out], 1, "text.parquet", &base);
+    expect_failure(dir, &["merge", &a, &p("trunc.parquet"), "-o", &out], 1, "trunc.parquet", &base);
+    expect_failure(dir, &["merge", &a, &p("other.parquet"), "-o", &out, "--by", "k"], 1, "schema differs", &base);
+    expect_failure(dir, &["merge", &a, &b, "-o", &out, "--by", "nope"], 2, "sort column 'nope' is not in the inputs", &base);
+    expect_failure(dir, &["merge", &a, &p("nometa.parquet"), "-o", &out], 2, "no sorting_columns", &base);
+    expect_failure(dir, &["merge", &a, &b, "-o", &out, "--by", "k SIDEWAYS"], 2, "--by", &base);
+    expect_failure(dir, &["merge", &a, &b, "-o", &out, "--compression", "zip"], 2, "--compression", &base);
+    expect_failure(dir, &["merge", &a, &b, "-o", &out, "--memory-limit", "1KiB"], 2, "memory-limit", &base);
+    expect_failure(dir, &["merge", &a, &b, "-o", &out, "--no-such-flag"], 2, "--no-such-flag", &base);
+    expect_failure(dir, &["merge", &p("*.nothing"), "-o", &out], 1, "no file matches", &base);
     // Unsorted: named by file, row group and row; exit 3.
-    expect_failure(
-        dir,
-        &["merge", &a, &p("unsorted.parquet"), "-o", &out, "--by", "k"],
-        3,
-        "unsorted.parquet: not sorted: row group 1, row 2",
-        &base,
-    );
+    expect_failure(dir, &["merge", &a, &p("unsorted.parquet"), "-o", &out, "--by", "k"], 3, "unsorted.parquet: not sorted: row group 1, row 2", &base);
     // Metadata that lies is believed without --check-sorted, caught with it.
-    expect_failure(
-        dir,
-        &[
-            "merge",
-            &a,
-            &p("liar.parquet"),
-            "-o",
-            &out,
-            "--check-sorted",
-        ],
-        3,
-        "liar.parquet: not sorted: row group 0, row 1",
-        &base,
-    );
+    expect_failure(dir, &["merge", &a, &p("liar.parquet"), "-o", &out, "--check-sorted"], 3, "liar.parquet: not sorted: row group 0, row 1", &base);
     // An existing output needs --force and stays untouched without it.
     std::fs::write(dir.join("out.parquet"), "keep me").unwrap();
     let mut with_out = base.to_vec();
     with_out.push("out.parquet");
     with_out.sort();
-    expect_failure(
-        dir,
-        &["merge", &a, &b, "-o", &out],
-        2,
-        "exists; use --force",
-        &with_out,
-    );
+    expect_failure(dir, &["merge", &a, &b, "-o", &out], 2, "exists; use --force", &with_out);
     assert_eq!(std::fs::read(dir.join("out.parquet")).unwrap(), b"keep me");
     // A failure after the output file was started leaves the old one in place.
-    expect_failure(
-        dir,
-        &[
-            "merge",
-            &a,
-            &p("unsorted.parquet"),
-            "-o",
-            &out,
-            "--by",
-            "k",
-            "--force",
-        ],
-        3,
-        "not sorted",
-        &with_out,
-    );
+    expect_failure(dir, &["merge", &a, &p("unsorted.parquet"), "-o", &out, "--by", "k", "--force"], 3, "not sorted", &with_out);
     assert_eq!(std::fs::read(dir.join("out.parquet")).unwrap(), b"keep me");
     let ok = corank(&["merge", &a, &b, "-o", &out, "--force"]);
     assert!(ok.status.success(), "{}", text(&ok.stderr));
     let (batches, _) = read_file(&dir.join("out.parquet"));
-    let k: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| {
-            b.column(0)
-                .as_primitive::<arrow::datatypes::Int64Type>()
-                .values()
-                .to_vec()
-        })
-        .collect();
+    let k: Vec<i64> = batches.iter().flat_map(|b| b.column(0).as_primitive::<arrow::datatypes::Int64Type>().values().to_vec()).collect();
     assert_eq!(k, [1, 2, 3, 4, 5]);
-    assert!(
-        text(&ok.stdout).starts_with("merged 5 rows (2 files, 2 runs)"),
-        "{}",
-        text(&ok.stdout)
-    );
+    assert!(text(&ok.stdout).starts_with("merged 5 rows (2 files, 2 runs)"), "{}", text(&ok.stdout));
     // Usage without arguments.
     assert_eq!(corank(&["merge"]).status.code(), Some(2));
 }
@@ -560,21 +284,10 @@ fn empty_and_row_group_sorted_files() {
     let dir = d.path();
     simple_file(&dir.join("a.parquet"), &[vec![]], true);
     // Row groups sorted each, overlapping: three runs.
-    simple_file(
-        &dir.join("b.parquet"),
-        &[vec![1, 5, 9], vec![2, 3], vec![0, 10]],
-        true,
-    );
+    simple_file(&dir.join("b.parquet"), &[vec![1, 5, 9], vec![2, 3], vec![0, 10]], true);
     // Globally sorted over three row groups: one run (statistics show they continue).
-    simple_file(
-        &dir.join("c.parquet"),
-        &[vec![1, 2], vec![4, 6], vec![7, 8]],
-        true,
-    );
-    let paths: Vec<PathBuf> = ["a", "b", "c"]
-        .iter()
-        .map(|n| dir.join(format!("{n}.parquet")))
-        .collect();
+    simple_file(&dir.join("c.parquet"), &[vec![1, 2], vec![4, 6], vec![7, 8]], true);
+    let paths: Vec<PathBuf> = ["a", "b", "c"].iter().map(|n| dir.join(format!("{n}.parquet"))).collect();
     let plan = plan_merge(&paths, None, false).unwrap();
     assert_eq!(plan.runs.len(), 4, "{:?}", plan.runs);
     assert_eq!(plan.runs[3].row_groups, [0, 1, 2]);
@@ -583,30 +296,13 @@ fn empty_and_row_group_sorted_files() {
     let res = corank(&["merge", &glob, "-o", out.to_str().unwrap()]);
     assert!(res.status.success(), "{}", text(&res.stderr));
     let (batches, _) = read_file(&out);
-    let k: Vec<i64> = batches
-        .iter()
-        .flat_map(|b| {
-            b.column(0)
-                .as_primitive::<arrow::datatypes::Int64Type>()
-                .values()
-                .to_vec()
-        })
-        .collect();
+    let k: Vec<i64> = batches.iter().flat_map(|b| b.column(0).as_primitive::<arrow::datatypes::Int64Type>().values().to_vec()).collect();
     assert_eq!(k, [0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     // Only empty inputs: an empty output with the schema.
     let only_empty = dir.join("empty-out.parquet");
-    let res = corank(&[
-        "merge",
-        dir.join("a.parquet").to_str().unwrap(),
-        "-o",
-        only_empty.to_str().unwrap(),
-        "--by",
-        "k",
-    ]);
+    let res = corank(&["merge", dir.join("a.parquet").to_str().unwrap(), "-o", only_empty.to_str().unwrap(), "--by", "k"]);
     assert!(res.status.success(), "{}", text(&res.stderr));
-    let reader =
-        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&only_empty).unwrap())
-            .unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&only_empty).unwrap()).unwrap();
     assert_eq!(reader.metadata().file_metadata().num_rows(), 0);
     assert_eq!(reader.schema().fields().len(), 2);
 }
@@ -682,24 +378,11 @@ fn bench_draws_its_table_and_chart() {
     let d = tempfile::tempdir().unwrap();
     let chart = d.path().join("chart.png");
     let out = corank(&[
-        "bench",
-        "--sizes",
-        "20k",
-        "--files",
-        "4",
-        "--only",
-        "corank-cpu,datafusion",
-        "--dir",
-        d.path().to_str().unwrap(),
-        "--chart",
-        chart.to_str().unwrap(),
+        "bench", "--sizes", "20k", "--files", "4", "--only", "corank-cpu,datafusion", "--dir", d.path().to_str().unwrap(), "--chart", chart.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    assert!(
-        stdout.contains("| 20,000 | corank-cpu |") && stdout.contains("| 20,000 | datafusion |"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("| 20,000 | corank-cpu |") && stdout.contains("| 20,000 | datafusion |"), "{stdout}");
     let png = std::fs::read(&chart).unwrap();
     assert_eq!(&png[1..4], b"PNG");
 }

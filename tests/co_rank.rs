@@ -4,12 +4,8 @@ use corank::merge::{co_rank, co_rank_k};
 
 /// The stable merge of a then b, as (run, row) pairs, by brute force.
 fn brute(a: &[u64], b: &[u64]) -> Vec<(usize, usize)> {
-    let mut all: Vec<(u64, usize, usize)> = a
-        .iter()
-        .enumerate()
-        .map(|(i, &x)| (x, 0, i))
-        .chain(b.iter().enumerate().map(|(i, &x)| (x, 1, i)))
-        .collect();
+    let mut all: Vec<(u64, usize, usize)> =
+        a.iter().enumerate().map(|(i, &x)| (x, 0, i)).chain(b.iter().enumerate().map(|(i, &x)| (x, 1, i))).collect();
     all.sort(); // (key, run, row): ties go to the earlier run, then the earlier row
     all.into_iter().map(|(_, r, i)| (r, i)).collect()
 }
@@ -99,21 +95,14 @@ fn k_way_against_brute_force() {
             })
             .collect();
         let refs: Vec<&[u64]> = runs.iter().map(|r| r.as_slice()).collect();
-        let mut all: Vec<(u64, usize)> = runs
-            .iter()
-            .enumerate()
-            .flat_map(|(r, v)| v.iter().map(move |&x| (x, r)))
-            .collect();
+        let mut all: Vec<(u64, usize)> =
+            runs.iter().enumerate().flat_map(|(r, v)| v.iter().map(move |&x| (x, r))).collect();
         all.sort();
         let mut split = vec![0; k];
         for t in 0..=all.len() {
             co_rank_k(t, &refs, &mut split);
             for r in 0..k {
-                assert_eq!(
-                    split[r],
-                    all[..t].iter().filter(|x| x.1 == r).count(),
-                    "t = {t} run {r}"
-                );
+                assert_eq!(split[r], all[..t].iter().filter(|x| x.1 == r).count(), "t = {t} run {r}");
             }
         }
     }

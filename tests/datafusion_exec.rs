@@ -22,14 +22,7 @@ use futures::StreamExt;
 use std::sync::Arc;
 
 /// `parts` sorted partitions, each cut into batches of 1..=max_batch rows.
-fn partitions(
-    rng: &mut Rng,
-    types: &[DataType],
-    options: &[SortOptions],
-    parts: usize,
-    max_rows: usize,
-    max_batch: usize,
-) -> Vec<Vec<RecordBatch>> {
+fn partitions(rng: &mut Rng, types: &[DataType], options: &[SortOptions], parts: usize, max_rows: usize, max_batch: usize) -> Vec<Vec<RecordBatch>> {
     let mut id = 0;
     (0..parts)
         .map(|_| {
@@ -53,20 +46,12 @@ fn partitions(
 }
 
 fn ordering(schema: &SchemaRef, options: &[SortOptions]) -> LexOrdering {
-    LexOrdering::new(
-        options
-            .iter()
-            .enumerate()
-            .map(|(i, o)| PhysicalSortExpr::new(col(&format!("k{i}"), schema).unwrap(), *o)),
-    )
-    .unwrap()
+    LexOrdering::new(options.iter().enumerate().map(|(i, o)| PhysicalSortExpr::new(col(&format!("k{i}"), schema).unwrap(), *o)))
+        .unwrap()
 }
 
 fn task_ctx(batch_size: usize) -> Arc<TaskContext> {
-    Arc::new(
-        TaskContext::default()
-            .with_session_config(SessionConfig::new().with_batch_size(batch_size)),
-    )
+    Arc::new(TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(batch_size)))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,52 +60,25 @@ async fn merge_fuzz() {
     let mut rng = Rng::new(5);
     for case in 0..150 {
         let n_keys = 1 + rng.below(2) as usize;
-        let types: Vec<DataType> = (0..n_keys)
-            .map(|_| all[rng.below(all.len() as u64) as usize].clone())
-            .collect();
-        let options: Vec<SortOptions> = (0..n_keys)
-            .map(|_| SortOptions {
-                descending: rng.chance(0.5),
-                nulls_first: rng.chance(0.5),
-            })
-            .collect();
+        let types: Vec<DataType> = (0..n_keys).map(|_| all[rng.below(all.len() as u64) as usize].clone()).collect();
+        let options: Vec<SortOptions> = (0..n_keys).map(|_| SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) }).collect();
         let parts = 1 + rng.below(if case % 10 == 0 { 64 } else { 12 }) as usize;
         let data = partitions(&mut rng, &types, &options, parts, 400, 100);
-        let schema = data
-            .iter()
-            .flatten()
-            .next()
-            .map(|b| b.schema())
-            .unwrap_or_else(|| {
-                common::sorted_run(&mut Rng::new(1), &types, &options, 0, 1, 0.0, 0).schema()
-            });
+        let schema = data.iter().flatten().next().map(|b| b.schema()).unwrap_or_else(|| {
+            common::sorted_run(&mut Rng::new(1), &types, &options, 0, 1, 0.0, 0).schema()
+        });
         let source = MemorySourceConfig::try_new_exec(&data, Arc::clone(&schema), None).unwrap();
         let expr = ordering(&schema, &options);
-        let fetch = if rng.chance(0.3) {
-            Some(rng.below(500) as usize)
-        } else {
-            None
-        };
-        let settings = MergeSettings {
-            engine: Engine::Cpu,
-            window_rows: 1 + rng.below(300) as usize,
-            gpu_min_rows: usize::MAX,
-        };
-        let ours = CoRankMergeExec::new(expr.clone(), source.clone())
-            .with_fetch(fetch)
-            .with_settings(settings.clone());
-        let theirs = SortPreservingMergeExec::new(expr, source)
-            .with_fetch(fetch)
-            .with_round_robin_repartition(false);
+        let fetch = if rng.chance(0.3) { Some(rng.below(500) as usize) } else { None };
+        let settings = MergeSettings { engine: Engine::Cpu, window_rows: 1 + rng.below(300) as usize, gpu_min_rows: usize::MAX };
+        let ours = CoRankMergeExec::new(expr.clone(), source.clone()).with_fetch(fetch).with_settings(settings.clone());
+        let theirs = SortPreservingMergeExec::new(expr, source).with_fetch(fetch).with_round_robin_repartition(false);
         let ctx = task_ctx(1 + rng.below(100) as usize);
         let a = collect(Arc::new(ours), Arc::clone(&ctx)).await.unwrap();
         let b = collect(Arc::new(theirs), ctx).await.unwrap();
         let a = arrow::compute::concat_batches(&schema, &a).unwrap();
         let b = arrow::compute::concat_batches(&schema, &b).unwrap();
-        assert_eq!(
-            a, b,
-            "case {case}: {types:?} {options:?} parts {parts} fetch {fetch:?} {settings:?}"
-        );
+        assert_eq!(a, b, "case {case}: {types:?} {options:?} parts {parts} fetch {fetch:?} {settings:?}");
     }
 }
 
@@ -128,10 +86,7 @@ fn big_input(rng: &mut Rng) -> (Arc<dyn ExecutionPlan>, LexOrdering) {
     let o = [SortOptions::default()];
     let data = partitions(rng, &[DataType::Int64], &o, 8, 20_000, 1000);
     let schema = data[0][0].schema();
-    (
-        MemorySourceConfig::try_new_exec(&data, Arc::clone(&schema), None).unwrap(),
-        ordering(&schema, &o),
-    )
+    (MemorySourceConfig::try_new_exec(&data, Arc::clone(&schema), None).unwrap(), ordering(&schema, &o))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,28 +94,16 @@ async fn small_memory_budget_fails_cleanly_or_completes() {
     let mut rng = Rng::new(9);
     let (source, expr) = big_input(&mut rng);
     let ctx_with_limit = |bytes: usize| {
-        let runtime = RuntimeEnvBuilder::new()
-            .with_memory_limit(bytes, 1.0)
-            .build_arc()
-            .unwrap();
+        let runtime = RuntimeEnvBuilder::new().with_memory_limit(bytes, 1.0).build_arc().unwrap();
         Arc::new(TaskContext::default().with_runtime(runtime))
     };
     // A budget below one window of every input: ResourcesExhausted, not an abort.
-    let settings = MergeSettings {
-        engine: Engine::Cpu,
-        window_rows: 1 << 20,
-        gpu_min_rows: usize::MAX,
-    };
-    let node =
-        Arc::new(CoRankMergeExec::new(expr.clone(), Arc::clone(&source)).with_settings(settings));
+    let settings = MergeSettings { engine: Engine::Cpu, window_rows: 1 << 20, gpu_min_rows: usize::MAX };
+    let node = Arc::new(CoRankMergeExec::new(expr.clone(), Arc::clone(&source)).with_settings(settings));
     let err = collect(node, ctx_with_limit(64 * 1024)).await.unwrap_err();
     assert!(err.to_string().contains("Resources exhausted"), "{err}");
     // Small windows fit in the same budget and complete.
-    let settings = MergeSettings {
-        engine: Engine::Cpu,
-        window_rows: 500,
-        gpu_min_rows: usize::MAX,
-    };
+    let settings = MergeSettings { engine: Engine::Cpu, window_rows: 500, gpu_min_rows: usize::MAX };
     let node = Arc::new(CoRankMergeExec::new(expr, source).with_settings(settings));
     let ctx = ctx_with_limit(1 << 20);
     let out = collect(node, Arc::clone(&ctx)).await.unwrap();
@@ -172,20 +115,13 @@ async fn small_memory_budget_fails_cleanly_or_completes() {
 async fn dropping_the_stream_stops_the_merge_and_frees_memory() {
     let mut rng = Rng::new(13);
     let (source, expr) = big_input(&mut rng);
-    let settings = MergeSettings {
-        engine: Engine::Cpu,
-        window_rows: 2000,
-        gpu_min_rows: usize::MAX,
-    };
+    let settings = MergeSettings { engine: Engine::Cpu, window_rows: 2000, gpu_min_rows: usize::MAX };
     let node = CoRankMergeExec::new(expr, source).with_settings(settings);
     let ctx = task_ctx(100);
     let mut stream = node.execute(0, Arc::clone(&ctx)).unwrap();
     let first = stream.next().await.unwrap().unwrap();
     assert!(first.num_rows() > 0);
-    assert!(
-        ctx.runtime_env().memory_pool.reserved() > 0,
-        "the merge holds buffered rows"
-    );
+    assert!(ctx.runtime_env().memory_pool.reserved() > 0, "the merge holds buffered rows");
     drop(stream);
     // The driving task is aborted; its reservation is released when it unwinds.
     for _ in 0..100 {
@@ -194,9 +130,5 @@ async fn dropping_the_stream_stops_the_merge_and_frees_memory() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    assert_eq!(
-        ctx.runtime_env().memory_pool.reserved(),
-        0,
-        "memory still reserved after the stream was dropped"
-    );
+    assert_eq!(ctx.runtime_env().memory_pool.reserved(), 0, "memory still reserved after the stream was dropped");
 }

@@ -20,27 +20,12 @@ use std::sync::Arc;
 
 /// Writes a file of `groups` row groups, each an independently sorted run of (k0, k1) by
 /// `options`; with `metadata`, each row group says so in `sorting_columns`.
-fn write_file(
-    path: &std::path::Path,
-    rng: &mut Rng,
-    groups: usize,
-    options: &[SortOptions],
-    metadata: bool,
-    first_id: u64,
-) -> u64 {
+fn write_file(path: &std::path::Path, rng: &mut Rng, groups: usize, options: &[SortOptions], metadata: bool, first_id: u64) -> u64 {
     let types = [DataType::Int32, DataType::Utf8];
     let mut props = WriterProperties::builder().set_max_row_group_row_count(Some(1 << 20));
     if metadata {
         props = props.set_sorting_columns(Some(
-            options
-                .iter()
-                .enumerate()
-                .map(|(i, o)| SortingColumn {
-                    column_idx: i as i32,
-                    descending: o.descending,
-                    nulls_first: o.nulls_first,
-                })
-                .collect(),
+            options.iter().enumerate().map(|(i, o)| SortingColumn { column_idx: i as i32, descending: o.descending, nulls_first: o.nulls_first }).collect(),
         ));
     }
     let mut id = first_id;
@@ -50,12 +35,7 @@ fn write_file(
         let run = sorted_run(rng, &types, options, n, 30, 0.1, id);
         id += n as u64;
         let w = writer.get_or_insert_with(|| {
-            ArrowWriter::try_new(
-                std::fs::File::create(path).unwrap(),
-                run.schema(),
-                Some(props.clone().build()),
-            )
-            .unwrap()
+            ArrowWriter::try_new(std::fs::File::create(path).unwrap(), run.schema(), Some(props.clone().build())).unwrap()
         });
         w.write(&run).unwrap();
         w.flush().unwrap(); // ends the row group
@@ -69,18 +49,7 @@ async fn sorted_ids(ctx: &SessionContext, sql: &str) -> (Vec<u64>, String) {
     let plan = df.clone().create_physical_plan().await.unwrap();
     let text = displayable(plan.as_ref()).indent(true).to_string();
     let batches = df.collect().await.unwrap();
-    let ids = batches
-        .iter()
-        .flat_map(|b| {
-            b.column_by_name("id")
-                .unwrap()
-                .as_any()
-                .downcast_ref::<UInt64Array>()
-                .unwrap()
-                .values()
-                .to_vec()
-        })
-        .collect();
+    let ids = batches.iter().flat_map(|b| b.column_by_name("id").unwrap().as_any().downcast_ref::<UInt64Array>().unwrap().values().to_vec()).collect();
     (ids, text)
 }
 
@@ -89,14 +58,8 @@ async fn row_groups_merge_like_a_full_sort() {
     let mut rng = Rng::new(21);
     for case in 0..6 {
         let options = [
-            SortOptions {
-                descending: case % 2 == 1,
-                nulls_first: case % 3 == 0,
-            },
-            SortOptions {
-                descending: false,
-                nulls_first: case % 2 == 0,
-            },
+            SortOptions { descending: case % 2 == 1, nulls_first: case % 3 == 0 },
+            SortOptions { descending: false, nulls_first: case % 2 == 0 },
         ];
         let dir = tempfile::tempdir().unwrap();
         let mut paths: Vec<PathBuf> = vec![];
@@ -112,44 +75,21 @@ async fn row_groups_merge_like_a_full_sort() {
         let ctx = session_context(SessionConfig::new().with_target_partitions(4));
         ctx.register_table("t", Arc::new(table)).unwrap();
         let order = |c: &str, o: SortOptions| {
-            format!(
-                "{c} {} NULLS {}",
-                if o.descending { "DESC" } else { "ASC" },
-                if o.nulls_first { "FIRST" } else { "LAST" }
-            )
+            format!("{c} {} NULLS {}", if o.descending { "DESC" } else { "ASC" }, if o.nulls_first { "FIRST" } else { "LAST" })
         };
         let by = format!("{}, {}", order("k0", options[0]), order("k1", options[1]));
         let (ids, text) = sorted_ids(&ctx, &format!("SELECT * FROM t ORDER BY {by}")).await;
         // The stable full sort (ties by id, which numbers rows in file and row-group order).
         let stock = SessionContext::new();
         for (i, p) in paths.iter().enumerate() {
-            stock
-                .register_parquet(
-                    format!("f{i}"),
-                    p.to_str().unwrap(),
-                    ParquetReadOptions::default(),
-                )
-                .await
-                .unwrap();
+            stock.register_parquet(format!("f{i}"), p.to_str().unwrap(), ParquetReadOptions::default()).await.unwrap();
         }
-        let union: Vec<String> = (0..paths.len())
-            .map(|i| format!("SELECT * FROM f{i}"))
-            .collect();
-        let (expected, _) = sorted_ids(
-            &stock,
-            &format!(
-                "SELECT * FROM ({}) ORDER BY {by}, id",
-                union.join(" UNION ALL ")
-            ),
-        )
-        .await;
+        let union: Vec<String> = (0..paths.len()).map(|i| format!("SELECT * FROM f{i}")).collect();
+        let (expected, _) = sorted_ids(&stock, &format!("SELECT * FROM ({}) ORDER BY {by}, id", union.join(" UNION ALL "))).await;
         assert_eq!(ids, expected, "case {case}\n{text}");
         if table_partitions(&text) > 1 {
             assert!(text.contains("CoRankMergeExec"), "{text}");
-            assert!(
-                !text.contains("SortExec"),
-                "row groups must merge, not re-sort:\n{text}"
-            );
+            assert!(!text.contains("SortExec"), "row groups must merge, not re-sort:\n{text}");
         }
     }
 }
@@ -163,40 +103,18 @@ async fn declared_order_and_missing_metadata() {
     let mut rng = Rng::new(4);
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("plain.parquet");
-    let asc = [
-        SortOptions {
-            descending: false,
-            nulls_first: false,
-        },
-        SortOptions {
-            descending: false,
-            nulls_first: false,
-        },
-    ];
+    let asc = [SortOptions { descending: false, nulls_first: false }, SortOptions { descending: false, nulls_first: false }];
     write_file(&p, &mut rng, 3, &asc, false, 0);
     let err = SortedRowGroupsTable::try_new(&[p.clone()], None).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("row group 0 has no sorting_columns"),
-        "{err}"
-    );
-    let table = SortedRowGroupsTable::try_new(
-        &[p.clone()],
-        Some(vec![SortKey::asc("k0"), SortKey::asc("k1")]),
-    )
-    .unwrap();
+    assert!(err.to_string().contains("row group 0 has no sorting_columns"), "{err}");
+    let table = SortedRowGroupsTable::try_new(&[p.clone()], Some(vec![SortKey::asc("k0"), SortKey::asc("k1")])).unwrap();
     assert_eq!(table.num_row_groups(), 3);
     let ctx = session_context(SessionConfig::new());
     ctx.register_table("t", Arc::new(table)).unwrap();
-    let (ids, text) = sorted_ids(
-        &ctx,
-        "SELECT * FROM t ORDER BY k0 ASC NULLS LAST, k1 ASC NULLS LAST LIMIT 50",
-    )
-    .await;
+    let (ids, text) = sorted_ids(&ctx, "SELECT * FROM t ORDER BY k0 ASC NULLS LAST, k1 ASC NULLS LAST LIMIT 50").await;
     assert_eq!(ids.len(), 50);
     assert!(text.contains("CoRankMergeExec"), "{text}");
-    let err =
-        SortedRowGroupsTable::try_new(&[p.clone()], Some(vec![SortKey::asc("nope")])).unwrap_err();
+    let err = SortedRowGroupsTable::try_new(&[p.clone()], Some(vec![SortKey::asc("nope")])).unwrap_err();
     assert!(err.to_string().contains("'nope'"), "{err}");
     let missing = dir.path().join("missing.parquet");
     let err = SortedRowGroupsTable::try_new(&[missing], None).unwrap_err();

@@ -105,12 +105,7 @@ fn runs<T: TestKey>(lens: &[usize], range: u64, seed: u64) -> (Vec<T>, Vec<usize
     let mut keys = Vec::new();
     let mut offsets = vec![0];
     for &len in lens {
-        let mut run: Vec<T> = (0..len)
-            .map(|_| {
-                let v = rng.below(range);
-                T::make(v, &mut rng, range < 64)
-            })
-            .collect();
+        let mut run: Vec<T> = (0..len).map(|_| { let v = rng.below(range); T::make(v, &mut rng, range < 64) }).collect();
         run.sort();
         keys.extend(run);
         offsets.push(keys.len());
@@ -123,16 +118,8 @@ fn check<T: TestKey>(keys: Vec<T>, offsets: &[usize], kernels: &[Kernel], what: 
     let col = T::column(keys);
     for &kernel in kernels {
         for overlap in [true, false] {
-            let got = gpu::merge_keys(
-                &col,
-                offsets,
-                &GpuOptions {
-                    kernel,
-                    overlap_download: overlap,
-                    ..GpuOptions::default()
-                },
-            )
-            .unwrap_or_else(|e| panic!("{what}: {kernel:?}: {e}"));
+            let got = gpu::merge_keys(&col, offsets, &GpuOptions { kernel, overlap_download: overlap, ..GpuOptions::default() })
+                .unwrap_or_else(|e| panic!("{what}: {kernel:?}: {e}"));
             if got != expect {
                 let first = (0..expect.len()).find(|&i| got.get(i) != expect.get(i));
                 panic!("{what}: {kernel:?} (overlap {overlap}) differs from the CPU engine at output {first:?} (n = {})", expect.len());
@@ -175,13 +162,7 @@ fn small_cases_every_kernel_and_width() {
     ];
     for (i, lens) in cases.iter().enumerate() {
         for range in [4, 1 << 40] {
-            all_widths(
-                lens,
-                range,
-                7 + i as u64,
-                &Kernel::ALL,
-                &format!("case {lens:?} range {range}"),
-            );
+            all_widths(lens, range, 7 + i as u64, &Kernel::ALL, &format!("case {lens:?} range {range}"));
         }
     }
 }
@@ -192,11 +173,7 @@ fn k_from_1_to_64() {
         return;
     }
     let mut rng = Rng(99);
-    let ks: Vec<usize> = if small_only() {
-        vec![1, 2, 3, 5, 17, 64]
-    } else {
-        (1..=64).collect()
-    };
+    let ks: Vec<usize> = if small_only() { vec![1, 2, 3, 5, 17, 64] } else { (1..=64).collect() };
     for k in ks {
         let per = if small_only() { 300 } else { 5000 };
         let lens: Vec<usize> = (0..k).map(|_| rng.below(2 * per as u64) as usize).collect();
@@ -204,13 +181,7 @@ fn k_from_1_to_64() {
         let (keys, o) = runs::<u64>(&lens, range, k as u64);
         check(keys, &o, &Kernel::ALL, &format!("k = {k}"));
         if k % 8 == 1 || k == 64 {
-            all_widths(
-                &lens,
-                range,
-                k as u64 + 1000,
-                &Kernel::ALL,
-                &format!("k = {k}"),
-            );
+            all_widths(&lens, range, k as u64 + 1000, &Kernel::ALL, &format!("k = {k}"));
         }
     }
     // More than 64 runs: the k-way kernel takes two passes.
@@ -251,31 +222,11 @@ fn skewed_splits() {
     let ba: Vec<u64> = b.iter().chain(&a).copied().collect();
     check(ba, &[0, n, 2 * n], &Kernel::ALL, "B before A");
     // All keys equal: the output is the identity (stability).
-    check(
-        vec![42u64; 2 * n + 3],
-        &[0, n, 2 * n + 3],
-        &Kernel::ALL,
-        "all equal",
-    );
-    check(
-        vec![7u32; 3 * n],
-        &[0, n, 2 * n, 3 * n],
-        &Kernel::ALL,
-        "all equal, 3 runs",
-    );
+    check(vec![42u64; 2 * n + 3], &[0, n, 2 * n + 3], &Kernel::ALL, "all equal");
+    check(vec![7u32; 3 * n], &[0, n, 2 * n, 3 * n], &Kernel::ALL, "all equal, 3 runs");
     // One run empty.
-    check(
-        (0..n as u64).collect::<Vec<_>>(),
-        &[0, 0, n],
-        &Kernel::ALL,
-        "first run empty",
-    );
-    check(
-        (0..n as u64).collect::<Vec<_>>(),
-        &[0, n, n],
-        &Kernel::ALL,
-        "second run empty",
-    );
+    check((0..n as u64).collect::<Vec<_>>(), &[0, 0, n], &Kernel::ALL, "first run empty");
+    check((0..n as u64).collect::<Vec<_>>(), &[0, n, n], &Kernel::ALL, "second run empty");
     // A long stretch of A, then alternating: consumption per tile swings from all-A to
     // half/half, which is what breaks the published circular-buffer code (it reloads A from
     // the consumed count, so after a tile that took everything from one run the other
@@ -286,12 +237,7 @@ fn skewed_splits() {
     a.extend(std::iter::repeat_n(3 * n as u64, 555));
     let (la, lb) = (a.len(), b.len());
     a.extend(b);
-    check(
-        a,
-        &[0, la, la + lb],
-        &Kernel::ALL,
-        "circular-buffer breaker",
-    );
+    check(a, &[0, la, la + lb], &Kernel::ALL, "circular-buffer breaker");
 }
 
 /// The u64-index kernels (what inputs of more than u32::MAX keys use), forced at small
@@ -306,35 +252,16 @@ fn u64_indices_every_kernel_and_width() {
         let expect = merge_cpu(&keys, &offsets);
         let col = T::column(keys);
         for kernel in Kernel::ALL {
-            let got = gpu::merge_keys(
-                &col,
-                &offsets,
-                &GpuOptions {
-                    kernel,
-                    force_u64_indices: true,
-                    ..GpuOptions::default()
-                },
-            )
-            .unwrap_or_else(|e| panic!("{lens:?}: {kernel:?}: {e}"));
-            assert!(
-                matches!(got, Indices::U64(_)),
-                "{kernel:?}: forced u64 indices came back as u32"
-            );
+            let got = gpu::merge_keys(&col, &offsets, &GpuOptions { kernel, force_u64_indices: true, ..GpuOptions::default() })
+                .unwrap_or_else(|e| panic!("{lens:?}: {kernel:?}: {e}"));
+            assert!(matches!(got, Indices::U64(_)), "{kernel:?}: forced u64 indices came back as u32");
             assert_eq!(got.len(), expect.len());
             if let Some(i) = (0..expect.len()).find(|&i| got.get(i) != expect.get(i)) {
                 panic!("{lens:?} range {range}: {kernel:?} with u64 indices differs from the CPU engine at output {i}");
             }
         }
     }
-    for (i, (lens, range)) in [
-        (vec![5000, 7000], 1u64 << 40),
-        (vec![3000; 7], 20),
-        (vec![900; 64], 1 << 20),
-        (vec![0, 40_000, 1], 3),
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (i, (lens, range)) in [(vec![5000, 7000], 1u64 << 40), (vec![3000; 7], 20), (vec![900; 64], 1 << 20), (vec![0, 40_000, 1], 3)].into_iter().enumerate() {
         let seed = 9000 + i as u64;
         forced::<u32>(&lens, range.min(1 << 32), seed);
         forced::<u64>(&lens, range, seed);
@@ -350,26 +277,9 @@ fn circular_buffer_tile_edges() {
         return;
     }
     // Sizes around the circular kernel's slot count (1024 / 512) and section (8 tiles).
-    for (i, &(la, lb)) in [
-        (1023, 1),
-        (1024, 1024),
-        (1025, 3),
-        (8191, 8193),
-        (512, 4000),
-        (4000, 512),
-        (9000, 100),
-    ]
-    .iter()
-    .enumerate()
-    {
+    for (i, &(la, lb)) in [(1023, 1), (1024, 1024), (1025, 3), (8191, 8193), (512, 4000), (4000, 512), (9000, 100)].iter().enumerate() {
         for range in [3u64, 1 << 50] {
-            all_widths(
-                &[la, lb],
-                range,
-                500 + i as u64,
-                &[Kernel::Circular, Kernel::Tiled],
-                &format!("circular edges {la}+{lb}"),
-            );
+            all_widths(&[la, lb], range, 500 + i as u64, &[Kernel::Circular, Kernel::Tiled], &format!("circular edges {la}+{lb}"));
         }
     }
 }
@@ -379,18 +289,9 @@ fn large_and_duplicate_heavy() {
     if !gpu_or_skip("large_and_duplicate_heavy") || small_only() {
         return;
     }
-    for (lens, range) in [
-        (vec![5_000_000, 5_000_000], 1u64 << 60),
-        (vec![6_000_000, 4_000_000], 1000),
-        (vec![625_000; 16], 1 << 20),
-    ] {
+    for (lens, range) in [(vec![5_000_000, 5_000_000], 1u64 << 60), (vec![6_000_000, 4_000_000], 1000), (vec![625_000; 16], 1 << 20)] {
         let (k, o) = runs::<u64>(&lens, range, 3);
-        check(
-            k,
-            &o,
-            &Kernel::ALL,
-            &format!("{} runs, range {range}", lens.len()),
-        );
+        check(k, &o, &Kernel::ALL, &format!("{} runs, range {range}", lens.len()));
     }
     let (k, o) = runs::<[u64; 2]>(&[3_000_000, 3_000_000, 4_000_000], 100, 4);
     check(k, &o, &[Kernel::KWay, Kernel::Tiled], "u64x2, 10^7");
@@ -413,20 +314,8 @@ fn more_than_2_pow_31_keys() {
     let expect = merge_cpu(&keys, &offsets);
     let col = KeyColumn::U32(keys);
     for kernel in [Kernel::KWay, Kernel::Tiled] {
-        let got = gpu::merge_keys(
-            &col,
-            &offsets,
-            &GpuOptions {
-                kernel,
-                overlap_download: true,
-                ..GpuOptions::default()
-            },
-        )
-        .unwrap();
-        assert!(
-            got == expect,
-            "{kernel:?}: 2^31 + 2^20 keys differ from the CPU engine"
-        );
+        let got = gpu::merge_keys(&col, &offsets, &GpuOptions { kernel, overlap_download: true, ..GpuOptions::default() }).unwrap();
+        assert!(got == expect, "{kernel:?}: 2^31 + 2^20 keys differ from the CPU engine");
     }
 }
 
@@ -448,12 +337,8 @@ fn more_than_u32_max_keys_u64_indices() {
     let offsets = [0, half, n];
     let col = KeyColumn::U32(keys);
     let got = gpu::merge_keys(&col, &offsets, &GpuOptions::default()).unwrap();
-    let Indices::U64(v) = &got else {
-        panic!("expected u64 indices")
-    };
-    let KeyColumn::U32(keys) = &col else {
-        unreachable!()
-    };
+    let Indices::U64(v) = &got else { panic!("expected u64 indices") };
+    let KeyColumn::U32(keys) = &col else { unreachable!() };
     // Sorted by key, ties by global index (stability), and a permutation (each index once).
     assert_eq!(v.len(), n);
     for w in v.windows(2) {

@@ -29,22 +29,17 @@ fn api_on_gpu_matches_the_oracle() {
     }
     use DataType::*;
     let shapes: Vec<Vec<DataType>> = vec![
-        vec![Int16],                    // u32 keys
-        vec![UInt64],                   // u64 keys (with a null bit: 2 words)
-        vec![Int64, Float64],           // 2 words
+        vec![Int16],                   // u32 keys
+        vec![UInt64],                  // u64 keys (with a null bit: 2 words)
+        vec![Int64, Float64],          // 2 words
         vec![Decimal128(38, 2), Int32], // 3 words
-        vec![Utf8],                     // up to 4 words, prefix ties
+        vec![Utf8],                    // up to 4 words, prefix ties
         vec![Utf8View, Int8, Boolean],
     ];
     let mut rng = Rng::new(7);
     for (case, types) in shapes.iter().cycle().take(60).enumerate() {
-        let options: Vec<SortOptions> = types
-            .iter()
-            .map(|_| SortOptions {
-                descending: rng.chance(0.5),
-                nulls_first: rng.chance(0.5),
-            })
-            .collect();
+        let options: Vec<SortOptions> =
+            types.iter().map(|_| SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) }).collect();
         let k = 1 + rng.below(64) as usize;
         let domain = [3, 1000, 1 << 40][case % 3];
         let null_p = [0.0, 0.1][case % 2];
@@ -57,28 +52,12 @@ fn api_on_gpu_matches_the_oracle() {
                 b
             })
             .collect();
-        let keys: Vec<SortKey> = options
-            .iter()
-            .enumerate()
-            .map(|(i, o)| SortKey::new(format!("k{i}"), *o))
-            .collect();
-        let expected = oracle(
-            &runs,
-            &keys
-                .iter()
-                .map(|k| (k.column.clone(), k.options))
-                .collect::<Vec<_>>(),
-        );
-        let opts = MergeOptions::default()
-            .with_engine(Engine::Gpu)
-            .with_check_sorted(true);
+        let keys: Vec<SortKey> = options.iter().enumerate().map(|(i, o)| SortKey::new(format!("k{i}"), *o)).collect();
+        let expected = oracle(&runs, &keys.iter().map(|k| (k.column.clone(), k.options)).collect::<Vec<_>>());
+        let opts = MergeOptions::default().with_engine(Engine::Gpu).with_check_sorted(true);
         let perm = merge_permutation(&runs, &keys, &opts).unwrap();
         assert_eq!(perm.engine, Engine::Gpu);
-        assert_eq!(
-            perm.indices.to_vec(),
-            expected,
-            "case {case}: {types:?} {options:?}"
-        );
+        assert_eq!(perm.indices.to_vec(), expected, "case {case}: {types:?} {options:?}");
         // Auto with CORANK_REQUIRE_GPU=1 also runs on the GPU, even for small inputs.
         if std::env::var("CORANK_REQUIRE_GPU").as_deref() == Ok("1") {
             let auto = merge_permutation(&runs, &keys, &MergeOptions::default()).unwrap();

@@ -13,10 +13,7 @@ fn all_options() -> Vec<SortOptions> {
     let mut v = vec![];
     for descending in [false, true] {
         for nulls_first in [false, true] {
-            v.push(SortOptions {
-                descending,
-                nulls_first,
-            });
+            v.push(SortOptions { descending, nulls_first });
         }
     }
     v
@@ -26,18 +23,11 @@ fn all_options() -> Vec<SortOptions> {
 /// equal to it where the encoding is exact.
 fn check(columns: Vec<ArrayRef>) {
     for options in all_options() {
-        let specs: Vec<KeySpec> = (0..columns.len())
-            .map(|i| KeySpec {
-                name: format!("c{i}"),
-                options,
-            })
-            .collect();
+        let specs: Vec<KeySpec> =
+            (0..columns.len()).map(|i| KeySpec { name: format!("c{i}"), options }).collect();
         let enc = encode_runs(&[columns.clone()], &specs).unwrap();
         let conv = RowConverter::new(
-            columns
-                .iter()
-                .map(|c| SortField::new_with_options(c.data_type().clone(), options))
-                .collect(),
+            columns.iter().map(|c| SortField::new_with_options(c.data_type().clone(), options)).collect(),
         )
         .unwrap();
         let rows = conv.convert_columns(&columns).unwrap();
@@ -63,189 +53,58 @@ fn check(columns: Vec<ArrayRef>) {
 
 #[test]
 fn integers_at_their_extremes() {
-    check(vec![Arc::new(Int8Array::from(vec![
-        Some(i8::MIN),
-        Some(-1),
-        None,
-        Some(0),
-        Some(1),
-        Some(i8::MAX),
-    ]))]);
-    check(vec![Arc::new(Int16Array::from(vec![
-        Some(i16::MIN),
-        Some(-1),
-        Some(0),
-        None,
-        Some(i16::MAX),
-    ]))]);
-    check(vec![Arc::new(Int32Array::from(vec![
-        i32::MIN,
-        -1,
-        0,
-        1,
-        i32::MAX,
-    ]))]);
-    check(vec![Arc::new(Int64Array::from(vec![
-        Some(i64::MIN),
-        Some(-1),
-        Some(0),
-        None,
-        Some(i64::MAX),
-        Some(i64::MAX),
-    ]))]);
-    check(vec![Arc::new(UInt8Array::from(vec![
-        Some(0),
-        Some(1),
-        None,
-        Some(u8::MAX),
-    ]))]);
+    check(vec![Arc::new(Int8Array::from(vec![Some(i8::MIN), Some(-1), None, Some(0), Some(1), Some(i8::MAX)]))]);
+    check(vec![Arc::new(Int16Array::from(vec![Some(i16::MIN), Some(-1), Some(0), None, Some(i16::MAX)]))]);
+    check(vec![Arc::new(Int32Array::from(vec![i32::MIN, -1, 0, 1, i32::MAX]))]);
+    check(vec![Arc::new(Int64Array::from(vec![Some(i64::MIN), Some(-1), Some(0), None, Some(i64::MAX), Some(i64::MAX)]))]);
+    check(vec![Arc::new(UInt8Array::from(vec![Some(0), Some(1), None, Some(u8::MAX)]))]);
     check(vec![Arc::new(UInt16Array::from(vec![0, 1, u16::MAX]))]);
-    check(vec![Arc::new(UInt32Array::from(vec![
-        Some(0),
-        None,
-        Some(u32::MAX),
-        Some(7),
-    ]))]);
-    check(vec![Arc::new(UInt64Array::from(vec![
-        Some(0),
-        Some(u64::MAX),
-        None,
-        Some(1 << 63),
-        Some((1 << 63) - 1),
-    ]))]);
+    check(vec![Arc::new(UInt32Array::from(vec![Some(0), None, Some(u32::MAX), Some(7)]))]);
+    check(vec![Arc::new(UInt64Array::from(vec![Some(0), Some(u64::MAX), None, Some(1 << 63), Some((1 << 63) - 1)]))]);
 }
 
 #[test]
 fn floats_in_total_order() {
     let specials = [
-        f64::NAN,
-        -f64::NAN,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        0.0,
-        -0.0,
-        f64::MIN,
-        f64::MAX,
-        f64::MIN_POSITIVE,
-        -f64::MIN_POSITIVE,
-        5e-324,
-        -5e-324,
-        1.5,
-        -1.5,
+        f64::NAN, -f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, f64::MIN, f64::MAX,
+        f64::MIN_POSITIVE, -f64::MIN_POSITIVE, 5e-324, -5e-324, 1.5, -1.5,
     ];
     let mut v: Vec<Option<f64>> = specials.iter().copied().map(Some).collect();
     v.push(None);
     check(vec![Arc::new(Float64Array::from(v.clone()))]);
-    check(vec![Arc::new(Float32Array::from(
-        v.iter().map(|x| x.map(|x| x as f32)).collect::<Vec<_>>(),
-    ))]);
-    check(vec![Arc::new(Float16Array::from(
-        v.iter()
-            .map(|x| x.map(half::f16::from_f64))
-            .collect::<Vec<_>>(),
-    ))]);
+    check(vec![Arc::new(Float32Array::from(v.iter().map(|x| x.map(|x| x as f32)).collect::<Vec<_>>()))]);
+    check(vec![Arc::new(Float16Array::from(v.iter().map(|x| x.map(half::f16::from_f64)).collect::<Vec<_>>()))]);
     // -0 < +0 and NaN above +inf, ascending.
     let a: ArrayRef = Arc::new(Float64Array::from(vec![0.0, -0.0, f64::NAN, f64::INFINITY]));
-    let enc = encode_runs(
-        &[vec![a]],
-        &[KeySpec {
-            name: "f".into(),
-            options: SortOptions::default(),
-        }],
-    )
-    .unwrap();
+    let enc = encode_runs(&[vec![a]], &[KeySpec { name: "f".into(), options: SortOptions::default() }]).unwrap();
     assert_eq!(enc.keys.cmp_words(1, 0), Ordering::Less);
     assert_eq!(enc.keys.cmp_words(3, 2), Ordering::Less);
 }
 
 #[test]
 fn booleans_temporal_decimal() {
-    check(vec![Arc::new(BooleanArray::from(vec![
-        Some(true),
-        None,
-        Some(false),
-        Some(true),
-    ]))]);
-    check(vec![Arc::new(Date32Array::from(vec![
-        i32::MIN,
-        0,
-        i32::MAX,
-    ]))]);
-    check(vec![Arc::new(Date64Array::from(vec![
-        Some(i64::MIN),
-        None,
-        Some(0),
-        Some(i64::MAX),
-    ]))]);
+    check(vec![Arc::new(BooleanArray::from(vec![Some(true), None, Some(false), Some(true)]))]);
+    check(vec![Arc::new(Date32Array::from(vec![i32::MIN, 0, i32::MAX]))]);
+    check(vec![Arc::new(Date64Array::from(vec![Some(i64::MIN), None, Some(0), Some(i64::MAX)]))]);
     check(vec![Arc::new(Time32SecondArray::from(vec![0, 86399]))]);
-    check(vec![Arc::new(Time32MillisecondArray::from(vec![
-        0, 86399000, 5,
-    ]))]);
-    check(vec![Arc::new(Time64MicrosecondArray::from(vec![
-        0,
-        1,
-        86_399_000_000,
-    ]))]);
-    check(vec![Arc::new(Time64NanosecondArray::from(vec![
-        0,
-        1,
-        86_399_000_000_000,
-    ]))]);
-    check(vec![Arc::new(TimestampSecondArray::from(vec![
-        i64::MIN,
-        -1,
-        0,
-        i64::MAX,
-    ]))]);
+    check(vec![Arc::new(Time32MillisecondArray::from(vec![0, 86399000, 5]))]);
+    check(vec![Arc::new(Time64MicrosecondArray::from(vec![0, 1, 86_399_000_000]))]);
+    check(vec![Arc::new(Time64NanosecondArray::from(vec![0, 1, 86_399_000_000_000]))]);
+    check(vec![Arc::new(TimestampSecondArray::from(vec![i64::MIN, -1, 0, i64::MAX]))]);
+    check(vec![Arc::new(TimestampMillisecondArray::from(vec![i64::MIN, 0, i64::MAX]).with_timezone("+02:00"))]);
+    check(vec![Arc::new(TimestampMicrosecondArray::from(vec![Some(i64::MIN), None, Some(i64::MAX)]))]);
+    check(vec![Arc::new(TimestampNanosecondArray::from(vec![i64::MIN, 3, i64::MAX]).with_timezone("UTC"))]);
+    check(vec![Arc::new(DurationSecondArray::from(vec![i64::MIN, 0, i64::MAX]))]);
+    check(vec![Arc::new(DurationMillisecondArray::from(vec![-5, 0, 5]))]);
+    check(vec![Arc::new(DurationMicrosecondArray::from(vec![i64::MAX, i64::MIN]))]);
+    check(vec![Arc::new(DurationNanosecondArray::from(vec![Some(1), None, Some(-1)]))]);
     check(vec![Arc::new(
-        TimestampMillisecondArray::from(vec![i64::MIN, 0, i64::MAX]).with_timezone("+02:00"),
-    )]);
-    check(vec![Arc::new(TimestampMicrosecondArray::from(vec![
-        Some(i64::MIN),
-        None,
-        Some(i64::MAX),
-    ]))]);
-    check(vec![Arc::new(
-        TimestampNanosecondArray::from(vec![i64::MIN, 3, i64::MAX]).with_timezone("UTC"),
-    )]);
-    check(vec![Arc::new(DurationSecondArray::from(vec![
-        i64::MIN,
-        0,
-        i64::MAX,
-    ]))]);
-    check(vec![Arc::new(DurationMillisecondArray::from(vec![
-        -5, 0, 5,
-    ]))]);
-    check(vec![Arc::new(DurationMicrosecondArray::from(vec![
-        i64::MAX,
-        i64::MIN,
-    ]))]);
-    check(vec![Arc::new(DurationNanosecondArray::from(vec![
-        Some(1),
-        None,
-        Some(-1),
-    ]))]);
-    check(vec![Arc::new(
-        Decimal128Array::from(vec![
-            Some(i128::MIN),
-            Some(-1),
-            None,
-            Some(0),
-            Some(i128::MAX),
-        ])
-        .with_precision_and_scale(38, 2)
-        .unwrap(),
-    )]);
-    check(vec![Arc::new(
-        Decimal64Array::from(vec![i64::MIN, 0, i64::MAX])
-            .with_precision_and_scale(18, 2)
+        Decimal128Array::from(vec![Some(i128::MIN), Some(-1), None, Some(0), Some(i128::MAX)])
+            .with_precision_and_scale(38, 2)
             .unwrap(),
     )]);
-    check(vec![Arc::new(
-        Decimal32Array::from(vec![i32::MIN, 0, i32::MAX])
-            .with_precision_and_scale(9, 2)
-            .unwrap(),
-    )]);
+    check(vec![Arc::new(Decimal64Array::from(vec![i64::MIN, 0, i64::MAX]).with_precision_and_scale(18, 2).unwrap())]);
+    check(vec![Arc::new(Decimal32Array::from(vec![i32::MIN, 0, i32::MAX]).with_precision_and_scale(9, 2).unwrap())]);
 }
 
 fn tricky_strings() -> Vec<Option<String>> {
@@ -273,10 +132,7 @@ fn strings_and_binary() {
     check(vec![Arc::new(StringArray::from(s.clone()))]);
     check(vec![Arc::new(LargeStringArray::from(s.clone()))]);
     check(vec![Arc::new(StringViewArray::from(s.clone()))]);
-    let b: Vec<Option<Vec<u8>>> = s
-        .iter()
-        .map(|x| x.as_ref().map(|x| x.as_bytes().to_vec()))
-        .collect();
+    let b: Vec<Option<Vec<u8>>> = s.iter().map(|x| x.as_ref().map(|x| x.as_bytes().to_vec())).collect();
     let mut b2 = b.clone();
     b2.push(Some(vec![0xff, 0x00]));
     b2.push(Some(vec![0xff]));
@@ -285,28 +141,11 @@ fn strings_and_binary() {
     check(vec![Arc::new(BinaryViewArray::from_iter(b2))]);
     // Short strings fit whole: the encoding is exact.
     let short: ArrayRef = Arc::new(StringArray::from(vec!["", "a", "a\0", "b"]));
-    let enc = encode_runs(
-        &[vec![short]],
-        &[KeySpec {
-            name: "s".into(),
-            options: SortOptions::default(),
-        }],
-    )
-    .unwrap();
+    let enc = encode_runs(&[vec![short]], &[KeySpec { name: "s".into(), options: SortOptions::default() }]).unwrap();
     assert!(enc.exact);
     // Long strings equal on the prefix: not exact, and ties resolved later.
-    let long: ArrayRef = Arc::new(StringArray::from(vec![
-        "x".repeat(100) + "a",
-        "x".repeat(100) + "b",
-    ]));
-    let enc = encode_runs(
-        &[vec![long]],
-        &[KeySpec {
-            name: "s".into(),
-            options: SortOptions::default(),
-        }],
-    )
-    .unwrap();
+    let long: ArrayRef = Arc::new(StringArray::from(vec!["x".repeat(100) + "a", "x".repeat(100) + "b"]));
+    let enc = encode_runs(&[vec![long]], &[KeySpec { name: "s".into(), options: SortOptions::default() }]).unwrap();
     assert!(!enc.exact);
     assert_eq!(enc.keys.cmp_words(0, 1), Ordering::Equal);
 }
@@ -315,46 +154,21 @@ fn strings_and_binary() {
 fn dictionaries() {
     let d: DictionaryArray<Int32Type> = tricky_strings().iter().map(|s| s.as_deref()).collect();
     check(vec![Arc::new(d)]);
-    let d: DictionaryArray<UInt8Type> = vec![Some("b"), None, Some("a"), Some("b")]
-        .into_iter()
-        .collect();
+    let d: DictionaryArray<UInt8Type> = vec![Some("b"), None, Some("a"), Some("b")].into_iter().collect();
     check(vec![Arc::new(d)]);
 }
 
 #[test]
 fn several_columns() {
     check(vec![
-        Arc::new(Int32Array::from(vec![
-            Some(1),
-            Some(1),
-            None,
-            Some(2),
-            Some(1),
-        ])),
-        Arc::new(StringArray::from(vec![
-            Some("b"),
-            Some("a"),
-            Some("a"),
-            None,
-            Some("a"),
-        ])),
-        Arc::new(BooleanArray::from(vec![
-            Some(true),
-            Some(false),
-            None,
-            Some(true),
-            Some(true),
-        ])),
+        Arc::new(Int32Array::from(vec![Some(1), Some(1), None, Some(2), Some(1)])),
+        Arc::new(StringArray::from(vec![Some("b"), Some("a"), Some("a"), None, Some("a")])),
+        Arc::new(BooleanArray::from(vec![Some(true), Some(false), None, Some(true), Some(true)])),
     ]);
     // Past the 256-bit budget: decimal + decimal + long string — a prefix, still consistent.
     check(vec![
         Arc::new(Decimal128Array::from(vec![1, 1, 2, 1])),
-        Arc::new(Decimal128Array::from(vec![
-            i128::MAX,
-            i128::MAX,
-            0,
-            i128::MIN,
-        ])),
+        Arc::new(Decimal128Array::from(vec![i128::MAX, i128::MAX, 0, i128::MIN])),
         Arc::new(Int8Array::from(vec![2, 1, 0, 3])),
     ]);
 }
@@ -362,31 +176,15 @@ fn several_columns() {
 #[test]
 fn narrow_keys_are_u32() {
     let a: ArrayRef = Arc::new(Int16Array::from(vec![Some(3), None, Some(-3)]));
-    let enc = encode_runs(
-        &[vec![a]],
-        &[KeySpec {
-            name: "a".into(),
-            options: SortOptions::default(),
-        }],
-    )
-    .unwrap();
+    let enc = encode_runs(&[vec![a]], &[KeySpec { name: "a".into(), options: SortOptions::default() }]).unwrap();
     assert!(matches!(enc.keys, corank::keys::KeyColumn::U32(_)));
     assert_eq!(enc.bits, 17);
 }
 
 #[test]
 fn unsupported_type_names_column_and_type() {
-    let list: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
-        Some(vec![Some(1)]),
-    ]));
-    let err = encode_runs(
-        &[vec![list]],
-        &[KeySpec {
-            name: "tags".into(),
-            options: SortOptions::default(),
-        }],
-    )
-    .unwrap_err();
+    let list: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![Some(1)])]));
+    let err = encode_runs(&[vec![list]], &[KeySpec { name: "tags".into(), options: SortOptions::default() }]).unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("'tags'") && msg.contains("List"), "{msg}");
 }

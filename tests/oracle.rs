@@ -15,15 +15,9 @@ use proptest::prelude::*;
 fn check_case(seed: u64, k: usize, max_run: usize, n_keys: usize, null_p: f64, gather: bool) {
     let mut rng = Rng::new(seed);
     let all = key_types();
-    let types: Vec<_> = (0..n_keys)
-        .map(|_| all[rng.below(all.len() as u64) as usize].clone())
-        .collect();
-    let options: Vec<SortOptions> = (0..n_keys)
-        .map(|_| SortOptions {
-            descending: rng.chance(0.5),
-            nulls_first: rng.chance(0.5),
-        })
-        .collect();
+    let types: Vec<_> = (0..n_keys).map(|_| all[rng.below(all.len() as u64) as usize].clone()).collect();
+    let options: Vec<SortOptions> =
+        (0..n_keys).map(|_| SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) }).collect();
     // Small domains make duplicate-heavy data.
     let domain = [1, 2, 5, 50, 1000, 1 << 40][rng.below(6) as usize];
     let mut runs: Vec<RecordBatch> = Vec::new();
@@ -34,46 +28,18 @@ fn check_case(seed: u64, k: usize, max_run: usize, n_keys: usize, null_p: f64, g
             0 => rng.below(3) as usize,
             _ => rng.below(max_run as u64 + 1) as usize,
         };
-        runs.push(sorted_run(
-            &mut rng, &types, &options, n, domain, null_p, id,
-        ));
+        runs.push(sorted_run(&mut rng, &types, &options, n, domain, null_p, id));
         id += n as u64;
     }
-    let keys: Vec<SortKey> = options
-        .iter()
-        .enumerate()
-        .map(|(i, o)| SortKey::new(format!("k{i}"), *o))
-        .collect();
-    let expected = oracle(
-        &runs,
-        &keys
-            .iter()
-            .map(|k| (k.column.clone(), k.options))
-            .collect::<Vec<_>>(),
-    );
-    let opts = MergeOptions::default()
-        .with_engine(Engine::Cpu)
-        .with_check_sorted(true)
-        .with_batch_size(1 + rng.below(5000) as usize);
-    let perm =
-        merge_permutation(&runs, &keys, &opts).unwrap_or_else(|e| panic!("types {types:?}: {e}"));
-    assert_eq!(
-        perm.indices.to_vec(),
-        expected,
-        "types {types:?} options {options:?} domain {domain}"
-    );
+    let keys: Vec<SortKey> = options.iter().enumerate().map(|(i, o)| SortKey::new(format!("k{i}"), *o)).collect();
+    let expected = oracle(&runs, &keys.iter().map(|k| (k.column.clone(), k.options)).collect::<Vec<_>>());
+    let opts = MergeOptions::default().with_engine(Engine::Cpu).with_check_sorted(true).with_batch_size(1 + rng.below(5000) as usize);
+    let perm = merge_permutation(&runs, &keys, &opts).unwrap_or_else(|e| panic!("types {types:?}: {e}"));
+    assert_eq!(perm.indices.to_vec(), expected, "types {types:?} options {options:?} domain {domain}");
     if gather {
         let out = merge(&runs, &keys, &opts).unwrap();
-        let ids: Vec<u64> = out
-            .iter()
-            .flat_map(|b| {
-                b.column_by_name("id")
-                    .unwrap()
-                    .as_primitive::<UInt64Type>()
-                    .values()
-                    .to_vec()
-            })
-            .collect();
+        let ids: Vec<u64> =
+            out.iter().flat_map(|b| b.column_by_name("id").unwrap().as_primitive::<UInt64Type>().values().to_vec()).collect();
         assert_eq!(ids, expected.iter().map(|&i| i as u64).collect::<Vec<_>>());
         assert!(out.iter().all(|b| b.num_rows() <= opts.batch_size));
     }

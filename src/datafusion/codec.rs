@@ -14,9 +14,7 @@ use datafusion::physical_expr::LexOrdering;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion_proto::physical_plan::from_proto::parse_physical_sort_exprs;
 use datafusion_proto::physical_plan::to_proto::serialize_physical_sort_exprs;
-use datafusion_proto::physical_plan::{
-    PhysicalExtensionCodec, PhysicalPlanDecodeContext, PhysicalProtoConverterExtension,
-};
+use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalPlanDecodeContext, PhysicalProtoConverterExtension};
 use datafusion_proto::protobuf::PhysicalSortExprNodeCollection;
 use prost::Message;
 use std::sync::Arc;
@@ -49,16 +47,10 @@ impl PhysicalExtensionCodec for CoRankCodec {
             return plan_err!("not a CoRankMergeExec encoding ({} bytes)", buf.len());
         }
         if buf[4] != VERSION {
-            return plan_err!(
-                "CoRankMergeExec encoding version {} is not supported (expected {VERSION})",
-                buf[4]
-            );
+            return plan_err!("CoRankMergeExec encoding version {} is not supported (expected {VERSION})", buf[4]);
         }
         let [input] = inputs else {
-            return plan_err!(
-                "CoRankMergeExec takes one input, the plan gives {}",
-                inputs.len()
-            );
+            return plan_err!("CoRankMergeExec takes one input, the plan gives {}", inputs.len());
         };
         let engine = match buf[5] {
             0 => Engine::Auto,
@@ -66,37 +58,20 @@ impl PhysicalExtensionCodec for CoRankCodec {
             2 => Engine::Gpu,
             other => return plan_err!("unknown engine code {other} in a CoRankMergeExec encoding"),
         };
-        let u64_at =
-            |i: usize| u64::from_le_bytes(buf[6 + 8 * i..14 + 8 * i].try_into().expect("8 bytes"));
+        let u64_at = |i: usize| u64::from_le_bytes(buf[6 + 8 * i..14 + 8 * i].try_into().expect("8 bytes"));
         let fetch = match u64_at(0) {
             u64::MAX => None,
             f => Some(f as usize),
         };
-        let settings = MergeSettings {
-            engine,
-            window_rows: u64_at(1) as usize,
-            gpu_min_rows: u64_at(2) as usize,
-        };
-        let nodes = PhysicalSortExprNodeCollection::decode(&buf[HEADER..]).map_err(|e| {
-            datafusion::common::DataFusionError::Plan(format!(
-                "CoRankMergeExec sort expressions: {e}"
-            ))
-        })?;
+        let settings = MergeSettings { engine, window_rows: u64_at(1) as usize, gpu_min_rows: u64_at(2) as usize };
+        let nodes = PhysicalSortExprNodeCollection::decode(&buf[HEADER..])
+            .map_err(|e| datafusion::common::DataFusionError::Plan(format!("CoRankMergeExec sort expressions: {e}")))?;
         let decode_ctx = PhysicalPlanDecodeContext::new(ctx, self);
-        let exprs = parse_physical_sort_exprs(
-            &nodes.physical_sort_expr_nodes,
-            &decode_ctx,
-            &input.schema(),
-            proto_converter,
-        )?;
+        let exprs = parse_physical_sort_exprs(&nodes.physical_sort_expr_nodes, &decode_ctx, &input.schema(), proto_converter)?;
         let Some(ordering) = LexOrdering::new(exprs) else {
             return plan_err!("CoRankMergeExec encoding has no sort expressions");
         };
-        Ok(Arc::new(
-            CoRankMergeExec::new(ordering, Arc::clone(input))
-                .with_fetch(fetch)
-                .with_settings(settings),
-        ))
+        Ok(Arc::new(CoRankMergeExec::new(ordering, Arc::clone(input)).with_fetch(fetch).with_settings(settings)))
     }
 
     fn try_encode(
@@ -106,10 +81,7 @@ impl PhysicalExtensionCodec for CoRankCodec {
         proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<()> {
         let Some(merge) = node.downcast_ref::<CoRankMergeExec>() else {
-            return plan_err!(
-                "CoRankCodec encodes only CoRankMergeExec, not {}",
-                node.name()
-            );
+            return plan_err!("CoRankCodec encodes only CoRankMergeExec, not {}", node.name());
         };
         let settings = merge.settings();
         buf.extend_from_slice(MAGIC);
@@ -118,13 +90,8 @@ impl PhysicalExtensionCodec for CoRankCodec {
         buf.extend_from_slice(&(merge.fetch().map_or(u64::MAX, |f| f as u64)).to_le_bytes());
         buf.extend_from_slice(&(settings.window_rows as u64).to_le_bytes());
         buf.extend_from_slice(&(settings.gpu_min_rows as u64).to_le_bytes());
-        let nodes =
-            serialize_physical_sort_exprs(merge.expr().iter().cloned(), self, proto_converter)?;
-        PhysicalSortExprNodeCollection {
-            physical_sort_expr_nodes: nodes,
-        }
-        .encode(buf)
-        .map_err(|e| {
+        let nodes = serialize_physical_sort_exprs(merge.expr().iter().cloned(), self, proto_converter)?;
+        PhysicalSortExprNodeCollection { physical_sort_expr_nodes: nodes }.encode(buf).map_err(|e| {
             datafusion::common::DataFusionError::Internal(format!("encoding CoRankMergeExec: {e}"))
         })?;
         Ok(())

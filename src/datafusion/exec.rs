@@ -15,14 +15,12 @@ use datafusion::common::{internal_err, Result};
 use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::{LexOrdering, OrderingRequirements, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{
-    CardinalityEffect, EvaluationType, SchedulingType,
-};
+use datafusion::physical_plan::execution_plan::{CardinalityEffect, EvaluationType, SchedulingType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties,
-    Partitioning, PlanProperties, SendableRecordBatchStream,
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
 };
 use std::sync::Arc;
 
@@ -43,11 +41,7 @@ impl Default for MergeSettings {
 impl TryFrom<&CoRankConfig> for MergeSettings {
     type Error = crate::Error;
     fn try_from(c: &CoRankConfig) -> crate::Result<Self> {
-        Ok(Self {
-            engine: c.engine.parse()?,
-            window_rows: c.window_rows.max(1),
-            gpu_min_rows: c.gpu_min_rows,
-        })
+        Ok(Self { engine: c.engine.parse()?, window_rows: c.window_rows.max(1), gpu_min_rows: c.gpu_min_rows })
     }
 }
 
@@ -65,14 +59,7 @@ pub struct CoRankMergeExec {
 impl CoRankMergeExec {
     pub fn new(expr: LexOrdering, input: Arc<dyn ExecutionPlan>) -> Self {
         let cache = Arc::new(Self::compute_properties(&input, expr.clone()));
-        Self {
-            input,
-            expr,
-            fetch: None,
-            settings: MergeSettings::default(),
-            metrics: ExecutionPlanMetricsSet::new(),
-            cache,
-        }
+        Self { input, expr, fetch: None, settings: MergeSettings::default(), metrics: ExecutionPlanMetricsSet::new(), cache }
     }
 
     pub fn with_fetch(mut self, fetch: Option<usize>) -> Self {
@@ -103,22 +90,14 @@ impl CoRankMergeExec {
         let (drive, scheduling) = if input.output_partitioning().partition_count() > 1 {
             (EvaluationType::Eager, SchedulingType::Cooperative)
         } else {
-            (
-                input.properties().evaluation_type,
-                input.properties().scheduling_type,
-            )
+            (input.properties().evaluation_type, input.properties().scheduling_type)
         };
         let mut eq = input.equivalence_properties().clone();
         eq.clear_per_partition_constants();
         eq.add_ordering(ordering);
-        PlanProperties::new(
-            eq,
-            Partitioning::UnknownPartitioning(1),
-            input.pipeline_behavior(),
-            input.boundedness(),
-        )
-        .with_evaluation_type(drive)
-        .with_scheduling_type(scheduling)
+        PlanProperties::new(eq, Partitioning::UnknownPartitioning(1), input.pipeline_behavior(), input.boundedness())
+            .with_evaluation_type(drive)
+            .with_scheduling_type(scheduling)
     }
 }
 
@@ -163,11 +142,7 @@ impl ExecutionPlan for CoRankMergeExec {
     }
 
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
-        Some(Arc::new(Self {
-            fetch: limit,
-            metrics: ExecutionPlanMetricsSet::new(),
-            ..self.clone()
-        }))
+        Some(Arc::new(Self { fetch: limit, metrics: ExecutionPlanMetricsSet::new(), ..self.clone() }))
     }
 
     fn supports_limit_pushdown(&self) -> bool {
@@ -217,10 +192,7 @@ impl ExecutionPlan for CoRankMergeExec {
     }
 
     #[allow(deprecated)]
-    fn with_new_children(
-        self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
+    fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         if children.len() != 1 {
             return internal_err!("CoRankMergeExec takes one child, got {}", children.len());
         }
@@ -231,22 +203,14 @@ impl ExecutionPlan for CoRankMergeExec {
         ))
     }
 
-    fn execute(
-        &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> Result<SendableRecordBatchStream> {
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         if partition != 0 {
-            return internal_err!(
-                "CoRankMergeExec has one output partition, asked for {partition}"
-            );
+            return internal_err!("CoRankMergeExec has one output partition, asked for {partition}");
         }
         let n = self.input.output_partitioning().partition_count();
-        let inputs = (0..n)
-            .map(|p| self.input.execute(p, Arc::clone(&context)))
-            .collect::<Result<Vec<_>>>()?;
-        let reservation = MemoryConsumer::new(format!("CoRankMergeExec[{partition}]"))
-            .register(&context.runtime_env().memory_pool);
+        let inputs = (0..n).map(|p| self.input.execute(p, Arc::clone(&context))).collect::<Result<Vec<_>>>()?;
+        let reservation =
+            MemoryConsumer::new(format!("CoRankMergeExec[{partition}]")).register(&context.runtime_env().memory_pool);
         let metrics = MergeMetrics::new(&self.metrics, partition);
         let schema = self.schema();
         let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&schema), 2);

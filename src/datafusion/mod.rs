@@ -29,13 +29,9 @@ use std::sync::Arc;
 
 /// The default physical optimizer rules with [`CoRankRule`] inserted just before
 /// `SanityCheckPlan` (appended at the end if that rule is absent).
-pub fn optimizer_rules(
-) -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
+pub fn optimizer_rules() -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = PhysicalOptimizer::new().rules;
-    let at = rules
-        .iter()
-        .position(|r| r.name() == "SanityCheckPlan")
-        .unwrap_or(rules.len());
+    let at = rules.iter().position(|r| r.name() == "SanityCheckPlan").unwrap_or(rules.len());
     rules.insert(at, Arc::new(CoRankRule));
     rules
 }
@@ -48,9 +44,7 @@ pub fn register(builder: SessionStateBuilder, config: SessionConfig) -> SessionS
     } else {
         config.with_option_extension(CoRankConfig::default())
     };
-    builder
-        .with_config(config)
-        .with_physical_optimizer_rules(optimizer_rules())
+    builder.with_config(config).with_physical_optimizer_rules(optimizer_rules())
 }
 
 /// A `SessionContext` with DataFusion's defaults and corank registered.

@@ -23,16 +23,8 @@ use std::sync::Arc;
 pub struct CoRankRule;
 
 impl PhysicalOptimizerRule for CoRankRule {
-    fn optimize(
-        &self,
-        plan: Arc<dyn ExecutionPlan>,
-        config: &ConfigOptions,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        let cfg = config
-            .extensions
-            .get::<CoRankConfig>()
-            .cloned()
-            .unwrap_or_default();
+    fn optimize(&self, plan: Arc<dyn ExecutionPlan>, config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
+        let cfg = config.extensions.get::<CoRankConfig>().cloned().unwrap_or_default();
         if !cfg.enabled {
             return Ok(plan);
         }
@@ -42,10 +34,7 @@ impl PhysicalOptimizerRule for CoRankRule {
                 return Ok(Transformed::no(node));
             };
             let schema = spm.input().schema();
-            let supported = spm
-                .expr()
-                .iter()
-                .all(|e| e.expr.data_type(&schema).is_ok_and(|t| is_supported(&t)));
+            let supported = spm.expr().iter().all(|e| e.expr.data_type(&schema).is_ok_and(|t| is_supported(&t)));
             if !supported {
                 return Ok(Transformed::no(node));
             }

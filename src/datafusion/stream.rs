@@ -11,9 +11,7 @@ use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::physical_expr::LexOrdering;
 use datafusion::physical_plan::common::spawn_buffered;
-use datafusion::physical_plan::metrics::{
-    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, Time,
-};
+use datafusion::physical_plan::metrics::{BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
 use datafusion::physical_plan::SendableRecordBatchStream;
 use futures::StreamExt;
 use tokio::sync::mpsc::Sender;
@@ -67,17 +65,8 @@ pub async fn drive(
     tx: Sender<Result<RecordBatch>>,
 ) -> Result<()> {
     let n = inputs.len();
-    let key_types: Vec<DataType> = expr
-        .iter()
-        .map(|e| e.expr.data_type(&schema))
-        .collect::<Result<_>>()?;
-    let specs: Vec<KeySpec> = expr
-        .iter()
-        .map(|e| KeySpec {
-            name: e.expr.to_string(),
-            options: e.options,
-        })
-        .collect();
+    let key_types: Vec<DataType> = expr.iter().map(|e| e.expr.data_type(&schema)).collect::<Result<_>>()?;
+    let specs: Vec<KeySpec> = expr.iter().map(|e| KeySpec { name: e.expr.to_string(), options: e.options }).collect();
     let options = StreamOptions {
         window_rows: settings.window_rows,
         batch_size,
@@ -85,17 +74,13 @@ pub async fn drive(
         check_sorted: false,
         gpu_min_keys: settings.gpu_min_rows,
     };
-    let mut merger =
-        Some(FrontierMerge::new(schema, &key_types, specs, n, options).map_err(to_datafusion)?);
+    let mut merger = Some(FrontierMerge::new(schema, &key_types, specs, n, options).map_err(to_datafusion)?);
     // Each input is polled by its own task, two batches ahead, so inputs read in parallel.
-    let mut inputs: Vec<SendableRecordBatchStream> =
-        inputs.into_iter().map(|s| spawn_buffered(s, 2)).collect();
+    let mut inputs: Vec<SendableRecordBatchStream> = inputs.into_iter().map(|s| spawn_buffered(s, 2)).collect();
     let mut sent = 0usize;
     loop {
         // 1. Fill every input up to its window (or its end).
-        let m = merger
-            .as_mut()
-            .expect("the merger is returned after every round");
+        let m = merger.as_mut().expect("the merger is returned after every round");
         for (i, input) in inputs.iter_mut().enumerate() {
             while m.wants(i) {
                 match input.next().await {
@@ -133,14 +118,7 @@ pub async fn drive(
             Engine::Gpu => {
                 metrics.rounds_gpu.add(1);
                 metrics.gpu_bytes_up.add(chunk.key_bytes);
-                metrics.gpu_bytes_down.add(
-                    chunk.rows
-                        * if chunk.rows <= u32::MAX as usize {
-                            4
-                        } else {
-                            8
-                        },
-                );
+                metrics.gpu_bytes_down.add(chunk.rows * if chunk.rows <= u32::MAX as usize { 4 } else { 8 });
                 metrics.gpu_time.add_duration(started.elapsed());
             }
             _ => metrics.rounds_cpu.add(1),

@@ -43,10 +43,7 @@ impl ModuleSpec {
         let mut v = Vec::new();
         for key_bytes in [4, 8, 16, 24, 32] {
             for index_bits in [32, 64] {
-                v.push(ModuleSpec {
-                    key_bytes,
-                    index_bits,
-                });
+                v.push(ModuleSpec { key_bytes, index_bits });
             }
         }
         v
@@ -58,11 +55,7 @@ impl ModuleSpec {
 
     /// The full CUDA source of this module.
     pub fn source(&self) -> String {
-        let (words, word_bits) = if self.key_bytes == 4 {
-            (1, 32)
-        } else {
-            (self.key_bytes / 8, 64)
-        };
+        let (words, word_bits) = if self.key_bytes == 4 { (1, 32) } else { (self.key_bytes / 8, 64) };
         let t = tuning(self.key_bytes);
         let header = format!(
             "#define KEY_WORDS {words}\n#define KEY_WORD_BITS {word_bits}\n#define INDEX_BITS {}\n\
@@ -78,27 +71,15 @@ impl ModuleSpec {
             t.ipt_kway,
             t.tiled_min_blocks
         );
-        [
-            header.as_str(),
-            COMMON,
-            CO_RANK,
-            MERGE_BASIC,
-            MERGE_TILED,
-            MERGE_CIRCULAR,
-            PARTITION_KWAY,
-            MERGE_KWAY,
-        ]
-        .join("\n")
+        [header.as_str(), COMMON, CO_RANK, MERGE_BASIC, MERGE_TILED, MERGE_CIRCULAR, PARTITION_KWAY, MERGE_KWAY]
+            .join("\n")
     }
 
     /// Compiles this module to PTX for `arch` (e.g. "compute_90").
     pub fn compile(&self, arch: &'static str) -> Result<Ptx> {
         let opts = CompileOptions {
             arch: Some(arch),
-            name: Some(format!(
-                "corank_k{}_i{}.cu",
-                self.key_bytes, self.index_bits
-            )),
+            name: Some(format!("corank_k{}_i{}.cu", self.key_bytes, self.index_bits)),
             options: vec!["--std=c++17".into()],
             ..Default::default()
         };

@@ -98,28 +98,19 @@ impl Gpu {
         // The engine orders its work on one stream and synchronizes explicitly.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(gpu_err("creating a stream"))?;
-        let (major, minor) = ctx
-            .compute_capability()
-            .map_err(gpu_err("reading the compute capability"))?;
+        let (major, minor) = ctx.compute_capability().map_err(gpu_err("reading the compute capability"))?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         Ok(Gpu {
             ctx,
             stream,
             arch: arch_for(major, minor),
             name,
-            state: Mutex::new(State {
-                modules: HashMap::new(),
-                pool: HashMap::new(),
-                stage: Vec::new(),
-                events: Vec::new(),
-            }),
+            state: Mutex::new(State { modules: HashMap::new(), pool: HashMap::new(), stage: Vec::new(), events: Vec::new() }),
         })
     }
 
     pub fn bind(&self) -> Result<()> {
-        self.ctx
-            .bind_to_thread()
-            .map_err(gpu_err("binding the CUDA context"))
+        self.ctx.bind_to_thread().map_err(gpu_err("binding the CUDA context"))
     }
 
     pub fn cu_stream(&self) -> sys::CUstream {
@@ -134,21 +125,13 @@ impl State {
             return Ok(m.clone());
         }
         let ptx = spec.compile(gpu.arch)?;
-        let module = gpu
-            .ctx
-            .load_module(ptx)
-            .map_err(gpu_err("loading the kernels"))?;
+        let module = gpu.ctx.load_module(ptx).map_err(gpu_err("loading the kernels"))?;
         let mut functions = HashMap::new();
         for f in FUNCTIONS {
-            let func = module
-                .load_function(f)
-                .map_err(gpu_err("finding a kernel"))?;
+            let func = module.load_function(f).map_err(gpu_err("finding a kernel"))?;
             functions.insert(f, func);
         }
-        let m = Arc::new(Module {
-            _module: module,
-            functions,
-        });
+        let m = Arc::new(Module { _module: module, functions });
         self.modules.insert(spec, m.clone());
         Ok(m)
     }
@@ -191,15 +174,11 @@ impl State {
     /// The two pinned staging buffers and their events, allocated on first use.
     pub fn staging(&mut self) -> Result<()> {
         while self.stage.len() < 2 {
-            let ptr = unsafe { result::malloc_host(STAGE_BYTES, 0) }
-                .map_err(gpu_err("allocating pinned memory"))?;
-            self.stage.push(Pinned {
-                ptr: ptr as *mut u8,
-            });
+            let ptr = unsafe { result::malloc_host(STAGE_BYTES, 0) }.map_err(gpu_err("allocating pinned memory"))?;
+            self.stage.push(Pinned { ptr: ptr as *mut u8 });
         }
         while self.events.len() < 2 {
-            let ev = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-                .map_err(gpu_err("creating an event"))?;
+            let ev = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(gpu_err("creating an event"))?;
             self.events.push(ev);
         }
         Ok(())

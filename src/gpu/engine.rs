@@ -93,12 +93,7 @@ pub(crate) fn plan(kernel: Kernel, key_bytes: usize, mut bounds: Vec<u64>) -> Ve
             tile_start.push(tile_start[gi] + (e - s).div_ceil(tile));
         }
         next.push(*bounds.last().unwrap());
-        levels.push(LevelPlan {
-            bounds,
-            group,
-            tile,
-            tile_start,
-        });
+        levels.push(LevelPlan { bounds, group, tile, tile_start });
         bounds = next;
     }
     levels
@@ -109,29 +104,18 @@ pub(crate) fn device_bytes(spec: ModuleSpec, n: usize, levels: &[LevelPlan]) -> 
     let (kb, ib) = (spec.key_bytes, spec.index_bytes());
     let inter_keys = levels.len().saturating_sub(1).min(2);
     let idx = if levels.len() > 1 { 2 } else { 1 };
-    let splits: usize = levels
-        .iter()
-        .map(|l| (l.total_tiles() as usize + l.ngroups()) * l.group as usize * 8)
-        .max()
-        .unwrap_or(0);
+    let splits: usize = levels.iter().map(|l| (l.total_tiles() as usize + l.ngroups()) * l.group as usize * 8).max().unwrap_or(0);
     n * kb * (1 + inter_keys) + n * ib * idx + splits + (1 << 20)
 }
 
-unsafe fn launch(
-    f: sys::CUfunction,
-    grid: u64,
-    shmem: u32,
-    stream: sys::CUstream,
-    args: &mut [*mut c_void],
-) -> Result<()> {
+unsafe fn launch(f: sys::CUfunction, grid: u64, shmem: u32, stream: sys::CUstream, args: &mut [*mut c_void]) -> Result<()> {
     if grid == 0 {
         return Ok(());
     }
     if grid > i32::MAX as u64 {
         return Err(Error::Gpu(format!("grid of {grid} blocks is too large")));
     }
-    result::launch_kernel(f, (grid as u32, 1, 1), (THREADS, 1, 1), shmem, stream, args)
-        .map_err(gpu_err("launching a kernel"))
+    result::launch_kernel(f, (grid as u32, 1, 1), (THREADS, 1, 1), shmem, stream, args).map_err(gpu_err("launching a kernel"))
 }
 
 /// The entry point that runs a level with `kernel`; the tiled kernel has one per place in
@@ -184,11 +168,7 @@ pub(crate) fn run_levels(
     let mut meta: Vec<u64> = Vec::new();
     let mut offs = Vec::new();
     for l in levels {
-        offs.push((
-            meta.len(),
-            meta.len() + l.bounds.len(),
-            meta.len() + l.bounds.len() + l.tile_start.len(),
-        ));
+        offs.push((meta.len(), meta.len() + l.bounds.len(), meta.len() + l.bounds.len() + l.tile_start.len()));
         meta.extend_from_slice(&l.bounds);
         meta.extend_from_slice(&l.tile_start);
         let mut c = 0u64;
@@ -232,13 +212,7 @@ pub(crate) fn run_levels(
     let mut chunk_ends = Vec::new();
     for (li, l) in levels.iter().enumerate() {
         let last = li + 1 == levels.len();
-        let out_keys = if last {
-            0
-        } else if li % 2 == 0 {
-            keys1
-        } else {
-            keys2
-        };
+        let out_keys = if last { 0 } else if li % 2 == 0 { keys1 } else { keys2 };
         let out_idx = if li % 2 == 0 { idx0 } else { idx1 };
         let name = kernel_name(kernel, li == 0, last);
         let f = module.functions[name].cu_function();
@@ -287,24 +261,10 @@ pub(crate) fn run_levels(
                 let mut cstart = meta_ptr + offs[li].2 as u64 * 8;
                 let cs = &meta[offs[li].2..offs[li].2 + l.ngroups() + 1];
                 let mut ncoarse = cs[l.ngroups()] + l.ngroups() as u64;
-                let mut coarse =
-                    st.buffer(Slot::Coarse, ncoarse as usize * l.group as usize * 8)?;
+                let mut coarse = st.buffer(Slot::Coarse, ncoarse as usize * l.group as usize * 8)?;
                 let cf = module.functions["partition_kway_coarse"].cu_function();
-                let mut args = [
-                    a,
-                    &mut coarse as *mut u64 as *mut c_void,
-                    &mut ncoarse as *mut u64 as *mut c_void,
-                    &mut cstart as *mut u64 as *mut c_void,
-                ];
-                unsafe {
-                    launch(
-                        cf,
-                        (ncoarse * 32).div_ceil(THREADS as u64),
-                        0,
-                        stream,
-                        &mut args,
-                    )?
-                };
+                let mut args = [a, &mut coarse as *mut u64 as *mut c_void, &mut ncoarse as *mut u64 as *mut c_void, &mut cstart as *mut u64 as *mut c_void];
+                unsafe { launch(cf, (ncoarse * 32).div_ceil(THREADS as u64), 0, stream, &mut args)? };
                 let pf = module.functions["partition_kway"].cu_function();
                 let mut args = [
                     a,
@@ -317,11 +277,7 @@ pub(crate) fn run_levels(
             }
         }
         // Block-level merge, in chunks of blocks on the last level when asked.
-        let chunks = if last && !chunk_events.is_empty() {
-            chunk_events.len() as u64
-        } else {
-            1
-        };
+        let chunks = if last && !chunk_events.is_empty() { chunk_events.len() as u64 } else { 1 };
         for c in 0..chunks {
             let (b0, b1) = (tiles * c / chunks, tiles * (c + 1) / chunks);
             arg.block_offset = b0;
@@ -331,8 +287,7 @@ pub(crate) fn run_levels(
             }
             unsafe { launch(f, b1 - b0, shmem, stream, &mut args)? };
             if last && !chunk_events.is_empty() {
-                unsafe { result::event::record(chunk_events[c as usize], stream) }
-                    .map_err(gpu_err("recording an event"))?;
+                unsafe { result::event::record(chunk_events[c as usize], stream) }.map_err(gpu_err("recording an event"))?;
                 chunk_ends.push(l.block_output(b1));
             }
         }
@@ -356,13 +311,11 @@ pub(crate) fn upload(gpu: &Gpu, st: &mut State, src: &[u8], dst: sys::CUdevicept
     for (p, piece) in src.chunks(STAGE_BYTES).enumerate() {
         let s = p % 2;
         // The DMA that last read this staging buffer must be done before it is refilled.
-        unsafe { result::event::synchronize(st.events[s]) }
-            .map_err(gpu_err("waiting for an upload"))?;
+        unsafe { result::event::synchronize(st.events[s]) }.map_err(gpu_err("waiting for an upload"))?;
         let stage = unsafe { std::slice::from_raw_parts_mut(st.stage[s].ptr, piece.len()) };
         par_copy(piece, stage);
         unsafe {
-            result::memcpy_htod_async(dst + (p * STAGE_BYTES) as u64, &*stage, stream)
-                .map_err(gpu_err("copying to the device"))?;
+            result::memcpy_htod_async(dst + (p * STAGE_BYTES) as u64, &*stage, stream).map_err(gpu_err("copying to the device"))?;
             result::event::record(st.events[s], stream).map_err(gpu_err("recording an event"))?;
         }
     }
@@ -385,37 +338,23 @@ pub(crate) fn download(
 ) -> Result<()> {
     st.staging()?;
     let total = dst.len();
-    let pieces: Vec<(usize, usize)> = (0..total)
-        .step_by(STAGE_BYTES)
-        .map(|s| (s, (s + STAGE_BYTES).min(total)))
-        .collect();
+    let pieces: Vec<(usize, usize)> = (0..total).step_by(STAGE_BYTES).map(|s| (s, (s + STAGE_BYTES).min(total))).collect();
     if chunk_events.is_empty() {
-        unsafe { result::stream::synchronize(gpu.cu_stream()) }
-            .map_err(gpu_err("running the merge"))?;
+        unsafe { result::stream::synchronize(gpu.cu_stream()) }.map_err(gpu_err("running the merge"))?;
     }
     let mut pending: Option<(usize, usize, usize)> = None; // (stage, start, end) to drain
     for (p, &(s0, s1)) in pieces.iter().enumerate() {
         let s = p % 2;
         if !chunk_events.is_empty() {
             let last_elem = ((s1 - 1) / elem) as u64;
-            let c = chunk_ends
-                .partition_point(|&e| e <= last_elem)
-                .min(chunk_events.len() - 1);
-            unsafe {
-                result::stream::wait_event(
-                    dl_stream,
-                    chunk_events[c],
-                    sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-                )
-            }
-            .map_err(gpu_err("ordering the download"))?;
+            let c = chunk_ends.partition_point(|&e| e <= last_elem).min(chunk_events.len() - 1);
+            unsafe { result::stream::wait_event(dl_stream, chunk_events[c], sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+                .map_err(gpu_err("ordering the download"))?;
         }
         unsafe {
             let stage = std::slice::from_raw_parts_mut(st.stage[s].ptr, s1 - s0);
-            result::memcpy_dtoh_async(stage, src + s0 as u64, dl_stream)
-                .map_err(gpu_err("copying from the device"))?;
-            result::event::record(st.events[s], dl_stream)
-                .map_err(gpu_err("recording an event"))?;
+            result::memcpy_dtoh_async(stage, src + s0 as u64, dl_stream).map_err(gpu_err("copying from the device"))?;
+            result::event::record(st.events[s], dl_stream).map_err(gpu_err("recording an event"))?;
         }
         if let Some((ps, a, b)) = pending.take() {
             drain(st, ps, &mut dst[a..b])?;
@@ -429,8 +368,7 @@ pub(crate) fn download(
 }
 
 fn drain(st: &State, s: usize, dst: &mut [u8]) -> Result<()> {
-    unsafe { result::event::synchronize(st.events[s]) }
-        .map_err(gpu_err("copying from the device"))?;
+    unsafe { result::event::synchronize(st.events[s]) }.map_err(gpu_err("copying from the device"))?;
     let stage = unsafe { std::slice::from_raw_parts(st.stage[s].ptr, dst.len()) };
     par_copy(stage, dst);
     Ok(())
@@ -439,7 +377,5 @@ fn drain(st: &State, s: usize, dst: &mut [u8]) -> Result<()> {
 /// Host memcpy on all cores (one thread copies about 10 GB/s, less than PCIe).
 fn par_copy(src: &[u8], dst: &mut [u8]) {
     const C: usize = 1 << 20;
-    dst.par_chunks_mut(C)
-        .zip(src.par_chunks(C))
-        .for_each(|(d, s)| d.copy_from_slice(s));
+    dst.par_chunks_mut(C).zip(src.par_chunks(C)).for_each(|(d, s)| d.copy_from_slice(s));
 }

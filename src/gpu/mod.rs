@@ -52,13 +52,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 5] = [
-        Kernel::Basic,
-        Kernel::Tiled,
-        Kernel::Circular,
-        Kernel::KWay,
-        Kernel::Auto,
-    ];
+    pub const ALL: [Kernel; 5] = [Kernel::Basic, Kernel::Tiled, Kernel::Circular, Kernel::KWay, Kernel::Auto];
 
     /// The concrete kernel for `_nruns` non-empty runs (today the same for every count).
     pub fn resolve(self, _nruns: usize) -> Kernel {
@@ -83,11 +77,7 @@ pub struct GpuOptions {
 
 impl Default for GpuOptions {
     fn default() -> Self {
-        GpuOptions {
-            kernel: Kernel::Auto,
-            overlap_download: true,
-            force_u64_indices: false,
-        }
+        GpuOptions { kernel: Kernel::Auto, overlap_download: true, force_u64_indices: false }
     }
 }
 
@@ -98,11 +88,11 @@ pub fn availability() -> std::result::Result<(), String> {
         return Err("the CUDA driver library (libcuda) is not present".into());
     }
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(
-            "the NVRTC library (libnvrtc) is not present; put it on LD_LIBRARY_PATH".into(),
-        );
+        return Err("the NVRTC library (libnvrtc) is not present; put it on LD_LIBRARY_PATH".into());
     }
-    match std::panic::catch_unwind(|| result::init().and_then(|_| result::device::get_count())) {
+    match std::panic::catch_unwind(|| {
+        result::init().and_then(|_| result::device::get_count())
+    }) {
         Ok(Ok(c)) if c > 0 => Ok(()),
         Ok(Ok(_)) => Err("no CUDA device".into()),
         Ok(Err(e)) => Err(format!("CUDA driver: {e:?}")),
@@ -114,9 +104,7 @@ pub fn availability() -> std::result::Result<(), String> {
 /// `compute_90`, with no GPU needed (CI runs this to catch kernels that do not compile).
 pub fn compile_all_kernels() -> Result<()> {
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(Error::GpuUnavailable(
-            "the NVRTC library (libnvrtc) is not present".into(),
-        ));
+        return Err(Error::GpuUnavailable("the NVRTC library (libnvrtc) is not present".into()));
     }
     for spec in ModuleSpec::all() {
         spec.compile("compute_90")?;
@@ -142,9 +130,7 @@ fn nonempty_bounds(n: usize, run_offsets: &[usize]) -> Result<Vec<u64>> {
     let mut b = vec![0u64];
     for w in run_offsets.windows(2) {
         if w[1] < w[0] {
-            return Err(Error::InvalidArgument(
-                "run offsets must not decrease".into(),
-            ));
+            return Err(Error::InvalidArgument("run offsets must not decrease".into()));
         }
         if w[1] > w[0] {
             b.push(w[1] as u64);
@@ -179,11 +165,7 @@ fn identity(n: usize) -> Indices {
 /// Stable merge of the sorted runs `keys[run_offsets[r]..run_offsets[r + 1]]` on the GPU,
 /// returning the global index of every output row, identical to
 /// [`crate::merge::merge_cpu`] (u32 indices while the total fits, u64 beyond).
-pub fn merge_keys(
-    keys: &KeyColumn,
-    run_offsets: &[usize],
-    options: &GpuOptions,
-) -> Result<Indices> {
+pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions) -> Result<Indices> {
     let n = keys.len();
     let bounds = nonempty_bounds(n, run_offsets)?;
     availability().map_err(Error::GpuUnavailable)?;
@@ -191,19 +173,13 @@ pub fn merge_keys(
         return Ok(identity(n)); // zero or one non-empty run: already in order
     }
     let wide = n > u32::MAX as usize || options.force_u64_indices;
-    let spec = ModuleSpec {
-        key_bytes: keys.key_bytes(),
-        index_bits: if wide { 64 } else { 32 },
-    };
+    let spec = ModuleSpec { key_bytes: keys.key_bytes(), index_bits: if wide { 64 } else { 32 } };
     let gpu = gpu()?;
     gpu.bind()?;
     let mut st = gpu.state.lock().unwrap_or_else(|p| p.into_inner());
     let kernel = options.kernel.resolve(bounds.len() - 1);
     let levels = engine::plan(kernel, spec.key_bytes, bounds);
-    let options = &GpuOptions {
-        kernel,
-        ..options.clone()
-    };
+    let options = &GpuOptions { kernel, ..options.clone() };
     let res = merge_with_state(gpu, &mut st, spec, options, n, keys, &levels);
     if res.is_err() {
         // Leave a clean state for the next call: finish or abandon what was queued.
@@ -246,11 +222,7 @@ fn merge_with_state(
     let ib = spec.index_bytes();
     let mut out = Output::with_capacity(n, ib);
     let dl = gpu.ctx.new_stream().map_err(gpu_err("creating a stream"))?;
-    let nchunks = if options.overlap_download {
-        tuning::DOWNLOAD_CHUNKS
-    } else {
-        0
-    };
+    let nchunks = if options.overlap_download { tuning::DOWNLOAD_CHUNKS } else { 0 };
     let events: Vec<sys::CUevent> = (0..nchunks)
         .map(|_| result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
         .collect::<std::result::Result<_, _>>()
@@ -376,19 +348,11 @@ pub mod bench {
 
     /// Milliseconds of each of `reps` merges of `keys` already on the device (uploaded once;
     /// timed from the first kernel to the last, with events), after one warm-up merge.
-    pub fn time_device_merge(
-        keys: &KeyColumn,
-        run_offsets: &[usize],
-        kernel: Kernel,
-        reps: usize,
-    ) -> Result<Vec<f32>> {
+    pub fn time_device_merge(keys: &KeyColumn, run_offsets: &[usize], kernel: Kernel, reps: usize) -> Result<Vec<f32>> {
         let n = keys.len();
         let bounds = nonempty_bounds(n, run_offsets)?;
         availability().map_err(Error::GpuUnavailable)?;
-        let spec = ModuleSpec {
-            key_bytes: keys.key_bytes(),
-            index_bits: if n <= u32::MAX as usize { 32 } else { 64 },
-        };
+        let spec = ModuleSpec { key_bytes: keys.key_bytes(), index_bits: if n <= u32::MAX as usize { 32 } else { 64 } };
         let gpu = gpu()?;
         gpu.bind()?;
         let mut st = gpu.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -454,8 +418,7 @@ pub mod bench {
     }
 
     fn timing_event() -> Result<sys::CUevent> {
-        result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
-            .map_err(gpu_err("creating an event"))
+        result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(gpu_err("creating an event"))
     }
 
     /// Milliseconds of each of `reps` device-to-device copies of `bytes` (after a warm-up).

@@ -5,11 +5,7 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::DataType;
 
 /// Calls `f(row, bytes)` for every row in `rows` (bytes are meaningless for null rows).
-pub fn for_each_bytes(
-    array: &dyn Array,
-    rows: std::ops::Range<usize>,
-    mut f: impl FnMut(usize, &[u8]),
-) {
+pub fn for_each_bytes(array: &dyn Array, rows: std::ops::Range<usize>, mut f: impl FnMut(usize, &[u8])) {
     macro_rules! each {
         ($a:expr) => {{
             let a = $a;

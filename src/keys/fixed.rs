@@ -21,11 +21,7 @@ pub fn decode_dictionary(array: &ArrayRef) -> Result<ArrayRef> {
 #[inline]
 fn float_order(bits: u64, width: u32) -> u64 {
     let sign = 1u64 << (width - 1);
-    let mask = if width == 64 {
-        u64::MAX
-    } else {
-        (1u64 << width) - 1
-    };
+    let mask = if width == 64 { u64::MAX } else { (1u64 << width) - 1 };
     if bits & sign != 0 {
         !bits & mask
     } else {
@@ -35,11 +31,7 @@ fn float_order(bits: u64, width: u32) -> u64 {
 
 /// Calls `f(row, value)` for every row in `rows` with the order-preserving unsigned value
 /// of a fixed-width array (`value` is meaningless for null rows).
-pub fn for_each_value(
-    array: &dyn Array,
-    rows: std::ops::Range<usize>,
-    mut f: impl FnMut(usize, u128),
-) {
+pub fn for_each_value(array: &dyn Array, rows: std::ops::Range<usize>, mut f: impl FnMut(usize, u128)) {
     fn prim<T: ArrowPrimitiveType>(
         a: &dyn Array,
         rows: std::ops::Range<usize>,
@@ -54,9 +46,7 @@ pub fn for_each_value(
     }
     macro_rules! signed {
         ($t:ty, $u:ty) => {
-            prim::<$t>(array, rows, &mut f, |v| {
-                (v as $u ^ (1 as $u).rotate_right(1)) as u128
-            })
+            prim::<$t>(array, rows, &mut f, |v| (v as $u ^ (1 as $u).rotate_right(1)) as u128)
         };
     }
     macro_rules! unsigned {
@@ -80,15 +70,9 @@ pub fn for_each_value(
         UInt16 => unsigned!(UInt16Type),
         UInt32 => unsigned!(UInt32Type),
         UInt64 => unsigned!(UInt64Type),
-        Float16 => prim::<Float16Type>(array, rows, &mut f, |v| {
-            float_order(v.to_bits() as u64, 16) as u128
-        }),
-        Float32 => prim::<Float32Type>(array, rows, &mut f, |v| {
-            float_order(v.to_bits() as u64, 32) as u128
-        }),
-        Float64 => prim::<Float64Type>(array, rows, &mut f, |v| {
-            float_order(v.to_bits(), 64) as u128
-        }),
+        Float16 => prim::<Float16Type>(array, rows, &mut f, |v| float_order(v.to_bits() as u64, 16) as u128),
+        Float32 => prim::<Float32Type>(array, rows, &mut f, |v| float_order(v.to_bits() as u64, 32) as u128),
+        Float64 => prim::<Float64Type>(array, rows, &mut f, |v| float_order(v.to_bits(), 64) as u128),
         Date32 => signed!(Date32Type, u32),
         Date64 => signed!(Date64Type, u64),
         Time32(TimeUnit::Second) => signed!(Time32SecondType, u32),

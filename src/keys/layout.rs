@@ -65,21 +65,12 @@ fn fixed_width(name: &str, dt: &DataType) -> Result<Option<u32>> {
         Int8 | UInt8 => 8,
         Int16 | UInt16 | Float16 => 16,
         Int32 | UInt32 | Float32 | Date32 | Time32(_) | Decimal32(_, _) => 32,
-        Int64
-        | UInt64
-        | Float64
-        | Date64
-        | Time64(_)
-        | Timestamp(_, _)
-        | Duration(_)
+        Int64 | UInt64 | Float64 | Date64 | Time64(_) | Timestamp(_, _) | Duration(_)
         | Decimal64(_, _) => 64,
         Decimal128(_, _) => 128,
         Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView => return Ok(None),
         other => {
-            return Err(Error::UnsupportedType {
-                column: name.to_string(),
-                data_type: other.clone(),
-            })
+            return Err(Error::UnsupportedType { column: name.to_string(), data_type: other.clone() })
         }
     }))
 }
@@ -87,11 +78,7 @@ fn fixed_width(name: &str, dt: &DataType) -> Result<Option<u32>> {
 /// The longest non-null value of a byte column in `array`.
 fn max_len(array: &ArrayRef) -> usize {
     fn longest<'a>(valid: impl Fn(usize) -> bool, lens: impl Iterator<Item = usize>) -> usize {
-        lens.enumerate()
-            .filter(|(i, _)| valid(*i))
-            .map(|(_, l)| l)
-            .max()
-            .unwrap_or(0)
+        lens.enumerate().filter(|(i, _)| valid(*i)).map(|(_, l)| l).max().unwrap_or(0)
     }
     let valid = |i: usize| array.is_valid(i);
     match array.data_type() {
@@ -99,22 +86,12 @@ fn max_len(array: &ArrayRef) -> usize {
         DataType::LargeUtf8 => longest(valid, array.as_string::<i64>().offsets().lengths()),
         DataType::Binary => longest(valid, array.as_binary::<i32>().offsets().lengths()),
         DataType::LargeBinary => longest(valid, array.as_binary::<i64>().offsets().lengths()),
-        DataType::Utf8View => longest(
-            valid,
-            array
-                .as_string_view()
-                .views()
-                .iter()
-                .map(|v| *v as u32 as usize),
-        ),
-        DataType::BinaryView => longest(
-            valid,
-            array
-                .as_binary_view()
-                .views()
-                .iter()
-                .map(|v| *v as u32 as usize),
-        ),
+        DataType::Utf8View => {
+            longest(valid, array.as_string_view().views().iter().map(|v| *v as u32 as usize))
+        }
+        DataType::BinaryView => {
+            longest(valid, array.as_binary_view().views().iter().map(|v| *v as u32 as usize))
+        }
         _ => 0,
     }
 }
@@ -166,10 +143,7 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[KeySpec]) -> Result<Layout> 
                 let longest = runs.iter().map(|cols| max_len(&cols[c])).max().unwrap_or(0) as u64;
                 let room = available.saturating_sub(null_bit as u32) as u64;
                 if 8 * longest + bits_for(longest) as u64 <= room {
-                    FieldKind::Bytes {
-                        prefix: longest as u32,
-                        len_bits: bits_for(longest),
-                    }
+                    FieldKind::Bytes { prefix: longest as u32, len_bits: bits_for(longest) }
                 } else {
                     // Truncate: the most prefix bytes whose length code (up to P + 1) fits.
                     let mut p = room / 8;
@@ -181,31 +155,18 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[KeySpec]) -> Result<Layout> 
                         break;
                     }
                     exact = false;
-                    FieldKind::Bytes {
-                        prefix: p as u32,
-                        len_bits: bits_for(p + 1),
-                    }
+                    FieldKind::Bytes { prefix: p as u32, len_bits: bits_for(p + 1) }
                 }
             }
         };
-        let field = Field {
-            column: c,
-            offset: used,
-            null_bit,
-            kind,
-            options: spec.options,
-        };
+        let field = Field { column: c, offset: used, null_bit, kind, options: spec.options };
         used += field.width();
         fields.push(field);
         if !exact {
             break; // fields after a prefix cannot be ordered by the key
         }
     }
-    Ok(Layout {
-        fields,
-        bits: used,
-        exact,
-    })
+    Ok(Layout { fields, bits: used, exact })
 }
 
 /// Whether corank can encode a sort column of this type (dictionaries by their values).

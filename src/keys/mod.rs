@@ -73,18 +73,12 @@ pub struct KeySpec {
 /// column `c`; every run must have the same column types.
 pub fn encode_runs(runs: &[Vec<ArrayRef>], specs: &[KeySpec]) -> Result<EncodedKeys> {
     if specs.is_empty() {
-        return Err(Error::InvalidArgument(
-            "at least one sort column is required".into(),
-        ));
+        return Err(Error::InvalidArgument("at least one sort column is required".into()));
     }
     // Dictionaries are decoded to their values, so the layout sees only plain types.
     let runs: Vec<Vec<ArrayRef>> = runs
         .iter()
-        .map(|cols| {
-            cols.iter()
-                .map(fixed::decode_dictionary)
-                .collect::<Result<Vec<_>>>()
-        })
+        .map(|cols| cols.iter().map(fixed::decode_dictionary).collect::<Result<Vec<_>>>())
         .collect::<Result<_>>()?;
     let layout = plan_layout(&runs, specs)?;
     let mut run_offsets = Vec::with_capacity(runs.len() + 1);
@@ -94,10 +88,5 @@ pub fn encode_runs(runs: &[Vec<ArrayRef>], specs: &[KeySpec]) -> Result<EncodedK
         run_offsets.push(run_offsets.last().unwrap() + len);
     }
     let keys = pack::pack_runs(&runs, &layout, *run_offsets.last().unwrap());
-    Ok(EncodedKeys {
-        keys,
-        run_offsets,
-        exact: layout.exact,
-        bits: layout.bits,
-    })
+    Ok(EncodedKeys { keys, run_offsets, exact: layout.exact, bits: layout.bits })
 }

@@ -69,22 +69,13 @@ fn write_field<K: KeyWords>(field: &Field, array: &dyn Array, start: usize, keys
     let write_null_bit = |key: &mut [u64], i: usize| -> bool {
         let null = is_null(i);
         if field.null_bit {
-            put64(
-                key,
-                field.offset,
-                1,
-                if null { 1 - valid_bit } else { valid_bit },
-            );
+            put64(key, field.offset, 1, if null { 1 - valid_bit } else { valid_bit });
         }
         null
     };
     match field.kind {
         FieldKind::Fixed { width } => {
-            let mask = if width == 128 {
-                u128::MAX
-            } else {
-                (1u128 << width) - 1
-            };
+            let mask = if width == 128 { u128::MAX } else { (1u128 << width) - 1 };
             fixed::for_each_value(array, rows, |i, v| {
                 let key = keys[i - start].words();
                 if write_null_bit(key, i) {
@@ -106,22 +97,13 @@ fn write_field<K: KeyWords>(field: &Field, array: &dyn Array, start: usize, keys
                     let n = (prefix - 8 * chunk).min(8);
                     let bits = 8 * n as u32;
                     let v = bytes::prefix_chunk(b, chunk, n);
-                    let m = if bits == 64 {
-                        u64::MAX
-                    } else {
-                        (1u64 << bits) - 1
-                    };
+                    let m = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
                     put64(key, off, bits, if desc { !v & m } else { v });
                     off += bits;
                 }
                 // min(len, P + 1): P + 1 says "longer than the prefix".
                 let code = b.len().min(prefix + 1) as u64;
-                put64(
-                    key,
-                    off,
-                    len_bits,
-                    if desc { !code & len_mask } else { code },
-                );
+                put64(key, off, len_bits, if desc { !code & len_mask } else { code });
             });
         }
     }

@@ -11,22 +11,20 @@ use std::cmp::Ordering;
 
 /// Checks every run is sorted by the key order (and by the full comparator where keys tie
 /// and the encoding is not exact). `runs` are the key columns, used for the message.
-pub fn check_sorted(
-    encoded: &EncodedKeys,
-    full: Option<&FullComparator>,
-    runs: &[Vec<ArrayRef>],
-) -> Result<()> {
+pub fn check_sorted(encoded: &EncodedKeys, full: Option<&FullComparator>, runs: &[Vec<ArrayRef>]) -> Result<()> {
     let offsets = &encoded.run_offsets;
     let first_bad = (0..offsets.len() - 1)
         .into_par_iter()
         .filter_map(|r| {
             (offsets[r] + 1..offsets[r + 1])
-                .find(|&g| match encoded.keys.cmp_words(g - 1, g) {
-                    Ordering::Greater => true,
-                    Ordering::Equal if !encoded.exact => {
-                        full.is_some_and(|f| f.cmp(g - 1, g) == Ordering::Greater)
+                .find(|&g| {
+                    match encoded.keys.cmp_words(g - 1, g) {
+                        Ordering::Greater => true,
+                        Ordering::Equal if !encoded.exact => {
+                            full.is_some_and(|f| f.cmp(g - 1, g) == Ordering::Greater)
+                        }
+                        _ => false,
                     }
-                    _ => false,
                 })
                 .map(|g| (r, g - offsets[r]))
         })

@@ -45,11 +45,7 @@ pub fn merge_cpu<T: KeyWord>(keys: &[T], run_offsets: &[usize]) -> Indices {
 
 fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec<I> {
     let n = keys.len();
-    assert_eq!(
-        *run_offsets.last().unwrap_or(&0),
-        n,
-        "run offsets must end at the key count"
-    );
+    assert_eq!(*run_offsets.last().unwrap_or(&0), n, "run offsets must end at the key count");
     let mut idx: Vec<I> = (0..n).into_par_iter().map(I::from_usize).collect();
     // Drop empty runs: they contribute nothing and only add levels.
     let mut bounds: Vec<usize> = Vec::with_capacity(run_offsets.len());
@@ -94,11 +90,7 @@ fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec
             Cow::Borrowed(_) => vec![T::default(); n],
         };
         std::mem::swap(&mut idx, &mut dst_idx);
-        bounds = pairs
-            .iter()
-            .map(|p| p.0)
-            .chain(std::iter::once(n))
-            .collect();
+        bounds = pairs.iter().map(|p| p.0).chain(std::iter::once(n)).collect();
     }
     idx
 }

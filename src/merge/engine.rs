@@ -48,9 +48,7 @@ impl std::str::FromStr for Engine {
             "auto" => Ok(Engine::Auto),
             "cpu" => Ok(Engine::Cpu),
             "gpu" => Ok(Engine::Gpu),
-            other => Err(Error::InvalidArgument(format!(
-                "unknown engine '{other}' (auto, cpu or gpu)"
-            ))),
+            other => Err(Error::InvalidArgument(format!("unknown engine '{other}' (auto, cpu or gpu)"))),
         }
     }
 }
@@ -61,40 +59,26 @@ pub fn gpu_required() -> bool {
 }
 
 fn cpu(keys: &KeyColumn, run_offsets: &[usize]) -> (Indices, Engine) {
-    (
-        with_key_column!(keys, v => merge_cpu(v, run_offsets)),
-        Engine::Cpu,
-    )
+    (with_key_column!(keys, v => merge_cpu(v, run_offsets)), Engine::Cpu)
 }
 
 /// Merges sorted runs of keys with the chosen engine; returns the indices and the engine
 /// that ran (`Cpu` or `Gpu`).
 /// `gpu_min_keys`: below this many keys `Auto` stays on the CPU ([`GPU_MIN_KEYS`] by default).
-pub fn merge_keys(
-    keys: &KeyColumn,
-    run_offsets: &[usize],
-    engine: Engine,
-    gpu_min_keys: usize,
-) -> Result<(Indices, Engine)> {
+pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], engine: Engine, gpu_min_keys: usize) -> Result<(Indices, Engine)> {
     static NO_GPU: Once = Once::new();
     match engine {
         Engine::Cpu => Ok(cpu(keys, run_offsets)),
         Engine::Gpu => {
             gpu::availability().map_err(Error::GpuUnavailable)?;
-            Ok((
-                gpu::merge_keys(keys, run_offsets, &GpuOptions::default())?,
-                Engine::Gpu,
-            ))
+            Ok((gpu::merge_keys(keys, run_offsets, &GpuOptions::default())?, Engine::Gpu))
         }
         Engine::Auto => {
             if let Err(why) = gpu::availability() {
                 if gpu_required() {
-                    return Err(Error::GpuUnavailable(format!(
-                        "{why} (CORANK_REQUIRE_GPU=1)"
-                    )));
+                    return Err(Error::GpuUnavailable(format!("{why} (CORANK_REQUIRE_GPU=1)")));
                 }
-                NO_GPU
-                    .call_once(|| log::info!("corank: no usable GPU ({why}); merging on the CPU"));
+                NO_GPU.call_once(|| log::info!("corank: no usable GPU ({why}); merging on the CPU"));
                 return Ok(cpu(keys, run_offsets));
             }
             if keys.len() < gpu_min_keys && !gpu_required() {

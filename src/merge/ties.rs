@@ -30,14 +30,8 @@ impl FullComparator {
             None => vec![],
         };
         let converter = RowConverter::new(fields)?;
-        let rows = runs
-            .iter()
-            .map(|cols| converter.convert_columns(cols))
-            .collect::<Result<_, _>>()?;
-        Ok(Self {
-            rows,
-            run_offsets: run_offsets.to_vec(),
-        })
+        let rows = runs.iter().map(|cols| converter.convert_columns(cols)).collect::<Result<_, _>>()?;
+        Ok(Self { rows, run_offsets: run_offsets.to_vec() })
     }
 
     fn locate(&self, global: usize) -> (usize, usize) {
@@ -55,11 +49,7 @@ impl FullComparator {
 
 /// Sorts every segment of equal key words in `indices` stably by the full comparator.
 pub fn resolve_ties(indices: &mut Indices, keys: &KeyColumn, full: &FullComparator) {
-    fn run<I: Copy + Into<u64> + TryFrom<u64>>(
-        idx: &mut [I],
-        keys: &KeyColumn,
-        full: &FullComparator,
-    ) {
+    fn run<I: Copy + Into<u64> + TryFrom<u64>>(idx: &mut [I], keys: &KeyColumn, full: &FullComparator) {
         let g = |x: I| -> usize { x.into() as usize };
         let mut start = 0;
         while start < idx.len() {

@@ -80,10 +80,7 @@ pub struct MergePlan {
 }
 
 fn file_error(path: &Path, what: impl std::fmt::Display) -> Error {
-    Error::File {
-        path: path.to_path_buf(),
-        detail: what.to_string(),
-    }
+    Error::File { path: path.to_path_buf(), detail: what.to_string() }
 }
 
 /// Expands the command line's inputs: a file as given, a directory to its `*.parquet`
@@ -97,11 +94,7 @@ pub fn expand_inputs(args: &[String]) -> Result<Vec<PathBuf>> {
             let mut found: Vec<PathBuf> = std::fs::read_dir(path)
                 .map_err(|e| file_error(path, e))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.is_file()
-                        && p.extension()
-                            .is_some_and(|x| x.eq_ignore_ascii_case("parquet"))
-                })
+                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x.eq_ignore_ascii_case("parquet")))
                 .collect();
             found.sort();
             if found.is_empty() {
@@ -111,12 +104,8 @@ pub fn expand_inputs(args: &[String]) -> Result<Vec<PathBuf>> {
         } else if path.exists() {
             paths.push(path.to_path_buf());
         } else if arg.contains(['*', '?', '[']) {
-            let pattern = glob::glob(arg)
-                .map_err(|e| Error::InvalidArgument(format!("bad glob pattern '{arg}': {e}")))?;
-            let mut found: Vec<PathBuf> = pattern
-                .filter_map(|p| p.ok())
-                .filter(|p| p.is_file())
-                .collect();
+            let pattern = glob::glob(arg).map_err(|e| Error::InvalidArgument(format!("bad glob pattern '{arg}': {e}")))?;
+            let mut found: Vec<PathBuf> = pattern.filter_map(|p| p.ok()).filter(|p| p.is_file()).collect();
             found.sort();
             if found.is_empty() {
                 return Err(file_error(path, "no file matches this pattern"));
@@ -138,11 +127,7 @@ pub fn open_input(path: &Path) -> Result<InputFile> {
     let size = file.metadata().map_err(|e| file_error(path, e))?.len();
     let metadata = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
         .map_err(|e| file_error(path, format!("not a readable Parquet file: {e}")))?;
-    Ok(InputFile {
-        path: path.to_path_buf(),
-        size,
-        metadata,
-    })
+    Ok(InputFile { path: path.to_path_buf(), size, metadata })
 }
 
 /// The sort keys a row group's `sorting_columns` declare, or `None`.
@@ -151,20 +136,10 @@ fn declared_order(input: &InputFile, rg: &RowGroupMetaData) -> Option<Vec<SortKe
     let parquet_schema = input.metadata.parquet_schema();
     cols.iter()
         .map(|c| {
-            let idx = usize::try_from(c.column_idx)
-                .ok()
-                .filter(|&i| i < parquet_schema.num_columns())?;
+            let idx = usize::try_from(c.column_idx).ok().filter(|&i| i < parquet_schema.num_columns())?;
             let path = parquet_schema.column(idx).path().parts().to_vec();
             // Only top-level columns can be merge keys.
-            (path.len() == 1).then(|| {
-                SortKey::new(
-                    path[0].clone(),
-                    SortOptions {
-                        descending: c.descending,
-                        nulls_first: c.nulls_first,
-                    },
-                )
-            })
+            (path.len() == 1).then(|| SortKey::new(path[0].clone(), SortOptions { descending: c.descending, nulls_first: c.nulls_first }))
         })
         .collect()
 }
@@ -198,11 +173,9 @@ fn common_declared_order(files: &[InputFile]) -> Result<Vec<SortKey>> {
             }
         }
     }
-    common.map(|(c, _)| c).ok_or_else(|| {
-        Error::InvalidArgument(
-            "the inputs hold no rows to read a sort order from; give the sort key with --by".into(),
-        )
-    })
+    common
+        .map(|(c, _)| c)
+        .ok_or_else(|| Error::InvalidArgument("the inputs hold no rows to read a sort order from; give the sort key with --by".into()))
 }
 
 /// `k DESC NULLS LAST, j ASC NULLS LAST`: keys as `--by` would take them.
@@ -210,20 +183,9 @@ pub fn show_keys(keys: &[SortKey]) -> String {
     keys.iter()
         .map(|k| {
             let dir = if k.options.descending { "DESC" } else { "ASC" };
-            let nulls = if k.options.nulls_first {
-                "NULLS FIRST"
-            } else {
-                "NULLS LAST"
-            };
-            let plain = !k.column.is_empty()
-                && !k
-                    .column
-                    .contains(|c: char| c.is_whitespace() || c == ',' || c == '"');
-            let name = if plain {
-                k.column.clone()
-            } else {
-                format!("\"{}\"", k.column.replace('"', "\"\""))
-            };
+            let nulls = if k.options.nulls_first { "NULLS FIRST" } else { "NULLS LAST" };
+            let plain = !k.column.is_empty() && !k.column.contains(|c: char| c.is_whitespace() || c == ',' || c == '"');
+            let name = if plain { k.column.clone() } else { format!("\"{}\"", k.column.replace('"', "\"\"")) };
             format!("{name} {dir} {nulls}")
         })
         .collect::<Vec<_>>()
@@ -237,46 +199,26 @@ fn continues(input: &InputFile, schema: &SchemaRef, key: &SortKey) -> Vec<bool> 
     let pairs = row_groups.len().saturating_sub(1);
     let answer = || -> Option<Vec<bool>> {
         let field = schema.field_with_name(&key.column).ok()?;
-        if matches!(
-            field.data_type(),
-            DataType::Float16 | DataType::Float32 | DataType::Float64
-        ) {
+        if matches!(field.data_type(), DataType::Float16 | DataType::Float32 | DataType::Float64) {
             return None;
         }
-        let conv =
-            StatisticsConverter::try_new(&key.column, schema, input.metadata.parquet_schema())
-                .ok()?;
+        let conv = StatisticsConverter::try_new(&key.column, schema, input.metadata.parquet_schema()).ok()?;
         let mins = conv.row_group_mins(row_groups.iter()).ok()?;
         let maxes = conv.row_group_maxes(row_groups.iter()).ok()?;
         let nulls = conv.row_group_null_counts(row_groups.iter()).ok()?;
         let desc = key.options.descending;
         // In sort order a row group starts at its min (max when descending) and ends at
         // its max (min when descending).
-        let (starts, ends): (&ArrayRef, &ArrayRef) = if desc {
-            (&maxes, &mins)
-        } else {
-            (&mins, &maxes)
-        };
-        let converter = RowConverter::new(vec![SortField::new_with_options(
-            starts.data_type().clone(),
-            key.options,
-        )])
-        .ok()?;
+        let (starts, ends): (&ArrayRef, &ArrayRef) = if desc { (&maxes, &mins) } else { (&mins, &maxes) };
+        let converter = RowConverter::new(vec![SortField::new_with_options(starts.data_type().clone(), key.options)]).ok()?;
         let start_rows = converter.convert_columns(&[starts.clone()]).ok()?;
         let end_rows = converter.convert_columns(&[ends.clone()]).ok()?;
         Some(
             (0..pairs)
                 .map(|g| {
-                    let known = starts.is_valid(g + 1)
-                        && ends.is_valid(g)
-                        && nulls.is_valid(g)
-                        && nulls.is_valid(g + 1);
+                    let known = starts.is_valid(g + 1) && ends.is_valid(g) && nulls.is_valid(g) && nulls.is_valid(g + 1);
                     // Nulls sit at a row group's start (nulls first) or end (nulls last).
-                    let null_free = if key.options.nulls_first {
-                        nulls.value(g + 1) == 0
-                    } else {
-                        nulls.value(g) == 0
-                    };
+                    let null_free = if key.options.nulls_first { nulls.value(g + 1) == 0 } else { nulls.value(g) == 0 };
                     known && null_free && end_rows.row(g) < start_rows.row(g + 1)
                 })
                 .collect(),
@@ -287,11 +229,7 @@ fn continues(input: &InputFile, schema: &SchemaRef, key: &SortKey) -> Vec<bool> 
 
 /// Opens `paths`, checks that their schemas agree, settles the key (`by`, else the common
 /// `sorting_columns`) and splits the files into runs.
-pub fn plan_merge(
-    paths: &[PathBuf],
-    by: Option<Vec<SortKey>>,
-    check_sorted: bool,
-) -> Result<MergePlan> {
+pub fn plan_merge(paths: &[PathBuf], by: Option<Vec<SortKey>>, check_sorted: bool) -> Result<MergePlan> {
     let files: Vec<InputFile> = paths.iter().map(|p| open_input(p)).collect::<Result<_>>()?;
     let schema = files[0].metadata.schema().clone();
     for f in &files[1..] {
@@ -299,19 +237,11 @@ pub fn plan_merge(
         if other.fields().len() != schema.fields().len() {
             return Err(file_error(
                 &f.path,
-                format!(
-                    "schema differs from {}: {} columns here, {} there",
-                    files[0].path.display(),
-                    other.fields().len(),
-                    schema.fields().len()
-                ),
+                format!("schema differs from {}: {} columns here, {} there", files[0].path.display(), other.fields().len(), schema.fields().len()),
             ));
         }
         for (a, b) in schema.fields().iter().zip(other.fields()) {
-            if a.name() != b.name()
-                || a.data_type() != b.data_type()
-                || a.is_nullable() != b.is_nullable()
-            {
+            if a.name() != b.name() || a.data_type() != b.data_type() || a.is_nullable() != b.is_nullable() {
                 return Err(file_error(
                     &f.path,
                     format!(
@@ -335,17 +265,10 @@ pub fn plan_merge(
     for k in &keys {
         let Ok(field) = schema.field_with_name(&k.column) else {
             let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-            return Err(Error::InvalidArgument(format!(
-                "sort column '{}' is not in the inputs (columns: {})",
-                k.column,
-                names.join(", ")
-            )));
+            return Err(Error::InvalidArgument(format!("sort column '{}' is not in the inputs (columns: {})", k.column, names.join(", "))));
         };
         if !crate::keys::is_supported(field.data_type()) {
-            return Err(Error::UnsupportedType {
-                column: k.column.clone(),
-                data_type: field.data_type().clone(),
-            });
+            return Err(Error::UnsupportedType { column: k.column.clone(), data_type: field.data_type().clone() });
         }
     }
 
@@ -363,8 +286,7 @@ pub fn plan_merge(
             if rows == 0 {
                 continue;
             }
-            let vouched = declared_order(f, rg)
-                .is_some_and(|d| d.len() >= keys.len() && d[..keys.len()] == keys[..]);
+            let vouched = declared_order(f, rg).is_some_and(|d| d.len() >= keys.len() && d[..keys.len()] == keys[..]);
             let check = check_sorted || !vouched;
             match &mut current {
                 Some(run) if *run.row_groups.last().unwrap() + 1 == g && joins[g - 1] => {
@@ -374,12 +296,7 @@ pub fn plan_merge(
                 }
                 _ => {
                     runs.extend(current.take());
-                    current = Some(Run {
-                        file: fi,
-                        row_groups: vec![g],
-                        row_group_rows: vec![rows],
-                        check_sorted: check,
-                    });
+                    current = Some(Run { file: fi, row_groups: vec![g], row_group_rows: vec![rows], check_sorted: check });
                 }
             }
         }
@@ -387,13 +304,5 @@ pub fn plan_merge(
     }
     let total_bytes = files.iter().map(|f| f.size).sum();
     let row_bytes = (uncompressed / total_rows.max(1) as u64).max(1) as usize;
-    Ok(MergePlan {
-        files,
-        schema,
-        keys,
-        runs,
-        total_rows,
-        total_bytes,
-        row_bytes,
-    })
+    Ok(MergePlan { files, schema, keys, runs, total_rows, total_bytes, row_bytes })
 }

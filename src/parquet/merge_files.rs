@@ -38,12 +38,7 @@ pub struct MergeFilesOptions {
 
 impl Default for MergeFilesOptions {
     fn default() -> Self {
-        Self {
-            engine: Engine::Auto,
-            memory_limit: 2 << 30,
-            writer: WriterSettings::default(),
-            gpu_min_keys: crate::merge::engine::GPU_MIN_KEYS,
-        }
+        Self { engine: Engine::Auto, memory_limit: 2 << 30, writer: WriterSettings::default(), gpu_min_keys: crate::merge::engine::GPU_MIN_KEYS }
     }
 }
 
@@ -148,18 +143,14 @@ struct RunReader<'a> {
 
 impl RunReader<'_> {
     fn next_batch(&mut self, batch_rows: usize) -> Result<Option<RecordBatch>> {
-        let err = |e: &dyn std::fmt::Display| Error::File {
-            path: self.path.to_path_buf(),
-            detail: format!("reading row groups {:?}: {e}", self.run.row_groups),
-        };
+        let err = |e: &dyn std::fmt::Display| Error::File { path: self.path.to_path_buf(), detail: format!("reading row groups {:?}: {e}", self.run.row_groups) };
         if self.reader.is_none() {
             let file = std::fs::File::open(self.path).map_err(|e| err(&e))?;
-            let reader =
-                ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
-                    .with_row_groups(self.run.row_groups.clone())
-                    .with_batch_size(batch_rows)
-                    .build()
-                    .map_err(|e| err(&e))?;
+            let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
+                .with_row_groups(self.run.row_groups.clone())
+                .with_batch_size(batch_rows)
+                .build()
+                .map_err(|e| err(&e))?;
             self.reader = Some(reader);
         }
         match self.reader.as_mut().expect("opened above").next() {
@@ -175,14 +166,7 @@ impl RunReader<'_> {
 fn kept_metadata(plan: &MergePlan) -> Vec<KeyValue> {
     let mut kept: Vec<KeyValue> = Vec::new();
     for f in &plan.files {
-        for kv in f
-            .metadata
-            .metadata()
-            .file_metadata()
-            .key_value_metadata()
-            .into_iter()
-            .flatten()
-        {
+        for kv in f.metadata.metadata().file_metadata().key_value_metadata().into_iter().flatten() {
             if kv.key != "ARROW:schema" && !kept.iter().any(|k| k.key == kv.key) {
                 kept.push(kv.clone());
             }
@@ -193,56 +177,19 @@ fn kept_metadata(plan: &MergePlan) -> Vec<KeyValue> {
 
 /// Merges the runs of `plan` into `output`. `progress` is called after every round with the
 /// rows written so far. On any error the output is left as it was.
-pub fn merge_files(
-    plan: &MergePlan,
-    output: &Path,
-    options: &MergeFilesOptions,
-    progress: &(dyn Fn(usize) + Sync),
-) -> Result<MergeSummary> {
+pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions, progress: &(dyn Fn(usize) + Sync)) -> Result<MergeSummary> {
     let start = Instant::now();
     let window = window_rows(plan, options.memory_limit)?;
     let mut writer_settings = options.writer.clone();
     let group_cap = (options.memory_limit / 4 / super::writer::ROW_GROUPS_IN_FLIGHT).max(1 << 20);
     writer_settings.row_group_bytes = writer_settings.row_group_bytes.min(group_cap);
-    let writer = SortedParquetWriter::create(
-        output,
-        plan.schema.clone(),
-        &plan.keys,
-        kept_metadata(plan),
-        writer_settings,
-    )?;
+    let writer = SortedParquetWriter::create(output, plan.schema.clone(), &plan.keys, kept_metadata(plan), writer_settings)?;
 
-    let specs: Vec<KeySpec> = plan
-        .keys
-        .iter()
-        .map(|k| KeySpec {
-            name: k.column.clone(),
-            options: k.options,
-        })
-        .collect();
-    let key_index: Vec<usize> = plan
-        .keys
-        .iter()
-        .map(|k| plan.schema.index_of(&k.column))
-        .collect::<Result<_, _>>()?;
-    let key_types: Vec<_> = key_index
-        .iter()
-        .map(|&i| plan.schema.field(i).data_type().clone())
-        .collect();
-    let stream_options = StreamOptions {
-        window_rows: window,
-        batch_size: 8192,
-        engine: options.engine,
-        check_sorted: false,
-        gpu_min_keys: options.gpu_min_keys,
-    };
-    let mut frontier = FrontierMerge::new(
-        plan.schema.clone(),
-        &key_types,
-        specs,
-        plan.runs.len(),
-        stream_options,
-    )?;
+    let specs: Vec<KeySpec> = plan.keys.iter().map(|k| KeySpec { name: k.column.clone(), options: k.options }).collect();
+    let key_index: Vec<usize> = plan.keys.iter().map(|k| plan.schema.index_of(&k.column)).collect::<Result<_, _>>()?;
+    let key_types: Vec<_> = key_index.iter().map(|&i| plan.schema.field(i).data_type().clone()).collect();
+    let stream_options = StreamOptions { window_rows: window, batch_size: 8192, engine: options.engine, check_sorted: false, gpu_min_keys: options.gpu_min_keys };
+    let mut frontier = FrontierMerge::new(plan.schema.clone(), &key_types, specs, plan.runs.len(), stream_options)?;
     for (i, run) in plan.runs.iter().enumerate() {
         frontier.set_check_sorted(i, run.check_sorted);
     }
@@ -251,12 +198,7 @@ pub fn merge_files(
         .iter()
         .map(|run| {
             let f = &plan.files[run.file];
-            RunReader {
-                run,
-                path: &f.path,
-                metadata: &f.metadata,
-                reader: None,
-            }
+            RunReader { run, path: &f.path, metadata: &f.metadata, reader: None }
         })
         .collect();
 
@@ -329,38 +271,25 @@ pub fn merge_files(
                 // 1. Fill every window that wants rows.
                 let t = Instant::now();
                 loop {
-                    let wanted: Vec<usize> =
-                        (0..sources.len()).filter(|&i| frontier.wants(i)).collect();
+                    let wanted: Vec<usize> = (0..sources.len()).filter(|&i| frontier.wants(i)).collect();
                     if wanted.is_empty() {
                         break;
                     }
                     let batches: Vec<(usize, Result<Option<RecordBatch>>)> = match &mut sources {
-                        Sources::Threads(receivers) => wanted
-                            .iter()
-                            .map(|&i| (i, receivers[i].recv().unwrap_or(Ok(None))))
-                            .collect(),
+                        Sources::Threads(receivers) => wanted.iter().map(|&i| (i, receivers[i].recv().unwrap_or(Ok(None)))).collect(),
                         Sources::Inline(readers) => {
-                            let mut slots: Vec<(usize, &mut RunReader)> = readers
-                                .iter_mut()
-                                .enumerate()
-                                .filter(|(i, _)| wanted.binary_search(i).is_ok())
-                                .collect();
-                            slots
-                                .par_iter_mut()
-                                .map(|(i, r)| (*i, r.next_batch(window)))
-                                .collect()
+                            let mut slots: Vec<(usize, &mut RunReader)> =
+                                readers.iter_mut().enumerate().filter(|(i, _)| wanted.binary_search(i).is_ok()).collect();
+                            slots.par_iter_mut().map(|(i, r)| (*i, r.next_batch(window))).collect()
                         }
                     };
                     for (i, batch) in batches {
                         match batch? {
                             None => frontier.finish_input(i),
                             Some(b) => {
-                                let keys: Vec<ArrayRef> =
-                                    key_index.iter().map(|&c| b.column(c).clone()).collect();
+                                let keys: Vec<ArrayRef> = key_index.iter().map(|&c| b.column(c).clone()).collect();
                                 let b = b.with_schema(plan.schema.clone()).map_err(Error::from)?;
-                                frontier
-                                    .push(i, b, keys)
-                                    .map_err(|e| not_sorted_in_file(e, plan, i))?;
+                                frontier.push(i, b, keys).map_err(|e| not_sorted_in_file(e, plan, i))?;
                             }
                         }
                     }
@@ -383,9 +312,7 @@ pub fn merge_files(
         })();
         drop(to_writer);
         drop(sources); // reader threads still running see their channel close and stop
-        let written = writer_thread
-            .join()
-            .map_err(|_| Error::InvalidArgument("the writer thread panicked".into()))?;
+        let written = writer_thread.join().map_err(|_| Error::InvalidArgument("the writer thread panicked".into()))?;
         merged?;
         written?.ok_or_else(|| Error::InvalidArgument("the writer stopped before the end".into()))
     });
@@ -413,12 +340,7 @@ fn not_sorted_in_file(e: Error, plan: &MergePlan, i: usize) -> Error {
         Error::NotSorted { row, detail, .. } => {
             let run = &plan.runs[i];
             let (row_group, row) = run.locate(row);
-            Error::FileNotSorted {
-                path: plan.files[run.file].path.clone(),
-                row_group,
-                row,
-                detail,
-            }
+            Error::FileNotSorted { path: plan.files[run.file].path.clone(), row_group, row, detail }
         }
         other => other,
     }

@@ -39,9 +39,7 @@ enum Token {
 }
 
 fn usage(text: &str, what: &str) -> Error {
-    Error::InvalidArgument(format!(
-        "--by \"{text}\": {what} (expected e.g. \"k DESC NULLS LAST, j\")"
-    ))
+    Error::InvalidArgument(format!("--by \"{text}\": {what} (expected e.g. \"k DESC NULLS LAST, j\")"))
 }
 
 fn tokenize(text: &str) -> Result<Vec<Token>> {
@@ -105,11 +103,7 @@ fn parse_item(item: &[Token], text: &str) -> Result<SortKey> {
     let mut nulls_first = descending;
     match rest {
         [] => {}
-        [n, fl]
-            if is_keyword(n, "NULLS") && (is_keyword(fl, "FIRST") || is_keyword(fl, "LAST")) =>
-        {
-            nulls_first = is_keyword(fl, "FIRST")
-        }
+        [n, fl] if is_keyword(n, "NULLS") && (is_keyword(fl, "FIRST") || is_keyword(fl, "LAST")) => nulls_first = is_keyword(fl, "FIRST"),
         _ => {
             let extra: Vec<String> = rest
                 .iter()
@@ -119,19 +113,10 @@ fn parse_item(item: &[Token], text: &str) -> Result<SortKey> {
                     Token::Comma => ",".into(),
                 })
                 .collect();
-            return Err(usage(
-                text,
-                &format!("unexpected '{}' after column '{column}'", extra.join(" ")),
-            ));
+            return Err(usage(text, &format!("unexpected '{}' after column '{column}'", extra.join(" "))));
         }
     }
-    Ok(SortKey::new(
-        column,
-        SortOptions {
-            descending,
-            nulls_first,
-        },
-    ))
+    Ok(SortKey::new(column, SortOptions { descending, nulls_first }))
 }
 
 #[cfg(test)]
@@ -139,18 +124,13 @@ mod tests {
     use super::*;
 
     fn opts(descending: bool, nulls_first: bool) -> SortOptions {
-        SortOptions {
-            descending,
-            nulls_first,
-        }
+        SortOptions { descending, nulls_first }
     }
 
     #[test]
     fn sql_defaults_and_explicit_options() {
-        let keys =
-            parse_order_by("k DESC NULLS LAST, j, \"Mixed Case\" desc, x asc nulls first").unwrap();
-        let got: Vec<(String, SortOptions)> =
-            keys.into_iter().map(|k| (k.column, k.options)).collect();
+        let keys = parse_order_by("k DESC NULLS LAST, j, \"Mixed Case\" desc, x asc nulls first").unwrap();
+        let got: Vec<(String, SortOptions)> = keys.into_iter().map(|k| (k.column, k.options)).collect();
         assert_eq!(
             got,
             vec![
@@ -165,16 +145,7 @@ mod tests {
 
     #[test]
     fn bad_syntax_is_an_error() {
-        for bad in [
-            "",
-            " , ",
-            "k,",
-            "k DESC NULLS",
-            "k NULLS MIDDLE",
-            "k DESC ASC",
-            "\"k",
-            "k j",
-        ] {
+        for bad in ["", " , ", "k,", "k DESC NULLS", "k NULLS MIDDLE", "k DESC ASC", "\"k", "k j"] {
             let e = parse_order_by(bad).unwrap_err();
             assert!(matches!(e, Error::InvalidArgument(_)), "{bad}: {e}");
         }

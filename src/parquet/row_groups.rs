@@ -60,16 +60,12 @@ impl SortedRowGroupsTable {
         for path in paths {
             let file = std::fs::File::open(path).map_err(|e| file_error(path, e))?;
             let size = file.metadata().map_err(|e| file_error(path, e))?.len();
-            let builder =
-                ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| file_error(path, e))?;
+            let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| file_error(path, e))?;
             let file_schema = builder.schema().clone();
             match &schema {
                 None => schema = Some(file_schema.clone()),
                 Some(s) if s.fields() != file_schema.fields() => {
-                    return Err(file_error(
-                        path,
-                        format!("schema differs from {}'s", paths[0].display()),
-                    ))
+                    return Err(file_error(path, format!("schema differs from {}'s", paths[0].display())))
                 }
                 Some(_) => {}
             }
@@ -82,62 +78,33 @@ impl SortedRowGroupsTable {
                     continue;
                 }
                 let Some(cols) = rg.sorting_columns().filter(|c| !c.is_empty()) else {
-                    return Err(file_error(
-                        path,
-                        format!(
-                            "row group {g} has no sorting_columns metadata; declare the sort order"
-                        ),
-                    ));
+                    return Err(file_error(path, format!("row group {g} has no sorting_columns metadata; declare the sort order")));
                 };
                 let keys: Vec<SortKey> = cols
                     .iter()
                     .map(|c| {
                         let name = parquet_schema.column(c.column_idx as usize).path().string();
-                        SortKey::new(
-                            name,
-                            SortOptions {
-                                descending: c.descending,
-                                nulls_first: c.nulls_first,
-                            },
-                        )
+                        SortKey::new(name, SortOptions { descending: c.descending, nulls_first: c.nulls_first })
                     })
                     .collect();
                 match &order {
                     None => order = Some(keys),
                     Some(o) if *o != keys => {
-                        return Err(file_error(
-                            path,
-                            format!(
-                                "row group {g} is sorted by {keys:?}, other row groups by {o:?}"
-                            ),
-                        ))
+                        return Err(file_error(path, format!("row group {g} is sorted by {keys:?}, other row groups by {o:?}")))
                     }
                     Some(_) => {}
                 }
             }
-            files.push(FileInfo {
-                path: path.clone(),
-                size,
-                row_groups,
-            });
+            files.push(FileInfo { path: path.clone(), size, row_groups });
         }
         let schema = schema.expect("at least one file");
-        let order = order.ok_or_else(|| {
-            Error::InvalidArgument("the files have no row groups and no declared order".into())
-        })?;
+        let order = order.ok_or_else(|| Error::InvalidArgument("the files have no row groups and no declared order".into()))?;
         for k in &order {
             if schema.field_with_name(&k.column).is_err() {
-                return Err(Error::MissingColumn {
-                    run: 0,
-                    column: k.column.clone(),
-                });
+                return Err(Error::MissingColumn { run: 0, column: k.column.clone() });
             }
         }
-        Ok(Self {
-            schema,
-            files,
-            order,
-        })
+        Ok(Self { schema, files, order })
     }
 
     /// The sort order of every row group.
@@ -147,10 +114,7 @@ impl SortedRowGroupsTable {
 
     /// Non-empty row groups, hence partitions of a scan.
     pub fn num_row_groups(&self) -> usize {
-        self.files
-            .iter()
-            .map(|f| f.row_groups.iter().filter(|&&n| n > 0).count())
-            .sum()
+        self.files.iter().map(|f| f.row_groups.iter().filter(|&&n| n > 0).count()).sum()
     }
 }
 
@@ -172,37 +136,26 @@ impl TableProvider for SortedRowGroupsTable {
         limit: Option<usize>,
     ) -> datafusion::common::Result<Arc<dyn ExecutionPlan>> {
         let options = state.table_options().parquet.clone();
-        let source = Arc::new(
-            ParquetSource::new(Arc::clone(&self.schema)).with_table_parquet_options(options),
-        );
+        let source = Arc::new(ParquetSource::new(Arc::clone(&self.schema)).with_table_parquet_options(options));
         // One file group (partition) per non-empty row group: the file, with an access
         // plan that reads only that row group.
         let mut groups = Vec::new();
         for f in &self.files {
-            let path = f
-                .path
-                .canonicalize()
-                .map_err(|e| datafusion::common::DataFusionError::IoError(e))?;
+            let path = f.path.canonicalize().map_err(|e| datafusion::common::DataFusionError::IoError(e))?;
             for (g, &rows) in f.row_groups.iter().enumerate() {
                 if rows == 0 {
                     continue;
                 }
                 let mut plan = ParquetAccessPlan::new_none(f.row_groups.len());
                 plan.scan(g);
-                let file = PartitionedFile::new(path.to_string_lossy().to_string(), f.size)
-                    .with_extension(plan);
+                let file = PartitionedFile::new(path.to_string_lossy().to_string(), f.size).with_extension(plan);
                 groups.push(FileGroup::new(vec![file]));
             }
         }
         let ordering = LexOrdering::new(
             self.order
                 .iter()
-                .map(|k| {
-                    Ok(PhysicalSortExpr::new(
-                        col(&k.column, &self.schema)?,
-                        k.options,
-                    ))
-                })
+                .map(|k| Ok(PhysicalSortExpr::new(col(&k.column, &self.schema)?, k.options)))
                 .collect::<datafusion::common::Result<Vec<_>>>()?,
         );
         let mut builder = FileScanConfigBuilder::new(ObjectStoreUrl::local_filesystem(), source)

@@ -16,10 +16,7 @@ use crate::api::SortKey;
 use crate::error::{Error, Result};
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
-use parquet::arrow::arrow_writer::{
-    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn,
-    ArrowRowGroupWriterFactory, ArrowWriterOptions,
-};
+use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn, ArrowRowGroupWriterFactory, ArrowWriterOptions};
 use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
 use parquet::basic::Compression;
 use parquet::file::metadata::{KeyValue, SortingColumn};
@@ -28,10 +25,10 @@ use parquet::file::writer::SerializedFileWriter;
 use rayon::prelude::*;
 use std::collections::VecDeque;
 use std::fs::File;
+use std::sync::mpsc::Receiver;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::mpsc::Receiver;
 use tempfile::NamedTempFile;
 
 /// How the output is written (the knobs of arrow-rs's `parquet-rewrite`).
@@ -48,22 +45,13 @@ pub struct WriterSettings {
 
 impl Default for WriterSettings {
     fn default() -> Self {
-        Self {
-            compression: Compression::ZSTD(Default::default()),
-            row_group_rows: 1 << 20,
-            row_group_bytes: 128 << 20,
-            overwrite: false,
-        }
+        Self { compression: Compression::ZSTD(Default::default()), row_group_rows: 1 << 20, row_group_bytes: 128 << 20, overwrite: false }
     }
 }
 
 /// Parses `none`, `snappy`, `zstd` or `zstd(LEVEL)` (the codecs this build carries).
 pub fn parse_compression(text: &str) -> Result<Compression> {
-    let bad = |why: String| {
-        Error::InvalidArgument(format!(
-            "--compression {text}: {why} (use none, snappy, zstd or zstd(1..22))"
-        ))
-    };
+    let bad = |why: String| Error::InvalidArgument(format!("--compression {text}: {why} (use none, snappy, zstd or zstd(1..22))"));
     let lower = text.trim().to_ascii_lowercase();
     let c = match lower.as_str() {
         "none" | "uncompressed" => Compression::UNCOMPRESSED,
@@ -112,15 +100,9 @@ pub const ROW_GROUPS_IN_FLIGHT: usize = 4;
 type EncodedRowGroup = parquet::errors::Result<Vec<ArrowColumnChunk>>;
 
 /// Encodes and compresses one row group's columns in parallel.
-fn encode_row_group(
-    schema: &SchemaRef,
-    batches: Vec<RecordBatch>,
-    writers: Vec<ArrowColumnWriter>,
-) -> EncodedRowGroup {
+fn encode_row_group(schema: &SchemaRef, batches: Vec<RecordBatch>, writers: Vec<ArrowColumnWriter>) -> EncodedRowGroup {
     // 1. Leaves of every batch, grouped by leaf column (a nested field has several).
-    let mut leaves: Vec<Vec<ArrowLeafColumn>> = (0..writers.len())
-        .map(|_| Vec::with_capacity(batches.len()))
-        .collect();
+    let mut leaves: Vec<Vec<ArrowLeafColumn>> = (0..writers.len()).map(|_| Vec::with_capacity(batches.len())).collect();
     for batch in &batches {
         let mut next = 0;
         for (field, column) in schema.fields().iter().zip(batch.columns()) {
@@ -145,35 +127,21 @@ fn encode_row_group(
 }
 
 fn output_error(path: &Path, what: impl std::fmt::Display) -> Error {
-    Error::File {
-        path: path.to_path_buf(),
-        detail: what.to_string(),
-    }
+    Error::File { path: path.to_path_buf(), detail: what.to_string() }
 }
 
 /// `keys` as Parquet `sorting_columns`: they name leaf columns, and keys are top-level
 /// primitive columns.
 pub fn sorting_columns(schema: &Schema, keys: &[SortKey]) -> Result<Vec<SortingColumn>> {
-    let leaves = ArrowSchemaConverter::new()
-        .convert(schema)
-        .map_err(|e| Error::Arrow(e.into()))?;
+    let leaves = ArrowSchemaConverter::new().convert(schema).map_err(|e| Error::Arrow(e.into()))?;
     keys.iter()
         .map(|k| {
             let idx = leaves
                 .columns()
                 .iter()
                 .position(|c| c.path().parts() == [k.column.clone()])
-                .ok_or_else(|| {
-                    Error::InvalidArgument(format!(
-                        "sort column '{}' is not a top-level primitive column",
-                        k.column
-                    ))
-                })?;
-            Ok(SortingColumn {
-                column_idx: idx as i32,
-                descending: k.options.descending,
-                nulls_first: k.options.nulls_first,
-            })
+                .ok_or_else(|| Error::InvalidArgument(format!("sort column '{}' is not a top-level primitive column", k.column)))?;
+            Ok(SortingColumn { column_idx: idx as i32, descending: k.options.descending, nulls_first: k.options.nulls_first })
         })
         .collect()
 }
@@ -181,16 +149,10 @@ pub fn sorting_columns(schema: &Schema, keys: &[SortKey]) -> Result<Vec<SortingC
 /// Refuses an existing `target` unless `overwrite`; the check is repeated at the rename.
 pub fn check_output(target: &Path, overwrite: bool) -> Result<()> {
     if target.is_dir() {
-        return Err(Error::InvalidArgument(format!(
-            "output {} is a directory",
-            target.display()
-        )));
+        return Err(Error::InvalidArgument(format!("output {} is a directory", target.display())));
     }
     if target.exists() && !overwrite {
-        return Err(Error::InvalidArgument(format!(
-            "output {} exists; use --force to replace it",
-            target.display()
-        )));
+        return Err(Error::InvalidArgument(format!("output {} exists; use --force to replace it", target.display())));
     }
     Ok(())
 }
@@ -198,37 +160,21 @@ pub fn check_output(target: &Path, overwrite: bool) -> Result<()> {
 impl SortedParquetWriter {
     /// Creates the temporary file beside `target`. `metadata` is kept in the footer;
     /// `keys` become every row group's `sorting_columns`.
-    pub fn create(
-        target: &Path,
-        schema: SchemaRef,
-        keys: &[SortKey],
-        metadata: Vec<KeyValue>,
-        settings: WriterSettings,
-    ) -> Result<Self> {
+    pub fn create(target: &Path, schema: SchemaRef, keys: &[SortKey], metadata: Vec<KeyValue>, settings: WriterSettings) -> Result<Self> {
         check_output(target, settings.overwrite)?;
         if settings.row_group_rows == 0 || settings.row_group_bytes == 0 {
-            return Err(Error::InvalidArgument(
-                "row group size must be at least 1".into(),
-            ));
+            return Err(Error::InvalidArgument("row group size must be at least 1".into()));
         }
         let dir = match target.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let temp = tempfile::Builder::new()
             .prefix(&format!(".{name}."))
             .suffix(".corank-tmp")
             .tempfile_in(&dir)
-            .map_err(|e| {
-                output_error(
-                    target,
-                    format!("cannot create a file in {}: {e}", dir.display()),
-                )
-            })?;
+            .map_err(|e| output_error(target, format!("cannot create a file in {}: {e}", dir.display())))?;
         let file = temp.reopen().map_err(|e| output_error(temp.path(), e))?;
 
         // Sorting columns name leaf columns; keys are top-level primitive columns.
@@ -243,15 +189,9 @@ impl SortedParquetWriter {
             .set_key_value_metadata((!metadata.is_empty()).then_some(metadata))
             .build();
         let options = ArrowWriterOptions::new().with_properties(props);
-        let arrow_writer = ArrowWriter::try_new_with_options(
-            BufWriter::with_capacity(1 << 20, file),
-            schema.clone(),
-            options,
-        )
-        .map_err(|e| output_error(target, e))?;
-        let (writer, factory) = arrow_writer
-            .into_serialized_writer()
-            .map_err(|e| output_error(target, e))?;
+        let arrow_writer =
+            ArrowWriter::try_new_with_options(BufWriter::with_capacity(1 << 20, file), schema.clone(), options).map_err(|e| output_error(target, e))?;
+        let (writer, factory) = arrow_writer.into_serialized_writer().map_err(|e| output_error(target, e))?;
         Ok(Self {
             target: target.to_path_buf(),
             overwrite: settings.overwrite,
@@ -282,9 +222,7 @@ impl SortedParquetWriter {
             self.pending_rows += take;
             self.pending_bytes += head.get_array_memory_size();
             self.pending.push(head);
-            if self.pending_rows >= self.settings.row_group_rows
-                || self.pending_bytes >= self.settings.row_group_bytes
-            {
+            if self.pending_rows >= self.settings.row_group_rows || self.pending_bytes >= self.settings.row_group_bytes {
                 self.flush_row_group()?;
             }
         }
@@ -305,10 +243,7 @@ impl SortedParquetWriter {
             return Ok(());
         }
         let target = self.target.clone();
-        let writers = self
-            .factory
-            .create_column_writers(self.row_groups_started)
-            .map_err(|e| output_error(&target, e))?;
+        let writers = self.factory.create_column_writers(self.row_groups_started).map_err(|e| output_error(&target, e))?;
         let batches = std::mem::take(&mut self.pending);
         let schema = self.schema.clone();
         let (done, result) = std::sync::mpsc::sync_channel(1);
@@ -327,15 +262,10 @@ impl SortedParquetWriter {
 
     /// Waits for the oldest row group in flight and appends it to the file.
     fn append_oldest(&mut self) -> Result<()> {
-        let Some((result, rows)) = self.in_flight.pop_front() else {
-            return Ok(());
-        };
+        let Some((result, rows)) = self.in_flight.pop_front() else { return Ok(()) };
         let target = self.target.clone();
         let err = |e: parquet::errors::ParquetError| output_error(&target, e);
-        let chunks = result
-            .recv()
-            .map_err(|_| output_error(&target, "a row group encoder stopped"))?
-            .map_err(err)?;
+        let chunks = result.recv().map_err(|_| output_error(&target, "a row group encoder stopped"))?.map_err(err)?;
         let mut row_group = self.writer.next_row_group().map_err(err)?;
         for chunk in chunks {
             chunk.append_to_row_group(&mut row_group).map_err(err)?;
@@ -354,35 +284,19 @@ impl SortedParquetWriter {
             self.append_oldest()?;
         }
         let target = self.target.clone();
-        let inner = self
-            .writer
-            .into_inner()
-            .map_err(|e| output_error(&target, e))?;
-        let file = inner
-            .into_inner()
-            .map_err(|e| output_error(&target, e.error()))?;
+        let inner = self.writer.into_inner().map_err(|e| output_error(&target, e))?;
+        let file = inner.into_inner().map_err(|e| output_error(&target, e.error()))?;
         file.sync_all().map_err(|e| output_error(&target, e))?;
         let bytes = file.metadata().map_err(|e| output_error(&target, e))?.len();
         drop(file);
-        let persisted = if self.overwrite {
-            self.temp.persist(&target)
-        } else {
-            self.temp.persist_noclobber(&target)
-        };
+        let persisted = if self.overwrite { self.temp.persist(&target) } else { self.temp.persist_noclobber(&target) };
         persisted.map_err(|e| {
             if e.error.kind() == std::io::ErrorKind::AlreadyExists {
-                Error::InvalidArgument(format!(
-                    "output {} exists; use --force to replace it",
-                    target.display()
-                ))
+                Error::InvalidArgument(format!("output {} exists; use --force to replace it", target.display()))
             } else {
                 output_error(&target, e.error)
             }
         })?;
-        Ok(Written {
-            rows: self.rows,
-            row_groups: self.row_groups,
-            bytes,
-        })
+        Ok(Written { rows: self.rows, row_groups: self.row_groups, bytes })
     }
 }

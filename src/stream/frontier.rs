@@ -42,13 +42,7 @@ pub struct StreamOptions {
 
 impl Default for StreamOptions {
     fn default() -> Self {
-        Self {
-            window_rows: 1 << 16,
-            batch_size: 8192,
-            engine: Engine::Auto,
-            check_sorted: false,
-            gpu_min_keys: crate::merge::engine::GPU_MIN_KEYS,
-        }
+        Self { window_rows: 1 << 16, batch_size: 8192, engine: Engine::Auto, check_sorted: false, gpu_min_keys: crate::merge::engine::GPU_MIN_KEYS }
     }
 }
 
@@ -60,10 +54,7 @@ struct Buffered {
 
 impl Buffered {
     fn slice(&self, offset: usize, len: usize) -> Buffered {
-        Buffered {
-            batch: self.batch.slice(offset, len),
-            keys: self.keys.iter().map(|k| k.slice(offset, len)).collect(),
-        }
+        Buffered { batch: self.batch.slice(offset, len), keys: self.keys.iter().map(|k| k.slice(offset, len)).collect() }
     }
 }
 
@@ -102,37 +93,14 @@ pub struct FrontierMerge {
 impl FrontierMerge {
     /// `specs` name the sort keys (for messages) and their options; the caller evaluates the
     /// key columns of each batch it pushes.
-    pub fn new(
-        schema: SchemaRef,
-        key_types: &[arrow::datatypes::DataType],
-        specs: Vec<KeySpec>,
-        num_inputs: usize,
-        options: StreamOptions,
-    ) -> Result<Self> {
+    pub fn new(schema: SchemaRef, key_types: &[arrow::datatypes::DataType], specs: Vec<KeySpec>, num_inputs: usize, options: StreamOptions) -> Result<Self> {
         if options.window_rows == 0 || options.batch_size == 0 {
-            return Err(Error::InvalidArgument(
-                "window and batch size must be at least 1 row".into(),
-            ));
+            return Err(Error::InvalidArgument("window and batch size must be at least 1 row".into()));
         }
-        let fields = key_types
-            .iter()
-            .zip(&specs)
-            .map(|(t, s)| SortField::new_with_options(t.clone(), s.options))
-            .collect();
+        let fields = key_types.iter().zip(&specs).map(|(t, s)| SortField::new_with_options(t.clone(), s.options)).collect();
         let converter = RowConverter::new(fields)?;
-        let inputs = (0..num_inputs)
-            .map(|_| Input {
-                check_sorted: options.check_sorted,
-                ..Input::default()
-            })
-            .collect();
-        Ok(Self {
-            schema,
-            specs,
-            converter,
-            inputs,
-            options,
-        })
+        let inputs = (0..num_inputs).map(|_| Input { check_sorted: options.check_sorted, ..Input::default() }).collect();
+        Ok(Self { schema, specs, converter, inputs, options })
     }
 
     pub fn schema(&self) -> &SchemaRef {
@@ -162,11 +130,7 @@ impl FrontierMerge {
 
     /// Memory held by buffered batches.
     pub fn buffered_bytes(&self) -> usize {
-        self.inputs
-            .iter()
-            .flat_map(|i| &i.batches)
-            .map(|b| b.batch.get_array_memory_size())
-            .sum()
+        self.inputs.iter().flat_map(|i| &i.batches).map(|b| b.batch.get_array_memory_size()).sum()
     }
 
     /// Turns the order check on or off for input `i` alone (the default is
@@ -192,43 +156,23 @@ impl FrontierMerge {
             return Ok(());
         }
         if self.inputs[i].exhausted {
-            return Err(Error::InvalidArgument(format!(
-                "input {i} was already finished"
-            )));
+            return Err(Error::InvalidArgument(format!("input {i} was already finished")));
         }
         if self.inputs[i].check_sorted {
             let first = self.row(&keys, 0)?;
             if let Some(prev) = &self.inputs[i].last_key {
                 if prev.row() > first.row() {
                     let at = self.inputs[i].rows_seen;
-                    return Err(Error::NotSorted {
-                        run: i,
-                        row: at,
-                        detail: "a batch starts below the previous batch's last key".into(),
-                    });
+                    return Err(Error::NotSorted { run: i, row: at, detail: "a batch starts below the previous batch's last key".into() });
                 }
             }
             let spec_runs = [keys.clone()];
             let encoded = crate::keys::encode_runs(&spec_runs, &self.specs)?;
-            let full = if encoded.exact {
-                None
-            } else {
-                Some(crate::merge::ties::FullComparator::new(
-                    &spec_runs,
-                    &self.specs,
-                    &encoded.run_offsets,
-                )?)
-            };
-            crate::merge::check::check_sorted(&encoded, full.as_ref(), &spec_runs).map_err(
-                |e| match e {
-                    Error::NotSorted { row, detail, .. } => Error::NotSorted {
-                        run: i,
-                        row: self.inputs[i].rows_seen + row,
-                        detail,
-                    },
-                    other => other,
-                },
-            )?;
+            let full = if encoded.exact { None } else { Some(crate::merge::ties::FullComparator::new(&spec_runs, &self.specs, &encoded.run_offsets)?) };
+            crate::merge::check::check_sorted(&encoded, full.as_ref(), &spec_runs).map_err(|e| match e {
+                Error::NotSorted { row, detail, .. } => Error::NotSorted { run: i, row: self.inputs[i].rows_seen + row, detail },
+                other => other,
+            })?;
         }
         let last = self.row(&keys, n - 1)?;
         let input = &mut self.inputs[i];
@@ -240,14 +184,7 @@ impl FrontierMerge {
     }
 
     /// Compares `(row r of input i's buffered batch b, i)` with the frontier `(f, fi)`.
-    fn le_frontier(
-        &self,
-        buf: &Buffered,
-        r: usize,
-        i: usize,
-        f: &OwnedRow,
-        fi: usize,
-    ) -> Result<bool> {
+    fn le_frontier(&self, buf: &Buffered, r: usize, i: usize, f: &OwnedRow, fi: usize) -> Result<bool> {
         let row = self.row(&buf.keys, r)?;
         Ok(match row.row().cmp(&f.row()) {
             Ordering::Less => true,
@@ -260,9 +197,7 @@ impl FrontierMerge {
     /// Requires [`ready`](Self::ready).
     pub fn merge_round(&mut self) -> Result<MergedChunk> {
         if !self.ready() {
-            return Err(Error::InvalidArgument(
-                "an input that is not exhausted has no buffered rows".into(),
-            ));
+            return Err(Error::InvalidArgument("an input that is not exhausted has no buffered rows".into()));
         }
         // 1. The frontier: the smallest (last key, input) over inputs not exhausted.
         let mut frontier: Option<(OwnedRow, usize)> = None;
@@ -270,10 +205,7 @@ impl FrontierMerge {
             if input.exhausted {
                 continue;
             }
-            let last = input
-                .last_key
-                .clone()
-                .expect("a non-exhausted input with rows has a last key");
+            let last = input.last_key.clone().expect("a non-exhausted input with rows has a last key");
             if frontier.as_ref().is_none_or(|(f, _)| last.row() < f.row()) {
                 frontier = Some((last, i));
             }
@@ -330,20 +262,10 @@ impl FrontierMerge {
         }
         let rows: usize = runs.iter().map(|b| b.num_rows()).sum();
         if rows == 0 {
-            return Ok(MergedChunk {
-                batches: vec![],
-                rows: 0,
-                engine: Engine::Cpu,
-                key_bytes: 0,
-            });
+            return Ok(MergedChunk { batches: vec![], rows: 0, engine: Engine::Cpu, key_bytes: 0 });
         }
         // 4. Merge and gather.
-        let options = MergeOptions {
-            engine: self.options.engine,
-            check_sorted: false,
-            batch_size: self.options.batch_size,
-            gpu_min_keys: self.options.gpu_min_keys,
-        };
+        let options = MergeOptions { engine: self.options.engine, check_sorted: false, batch_size: self.options.batch_size, gpu_min_keys: self.options.gpu_min_keys };
         let perm = merge_columns(&run_keys, &self.specs, &options)?;
         // Output batches carry the declared schema (metadata and nullability included).
         let batches = gather(&runs, &perm, self.options.batch_size)?
@@ -351,11 +273,7 @@ impl FrontierMerge {
             .map(|b| b.with_schema(self.schema.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         let key_bytes = rows * perm.key_bytes;
-        Ok(MergedChunk {
-            batches,
-            rows,
-            engine: perm.engine,
-            key_bytes,
-        })
+        Ok(MergedChunk { batches, rows, engine: perm.engine, key_bytes })
     }
 }
+

@@ -32,33 +32,10 @@ impl Rng {
 pub fn key_types() -> Vec<DataType> {
     use DataType::*;
     vec![
-        Int8,
-        Int16,
-        Int32,
-        Int64,
-        UInt8,
-        UInt16,
-        UInt32,
-        UInt64,
-        Float16,
-        Float32,
-        Float64,
-        Boolean,
-        Date32,
-        Date64,
-        Time32(TimeUnit::Millisecond),
-        Time64(TimeUnit::Nanosecond),
-        Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
-        Timestamp(TimeUnit::Second, None),
-        Duration(TimeUnit::Microsecond),
-        Decimal128(38, 4),
-        Utf8,
-        LargeUtf8,
-        Utf8View,
-        Binary,
-        LargeBinary,
-        BinaryView,
-        Dictionary(Box::new(Int32), Box::new(Utf8)),
+        Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64, Float16, Float32, Float64, Boolean, Date32, Date64,
+        Time32(TimeUnit::Millisecond), Time64(TimeUnit::Nanosecond), Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+        Timestamp(TimeUnit::Second, None), Duration(TimeUnit::Microsecond), Decimal128(38, 4), Utf8, LargeUtf8,
+        Utf8View, Binary, LargeBinary, BinaryView, Dictionary(Box::new(Int32), Box::new(Utf8)),
     ]
 }
 
@@ -80,11 +57,7 @@ fn special_f64(rng: &mut Rng, domain: u64) -> f64 {
 fn random_bytes(rng: &mut Rng, domain: u64) -> Vec<u8> {
     let id = rng.below(domain);
     let mut r = Rng::new(id + 1);
-    let common = if r.chance(0.3) {
-        r.below(48) as usize
-    } else {
-        0
-    };
+    let common = if r.chance(0.3) { r.below(48) as usize } else { 0 };
     let mut v = vec![b'x'; common];
     for _ in 0..r.below(6) {
         v.push([0u8, 1, b'a', b'b', 0x7f, 0x80, 0xff][r.below(7) as usize]);
@@ -100,8 +73,7 @@ pub fn random_array(rng: &mut Rng, dt: &DataType, n: usize, domain: u64, null_p:
     macro_rules! prim {
         ($t:ty, $f:expr) => {{
             let v: Vec<<$t as ArrowPrimitiveType>::Native> = (0..n).map(|_| $f(rng)).collect();
-            Arc::new(PrimitiveArray::<$t>::new(v.into(), nulls).with_data_type(dt.clone()))
-                as ArrayRef
+            Arc::new(PrimitiveArray::<$t>::new(v.into(), nulls).with_data_type(dt.clone())) as ArrayRef
         }};
     }
     // Integers: a domain drawn around zero and at the extremes.
@@ -115,47 +87,29 @@ pub fn random_array(rng: &mut Rng, dt: &DataType, n: usize, domain: u64, null_p:
     use DataType::*;
     match dt {
         Int8 => prim!(Int8Type, |r: &mut Rng| int(r).clamp(-128, 127) as i8),
-        Int16 => prim!(
-            Int16Type,
-            |r: &mut Rng| int(r).clamp(i16::MIN as i64, i16::MAX as i64) as i16
-        ),
-        Int32 => prim!(
-            Int32Type,
-            |r: &mut Rng| int(r).clamp(i32::MIN as i64, i32::MAX as i64) as i32
-        ),
+        Int16 => prim!(Int16Type, |r: &mut Rng| int(r).clamp(i16::MIN as i64, i16::MAX as i64) as i16),
+        Int32 => prim!(Int32Type, |r: &mut Rng| int(r).clamp(i32::MIN as i64, i32::MAX as i64) as i32),
         Int64 => prim!(Int64Type, int),
         UInt8 => prim!(UInt8Type, |r: &mut Rng| int(r).clamp(0, 255) as u8),
-        UInt16 => prim!(UInt16Type, |r: &mut Rng| int(r).clamp(0, u16::MAX as i64)
-            as u16),
-        UInt32 => prim!(UInt32Type, |r: &mut Rng| int(r).clamp(0, u32::MAX as i64)
-            as u32),
-        UInt64 => prim!(UInt64Type, |r: &mut Rng| (int(r) as u64)
-            .wrapping_add(1 << 63)),
-        Float16 => prim!(Float16Type, |r: &mut Rng| half::f16::from_f64(special_f64(
-            r, domain
-        ))),
+        UInt16 => prim!(UInt16Type, |r: &mut Rng| int(r).clamp(0, u16::MAX as i64) as u16),
+        UInt32 => prim!(UInt32Type, |r: &mut Rng| int(r).clamp(0, u32::MAX as i64) as u32),
+        UInt64 => prim!(UInt64Type, |r: &mut Rng| (int(r) as u64).wrapping_add(1 << 63)),
+        Float16 => prim!(Float16Type, |r: &mut Rng| half::f16::from_f64(special_f64(r, domain))),
         Float32 => prim!(Float32Type, |r: &mut Rng| special_f64(r, domain) as f32),
         Float64 => prim!(Float64Type, |r: &mut Rng| special_f64(r, domain)),
         Date32 | Time32(_) => {
-            let v: Vec<i32> = (0..n)
-                .map(|_| int(rng).clamp(0, 86_399_000) as i32)
-                .collect();
+            let v: Vec<i32> = (0..n).map(|_| int(rng).clamp(0, 86_399_000) as i32).collect();
             let a: ArrayRef = Arc::new(Int32Array::new(v.into(), nulls));
             arrow::compute::cast(&a, dt).unwrap()
         }
         Date64 | Time64(_) | Timestamp(_, _) | Duration(_) => {
-            let v: Vec<i64> = (0..n)
-                .map(|_| int(rng).clamp(0, 86_399_000_000_000))
-                .collect();
+            let v: Vec<i64> = (0..n).map(|_| int(rng).clamp(0, 86_399_000_000_000)).collect();
             let a: ArrayRef = Arc::new(Int64Array::new(v.into(), nulls));
             arrow::compute::cast(&a, dt).unwrap()
         }
-        Decimal128(_, _) => prim!(Decimal128Type, |r: &mut Rng| (int(r) as i128)
-            * 1_000_000_000_007),
+        Decimal128(_, _) => prim!(Decimal128Type, |r: &mut Rng| (int(r) as i128) * 1_000_000_000_007),
         Boolean => {
-            let v: Vec<Option<bool>> = (0..n)
-                .map(|i| valid[i].then(|| rng.below(2) == 1))
-                .collect();
+            let v: Vec<Option<bool>> = (0..n).map(|i| valid[i].then(|| rng.below(2) == 1)).collect();
             Arc::new(BooleanArray::from(v))
         }
         Utf8 | LargeUtf8 | Utf8View | Dictionary(_, _) => {
@@ -169,12 +123,10 @@ pub fn random_array(rng: &mut Rng, dt: &DataType, n: usize, domain: u64, null_p:
             arrow::compute::cast(&a, dt).unwrap()
         }
         Binary | LargeBinary | BinaryView => {
-            let v: Vec<Option<Vec<u8>>> = (0..n)
-                .map(|i| {
-                    let b = random_bytes(rng, domain);
-                    valid[i].then_some(b)
-                })
-                .collect();
+            let v: Vec<Option<Vec<u8>>> = (0..n).map(|i| {
+                let b = random_bytes(rng, domain);
+                valid[i].then_some(b)
+            }).collect();
             let a: ArrayRef = Arc::new(BinaryArray::from_iter(v));
             arrow::compute::cast(&a, dt).unwrap()
         }
@@ -193,28 +145,13 @@ pub fn sorted_run(
     null_p: f64,
     first_id: u64,
 ) -> RecordBatch {
-    let cols: Vec<ArrayRef> = types
-        .iter()
-        .map(|t| random_array(rng, t, n, domain, null_p))
-        .collect();
-    let sort_cols: Vec<SortColumn> = cols
-        .iter()
-        .zip(options)
-        .map(|(c, o)| SortColumn {
-            values: c.clone(),
-            options: Some(*o),
-        })
-        .collect();
+    let cols: Vec<ArrayRef> = types.iter().map(|t| random_array(rng, t, n, domain, null_p)).collect();
+    let sort_cols: Vec<SortColumn> =
+        cols.iter().zip(options).map(|(c, o)| SortColumn { values: c.clone(), options: Some(*o) }).collect();
     let order = lexsort_to_indices(&sort_cols, None).unwrap();
-    let mut fields: Vec<(String, ArrayRef)> = cols
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (format!("k{i}"), take(c, &order, None).unwrap()))
-        .collect();
-    fields.push((
-        "id".into(),
-        Arc::new(UInt64Array::from_iter_values(first_id..first_id + n as u64)),
-    ));
+    let mut fields: Vec<(String, ArrayRef)> =
+        cols.iter().enumerate().map(|(i, c)| (format!("k{i}"), take(c, &order, None).unwrap())).collect();
+    fields.push(("id".into(), Arc::new(UInt64Array::from_iter_values(first_id..first_id + n as u64))));
     // Every field nullable, so runs with and without nulls share one schema.
     RecordBatch::try_from_iter_with_nullable(fields.into_iter().map(|(n, a)| (n, a, true))).unwrap()
 }
@@ -226,21 +163,13 @@ pub fn oracle(runs: &[RecordBatch], keys: &[(String, SortOptions)]) -> Vec<usize
     }
     let fields: Vec<SortField> = keys
         .iter()
-        .map(|(name, o)| {
-            SortField::new_with_options(
-                runs[0].column_by_name(name).unwrap().data_type().clone(),
-                *o,
-            )
-        })
+        .map(|(name, o)| SortField::new_with_options(runs[0].column_by_name(name).unwrap().data_type().clone(), *o))
         .collect();
     let conv = RowConverter::new(fields).unwrap();
     let cols: Vec<ArrayRef> = keys
         .iter()
         .map(|(name, _)| {
-            let parts: Vec<&dyn Array> = runs
-                .iter()
-                .map(|b| b.column_by_name(name).unwrap().as_ref())
-                .collect();
+            let parts: Vec<&dyn Array> = runs.iter().map(|b| b.column_by_name(name).unwrap().as_ref()).collect();
             concat(&parts).unwrap()
         })
         .collect();

@@ -77,40 +77,23 @@ pl.scan_parquet(files).sort(key, maintain_order=True).sink_parquet(out, compress
 "#;
 
 fn python_has(python: &str, module: &str) -> Option<String> {
-    let out = Command::new(python)
-        .args([
-            "-c",
-            &format!("import {module}; print({module}.__version__)"),
-        ])
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let out = Command::new(python).args(["-c", &format!("import {module}; print({module}.__version__)")]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// The contenders available here, with a version or note.
 fn contenders(args: &BenchArgs) -> Vec<(String, String)> {
     let mut all = Vec::new();
     match corank::gpu::availability() {
-        Ok(()) => all.push((
-            "corank-gpu".to_string(),
-            corank::gpu::device_name().unwrap_or_default(),
-        )),
+        Ok(()) => all.push(("corank-gpu".to_string(), corank::gpu::device_name().unwrap_or_default())),
         Err(why) => eprintln!("corank-gpu skipped: {why}"),
     }
-    all.push((
-        "corank-cpu".into(),
-        format!("{} threads", rayon::current_num_threads()),
-    ));
+    all.push(("corank-cpu".into(), format!("{} threads", rayon::current_num_threads())));
     all.push(("datafusion".into(), "55.2 (COPY .. ORDER BY)".into()));
     for (name, module) in [("duckdb", "duckdb"), ("polars", "polars")] {
         match python_has(&args.python, module) {
             Some(v) => all.push((name.into(), v)),
-            None => eprintln!(
-                "{name} skipped: `{} -c 'import {module}'` failed",
-                args.python
-            ),
+            None => eprintln!("{name} skipped: `{} -c 'import {module}'` failed", args.python),
         }
     }
     all.retain(|(name, _)| args.only.is_empty() || args.only.iter().any(|o| o == name));
@@ -123,34 +106,17 @@ fn command_for(contender: &str, python: &str, files: &[PathBuf], output: &Path) 
     match contender {
         "corank-gpu" | "corank-cpu" => {
             cmd = Command::new(exe);
-            cmd.args([
-                "merge",
-                "-q",
-                "--force",
-                "--by",
-                LINEITEM_KEY,
-                "--engine",
-                &contender[7..],
-                "--compression",
-                "zstd(3)",
-                "-o",
-            ]);
+            cmd.args(["merge", "-q", "--force", "--by", LINEITEM_KEY, "--engine", &contender[7..], "--compression", "zstd(3)", "-o"]);
             cmd.arg(output);
             cmd.args(files);
         }
         "datafusion" => {
             cmd = Command::new(exe);
-            cmd.arg("datafusion-copy")
-                .arg(output)
-                .arg(LINEITEM_KEY)
-                .args(files);
+            cmd.arg("datafusion-copy").arg(output).arg(LINEITEM_KEY).args(files);
         }
         other => {
             cmd = Command::new(python);
-            cmd.args(["-c", if other == "duckdb" { DUCKDB } else { POLARS }])
-                .arg(output)
-                .arg(LINEITEM_KEY)
-                .args(files);
+            cmd.args(["-c", if other == "duckdb" { DUCKDB } else { POLARS }]).arg(output).arg(LINEITEM_KEY).args(files);
         }
     }
     cmd
@@ -177,30 +143,16 @@ pub fn run(args: BenchArgs) -> Result<()> {
         let data = args.dir.join(format!("lineitem-{}x{}", args.files, rows));
         let done = data.join(".complete");
         let per_file = rows / args.files.max(1);
-        let files: Vec<PathBuf> = (0..args.files)
-            .map(|f| data.join(format!("part-{f:02}.parquet")))
-            .collect();
+        let files: Vec<PathBuf> = (0..args.files).map(|f| data.join(format!("part-{f:02}.parquet"))).collect();
         if !done.exists() {
             let t = Instant::now();
             write_lineitem_files(&data, args.files, per_file, 1 << 17, FileLayout::Sorted, 42)?;
-            std::fs::write(&done, b"").map_err(|e| Error::File {
-                path: done.clone(),
-                detail: e.to_string(),
-            })?;
+            std::fs::write(&done, b"").map_err(|e| Error::File { path: done.clone(), detail: e.to_string() })?;
             eprintln!("generated {} in {:.1?}", data.display(), t.elapsed());
         }
         let total = per_file * args.files;
-        let bytes: u64 = files
-            .iter()
-            .filter_map(|f| f.metadata().ok())
-            .map(|m| m.len())
-            .sum();
-        eprintln!(
-            "dataset: {} files, {} rows, {:.1} MiB",
-            args.files,
-            group_digits(total),
-            bytes as f64 / (1 << 20) as f64
-        );
+        let bytes: u64 = files.iter().filter_map(|f| f.metadata().ok()).map(|m| m.len()).sum();
+        eprintln!("dataset: {} files, {} rows, {:.1} MiB", args.files, group_digits(total), bytes as f64 / (1 << 20) as f64);
         // 2. Each contender, one run, output checked.
         for (name, _) in &contenders {
             let output = args.dir.join(format!("out-{name}.parquet"));
@@ -217,18 +169,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
             }
             let (out_rows, sorted) = check_output(&output)?;
             if out_rows != total || !sorted {
-                return Err(Error::File {
-                    path: output,
-                    detail: format!("{name}: {out_rows} rows of {total}, sorted: {sorted}"),
-                });
+                return Err(Error::File { path: output, detail: format!("{name}: {out_rows} rows of {total}, sorted: {sorted}") });
             }
             let _ = std::fs::remove_file(&output);
             eprintln!("{name:>11}: {seconds:.2} s");
-            results.push(Measurement {
-                rows: total,
-                contender: name.clone(),
-                seconds,
-            });
+            results.push(Measurement { rows: total, contender: name.clone(), seconds });
         }
     }
     print_table(&results, &contenders);
@@ -244,17 +189,9 @@ fn print_table(results: &[Measurement], contenders: &[(String, String)]) {
     sizes.dedup();
     for rows in sizes {
         let at: Vec<&Measurement> = results.iter().filter(|m| m.rows == rows).collect();
-        let best = at
-            .iter()
-            .filter(|m| m.contender.starts_with("corank"))
-            .map(|m| m.seconds)
-            .fold(f64::INFINITY, f64::min);
+        let best = at.iter().filter(|m| m.contender.starts_with("corank")).map(|m| m.seconds).fold(f64::INFINITY, f64::min);
         for m in at {
-            let version = contenders
-                .iter()
-                .find(|(n, _)| *n == m.contender)
-                .map(|(_, v)| v.as_str())
-                .unwrap_or("");
+            let version = contenders.iter().find(|(n, _)| *n == m.contender).map(|(_, v)| v.as_str()).unwrap_or("");
             println!(
                 "| {} | {} | {} | {:.2} | {:.2} | {:.2}x |",
                 group_digits(rows),
@@ -271,12 +208,8 @@ fn print_table(results: &[Measurement], contenders: &[(String, String)]) {
 /// The stock DataFusion contender, as `datafusion-cli` would run the COPY.
 pub fn datafusion_copy(args: DataFusionCopyArgs) -> Result<()> {
     use datafusion::prelude::{ParquetReadOptions, SessionContext};
-    let df_err =
-        |e: datafusion::error::DataFusionError| Error::InvalidArgument(format!("datafusion: {e}"));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    let df_err = |e: datafusion::error::DataFusionError| Error::InvalidArgument(format!("datafusion: {e}"));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| Error::InvalidArgument(e.to_string()))?;
     runtime.block_on(async {
         let ctx = SessionContext::new();
         let paths: Vec<String> = args.files.iter().map(|p| p.display().to_string()).collect();

@@ -10,25 +10,14 @@ use std::path::Path;
 /// text with a font it is given, not the system's.
 static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
-const COLORS: [RGBColor; 6] = [
-    RGBColor(118, 185, 0),
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-];
+const COLORS: [RGBColor; 6] = [RGBColor(118, 185, 0), RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(214, 39, 40), RGBColor(148, 103, 189), RGBColor(140, 86, 75)];
 
 pub fn draw(path: &Path, results: &[Measurement]) -> Result<()> {
     if results.is_empty() {
         return Err(Error::InvalidArgument("no measurements to chart".into()));
     }
-    let err = |e: &dyn std::fmt::Display| Error::File {
-        path: path.to_path_buf(),
-        detail: format!("drawing the chart: {e}"),
-    };
-    plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
-        .map_err(|_| err(&"the embedded font is invalid"))?;
+    let err = |e: &dyn std::fmt::Display| Error::File { path: path.to_path_buf(), detail: format!("drawing the chart: {e}") };
+    plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).map_err(|_| err(&"the embedded font is invalid"))?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
     }
@@ -39,10 +28,7 @@ pub fn draw(path: &Path, results: &[Measurement]) -> Result<()> {
     let root = BitMapBackend::new(path, (960, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Merging 16 sorted Parquet files into one (higher is better)",
-            ("sans-serif", 24),
-        )
+        .caption("Merging 16 sorted Parquet files into one (higher is better)", ("sans-serif", 24))
         .margin(16)
         .x_label_area_size(48)
         .y_label_area_size(64)
@@ -63,25 +49,13 @@ pub fn draw(path: &Path, results: &[Measurement]) -> Result<()> {
     }
     for (i, name) in names.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
-        let points: Vec<(f64, f64)> = results
-            .iter()
-            .filter(|m| m.contender == *name)
-            .map(|m| (m.rows as f64 / 1e6, rate(m)))
-            .collect();
+        let points: Vec<(f64, f64)> = results.iter().filter(|m| m.contender == *name).map(|m| (m.rows as f64 / 1e6, rate(m))).collect();
         chart
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(3)))
             .map_err(|e| err(&e))?
             .label(*name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
-            });
-        chart
-            .draw_series(
-                points
-                    .into_iter()
-                    .map(|p| Circle::new(p, 5, color.filled())),
-            )
-            .map_err(|e| err(&e))?;
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
+        chart.draw_series(points.into_iter().map(|p| Circle::new(p, 5, color.filled()))).map_err(|e| err(&e))?;
     }
     chart
         .configure_series_labels()

@@ -33,36 +33,16 @@ pub fn run(args: DemoArgs) -> Result<()> {
     if args.files == 0 {
         return Err(Error::InvalidArgument("--files must be at least 1".into()));
     }
-    let temp = tempfile::tempdir().map_err(|e| Error::File {
-        path: std::env::temp_dir(),
-        detail: e.to_string(),
-    })?;
-    let dir = args
-        .dir
-        .clone()
-        .unwrap_or_else(|| temp.path().to_path_buf());
+    let temp = tempfile::tempdir().map_err(|e| Error::File { path: std::env::temp_dir(), detail: e.to_string() })?;
+    let dir = args.dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
     let input_dir = dir.join("input");
 
     // 1. Inputs: the first three quarters sorted as files, the rest by row group only.
     let t = Instant::now();
     let row_group = (args.rows / 4).max(1);
     let sorted_files = (args.files * 3).div_ceil(4);
-    let mut paths = write_lineitem_files(
-        &input_dir.join("sorted"),
-        sorted_files,
-        args.rows,
-        row_group,
-        FileLayout::Sorted,
-        1,
-    )?;
-    paths.extend(write_lineitem_files(
-        &input_dir.join("row-groups"),
-        args.files - sorted_files,
-        args.rows,
-        row_group,
-        FileLayout::RowGroupsSorted,
-        2,
-    )?);
+    let mut paths = write_lineitem_files(&input_dir.join("sorted"), sorted_files, args.rows, row_group, FileLayout::Sorted, 1)?;
+    paths.extend(write_lineitem_files(&input_dir.join("row-groups"), args.files - sorted_files, args.rows, row_group, FileLayout::RowGroupsSorted, 2)?);
     println!(
         "wrote {} lineitem files x {} rows ({} sorted whole, {} sorted per row group) to {} in {:.2?}",
         args.files,
@@ -89,14 +69,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
         quiet: false,
         verbose: false,
     };
-    let shown: Vec<String> = paths
-        .iter()
-        .map(|p| p.strip_prefix(&dir).unwrap_or(p).display().to_string())
-        .collect();
-    println!(
-        "$ corank merge {} -o merged.parquet --check-sorted",
-        shown.join(" ")
-    );
+    let shown: Vec<String> = paths.iter().map(|p| p.strip_prefix(&dir).unwrap_or(p).display().to_string()).collect();
+    println!("$ corank merge {} -o merged.parquet --check-sorted", shown.join(" "));
     let summary = execute(&merge)?;
     println!("{}", summary_line(&summary, &output));
 
@@ -108,33 +82,12 @@ pub fn run(args: DemoArgs) -> Result<()> {
         return Err(Error::File { path: output, detail: format!("verification failed: {rows_out} rows out of {rows}, checksums {sums_out:?} vs {sums_in:?}") });
     }
     check_output_sorted(&output)?;
-    let file = std::fs::File::open(&output).map_err(|e| Error::File {
-        path: output.clone(),
-        detail: e.to_string(),
-    })?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| Error::File {
-        path: output.clone(),
-        detail: e.to_string(),
-    })?;
-    let sorting = builder
-        .metadata()
-        .row_groups()
-        .first()
-        .and_then(|g| g.sorting_columns().cloned());
+    let file = std::fs::File::open(&output).map_err(|e| Error::File { path: output.clone(), detail: e.to_string() })?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| Error::File { path: output.clone(), detail: e.to_string() })?;
+    let sorting = builder.metadata().row_groups().first().and_then(|g| g.sorting_columns().cloned());
     println!("verified in {:.2?}: {rows_out} rows, {LINEITEM_KEY} in order, l_partkey checksum equal, sorting_columns {sorting:?}", t.elapsed());
-    let head: Vec<RecordBatch> = builder
-        .with_batch_size(5)
-        .build()
-        .map_err(|e| Error::File {
-            path: output.clone(),
-            detail: e.to_string(),
-        })?
-        .take(1)
-        .collect::<Result<_, _>>()?;
-    println!(
-        "first rows:\n{}",
-        arrow::util::pretty::pretty_format_batches(&head)?
-    );
+    let head: Vec<RecordBatch> = builder.with_batch_size(5).build().map_err(|e| Error::File { path: output.clone(), detail: e.to_string() })?.take(1).collect::<Result<_, _>>()?;
+    println!("first rows:\n{}", arrow::util::pretty::pretty_format_batches(&head)?);
     if args.dir.is_some() {
         println!("files kept in {}", dir.display());
     }
@@ -161,10 +114,7 @@ fn check_output_sorted(path: &Path) -> Result<()> {
     for batch in read_column(&[path.to_path_buf()], LINEITEM_KEY)? {
         for &k in batch.column(0).as_primitive::<Int64Type>().values() {
             if k < last {
-                return Err(Error::File {
-                    path: path.to_path_buf(),
-                    detail: format!("verification failed: row {row} is out of order"),
-                });
+                return Err(Error::File { path: path.to_path_buf(), detail: format!("verification failed: row {row} is out of order") });
             }
             last = k;
             row += 1;
@@ -177,20 +127,12 @@ fn check_output_sorted(path: &Path) -> Result<()> {
 pub fn read_column(paths: &[PathBuf], column: &str) -> Result<Vec<RecordBatch>> {
     let mut out = Vec::new();
     for path in paths {
-        let err = |e: &dyn std::fmt::Display| Error::File {
-            path: path.clone(),
-            detail: e.to_string(),
-        };
+        let err = |e: &dyn std::fmt::Display| Error::File { path: path.clone(), detail: e.to_string() };
         let file = std::fs::File::open(path).map_err(|e| err(&e))?;
         let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| err(&e))?;
         let idx = builder.schema().index_of(column)?;
         let mask = ProjectionMask::roots(builder.parquet_schema(), [idx]);
-        for b in builder
-            .with_projection(mask)
-            .with_batch_size(1 << 16)
-            .build()
-            .map_err(|e| err(&e))?
-        {
+        for b in builder.with_projection(mask).with_batch_size(1 << 16).build().map_err(|e| err(&e))? {
             out.push(b?);
         }
     }

@@ -20,11 +20,7 @@ use corank::Error;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(
-    name = "corank",
-    version,
-    about = "Stable k-way merge of sorted Parquet files (GPU co-rank kernels, or CPU threads)"
-)]
+#[command(name = "corank", version, about = "Stable k-way merge of sorted Parquet files (GPU co-rank kernels, or CPU threads)")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -60,21 +56,14 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (e.g. 512MiB, 2G, 100000)"))?;
+    let value: f64 = num.trim().parse().map_err(|_| format!("'{s}' is not a size (e.g. 512MiB, 2G, 100000)"))?;
     let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kb" | "kib" => 1024.0,
         "m" | "mb" | "mib" => 1024.0 * 1024.0,
         "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
         "t" | "tb" | "tib" => 1024.0f64.powi(4),
-        _ => {
-            return Err(format!(
-                "'{s}': unknown unit '{unit}' (use B, KiB, MiB, GiB, TiB)"
-            ))
-        }
+        _ => return Err(format!("'{s}': unknown unit '{unit}' (use B, KiB, MiB, GiB, TiB)")),
     };
     if value < 0.0 || !value.is_finite() {
         return Err(format!("'{s}' is not a size"));
@@ -91,9 +80,7 @@ pub fn parse_count(s: &str) -> Result<usize, String> {
         Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
         _ => (&t[..], 1.0),
     };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a count (e.g. 250k, 10M)"))?;
+    let v: f64 = num.parse().map_err(|_| format!("'{s}' is not a count (e.g. 250k, 10M)"))?;
     if v < 0.0 || !v.is_finite() {
         return Err(format!("'{s}' is not a count"));
     }
@@ -120,11 +107,7 @@ fn main() -> ExitCode {
             // A usage error on one line, as every other error (clap's tip and usage lines
             // would make it five).
             let text = e.to_string();
-            let first = text
-                .lines()
-                .next()
-                .unwrap_or("bad arguments")
-                .trim_start_matches("error: ");
+            let first = text.lines().next().unwrap_or("bad arguments").trim_start_matches("error: ");
             eprintln!("corank: error: {first} (see corank --help)");
             return ExitCode::from(2);
         }

@@ -5,10 +5,7 @@ use crate::{parse_bytes, parse_count, EngineArgs};
 use clap::Args;
 use corank::parquet::inputs::show_keys;
 use corank::parquet::merge_files::show_bytes;
-use corank::parquet::{
-    expand_inputs, merge_files, parse_compression, parse_order_by, plan_merge, MergeFilesOptions,
-    MergeSummary, WriterSettings,
-};
+use corank::parquet::{expand_inputs, merge_files, parse_compression, parse_order_by, plan_merge, MergeFilesOptions, MergeSummary, WriterSettings};
 use corank::{Engine, Error, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
@@ -80,35 +77,18 @@ pub fn execute(args: &MergeArgs) -> Result<MergeSummary> {
     }
     let paths = expand_inputs(&args.inputs)?;
     if let Ok(out) = args.output.canonicalize() {
-        if paths
-            .iter()
-            .any(|p| p.canonicalize().is_ok_and(|p| p == out))
-            && !args.force
-        {
-            return Err(Error::InvalidArgument(format!(
-                "output {} is also an input",
-                args.output.display()
-            )));
+        if paths.iter().any(|p| p.canonicalize().is_ok_and(|p| p == out)) && !args.force {
+            return Err(Error::InvalidArgument(format!("output {} is also an input", args.output.display())));
         }
     }
     // 2. Footers: schemas, key, runs.
     let plan = plan_merge(&paths, by, args.check_sorted)?;
-    log::info!(
-        "merging {} files as {} runs by {}",
-        plan.files.len(),
-        plan.runs.len(),
-        show_keys(&plan.keys)
-    );
+    log::info!("merging {} files as {} runs by {}", plan.files.len(), plan.runs.len(), show_keys(&plan.keys));
     // 3. The merge, with a progress bar on a terminal.
     let options = MergeFilesOptions {
         engine: args.engine.engine,
         memory_limit: args.memory_limit,
-        writer: WriterSettings {
-            compression,
-            row_group_rows: args.row_group_size,
-            row_group_bytes: args.max_row_group_bytes,
-            overwrite: args.force,
-        },
+        writer: WriterSettings { compression, row_group_rows: args.row_group_size, row_group_bytes: args.max_row_group_bytes, overwrite: args.force },
         ..MergeFilesOptions::default()
     };
     let bar = progress_bar(plan.total_rows as u64, args.quiet);
@@ -116,11 +96,7 @@ pub fn execute(args: &MergeArgs) -> Result<MergeSummary> {
     let total_rows = plan.total_rows.max(1) as u64;
     let on_progress = |rows: usize| {
         bar.set_position(rows as u64);
-        bar.set_message(format!(
-            "{} of {} read",
-            show_bytes(input_bytes * rows as u64 / total_rows),
-            show_bytes(input_bytes)
-        ));
+        bar.set_message(format!("{} of {} read", show_bytes(input_bytes * rows as u64 / total_rows), show_bytes(input_bytes)));
     };
     let result = merge_files(&plan, &args.output, &options, &on_progress);
     bar.finish_and_clear();
@@ -129,11 +105,7 @@ pub fn execute(args: &MergeArgs) -> Result<MergeSummary> {
 
 fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
     // Hidden when stderr is not a terminal (indicatif checks) or with --quiet.
-    let target = if quiet {
-        ProgressDrawTarget::hidden()
-    } else {
-        ProgressDrawTarget::stderr()
-    };
+    let target = if quiet { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
     let bar = ProgressBar::with_draw_target(Some(total), target);
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} rows, {per_sec}, ETA {eta} ({msg})")

@@ -12,10 +12,7 @@ use arrow::array::RecordBatch;
 use corank::datagen::{sorted_runs, KeyShape};
 use corank::{Engine, MergeOptions, SortKey};
 use criterion::{criterion_group, Criterion};
-use datafusion::execution::TaskContext;
 use datafusion::physical_plan::collect;
-use datafusion::prelude::SessionConfig;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[path = "common/spm.rs"]
@@ -46,7 +43,7 @@ fn key_names(shape: KeyShape) -> Vec<&'static str> {
 
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let ctx = Arc::new(TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(BATCH)));
+    let ctx = spm::task_context(BATCH);
     for s in SCENARIOS {
         let runs = sorted_runs(s.shape, s.runs, s.rows, None, 42);
         let keys = key_names(s.shape);

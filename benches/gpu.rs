@@ -167,9 +167,7 @@ fn record_batches(n: usize, rows: &mut Vec<(String, f64, String, String)>) {
     use arrow::array::{RecordBatch, UInt64Array};
     use arrow::datatypes::{DataType, Field, Schema};
     use corank::{Engine, MergeOptions, SortKey};
-    use datafusion::execution::TaskContext;
     use datafusion::physical_plan::collect;
-    use datafusion::prelude::SessionConfig;
     use std::sync::Arc;
     const BATCH: usize = 8192;
     let (keys, offsets) = data(n, 2, u64::MAX, 9);
@@ -186,13 +184,8 @@ fn record_batches(n: usize, rows: &mut Vec<(String, f64, String, String)>) {
         .collect();
     drop(keys);
     let plan = spm::spm_plan(&runs, &["k"], BATCH);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let ctx = Arc::new(
-        TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(BATCH)),
-    );
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let ctx = spm::task_context(BATCH);
     let sort = [SortKey::asc("k")];
     let time = |f: &mut dyn FnMut() -> Vec<RecordBatch>| {
         let s = Instant::now();

@@ -14,7 +14,6 @@ use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArra
 use corank::datafusion::{session_context, CoRankMergeExec, MergeSettings};
 use corank::datagen::{sorted_runs, KeyShape};
 use corank::Engine;
-use datafusion::execution::TaskContext;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::*;
@@ -101,9 +100,7 @@ fn main() {
     // (a) The operator in memory.
     let runs = sorted_runs(KeyShape::U64, parts, rows, None, 42);
     let (source, ordering) = spm::batched_source(&runs, &["k"], BATCH);
-    let ctx = Arc::new(
-        TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(BATCH)),
-    );
+    let ctx = spm::task_context(BATCH);
     let run_plan = |plan: Arc<dyn ExecutionPlan>| -> usize {
         rt.block_on(collect(plan, Arc::clone(&ctx))).unwrap().iter().map(|b| b.num_rows()).sum()
     };

@@ -5,10 +5,12 @@
 use arrow::array::RecordBatch;
 use arrow::compute::SortOptions;
 use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::execution::TaskContext;
 use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
 use datafusion::physical_plan::expressions::col;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionConfig;
 use std::sync::Arc;
 
 /// One in-memory partition per run, each fed as `batch`-row batches, and the ascending
@@ -46,4 +48,9 @@ pub fn batched_source(
 pub fn spm_plan(runs: &[RecordBatch], keys: &[&str], batch: usize) -> Arc<dyn ExecutionPlan> {
     let (source, ordering) = batched_source(runs, keys, batch);
     Arc::new(SortPreservingMergeExec::new(ordering, source).with_round_robin_repartition(false))
+}
+
+/// A task context whose operators emit `batch`-row batches.
+pub fn task_context(batch: usize) -> Arc<TaskContext> {
+    Arc::new(TaskContext::default().with_session_config(SessionConfig::new().with_batch_size(batch)))
 }

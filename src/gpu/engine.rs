@@ -185,26 +185,13 @@ pub(crate) fn run_levels(
     // metadata) the kernels read bounds and tile tables before they arrived: illegal
     // addresses and instructions on the H200, never under compute-sanitizer's serialization.
     unsafe {
-        result::memcpy_htod_async(meta_ptr, &meta, stream)
-            .map_err(gpu_err("uploading level metadata"))?;
+        result::memcpy_htod_async(meta_ptr, &meta, stream).map_err(gpu_err("uploading level metadata"))?;
         result::stream::synchronize(stream).map_err(gpu_err("uploading level metadata"))?;
     }
-    let keys1 = if levels.len() > 1 {
-        st.buffer(Slot::Keys1, n * kb)?
-    } else {
-        0
-    };
-    let keys2 = if levels.len() > 2 {
-        st_keys2(st, n * kb)?
-    } else {
-        0
-    };
+    let keys1 = if levels.len() > 1 { st.buffer(Slot::Keys1, n * kb)? } else { 0 };
+    let keys2 = if levels.len() > 2 { st_keys2(st, n * kb)? } else { 0 };
     let idx0 = st.buffer(Slot::Idx0, n * ib)?;
-    let idx1 = if levels.len() > 1 {
-        st.buffer(Slot::Idx1, n * ib)?
-    } else {
-        0
-    };
+    let idx1 = if levels.len() > 1 { st.buffer(Slot::Idx1, n * ib)? } else { 0 };
     let shmem = dynamic_shmem(kernel, kb, ib);
     // Kernels that read the grid-level partition (`splits`) instead of searching themselves.
     let partitioned = matches!(kernel, Kernel::KWay | Kernel::Auto | Kernel::Tiled);
@@ -218,10 +205,7 @@ pub(crate) fn run_levels(
         let f = module.functions[name].cu_function();
         if shmem > 0 {
             module.functions[name]
-                .set_attribute(
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    shmem as i32,
-                )
+                .set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shmem as i32)
                 .map_err(gpu_err("raising the shared-memory limit"))?;
         }
         let mut arg = LevelArg {
@@ -249,12 +233,7 @@ pub(crate) fn run_levels(
             if l.group == 2 {
                 let pf = module.functions["partition_2way"].cu_function();
                 let mut tile = l.tile;
-                let mut args = [
-                    a,
-                    &mut splits as *mut u64 as *mut c_void,
-                    &mut nb as *mut u64 as *mut c_void,
-                    &mut tile as *mut u64 as *mut c_void,
-                ];
+                let mut args = [a, &mut splits as *mut u64 as *mut c_void, &mut nb as *mut u64 as *mut c_void, &mut tile as *mut u64 as *mut c_void];
                 unsafe { launch(pf, nb.div_ceil(THREADS as u64), 0, stream, &mut args)? };
             } else {
                 // Coarse pass (every KWAY_COARSE tiles, whole runs), then the fine pass.

@@ -232,21 +232,10 @@ fn merge_with_state(
         let (idx, ends) = std::thread::scope(|scope| {
             prefault(scope, &mut *dst);
             engine::upload(gpu, st, src, keys0)?;
-            engine::run_levels(
-                gpu,
-                st,
-                &module,
-                spec,
-                options.kernel,
-                n,
-                levels,
-                keys0,
-                &events,
-            )
+            engine::run_levels(gpu, st, &module, spec, options.kernel, n, levels, keys0, &events)
         })?;
         engine::download(gpu, st, idx, dst, ib, dl.cu_stream(), &events, &ends)?;
-        dl.synchronize()
-            .map_err(gpu_err("finishing the download"))?;
+        dl.synchronize().map_err(gpu_err("finishing the download"))?;
         Ok(())
     })();
     for e in events {
@@ -279,12 +268,8 @@ impl Output {
     fn bytes_mut(&mut self) -> &mut [u8] {
         unsafe {
             match self {
-                Output::U32(v, n) => {
-                    std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, *n * 4)
-                }
-                Output::U64(v, n) => {
-                    std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, *n * 8)
-                }
+                Output::U32(v, n) => std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, *n * 4),
+                Output::U64(v, n) => std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, *n * 8),
             }
         }
     }
@@ -304,8 +289,9 @@ impl Output {
     }
 }
 
-/// Touches one byte per page of `buf` on a few threads of `scope` (joined when the scope
-/// ends), so its page faults are taken there and then rather than during the download.
+/// Maps `buf` with transparent huge pages and touches one byte per page on a few threads of
+/// `scope` (joined when the scope ends), so its page faults are taken there and then rather
+/// than during the download. Does nothing where THP is off or for small buffers.
 fn prefault<'s>(scope: &'s std::thread::Scope<'s, '_>, buf: &'s mut [u8]) {
     const PAGE: usize = 4096;
     const PREFAULT_THREADS: usize = 4;
@@ -315,22 +301,17 @@ fn prefault<'s>(scope: &'s std::thread::Scope<'s, '_>, buf: &'s mut [u8]) {
     }
     // Only with transparent huge pages: 4 threads taking 4 KiB faults slow the upload down
     // more than they save (measured on the H200 host: 142 ms against 95 ms without).
-    let thp =
-        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
     if !(thp.contains("[always]") || thp.contains("[madvise]")) {
         return;
     }
     // 2 MiB pages for the 2 MiB-aligned interior: 512 times fewer faults.
     let start = (buf.as_ptr() as usize).next_multiple_of(HUGE);
     let end = (buf.as_ptr() as usize + buf.len()) / HUGE * HUGE;
-    if end <= start
-        || unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) }
-            != 0
-    {
+    if end <= start || unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) } != 0 {
         return;
     }
-    let threads = PREFAULT_THREADS;
-    let per = buf.len().div_ceil(threads).next_multiple_of(PAGE);
+    let per = buf.len().div_ceil(PREFAULT_THREADS).next_multiple_of(PAGE);
     for part in buf.chunks_mut(per) {
         scope.spawn(move || {
             for off in (0..part.len()).step_by(PAGE) {
@@ -381,10 +362,7 @@ pub mod bench {
     /// per thread, dynamic shared bytes per block and resident blocks per multiprocessor.
     pub fn kernel_report(key_bytes: usize) -> Result<Vec<(&'static str, i32, u32, u32)>> {
         availability().map_err(Error::GpuUnavailable)?;
-        let spec = ModuleSpec {
-            key_bytes,
-            index_bits: 32,
-        };
+        let spec = ModuleSpec { key_bytes, index_bits: 32 };
         let gpu = gpu()?;
         gpu.bind()?;
         let mut st = gpu.state.lock().unwrap_or_else(|p| p.into_inner());

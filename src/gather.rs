@@ -1,13 +1,65 @@
-//! Gathers whole rows in permutation order into RecordBatches (arrow's `interleave`),
-//! one output batch per parallel task.
+//! Gathers whole rows in permutation order into RecordBatches, one output batch range per
+//! parallel task.
+//!
+//! Columns other than dictionaries go through arrow's `interleave`. Top-level dictionary
+//! columns (`Dictionary(K, V)`, every key type Int8..UInt64, every value type) are gathered
+//! with their dictionaries merged exactly, because arrow merges them only best effort (a
+//! hash table that overwrites on collisions, and no merge at all for non-byte value types)
+//! and fails with "Dictionary key bigger than the key type" as soon as the runs of a round
+//! (several files, or several batches of one file: the Parquet reader gives every batch its
+//! own dictionary) hold more values together than the key type can index, even when they
+//! all hold the same few categories:
+//!
+//! - Once per gather, every dictionary value that a row of some run references gets a
+//!   global id; values are compared by their `arrow::row` bytes (exact for every value
+//!   type, nulls included), so equal values of different runs, or repeated in one
+//!   dictionary, share one id. Unreferenced dictionary values are never looked at.
+//! - Per output batch, the distinct ids of its rows, in order of first appearance, are the
+//!   batch's dictionary (its values taken from the runs' dictionaries by `interleave`), and
+//!   the keys are remapped to it. The column keeps its declared type (key and value type),
+//!   so the output schema is the input's.
+//!
+//! **Split batches.** When the distinct values of one output batch do not fit its key type
+//! (more than 128 for Int8 keys, 256 for UInt8, ...), the batch is cut greedily into the
+//! longest consecutive pieces that fit. When arrow fails for a batch with an offset
+//! overflow (string or list data of more than 2 GiB in one i32-offset column), the batch is
+//! halved and each half retried, down to one row. Either way the output then holds batches
+//! shorter than `batch_size` (all with the same schema): smaller batches are the only way to
+//! keep the column's declared type.
 
 use crate::error::{Error, Result};
 use crate::merge::Permutation;
-use arrow::array::RecordBatch;
-use arrow::compute::interleave_record_batch;
-use arrow::datatypes::{Field, Schema};
+use arrow::array::{
+    new_empty_array, Array, ArrayRef, AsArray, DictionaryArray, PrimitiveArray, RecordBatch, RecordBatchOptions,
+    UInt32Array,
+};
+use arrow::compute::{interleave, interleave_record_batch, take};
+use arrow::datatypes::{
+    ArrowDictionaryKeyType, ArrowNativeType, DataType, Field, Int16Type, Int32Type, Int64Type, Int8Type, Schema,
+    UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+};
+use arrow::error::ArrowError;
+use arrow::row::{RowConverter, Rows, SortField};
 use rayon::prelude::*;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+
+/// Calls `$f::<K>(args)` with `K` the arrow key type of the dictionary key type `$kt`.
+macro_rules! by_key_type {
+    ($kt:expr, $f:ident ( $($arg:expr),* )) => {
+        match $kt {
+            DataType::Int8 => $f::<Int8Type>($($arg),*),
+            DataType::Int16 => $f::<Int16Type>($($arg),*),
+            DataType::Int32 => $f::<Int32Type>($($arg),*),
+            DataType::Int64 => $f::<Int64Type>($($arg),*),
+            DataType::UInt8 => $f::<UInt8Type>($($arg),*),
+            DataType::UInt16 => $f::<UInt16Type>($($arg),*),
+            DataType::UInt32 => $f::<UInt32Type>($($arg),*),
+            DataType::UInt64 => $f::<UInt64Type>($($arg),*),
+            other => Err(ArrowError::InvalidArgumentError(format!("invalid dictionary key type {other}"))),
+        }
+    };
+}
 
 /// The output schema: run 0's, with a column nullable where any run's is.
 fn merged_schema(runs: &[RecordBatch]) -> Arc<Schema> {
@@ -24,7 +76,8 @@ fn merged_schema(runs: &[RecordBatch]) -> Arc<Schema> {
     Arc::new(Schema::new_with_metadata(fields, first.metadata().clone()))
 }
 
-/// Rows of `runs` in the order of `perm`, in batches of `batch_size` rows.
+/// Rows of `runs` in the order of `perm`, in batches of `batch_size` rows (shorter where a
+/// batch had to be split, see the module doc).
 pub fn gather(runs: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Result<Vec<RecordBatch>> {
     if batch_size == 0 {
         return Err(Error::InvalidArgument("batch size must be at least 1".into()));
@@ -39,14 +92,310 @@ pub fn gather(runs: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Re
         let n = runs[0].num_rows();
         return Ok((0..n).step_by(batch_size).map(|s| runs[0].slice(s, batch_size.min(n - s))).collect());
     }
-    let refs: Vec<&RecordBatch> = runs.iter().collect();
+    let gatherer = Gatherer::new(&runs, perm)?;
     let starts: Vec<usize> = (0..perm.len()).step_by(batch_size).collect();
-    starts
+    let pieces: Vec<Vec<RecordBatch>> = starts
         .into_par_iter()
-        .map(|s| {
-            let e = (s + batch_size).min(perm.len());
-            let idx: Vec<(usize, usize)> = (s..e).map(|i| perm.run_row(i)).collect();
-            Ok(interleave_record_batch(&refs, &idx)?)
+        .map(|s| gatherer.gather_range(s, (s + batch_size).min(perm.len())))
+        .collect::<std::result::Result<_, ArrowError>>()?;
+    Ok(pieces.into_iter().flatten().collect())
+}
+
+/// The id of a null key in [`DictColumn::ids`].
+const NULL_ID: u32 = u32::MAX;
+
+/// A dictionary column prepared for gathering (see the module doc).
+struct DictColumn {
+    /// The column's key type.
+    key_type: DataType,
+    /// The most distinct values one output batch can hold (the key type's maximum + 1).
+    capacity: usize,
+    /// Per run, its dictionary values.
+    values: Vec<ArrayRef>,
+    /// Per run and row, the global id of the row's value, or [`NULL_ID`] for a null key.
+    ids: Vec<Vec<u32>>,
+    /// Per global id, where one copy of the value lies: (run, index in its dictionary).
+    reps: Vec<(usize, usize)>,
+}
+
+/// How a column is gathered.
+enum Column {
+    /// arrow's `interleave` of the runs' arrays.
+    Interleave(Vec<ArrayRef>),
+    /// With an exact dictionary merge.
+    Dictionary(DictColumn),
+}
+
+struct Gatherer<'a> {
+    runs: &'a [RecordBatch],
+    perm: &'a Permutation,
+    schema: Arc<Schema>,
+    /// `None` when no column is a dictionary (arrow's `interleave_record_batch` then).
+    columns: Option<Vec<Column>>,
+}
+
+impl<'a> Gatherer<'a> {
+    fn new(runs: &'a [RecordBatch], perm: &'a Permutation) -> Result<Self> {
+        let schema = runs[0].schema();
+        let any_dictionary = schema.fields().iter().any(|f| matches!(f.data_type(), DataType::Dictionary(..)));
+        let columns = if any_dictionary {
+            let columns = schema
+                .fields()
+                .iter()
+                .enumerate()
+                .map(|(c, f)| {
+                    let arrays = || runs.iter().map(|b| b.column(c).clone()).collect();
+                    Ok(match f.data_type() {
+                        DataType::Dictionary(k, v) => match prepare_dictionary(runs, c, k, v)? {
+                            Some(d) => Column::Dictionary(d),
+                            None => Column::Interleave(arrays()),
+                        },
+                        _ => Column::Interleave(arrays()),
+                    })
+                })
+                .collect::<std::result::Result<Vec<_>, ArrowError>>()?;
+            Some(columns)
+        } else {
+            None
+        };
+        Ok(Gatherer { runs, perm, schema, columns })
+    }
+
+    /// The output rows `s..e`: one batch, or several where it had to be split.
+    fn gather_range(&self, s: usize, e: usize) -> std::result::Result<Vec<RecordBatch>, ArrowError> {
+        let mut out = Vec::new();
+        for (a, b) in self.dictionary_cuts(s, e) {
+            match self.build(a, b) {
+                Ok(batch) => out.push(batch),
+                Err(err) if b - a > 1 && splittable(&err) => {
+                    let mid = a + (b - a) / 2;
+                    out.extend(self.gather_range(a, mid)?);
+                    out.extend(self.gather_range(mid, b)?);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(out)
+    }
+
+    /// `s..e` cut into the longest consecutive pieces whose distinct dictionary values fit
+    /// every dictionary column's key type.
+    fn dictionary_cuts(&self, s: usize, e: usize) -> Vec<(usize, usize)> {
+        let dicts: Vec<&DictColumn> = match &self.columns {
+            None => return vec![(s, e)],
+            Some(columns) => columns
+                .iter()
+                .filter_map(|c| match c {
+                    // (Fewer rows, or fewer values in all, than the key type holds: no cut.)
+                    Column::Dictionary(d) if d.capacity < e - s && d.capacity < d.reps.len() => Some(d),
+                    _ => None,
+                })
+                .collect(),
+        };
+        if dicts.is_empty() {
+            return vec![(s, e)];
+        }
+        let mut cuts = Vec::new();
+        let mut seen: Vec<HashSet<u32>> = vec![HashSet::new(); dicts.len()];
+        let mut start = s;
+        for i in s..e {
+            let (run, row) = self.perm.run_row(i);
+            let full = dicts.iter().zip(&seen).any(|(d, set)| {
+                let id = d.ids[run][row];
+                id != NULL_ID && set.len() >= d.capacity && !set.contains(&id)
+            });
+            if full {
+                cuts.push((start, i));
+                start = i;
+                seen.iter_mut().for_each(HashSet::clear);
+            }
+            for (d, set) in dicts.iter().zip(seen.iter_mut()) {
+                let id = d.ids[run][row];
+                if id != NULL_ID {
+                    set.insert(id);
+                }
+            }
+        }
+        cuts.push((start, e));
+        cuts
+    }
+
+    /// The output rows `a..b` as one batch.
+    fn build(&self, a: usize, b: usize) -> std::result::Result<RecordBatch, ArrowError> {
+        let idx: Vec<(usize, usize)> = (a..b).map(|i| self.perm.run_row(i)).collect();
+        let Some(columns) = &self.columns else {
+            let refs: Vec<&RecordBatch> = self.runs.iter().collect();
+            return interleave_record_batch(&refs, &idx);
+        };
+        let arrays = columns
+            .iter()
+            .map(|c| match c {
+                Column::Interleave(arrays) => {
+                    let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+                    interleave(&refs, &idx)
+                }
+                Column::Dictionary(d) => by_key_type!(&d.key_type, gather_dictionary(d, &idx)),
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        RecordBatch::try_new_with_options(self.schema.clone(), arrays, &RecordBatchOptions::new().with_row_count(Some(idx.len())))
+    }
+}
+
+/// Errors that a smaller batch avoids: offsets (or dictionary keys) out of range.
+fn splittable(e: &ArrowError) -> bool {
+    matches!(e, ArrowError::OffsetOverflowError(_) | ArrowError::DictionaryKeyOverflowError)
+        || e.to_string().to_lowercase().contains("overflow")
+}
+
+
+/// Prepares dictionary column `c`: global ids of the referenced values. `None` where the
+/// row format cannot encode the value type (arrow's interleave gathers the column then).
+fn prepare_dictionary(
+    runs: &[RecordBatch],
+    c: usize,
+    key_type: &DataType,
+    value_type: &DataType,
+) -> std::result::Result<Option<DictColumn>, ArrowError> {
+    by_key_type!(key_type, prepare_dictionary_keys(runs, c, key_type, value_type))
+}
+
+/// A run's dictionary column, its referenced values found.
+struct Referenced {
+    /// Per dictionary index, its position in `indices`, or `NULL_ID` if no row references it.
+    slot: Vec<u32>,
+    /// The referenced dictionary indices, in order of first reference.
+    indices: Vec<u32>,
+    /// The referenced values' row-format bytes, in the order of `indices`.
+    rows: Rows,
+}
+
+fn prepare_dictionary_keys<K: ArrowDictionaryKeyType>(
+    runs: &[RecordBatch],
+    c: usize,
+    key_type: &DataType,
+    value_type: &DataType,
+) -> std::result::Result<Option<DictColumn>, ArrowError> {
+    let fields = vec![SortField::new(value_type.clone())];
+    if !RowConverter::supports_fields(&fields) {
+        return Ok(None);
+    }
+    let converter = RowConverter::new(fields)?;
+    let dicts: Vec<&DictionaryArray<K>> = runs.iter().map(|b| b.column(c).as_dictionary::<K>()).collect();
+    // 1. Per run (in parallel): the referenced values and their row bytes.
+    let referenced: Vec<Referenced> = dicts
+        .par_iter()
+        .map(|dict| {
+            let values = dict.values();
+            if values.len() >= NULL_ID as usize {
+                return Err(ArrowError::InvalidArgumentError(format!("dictionary of {} values is too large", values.len())));
+            }
+            let mut slot = vec![NULL_ID; values.len()];
+            let mut indices: Vec<u32> = Vec::new();
+            let keys = dict.keys();
+            for i in 0..keys.len() {
+                if keys.is_valid(i) {
+                    let k = keys.value(i).as_usize();
+                    if slot[k] == NULL_ID {
+                        slot[k] = indices.len() as u32;
+                        indices.push(k as u32);
+                    }
+                }
+            }
+            let taken = take(values.as_ref(), &UInt32Array::from(indices.clone()), None)?;
+            let rows = converter.convert_columns(&[taken])?;
+            Ok(Referenced { slot, indices, rows })
         })
-        .collect()
+        .collect::<std::result::Result<_, ArrowError>>()?;
+    // 2. Global ids, in run order.
+    let mut global: HashMap<&[u8], u32> = HashMap::new();
+    let mut reps: Vec<(usize, usize)> = Vec::new();
+    let mut local_ids: Vec<Vec<u32>> = Vec::with_capacity(runs.len());
+    for (r, re) in referenced.iter().enumerate() {
+        let mut ids = Vec::with_capacity(re.indices.len());
+        for (j, &k) in re.indices.iter().enumerate() {
+            let next = reps.len() as u32;
+            let id = *global.entry(re.rows.row(j).data()).or_insert(next);
+            if id == next {
+                if next == NULL_ID {
+                    return Err(ArrowError::InvalidArgumentError("more than 2^32 - 1 distinct dictionary values".into()));
+                }
+                reps.push((r, k as usize));
+            }
+            ids.push(id);
+        }
+        local_ids.push(ids);
+    }
+    drop(global);
+    // 3. Per run and row (in parallel): the global id.
+    let ids: Vec<Vec<u32>> = dicts
+        .par_iter()
+        .zip(referenced.par_iter().zip(local_ids.par_iter()))
+        .map(|(dict, (re, local))| {
+            let keys = dict.keys();
+            (0..keys.len())
+                .map(|i| if keys.is_valid(i) { local[re.slot[keys.value(i).as_usize()] as usize] } else { NULL_ID })
+                .collect()
+        })
+        .collect();
+    let capacity = match key_type {
+        DataType::Int8 => 1 << 7,
+        DataType::UInt8 => 1 << 8,
+        DataType::Int16 => 1 << 15,
+        DataType::UInt16 => 1 << 16,
+        DataType::Int32 => 1 << 31,
+        DataType::UInt32 => usize::try_from(1u64 << 32).unwrap_or(usize::MAX),
+        _ => usize::MAX,
+    };
+    let values = dicts.iter().map(|d| d.values().clone()).collect();
+    Ok(Some(DictColumn { key_type: key_type.clone(), capacity, values, ids, reps }))
+}
+
+/// The dictionary column `d` at the output rows `idx`: the rows' distinct values (in order
+/// of first appearance) as the dictionary, keys remapped to it.
+fn gather_dictionary<K: ArrowDictionaryKeyType>(d: &DictColumn, idx: &[(usize, usize)]) -> std::result::Result<ArrayRef, ArrowError> {
+    let mut reps: Vec<(usize, usize)> = Vec::new();
+    let mut keys: Vec<K::Native> = Vec::with_capacity(idx.len());
+    let mut valid: Vec<bool> = Vec::with_capacity(idx.len());
+    let local_key = |id: u32, reps: &mut Vec<(usize, usize)>, slot: &mut u32| -> std::result::Result<K::Native, ArrowError> {
+        if *slot == NULL_ID {
+            *slot = reps.len() as u32;
+            reps.push(d.reps[id as usize]);
+        }
+        K::Native::from_usize(*slot as usize).ok_or(ArrowError::DictionaryKeyOverflowError)
+    };
+    // The global id -> batch key table: dense where the global dictionary is small.
+    if d.reps.len() <= 8 * idx.len() + 4096 {
+        let mut table = vec![NULL_ID; d.reps.len()];
+        for &(run, row) in idx {
+            let id = d.ids[run][row];
+            if id == NULL_ID {
+                keys.push(K::Native::default());
+                valid.push(false);
+            } else {
+                keys.push(local_key(id, &mut reps, &mut table[id as usize])?);
+                valid.push(true);
+            }
+        }
+    } else {
+        let mut table: HashMap<u32, u32> = HashMap::with_capacity(idx.len());
+        for &(run, row) in idx {
+            let id = d.ids[run][row];
+            if id == NULL_ID {
+                keys.push(K::Native::default());
+                valid.push(false);
+            } else {
+                keys.push(local_key(id, &mut reps, table.entry(id).or_insert(NULL_ID))?);
+                valid.push(true);
+            }
+        }
+    }
+    let nulls = valid.iter().any(|v| !v).then(|| arrow::buffer::NullBuffer::from(valid));
+    let keys = PrimitiveArray::<K>::new(keys.into(), nulls);
+    let values = if reps.is_empty() {
+        new_empty_array(d.values[0].data_type())
+    } else {
+        let refs: Vec<&dyn Array> = d.values.iter().map(|a| a.as_ref()).collect();
+        interleave(&refs, &reps)?
+    };
+    Ok(Arc::new(DictionaryArray::<K>::try_new(keys, values)?))
 }

@@ -2,7 +2,9 @@
 //! SIGTERM, SIGHUP). On every other path, dropping the writer removes the file. A signal,
 //! though, ends the process without running destructors.
 //!
-//! The writer registers its temporary path here for as long as it exists ([`TempGuard`]).
+//! The writer registers its temporary path here before it creates the file, and keeps it
+//! registered for as long as the file may exist ([`TempGuard`]): a signal at any moment
+//! finds the file registered (or unlinks a path not yet created, which does nothing).
 //! A program that wants the cleanup calls [`remove_temp_file_on_signal`] once; the `corank`
 //! binary does. A library does not take over a process's signals on its own.
 //!

@@ -183,7 +183,9 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
     let mut writer_settings = options.writer.clone();
     let group_cap = (options.memory_limit / 4 / super::writer::ROW_GROUPS_IN_FLIGHT).max(1 << 20);
     writer_settings.row_group_bytes = writer_settings.row_group_bytes.min(group_cap);
-    let writer = SortedParquetWriter::create(output, plan.schema.clone(), &plan.keys, kept_metadata(plan), writer_settings)?;
+    let writer = SortedParquetWriter::create(
+        output, plan.schema.clone(), super::writer::common_parquet_schema(&plan.files, &plan.schema), &plan.keys, kept_metadata(plan), plan.total_rows, writer_settings,
+    )?;
 
     let specs: Vec<KeySpec> = plan.keys.iter().map(|k| KeySpec { name: k.column.clone(), options: k.options }).collect();
     let key_index: Vec<usize> = plan.keys.iter().map(|k| plan.schema.index_of(&k.column)).collect::<Result<_, _>>()?;

@@ -1,11 +1,19 @@
 //! The merged output: one Parquet file, written to a temporary file beside the target and
 //! renamed over it only when complete, so a failure (or an interrupted run) never leaves a
-//! partial output under the target's name. The temporary file is removed when the writer is
-//! dropped, and also when a signal ends the process if the program asked for that
-//! ([`super::interrupt`]).
+//! partial output under the target's name. The temporary file has a short name of its own
+//! (`.corank-<16 hex digits>.tmp`, so any target name that fits fits it too), the mode
+//! `File::create` gives (0666 less the umask; a replaced file's mode when `--force`
+//! replaces one), and is registered for the signal handler ([`super::interrupt`]) before it
+//! exists. It is removed when the writer is dropped, and also when a signal ends the process
+//! if the program asked for that. Only a regular file is ever replaced.
+//!
+//! The output keeps the inputs' Parquet schema where they share one (logical types such as
+//! UUID, JSON or TIME adjusted to UTC, which the Arrow schema does not carry), see
+//! [`common_parquet_schema`].
 //!
 //! Row groups are cut at `row_group_rows` rows or `row_group_bytes` bytes of buffered
-//! Arrow data, whichever comes first. Their columns are encoded and compressed in parallel
+//! Arrow data (the bytes of the batches' slices), whichever comes first, and never into more
+//! than [`MAX_ROW_GROUPS`]. Their columns are encoded and compressed in parallel
 //! (one task per leaf column, arrow-rs's `ArrowRowGroupWriterFactory`), several row groups
 //! at once, and appended in order.
 //! Every row group carries the merge key as `sorting_columns`; the inputs' key-value
@@ -22,14 +30,15 @@ use parquet::basic::Compression;
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::SchemaDescriptor;
 use rayon::prelude::*;
 use std::collections::VecDeque;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::sync::mpsc::Receiver;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use tempfile::NamedTempFile;
+use tempfile::TempPath;
 
 /// How the output is written (the knobs of arrow-rs's `parquet-rewrite`).
 #[derive(Debug, Clone)]
@@ -72,11 +81,15 @@ pub struct Written {
     pub bytes: u64,
 }
 
+/// Most row groups a Parquet file holds (its row group ordinal is an `i16`).
+pub const MAX_ROW_GROUPS: usize = i16::MAX as usize;
+
 /// A sorted Parquet output in progress.
 pub struct SortedParquetWriter {
     target: PathBuf,
     overwrite: bool,
-    temp: NamedTempFile,
+    /// Removed when dropped (declared before `_on_signal`, so dropped first).
+    temp: TempPath,
     /// Removes `temp` if a signal ends the process (src/parquet/interrupt.rs).
     _on_signal: TempGuard,
     writer: SerializedFileWriter<BufWriter<File>>,
@@ -87,6 +100,9 @@ pub struct SortedParquetWriter {
     pending_rows: usize,
     pending_bytes: usize,
     rows: usize,
+    /// Rows the caller means to write: row groups are cut on bytes only while the rest
+    /// still fits in [`MAX_ROW_GROUPS`].
+    expected_rows: usize,
     row_groups: usize,
     row_groups_started: usize,
     /// Row groups being encoded, oldest first, with their row counts.
@@ -134,6 +150,11 @@ fn output_error(path: &Path, what: impl std::fmt::Display) -> Error {
 /// primitive columns.
 pub fn sorting_columns(schema: &Schema, keys: &[SortKey]) -> Result<Vec<SortingColumn>> {
     let leaves = ArrowSchemaConverter::new().convert(schema).map_err(|e| Error::Arrow(e.into()))?;
+    sorting_columns_in(&leaves, keys)
+}
+
+/// `keys` as `sorting_columns` of the Parquet schema `leaves`.
+pub fn sorting_columns_in(leaves: &SchemaDescriptor, keys: &[SortKey]) -> Result<Vec<SortingColumn>> {
     keys.iter()
         .map(|k| {
             let idx = leaves
@@ -146,57 +167,169 @@ pub fn sorting_columns(schema: &Schema, keys: &[SortKey]) -> Result<Vec<SortingC
         .collect()
 }
 
-/// Refuses an existing `target` unless `overwrite`; the check is repeated at the rename.
+/// The inputs' common Parquet schema, for the output to keep their logical types (UUID,
+/// JSON, TIME adjusted to UTC, ...), which the Arrow schema does not carry: the first
+/// file's, when every file has the same one, `schema` (the merge's Arrow schema) is the
+/// first file's Arrow schema column for column (names, types, nullability), and it stores
+/// the columns as the schema derived from `schema` would (same leaves, physical types,
+/// lengths and levels: only annotations differ, so the Arrow writer writes the columns as it
+/// writes its own). Otherwise `None`: the output's schema is derived from `schema`.
+pub fn common_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema) -> Option<SchemaDescriptor> {
+    let first = files.first()?;
+    let descr = first.metadata.metadata().file_metadata().schema_descr();
+    let fields = descr.root_schema().get_fields();
+    if files[1..].iter().any(|f| f.metadata.metadata().file_metadata().schema_descr().root_schema().get_fields() != fields) {
+        return None;
+    }
+    let arrow = first.metadata.schema();
+    let same_arrow = arrow.fields().len() == schema.fields().len()
+        && arrow.fields().iter().zip(schema.fields()).all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type() && a.is_nullable() == b.is_nullable());
+    let derived = ArrowSchemaConverter::new().convert(schema).ok()?;
+    let same_leaves = derived.num_columns() == descr.num_columns()
+        && derived.columns().iter().zip(descr.columns()).all(|(d, c)| {
+            d.path() == c.path()
+                && d.physical_type() == c.physical_type()
+                && (d.physical_type() != parquet::basic::Type::FIXED_LEN_BYTE_ARRAY || d.type_length() == c.type_length())
+                && d.max_def_level() == c.max_def_level()
+                && d.max_rep_level() == c.max_rep_level()
+        });
+    (same_arrow && same_leaves).then(|| descr.clone())
+}
+
+/// Refuses an output that is not a regular file (a directory, device, FIFO, socket or
+/// symbolic link: never replaced, even with `overwrite`), and an existing one unless
+/// `overwrite`; the checks are repeated at the rename.
 pub fn check_output(target: &Path, overwrite: bool) -> Result<()> {
-    if target.is_dir() {
-        return Err(Error::InvalidArgument(format!("output {} is a directory", target.display())));
+    match std::fs::symlink_metadata(target) {
+        Ok(meta) if !meta.file_type().is_file() => Err(not_regular(target, &meta)),
+        Ok(_) if !overwrite => Err(Error::InvalidArgument(format!("output {} exists; use --force to replace it", target.display()))),
+        // Not there (or not visible: creating the file beside it reports why).
+        _ => Ok(()),
     }
-    if target.exists() && !overwrite {
-        return Err(Error::InvalidArgument(format!("output {} exists; use --force to replace it", target.display())));
+}
+
+fn not_regular(target: &Path, meta: &std::fs::Metadata) -> Error {
+    let t = meta.file_type();
+    let what = if t.is_dir() {
+        "a directory"
+    } else if t.is_symlink() {
+        "a symbolic link"
+    } else {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            if t.is_fifo() {
+                "a FIFO"
+            } else if t.is_char_device() || t.is_block_device() {
+                "a device"
+            } else if t.is_socket() {
+                "a socket"
+            } else {
+                "something else"
+            }
+        }
+        #[cfg(not(unix))]
+        "something else"
+    };
+    Error::InvalidArgument(format!("output {} is {what}, not a regular file; corank writes only regular files (and --force replaces only those)", target.display()))
+}
+
+/// `.corank-<16 hex digits>.tmp`: short (a long output name still fits the file name limit)
+/// and random (std's randomly keyed hasher over the time, the process and a counter).
+fn temp_name() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    format!(".corank-{:016x}.tmp", h.finish())
+}
+
+/// Creates a new temporary file in `dir`, registered for the signal handler before it
+/// exists (a signal at any moment leaves nothing behind), with `File::create`'s mode.
+fn create_temp(dir: &Path) -> std::io::Result<(File, TempPath, TempGuard)> {
+    for _ in 0..64 {
+        let path = dir.join(temp_name());
+        let on_signal = TempGuard::register(&path);
+        match OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
+            Ok(file) => match TempPath::try_from_path(&path) {
+                Ok(temp) => return Ok((file, temp, on_signal)),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&path);
+                    return Err(e);
+                }
+            },
+            // Taken (unlikely): unregister and draw another name.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => drop(on_signal),
+            Err(e) => return Err(e),
+        }
     }
-    Ok(())
+    Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "no free temporary file name"))
+}
+
+/// Bytes of a batch's rows: its columns' slices, not the buffers they slice (a merged
+/// batch is often a slice of a large window).
+fn slice_bytes(batch: &RecordBatch) -> usize {
+    batch.columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size())).sum()
 }
 
 impl SortedParquetWriter {
-    /// Creates the temporary file beside `target`. `metadata` is kept in the footer;
-    /// `keys` become every row group's `sorting_columns`.
-    pub fn create(target: &Path, schema: SchemaRef, keys: &[SortKey], metadata: Vec<KeyValue>, settings: WriterSettings) -> Result<Self> {
+    /// Creates the temporary file beside `target`. `parquet_schema` is the output's Parquet
+    /// schema (see [`common_parquet_schema`]; `None`: derived from `schema`). `metadata` is
+    /// kept in the footer; `keys` become every row group's `sorting_columns`.
+    /// `expected_rows` is how many rows will be written: more than [`MAX_ROW_GROUPS`] row
+    /// groups of `settings.row_group_rows` are refused here.
+    pub fn create(
+        target: &Path, schema: SchemaRef, parquet_schema: Option<SchemaDescriptor>, keys: &[SortKey], metadata: Vec<KeyValue>, expected_rows: usize,
+        settings: WriterSettings,
+    ) -> Result<Self> {
         check_output(target, settings.overwrite)?;
         if settings.row_group_rows == 0 || settings.row_group_bytes == 0 {
             return Err(Error::InvalidArgument("row group size must be at least 1".into()));
         }
+        let groups = expected_rows.div_ceil(settings.row_group_rows);
+        if groups > MAX_ROW_GROUPS {
+            return Err(Error::InvalidArgument(format!(
+                "--row-group-size {} makes {groups} row groups of the {expected_rows} rows; a Parquet file holds at most {MAX_ROW_GROUPS}: use --row-group-size {} or more",
+                settings.row_group_rows,
+                expected_rows.div_ceil(MAX_ROW_GROUPS)
+            )));
+        }
+        // Sorting columns name leaf columns; keys are top-level primitive columns.
+        let sorting = match &parquet_schema {
+            Some(leaves) => sorting_columns_in(leaves, keys),
+            None => sorting_columns(&schema, keys),
+        }
+        .map_err(|e| match e {
+            Error::Arrow(e) => output_error(target, e),
+            other => other,
+        })?;
         let dir = match target.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let temp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(".corank-tmp")
-            .tempfile_in(&dir)
-            .map_err(|e| output_error(target, format!("cannot create a file in {}: {e}", dir.display())))?;
-        let file = temp.reopen().map_err(|e| output_error(temp.path(), e))?;
+        let (file, temp, on_signal) = create_temp(&dir).map_err(|e| output_error(target, format!("cannot create a file in {}: {e}", dir.display())))?;
 
-        // Sorting columns name leaf columns; keys are top-level primitive columns.
-        let sorting = sorting_columns(&schema, keys).map_err(|e| match e {
-            Error::Arrow(e) => output_error(target, e),
-            other => other,
-        })?;
         let props = WriterProperties::builder()
             .set_compression(settings.compression)
             .set_max_row_group_row_count(Some(settings.row_group_rows))
             .set_sorting_columns(Some(sorting))
             .set_key_value_metadata((!metadata.is_empty()).then_some(metadata))
             .build();
-        let options = ArrowWriterOptions::new().with_properties(props);
+        let mut options = ArrowWriterOptions::new().with_properties(props);
+        if let Some(parquet_schema) = parquet_schema {
+            options = options.with_parquet_schema(parquet_schema);
+        }
         let arrow_writer =
             ArrowWriter::try_new_with_options(BufWriter::with_capacity(1 << 20, file), schema.clone(), options).map_err(|e| output_error(target, e))?;
         let (writer, factory) = arrow_writer.into_serialized_writer().map_err(|e| output_error(target, e))?;
         Ok(Self {
             target: target.to_path_buf(),
             overwrite: settings.overwrite,
-            _on_signal: TempGuard::register(temp.path()),
             temp,
+            _on_signal: on_signal,
             writer,
             factory,
             schema,
@@ -205,6 +338,7 @@ impl SortedParquetWriter {
             pending_rows: 0,
             pending_bytes: 0,
             rows: 0,
+            expected_rows,
             row_groups: 0,
             row_groups_started: 0,
             in_flight: VecDeque::new(),
@@ -220,13 +354,20 @@ impl SortedParquetWriter {
             let head = batch.slice(0, take);
             batch = batch.slice(take, batch.num_rows() - take);
             self.pending_rows += take;
-            self.pending_bytes += head.get_array_memory_size();
+            self.pending_bytes += slice_bytes(&head);
             self.pending.push(head);
-            if self.pending_rows >= self.settings.row_group_rows || self.pending_bytes >= self.settings.row_group_bytes {
+            if self.pending_rows >= self.settings.row_group_rows || (self.pending_bytes >= self.settings.row_group_bytes && self.may_cut_on_bytes()) {
                 self.flush_row_group()?;
             }
         }
         Ok(())
+    }
+
+    /// Whether cutting the buffered rows as a row group now, before it is full, still
+    /// leaves room for the rest in full row groups within [`MAX_ROW_GROUPS`].
+    fn may_cut_on_bytes(&self) -> bool {
+        let rest = self.expected_rows.saturating_sub(self.rows());
+        self.row_groups_started + 1 + rest.div_ceil(self.settings.row_group_rows) <= MAX_ROW_GROUPS
     }
 
     /// Rows written so far (in finished row groups, in flight and buffered).
@@ -286,6 +427,13 @@ impl SortedParquetWriter {
         let target = self.target.clone();
         let inner = self.writer.into_inner().map_err(|e| output_error(&target, e))?;
         let file = inner.into_inner().map_err(|e| output_error(&target, e.error()))?;
+        // The target again, as it is now: still not there, or a regular file to replace, whose
+        // mode the new file takes.
+        match std::fs::symlink_metadata(&target) {
+            Ok(meta) if !meta.file_type().is_file() => return Err(not_regular(&target, &meta)),
+            Ok(meta) if self.overwrite => file.set_permissions(meta.permissions()).map_err(|e| output_error(&target, e))?,
+            _ => {}
+        }
         file.sync_all().map_err(|e| output_error(&target, e))?;
         let bytes = file.metadata().map_err(|e| output_error(&target, e))?.len();
         drop(file);

@@ -6,9 +6,9 @@
 //! corank bench      # corank against DataFusion, DuckDB and Polars; table and PNG chart
 //! ```
 //!
-//! Exit codes: 0 success, 1 failure (I/O, bad Parquet, schemas that differ, GPU), 2 usage
-//! (bad arguments, unknown sort column, output exists without `--force`), 3 an input is
-//! not sorted.
+//! Exit codes: 0 success, 1 failure (I/O, bad Parquet, schemas that differ, GPU, stdout),
+//! 2 usage (bad arguments, unknown sort column or one of a type corank cannot sort by,
+//! output exists without `--force` or is not a regular file), 3 an input is not sorted.
 
 mod bench;
 mod chart;
@@ -90,10 +90,19 @@ pub fn parse_count(s: &str) -> Result<usize, String> {
 /// The exit code for an error: 2 usage, 3 unsorted input, 1 anything else.
 fn exit_code(e: &Error) -> u8 {
     match e {
-        Error::InvalidArgument(_) | Error::MissingColumn { .. } => 2,
+        Error::InvalidArgument(_) | Error::MissingColumn { .. } | Error::UnsupportedType { .. } => 2,
         Error::NotSorted { .. } | Error::FileNotSorted { .. } => 3,
         _ => 1,
     }
+}
+
+/// Clap's message up to its first blank line (or `Usage:`) as one line, without `error: `:
+/// `the following required arguments were not provided: --output <OUTPUT>`.
+fn one_line_usage_error(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty() && !l.starts_with("Usage:")).collect();
+    let joined = lines.join(" ");
+    let joined = joined.trim_start_matches("error: ");
+    if joined.is_empty() { "bad arguments".to_string() } else { joined.to_string() }
 }
 
 fn main() -> ExitCode {
@@ -104,11 +113,9 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            // A usage error on one line, as every other error (clap's tip and usage lines
-            // would make it five).
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("bad arguments").trim_start_matches("error: ");
-            eprintln!("corank: error: {first} (see corank --help)");
+            // A usage error on one line, as every other error: clap's message with the lines
+            // it names arguments on (a missing one), without its tip and usage lines.
+            eprintln!("corank: error: {} (see corank --help)", one_line_usage_error(&e.to_string()));
             return ExitCode::from(2);
         }
     };
@@ -127,5 +134,18 @@ fn main() -> ExitCode {
             eprintln!("corank: error: {}", e.to_string().replace('\n', " "));
             ExitCode::from(exit_code(&e))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_errors_on_one_line_with_the_missing_argument() {
+        let e = Cli::try_parse_from(["corank", "merge", "a.parquet"]).err().expect("-o is required");
+        assert_eq!(one_line_usage_error(&e.to_string()), "the following required arguments were not provided: --output <OUTPUT>");
+        let e = Cli::try_parse_from(["corank", "merge", "a.parquet", "-o", "x", "--nope"]).err().expect("unknown flag");
+        assert_eq!(one_line_usage_error(&e.to_string()), "unexpected argument '--nope' found");
     }
 }

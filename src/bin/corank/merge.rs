@@ -7,15 +7,16 @@ use corank::parquet::inputs::show_keys;
 use corank::parquet::merge_files::show_bytes;
 use corank::parquet::{expand_inputs, merge_files, parse_compression, parse_order_by, plan_merge, MergeFilesOptions, MergeSummary, WriterSettings};
 use corank::{Engine, Error, Result};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::path::PathBuf;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 #[derive(Args, Debug, Clone)]
 pub struct MergeArgs {
     /// Parquet files, directories (their *.parquet files) or glob patterns, in tie order.
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
-    /// The merged Parquet file to write.
+    /// The merged Parquet file to write (a regular file; not `-`: no output to stdout).
     #[arg(short, long, value_name = "OUTPUT")]
     pub output: PathBuf,
     /// Sort key in SQL ORDER BY syntax, e.g. "k DESC NULLS LAST, j". Default: the inputs'
@@ -51,11 +52,22 @@ pub struct MergeArgs {
     pub verbose: bool,
 }
 
-/// Runs a merge as the arguments say and prints the summary line.
+/// Runs a merge as the arguments say and prints the summary line. A closed stdout (EPIPE)
+/// ends the run quietly; any other stdout error is an error; the output stays either way.
 pub fn run(args: MergeArgs) -> Result<()> {
     let summary = execute(&args)?;
     if !args.quiet {
-        println!("{}", summary_line(&summary, &args.output));
+        let mut stdout = std::io::stdout().lock();
+        match writeln!(stdout, "{}", summary_line(&summary, &args.output)).and_then(|()| stdout.flush()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Err(e) => {
+                return Err(Error::File {
+                    path: PathBuf::from("stdout"),
+                    detail: format!("cannot write the summary ({e}); {} was written", args.output.display()),
+                })
+            }
+        }
     }
     if args.verbose {
         eprintln!(
@@ -69,6 +81,9 @@ pub fn run(args: MergeArgs) -> Result<()> {
 /// The merge without the summary line (the demo and bench print their own).
 pub fn execute(args: &MergeArgs) -> Result<MergeSummary> {
     // 1. Everything that can be refused before reading a row.
+    if args.output == Path::new("-") {
+        return Err(Error::InvalidArgument("-o -: writing the output to stdout is not supported; name a file (./- for a file named '-')".into()));
+    }
     let by = args.by.as_deref().map(parse_order_by).transpose()?;
     let compression = parse_compression(&args.compression)?;
     corank::parquet::writer::check_output(&args.output, args.force)?;
@@ -107,12 +122,33 @@ fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
     // Hidden when stderr is not a terminal (indicatif checks) or with --quiet.
     let target = if quiet { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
     let bar = ProgressBar::with_draw_target(Some(total), target);
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} rows, {per_sec}, ETA {eta} ({msg})")
-            .expect("a valid template")
-            .progress_chars("=> "),
-    );
+    bar.set_style(progress_style());
     bar
+}
+
+/// `{spinner} [00:00:02] =====>    1,200,000/4,000,000 rows, 2.39 M rows/s, ETA 1s (...)`.
+fn progress_style() -> ProgressStyle {
+    ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} rows, {rate}, ETA {eta} ({msg})")
+        .expect("a valid template")
+        .with_key("rate", |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = w.write_str(&show_rate(state.per_sec()));
+        })
+        .progress_chars("=> ")
+}
+
+/// `2.39 M rows/s`, `512.0 k rows/s`, `12 rows/s`.
+pub fn show_rate(rows_per_sec: f64) -> String {
+    if !rows_per_sec.is_finite() || rows_per_sec < 0.0 {
+        "- rows/s".to_string()
+    } else if rows_per_sec >= 1e9 {
+        format!("{:.2} G rows/s", rows_per_sec / 1e9)
+    } else if rows_per_sec >= 1e6 {
+        format!("{:.2} M rows/s", rows_per_sec / 1e6)
+    } else if rows_per_sec >= 1e3 {
+        format!("{:.1} k rows/s", rows_per_sec / 1e3)
+    } else {
+        format!("{rows_per_sec:.0} rows/s")
+    }
 }
 
 /// `merged 10,000,000 rows (16 files, 16 runs) into out.parquet: 1.2 GiB in, 1.1 GiB out, 5.31 M rows/s, engine gpu, 1.88 s`
@@ -142,4 +178,63 @@ pub fn group_digits(n: usize) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_is_shown_in_rows_per_second() {
+        assert_eq!(show_rate(2_393_309.1467), "2.39 M rows/s");
+        assert_eq!(show_rate(512_000.0), "512.0 k rows/s");
+        assert_eq!(show_rate(12.4), "12 rows/s");
+        assert_eq!(show_rate(3.5e9), "3.50 G rows/s");
+        assert_eq!(show_rate(f64::INFINITY), "- rows/s");
+        // The bar draws it through its "rate" key.
+        let term = Recorder::default();
+        let bar = ProgressBar::with_draw_target(Some(10_000_000), ProgressDrawTarget::term_like(Box::new(term.clone())));
+        bar.set_style(progress_style());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        bar.set_position(1_000_000);
+        bar.force_draw();
+        let drawn = term.0.lock().unwrap().clone();
+        assert!(drawn.contains(" rows/s, ETA "), "{drawn}");
+        assert!(!drawn.contains("/s/s") && !drawn.contains(".0000"), "{drawn}");
+    }
+
+    /// A terminal that keeps what is written to it.
+    #[derive(Debug, Clone, Default)]
+    struct Recorder(std::sync::Arc<std::sync::Mutex<String>>);
+
+    impl indicatif::TermLike for Recorder {
+        fn width(&self) -> u16 {
+            160
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.write_str(&format!("{s}\n"))
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            self.0.lock().unwrap().push_str(s);
+            Ok(())
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
 }

@@ -78,6 +78,11 @@ impl Permutation {
         self.locate(self.indices.get(i))
     }
 
+    /// The same runs and engine with no indices (to attach a part of the indices to).
+    pub fn clone_without_indices(&self) -> Permutation {
+        Permutation { run_offsets: self.run_offsets.clone(), indices: Indices::U32(Vec::new()), engine: self.engine, key_bytes: self.key_bytes }
+    }
+
     /// (run, row) of every output row, in output order.
     pub fn to_run_rows(&self) -> Vec<(usize, usize)> {
         (0..self.len()).map(|i| self.run_row(i)).collect()

@@ -3,27 +3,43 @@
 //! A **run** is a sequence of consecutive row groups of one file that is sorted as a whole.
 //! Every row group of an input must be sorted by the key; whether neighbouring row groups
 //! also continue each other is read from the statistics of the first key column: row groups
-//! `g` and `g + 1` join one run only when `g`'s last value sorts strictly before `g + 1`'s
+//! `g` and `g + 1` join one run when `g`'s last value sorts before or equal to `g + 1`'s
 //! first (min/max per the direction, no nulls on the side where nulls would break it,
-//! statistics present, not a float column where NaN and -0 escape statistics). A globally
-//! sorted file then reads as one run; a file with overlapping row groups as one run per row
-//! group. Either way the merged output is the same: equal keys go to the earlier file,
-//! then the earlier row group, then the earlier row.
+//! statistics present, not a float column where NaN and -0 escape statistics). Equal
+//! boundary keys may join because both row groups belong to one file: stability puts the
+//! earlier row group's rows first either way. A globally sorted file then reads as one run,
+//! even with a low-cardinality key and small row groups; a file with overlapping row groups
+//! as one run per row group. Either way the merged output is the same: equal keys go to the
+//! earlier file, then the earlier row group, then the earlier row.
 //!
-//! The key's order is **vouched for** by a row group's `sorting_columns` metadata when the
-//! key is a prefix of it. Runs without that are checked row by row during the merge (so an
-//! unsorted file is an error, never a wrong output); `check_sorted` checks every run.
+//! **Every run is checked** row by row while it streams (the keys are encoded for the merge
+//! anyway), including runs whose `sorting_columns` declare the key: writers declare orders
+//! corank does not share (pyarrow and pandas put NaN last even for DESC and treat -0.0 as
+//! +0.0), and a merge must never write unsorted rows under a sorted declaration.
+//!
+//! **Schemas** must match exactly (names, order, types, nullability; field metadata is
+//! merged, the first file's value kept on conflicts), unless [`PlanOptions::union_by_name`]:
+//! then columns match by name, a column missing from a file reads as nulls, a column is
+//! nullable where any input's is, and numeric types widen where every value fits
+//! ([`unify_types`]).
+//!
+//! The output path never reads as an input ([`expand_inputs_excluding`]): a file found by a
+//! directory or glob that is the output (same device and inode) is skipped, and an output
+//! named as an input is an error.
 
 use crate::api::SortKey;
 use crate::error::{Error, Result};
-use arrow::array::{Array, ArrayRef};
+use arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::compute::SortOptions;
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::basic::Type as PhysicalType;
 use parquet::file::metadata::RowGroupMetaData;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One input file, opened (footer read).
 #[derive(Debug, Clone)]
@@ -43,8 +59,13 @@ pub struct Run {
     pub row_groups: Vec<usize>,
     /// Rows per row group, in the same order.
     pub row_group_rows: Vec<usize>,
-    /// Whether the merge checks this run's order row by row.
-    pub check_sorted: bool,
+    /// Whether the row groups' `sorting_columns` declare the key (the merge checks the
+    /// order of every run all the same; see the module doc).
+    pub declared: bool,
+    /// Estimated bytes of the run's rows once decoded into Arrow ([`decoded_bytes`]).
+    pub decoded_bytes: u64,
+    /// Estimated memory of the run's Parquet decoders while it is read ([`decoder_bytes`]).
+    pub decoder_bytes: u64,
 }
 
 impl Run {
@@ -75,8 +96,19 @@ pub struct MergePlan {
     pub total_rows: usize,
     /// Sum of input file sizes.
     pub total_bytes: u64,
-    /// Uncompressed bytes per row, from the row groups' metadata (at least 1).
+    /// Estimated decoded (Arrow) bytes per row over all inputs (at least 1); the merge
+    /// measures the real size of every batch and uses this only to size the first reads.
     pub row_bytes: usize,
+    /// Whether the files' schemas were unified by name ([`PlanOptions::union_by_name`]).
+    pub union_by_name: bool,
+}
+
+/// How [`plan_merge_with`] reads the inputs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlanOptions {
+    /// Match columns by name across files (see the module doc); otherwise schemas must be
+    /// the same.
+    pub union_by_name: bool,
 }
 
 fn file_error(path: &Path, what: impl std::fmt::Display) -> Error {
@@ -117,6 +149,60 @@ pub fn expand_inputs(args: &[String]) -> Result<Vec<PathBuf>> {
     }
     if paths.is_empty() {
         return Err(Error::InvalidArgument("no input files".into()));
+    }
+    Ok(paths)
+}
+
+/// A file's identity: device and inode where the platform has them, else its canonical path.
+#[derive(Debug, PartialEq, Eq)]
+enum FileId {
+    #[cfg(unix)]
+    Inode(u64, u64),
+    #[cfg_attr(unix, allow(dead_code))]
+    Path(PathBuf),
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).ok().map(|m| FileId::Inode(m.dev(), m.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        path.canonicalize().ok().map(FileId::Path)
+    }
+}
+
+/// Whether `path` is a merge's temporary output (`.corank-*.tmp`, see `writer`).
+fn is_temporary_output(path: &Path) -> bool {
+    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(".corank-") && n.ends_with(".tmp"))
+}
+
+/// [`expand_inputs`], never yielding the output: a file that a directory or a glob pattern
+/// found and that is `output` (same device and inode, so hard links and symbolic links
+/// count), or a temporary output of an interrupted merge, is left out; an input named
+/// explicitly that is `output` is an error. Without this a second `--force` run over a
+/// directory would read its own previous output.
+pub fn expand_inputs_excluding(args: &[String], output: &Path) -> Result<Vec<PathBuf>> {
+    let out_id = file_id(output);
+    let mut paths = Vec::new();
+    for arg in args {
+        let explicit = Path::new(arg).is_file();
+        for path in expand_inputs(std::slice::from_ref(arg))? {
+            let is_output = out_id.is_some() && file_id(&path) == out_id;
+            if explicit && is_output {
+                return Err(Error::InvalidArgument(format!("output {} is also an input ({arg})", output.display())));
+            }
+            if is_output || (!explicit && is_temporary_output(&path)) {
+                log::info!("skipping {}: it is the output", path.display());
+                continue;
+            }
+            paths.push(path);
+        }
+    }
+    if paths.is_empty() {
+        return Err(Error::InvalidArgument(format!("no input files besides the output {}", output.display())));
     }
     Ok(paths)
 }
@@ -192,11 +278,14 @@ pub fn show_keys(keys: &[SortKey]) -> String {
         .join(", ")
 }
 
-/// Whether statistics of `key` show row group `g + 1` starting strictly after `g` ends,
-/// for every `g` (see the module doc). Any doubt is `false`: a false `false` only costs a run.
-fn continues(input: &InputFile, schema: &SchemaRef, key: &SortKey) -> Vec<bool> {
+/// Whether statistics of `key` show row group `g + 1` starting at or after the end of `g`,
+/// for every `g` (see the module doc). Any doubt is `false`: a false `false` only costs a
+/// run. Truncated string statistics stay safe: a truncated max only grows and a truncated
+/// min only shrinks, so `max(g) <= min(g + 1)` still proves the order.
+fn continues(input: &InputFile, key: &SortKey) -> Vec<bool> {
     let row_groups = input.metadata.metadata().row_groups();
     let pairs = row_groups.len().saturating_sub(1);
+    let schema = input.metadata.schema();
     let answer = || -> Option<Vec<bool>> {
         let field = schema.field_with_name(&key.column).ok()?;
         if matches!(field.data_type(), DataType::Float16 | DataType::Float32 | DataType::Float64) {
@@ -219,7 +308,7 @@ fn continues(input: &InputFile, schema: &SchemaRef, key: &SortKey) -> Vec<bool> 
                     let known = starts.is_valid(g + 1) && ends.is_valid(g) && nulls.is_valid(g) && nulls.is_valid(g + 1);
                     // Nulls sit at a row group's start (nulls first) or end (nulls last).
                     let null_free = if key.options.nulls_first { nulls.value(g + 1) == 0 } else { nulls.value(g) == 0 };
-                    known && null_free && end_rows.row(g) < start_rows.row(g + 1)
+                    known && null_free && end_rows.row(g) <= start_rows.row(g + 1)
                 })
                 .collect(),
         )
@@ -227,17 +316,211 @@ fn continues(input: &InputFile, schema: &SchemaRef, key: &SortKey) -> Vec<bool> 
     answer().unwrap_or_else(|| vec![false; pairs])
 }
 
-/// Opens `paths`, checks that their schemas agree, settles the key (`by`, else the common
-/// `sorting_columns`) and splits the files into runs.
-pub fn plan_merge(paths: &[PathBuf], by: Option<Vec<SortKey>>, check_sorted: bool) -> Result<MergePlan> {
-    let files: Vec<InputFile> = paths.iter().map(|p| open_input(p)).collect::<Result<_>>()?;
-    let schema = files[0].metadata.schema().clone();
+/// Estimated bytes of row group `g` of `input` once decoded into Arrow arrays: fixed-width
+/// columns at their width, byte arrays at their unencoded size (Parquet's size statistics)
+/// plus offsets. Parquet's own uncompressed size undercounts dictionary-encoded strings by
+/// orders of magnitude, which is why the merge also measures every decoded batch.
+pub fn decoded_bytes(input: &InputFile, g: usize) -> u64 {
+    let rg = input.metadata.metadata().row_group(g);
+    let rows = rg.num_rows().max(0) as u64;
+    rg.columns()
+        .iter()
+        .map(|c| {
+            let width = match c.column_type() {
+                PhysicalType::BOOLEAN => 1,
+                PhysicalType::INT32 | PhysicalType::FLOAT => 4,
+                PhysicalType::INT64 | PhysicalType::DOUBLE => 8,
+                PhysicalType::INT96 => 12,
+                PhysicalType::FIXED_LEN_BYTE_ARRAY => c.column_descr().type_length().max(1) as u64,
+                // Offsets or views, plus the bytes themselves.
+                PhysicalType::BYTE_ARRAY => {
+                    let data = c.unencoded_byte_array_data_bytes().map(|b| b.max(0) as u64).unwrap_or(c.uncompressed_size().max(0) as u64);
+                    return 16 * rows + data + rows / 8;
+                }
+            };
+            (width * rows).max(c.uncompressed_size().max(0) as u64) + rows / 8
+        })
+        .sum()
+}
+
+/// Memory a Parquet decoder holds for each column it reads besides the pages: the
+/// decompression context (zstd's is about 110 KiB) and buffers.
+pub const DECODER_BYTES_PER_COLUMN: u64 = 128 << 10;
+
+/// Estimated memory of the decoders reading row group `g` of `input`: per column the
+/// current page and the dictionary (about half the column chunk, at most 512 KiB: writers
+/// cut pages at 1 MiB or 20,000 rows) and [`DECODER_BYTES_PER_COLUMN`]. Measured on
+/// lineitem-like files (docs/PERFORMANCE.md); it is what a run costs before any of its rows
+/// is buffered, so many runs of wide files need a larger memory limit.
+pub fn decoder_bytes(input: &InputFile, g: usize) -> u64 {
+    let rg = input.metadata.metadata().row_group(g);
+    rg.columns().iter().map(|c| (c.uncompressed_size().max(0) as u64).min(1 << 20) / 2 + DECODER_BYTES_PER_COLUMN).sum()
+}
+
+/// The widest type both `a` and `b` convert to without losing a value, for
+/// [`PlanOptions::union_by_name`]: integers widen within their signedness (and signed with
+/// unsigned to the next signed width up to 64 bits), floats widen, integers of up to 16
+/// (32) bits join Float32 (Float64), strings and binaries join their large or view form,
+/// lists and structs unify their fields (nested nullability as in either). `None` where no
+/// such type exists.
+pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
+    use DataType::*;
+    if a == b {
+        return Some(a.clone());
+    }
+    let signed = |t: &DataType| match t {
+        Int8 => Some(8),
+        Int16 => Some(16),
+        Int32 => Some(32),
+        Int64 => Some(64),
+        _ => None,
+    };
+    let unsigned = |t: &DataType| match t {
+        UInt8 => Some(8),
+        UInt16 => Some(16),
+        UInt32 => Some(32),
+        UInt64 => Some(64),
+        _ => None,
+    };
+    let float = |t: &DataType| match t {
+        Float16 => Some(16),
+        Float32 => Some(32),
+        Float64 => Some(64),
+        _ => None,
+    };
+    let int_of = |bits: u32, is_signed: bool| match (bits, is_signed) {
+        (8, true) => Int8,
+        (16, true) => Int16,
+        (32, true) => Int32,
+        (64, true) => Int64,
+        (8, false) => UInt8,
+        (16, false) => UInt16,
+        (32, false) => UInt32,
+        _ => UInt64,
+    };
+    let float_of = |bits: u32| match bits {
+        16 => Float16,
+        32 => Float32,
+        _ => Float64,
+    };
+    let int_bits = |t: &DataType| signed(t).or(unsigned(t));
+    match (a, b) {
+        _ if signed(a).is_some() && signed(b).is_some() => Some(int_of(signed(a)?.max(signed(b)?), true)),
+        _ if unsigned(a).is_some() && unsigned(b).is_some() => Some(int_of(unsigned(a)?.max(unsigned(b)?), false)),
+        _ if int_bits(a).is_some() && int_bits(b).is_some() => {
+            // One signed, one unsigned: a signed type twice the unsigned one's width.
+            let need = signed(a).or(signed(b))?.max(2 * unsigned(a).or(unsigned(b))?);
+            (need <= 64).then(|| int_of(need, true))
+        }
+        _ if float(a).is_some() && float(b).is_some() => Some(float_of(float(a)?.max(float(b)?))),
+        _ if float(a).is_some() || float(b).is_some() => {
+            let (f, i) = if float(a).is_some() { (float(a)?, int_bits(b)?) } else { (float(b)?, int_bits(a)?) };
+            // Float32 holds every integer of up to 16 bits, Float64 of up to 32.
+            let need = if i <= 16 { 32 } else if i <= 32 { 64 } else { return None };
+            Some(float_of(f.max(need)))
+        }
+        (Utf8 | LargeUtf8 | Utf8View, Utf8 | LargeUtf8 | Utf8View) => {
+            Some(if matches!((a, b), (LargeUtf8, _) | (_, LargeUtf8)) { LargeUtf8 } else { Utf8View })
+        }
+        (Binary | LargeBinary | BinaryView, Binary | LargeBinary | BinaryView) => {
+            Some(if matches!((a, b), (LargeBinary, _) | (_, LargeBinary)) { LargeBinary } else { BinaryView })
+        }
+        (List(x), List(y)) => Some(List(unify_fields(x, y)?)),
+        (LargeList(x), LargeList(y)) => Some(LargeList(unify_fields(x, y)?)),
+        (FixedSizeList(x, n), FixedSizeList(y, m)) if n == m => Some(FixedSizeList(unify_fields(x, y)?, *n)),
+        (Struct(xs), Struct(ys)) if xs.len() == ys.len() => {
+            let fields: Option<Vec<FieldRef>> =
+                xs.iter().zip(ys.iter()).map(|(x, y)| (x.name() == y.name()).then(|| unify_fields(x, y)).flatten()).collect();
+            Some(Struct(fields?.into()))
+        }
+        _ => None,
+    }
+}
+
+/// `x` with the unified type of `x` and `y`, nullable where either is.
+fn unify_fields(x: &FieldRef, y: &FieldRef) -> Option<FieldRef> {
+    let t = unify_types(x.data_type(), y.data_type())?;
+    Some(Arc::new(x.as_ref().clone().with_data_type(t).with_nullable(x.is_nullable() || y.is_nullable())))
+}
+
+/// Field metadata of every file merged into the first schema's fields (the first value kept
+/// where files disagree), so a batch of any file fits the merge's schema.
+fn merge_field_metadata(schema: &Schema, files: &[InputFile]) -> Schema {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut metadata = f.metadata().clone();
+            for other in files {
+                if let Ok(o) = other.metadata.schema().field_with_name(f.name()) {
+                    for (k, v) in o.metadata() {
+                        metadata.entry(k.clone()).or_insert_with(|| v.clone());
+                    }
+                }
+            }
+            f.as_ref().clone().with_metadata(metadata)
+        })
+        .collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+/// The schema of a union by name: the first file's columns, then each later file's new
+/// columns in its order; types unified, nullable where any file's is or a file lacks it.
+fn union_schema(files: &[InputFile]) -> Result<Schema> {
+    let mut fields: Vec<Field> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    let mut seen_in: Vec<usize> = Vec::new();
+    for f in files {
+        for field in f.metadata.schema().fields() {
+            match at.get(field.name()) {
+                None => {
+                    at.insert(field.name().clone(), fields.len());
+                    fields.push(field.as_ref().clone());
+                    seen_in.push(1);
+                }
+                Some(&i) => {
+                    let t = unify_types(fields[i].data_type(), field.data_type()).ok_or_else(|| {
+                        file_error(
+                            &f.path,
+                            format!(
+                                "column '{}' is {} here but {} in an earlier input, and --union-by-name has no type that holds both",
+                                field.name(),
+                                field.data_type(),
+                                fields[i].data_type()
+                            ),
+                        )
+                    })?;
+                    let nullable = fields[i].is_nullable() || field.is_nullable();
+                    fields[i] = fields[i].clone().with_data_type(t).with_nullable(nullable);
+                    seen_in[i] += 1;
+                }
+            }
+        }
+    }
+    for (field, seen) in fields.iter_mut().zip(seen_in) {
+        if seen < files.len() {
+            *field = field.clone().with_nullable(true);
+        }
+    }
+    Ok(merge_field_metadata(&Schema::new_with_metadata(fields, files[0].metadata.schema().metadata().clone()), files))
+}
+
+/// The exact-match check: every file has the first file's columns (names, order, types,
+/// nullability). Field metadata may differ.
+fn check_same_schema(files: &[InputFile]) -> Result<()> {
+    let schema = files[0].metadata.schema();
     for f in &files[1..] {
         let other = f.metadata.schema();
+        let hint = "(--union-by-name merges files whose columns differ in order, nullability or numeric width)";
         if other.fields().len() != schema.fields().len() {
             return Err(file_error(
                 &f.path,
-                format!("schema differs from {}: {} columns here, {} there", files[0].path.display(), other.fields().len(), schema.fields().len()),
+                format!(
+                    "schema differs from {}: {} columns here, {} there {hint}",
+                    files[0].path.display(),
+                    other.fields().len(),
+                    schema.fields().len()
+                ),
             ));
         }
         for (a, b) in schema.fields().iter().zip(other.fields()) {
@@ -245,7 +528,7 @@ pub fn plan_merge(paths: &[PathBuf], by: Option<Vec<SortKey>>, check_sorted: boo
                 return Err(file_error(
                     &f.path,
                     format!(
-                        "schema differs from {}: column '{}' {}{} there, '{}' {}{} here",
+                        "schema differs from {}: column '{}' {}{} there, '{}' {}{} here {hint}",
                         files[0].path.display(),
                         a.name(),
                         a.data_type(),
@@ -258,6 +541,55 @@ pub fn plan_merge(paths: &[PathBuf], by: Option<Vec<SortKey>>, check_sorted: boo
             }
         }
     }
+    Ok(())
+}
+
+/// `batch` (read from an input) as a batch of the merge's `schema`: columns taken by name
+/// (in union-by-name mode a missing column becomes nulls and a narrower type is cast), the
+/// schema's field metadata and nullability applied.
+pub fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    if batch.schema().fields().len() == schema.fields().len()
+        && batch.schema().fields().iter().zip(schema.fields()).all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type())
+    {
+        let rows = batch.num_rows();
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        return Ok(RecordBatch::try_new_with_options(schema.clone(), batch.columns().to_vec(), &options)?);
+    }
+    let rows = batch.num_rows();
+    let columns: Vec<ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|f| match batch.column_by_name(f.name()) {
+            None => Ok(new_null_array(f.data_type(), rows)),
+            Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
+            Some(c) => Ok(arrow::compute::cast(c, f.data_type())?),
+        })
+        .collect::<Result<_>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(rows));
+    Ok(RecordBatch::try_new_with_options(schema.clone(), columns, &options)?)
+}
+
+/// Opens `paths`, checks that their schemas agree, settles the key (`by`, else the common
+/// `sorting_columns`) and splits the files into runs. `check_sorted` is accepted for
+/// compatibility: every run is checked (see the module doc).
+pub fn plan_merge(paths: &[PathBuf], by: Option<Vec<SortKey>>, check_sorted: bool) -> Result<MergePlan> {
+    let _ = check_sorted;
+    plan_merge_with(paths, by, &PlanOptions::default())
+}
+
+/// [`plan_merge`] with options.
+pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &PlanOptions) -> Result<MergePlan> {
+    if paths.is_empty() {
+        return Err(Error::InvalidArgument("no input files".into()));
+    }
+    let files: Vec<InputFile> = paths.iter().map(|p| open_input(p)).collect::<Result<_>>()?;
+    let schema = if options.union_by_name {
+        union_schema(&files)?
+    } else {
+        check_same_schema(&files)?;
+        merge_field_metadata(files[0].metadata.schema(), &files)
+    };
+    let schema: SchemaRef = Arc::new(schema);
     let keys = match by {
         Some(keys) => keys,
         None => common_declared_order(&files)?,
@@ -274,35 +606,38 @@ pub fn plan_merge(paths: &[PathBuf], by: Option<Vec<SortKey>>, check_sorted: boo
 
     let mut runs = Vec::new();
     let mut total_rows = 0;
-    let mut uncompressed: u64 = 0;
+    let mut decoded: u64 = 0;
     for (fi, f) in files.iter().enumerate() {
         let row_groups = f.metadata.metadata().row_groups();
-        let joins = continues(f, &schema, &keys[0]);
+        let joins = continues(f, &keys[0]);
         let mut current: Option<Run> = None;
         for (g, rg) in row_groups.iter().enumerate() {
             let rows = rg.num_rows() as usize;
             total_rows += rows;
-            uncompressed += rg.total_byte_size().max(0) as u64;
             if rows == 0 {
                 continue;
             }
-            let vouched = declared_order(f, rg).is_some_and(|d| d.len() >= keys.len() && d[..keys.len()] == keys[..]);
-            let check = check_sorted || !vouched;
+            let bytes = decoded_bytes(f, g);
+            let decoder = decoder_bytes(f, g);
+            decoded += bytes;
+            let declared = declared_order(f, rg).is_some_and(|d| d.len() >= keys.len() && d[..keys.len()] == keys[..]);
             match &mut current {
                 Some(run) if *run.row_groups.last().unwrap() + 1 == g && joins[g - 1] => {
                     run.row_groups.push(g);
                     run.row_group_rows.push(rows);
-                    run.check_sorted |= check;
+                    run.declared &= declared;
+                    run.decoded_bytes += bytes;
+                    run.decoder_bytes = run.decoder_bytes.max(decoder);
                 }
                 _ => {
                     runs.extend(current.take());
-                    current = Some(Run { file: fi, row_groups: vec![g], row_group_rows: vec![rows], check_sorted: check });
+                    current = Some(Run { file: fi, row_groups: vec![g], row_group_rows: vec![rows], declared, decoded_bytes: bytes, decoder_bytes: decoder });
                 }
             }
         }
         runs.extend(current);
     }
     let total_bytes = files.iter().map(|f| f.size).sum();
-    let row_bytes = (uncompressed / total_rows.max(1) as u64).max(1) as usize;
-    Ok(MergePlan { files, schema, keys, runs, total_rows, total_bytes, row_bytes })
+    let row_bytes = (decoded / total_rows.max(1) as u64).max(1) as usize;
+    Ok(MergePlan { files, schema, keys, runs, total_rows, total_bytes, row_bytes, union_by_name: options.union_by_name })
 }

@@ -2,23 +2,42 @@
 //!
 //! The runs of a [`MergePlan`] stream through a [`FrontierMerge`]: each run buffers a
 //! window of rows, a round merges everything the frontier rule lets out, and the merged
-//! batches go to a writer thread that encodes row groups (columns in parallel). Each run
-//! decodes on its own thread a batch ahead of the merge (up to [`MAX_READER_THREADS`] runs;
-//! beyond, the merge loop reads the runs in parallel itself).
+//! rows go, gathered in pieces, to a writer thread that encodes row groups (columns in
+//! parallel). Each run decodes on its own thread a batch ahead of the merge (up to
+//! [`MAX_READER_THREADS`] runs; beyond, the merge loop reads the runs in parallel itself).
 //!
-//! Memory: half of `memory_limit` goes to the runs' windows and the batches decoded ahead,
-//! a quarter to the round being merged and the one handed to the writer, a quarter to the
-//! writer's row groups (those being encoded). Sizes are estimated from the
-//! row groups' uncompressed sizes, so the cap is approximate.
+//! Memory (`memory_limit` = B), by the real size of the decoded batches, not Parquet's
+//! uncompressed sizes (dictionary-encoded strings decode to many times those):
+//! - **decoders**: D, what the runs' Parquet decoders hold (pages, dictionaries,
+//!   decompression contexts; estimated from the footers, [`decoder_bytes`]); of the rest,
+//!   R = B − D:
+//! - **windows**: R/4 shared by the runs ([`window_budgets`]: a run that holds less than
+//!   its share leaves the rest to the others), each run's window counted in buffered Arrow
+//!   bytes plus [`ROUND_BYTES_PER_ROW`] a row for the round's key words and permutation;
+//!   every run also holds one batch decoded ahead and may overshoot by one batch, batches
+//!   being a quarter of a window: 3R/8 in all;
+//! - **the round**: gathered in pieces of R/16, one piece handed to the writer while the
+//!   next is gathered (R/8);
+//! - **the writer**: R/4 for the row groups being encoded (their Arrow data and their
+//!   encoded pages);
+//! - the rest (R/4) is slack for the allocator and everything not counted.
+//!
+//! A limit whose R cannot hold every run's smallest window, or smaller than 2D, is refused
+//! up front with the limit that would do. Peak resident memory then stays within the limit
+//! plus 20%, plus a fixed floor of 64 MiB (the program and its threads; docs/PERFORMANCE.md
+//! has the measurements). Open files stay bounded: with more runs than [`open_file_budget`]
+//! a run opens its file for each batch and closes it after (its decoders then live only
+//! while it reads); a run closes its file as soon as its last row is read.
 
-use super::inputs::{MergePlan, Run};
+use super::inputs::{conform, MergePlan, Run};
 use super::writer::{SortedParquetWriter, WriterSettings, Written};
 use crate::error::{Error, Result};
 use crate::keys::KeySpec;
 use crate::merge::Engine;
 use crate::stream::{FrontierMerge, StreamOptions};
-use arrow::array::{ArrayRef, RecordBatch};
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::datatypes::DataType;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
 use parquet::file::metadata::KeyValue;
 use rayon::prelude::*;
 use std::path::Path;
@@ -42,10 +61,30 @@ impl Default for MergeFilesOptions {
     }
 }
 
-/// Fewest rows a run's window may hold; a smaller memory limit is refused.
+/// Estimated memory of the runs' Parquet decoders: an open run's decoders live as long as
+/// it is read; a run read in one batch (at most [`FIRST_BATCH_ROWS`] rows), or every run
+/// when files are opened per batch (`keep_open` false), holds them only while it decodes,
+/// and only as many runs decode at once as there are reader threads.
+pub fn decoder_bytes(plan: &MergePlan, keep_open: bool) -> usize {
+    let concurrent = if plan.runs.len() <= MAX_READER_THREADS { plan.runs.len() } else { rayon::current_num_threads() };
+    let (held, mut transient): (Vec<&Run>, Vec<&Run>) = plan.runs.iter().partition(|r| keep_open && r.rows() > FIRST_BATCH_ROWS);
+    transient.sort_unstable_by_key(|r| std::cmp::Reverse(r.decoder_bytes));
+    held.iter().chain(transient.iter().take(concurrent)).map(|r| r.decoder_bytes as usize).sum()
+}
+
+/// Fewest rows a run's window may hold (or the whole run, if smaller); a smaller memory
+/// limit is refused.
 pub const MIN_WINDOW_ROWS: usize = 1024;
 /// Most rows a run's window holds (larger windows only add memory).
 pub const MAX_WINDOW_ROWS: usize = 1 << 20;
+/// Bytes a buffered row costs a round on top of its own: key words (up to 32 bytes, and
+/// the engine's copy) and the permutation.
+pub const ROUND_BYTES_PER_ROW: usize = 48;
+/// Most rows of a run's first batch.
+pub const FIRST_BATCH_ROWS: usize = 1024;
+/// Most bytes of one decoded batch: a batch of Utf8 or Binary beyond 2 GiB overflows its
+/// offsets, so huge values are read a few rows at a time.
+pub const MAX_BATCH_BYTES: usize = 256 << 20;
 
 /// What a finished merge did.
 #[derive(Debug, Clone)]
@@ -58,7 +97,8 @@ pub struct MergeSummary {
     pub output_row_groups: usize,
     pub rounds_cpu: usize,
     pub rounds_gpu: usize,
-    pub window_rows: usize,
+    /// The largest window of any run, in bytes.
+    pub window_bytes: usize,
     pub elapsed: Duration,
     /// Time the merge loop spent reading and decoding input windows.
     pub read_time: Duration,
@@ -66,6 +106,16 @@ pub struct MergeSummary {
     pub merge_time: Duration,
     /// Time the writer thread spent encoding and writing row groups.
     pub write_time: Duration,
+    /// The process's peak resident memory at the end ([`peak_memory`]; Linux only).
+    pub peak_memory: Option<u64>,
+}
+
+/// The process's peak resident memory so far (`VmHWM` of `/proc/self/status`), on Linux.
+pub fn peak_memory() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
 }
 
 impl MergeSummary {
@@ -79,22 +129,65 @@ impl MergeSummary {
     }
 }
 
-/// Rows per run window for `memory_limit` (see the module doc).
-pub fn window_rows(plan: &MergePlan, memory_limit: usize) -> Result<usize> {
-    let runs = plan.runs.len().max(1);
-    // Decoded Arrow data is larger than Parquet's uncompressed size (offsets, validity).
-    let row_bytes = plan.row_bytes.saturating_mul(3) / 2 + 8;
-    // Half the limit: per run a window and a batch decoded ahead (up to a window).
-    let window = memory_limit / 4 / runs / row_bytes;
-    if window < MIN_WINDOW_ROWS && plan.total_rows > 0 {
-        let needed = 4 * runs * row_bytes * MIN_WINDOW_ROWS;
+/// The bytes of a run's smallest workable window: [`MIN_WINDOW_ROWS`] rows, or the whole
+/// run if it is shorter, at the plan's estimate of its decoded size.
+fn min_window_bytes(run: &Run) -> usize {
+    let rows = run.rows().max(1);
+    let row_bytes = (run.decoded_bytes as usize / rows).max(1) + ROUND_BYTES_PER_ROW;
+    rows.min(MIN_WINDOW_ROWS) * row_bytes
+}
+
+/// Each run's window budget in bytes for `memory_limit` (see the module doc): R/4
+/// shared out by water-filling, so a run that needs less than an equal share (a short run)
+/// takes only its need and the others split the rest. Refused when the decoders or the
+/// runs' smallest workable windows do not fit, with the limit that would fit.
+pub fn window_budgets(plan: &MergePlan, memory_limit: usize, decoders: usize) -> Result<Vec<usize>> {
+    let n = plan.runs.len();
+    if n == 0 {
+        return Ok(vec![]);
+    }
+    let rest = memory_limit.saturating_sub(decoders);
+    let pool = rest / 4;
+    let needed: usize = plan.runs.iter().map(min_window_bytes).sum();
+    if needed > pool || decoders > memory_limit / 2 {
+        // The smallest limit with R/4 >= needed and B >= 2D.
+        let at_least = (decoders + needed * 4).max(2 * decoders);
         return Err(Error::InvalidArgument(format!(
-            "--memory-limit {} is too small for {runs} sorted runs of about {row_bytes} bytes a row; it needs at least {}",
+            "--memory-limit {} is too small for {n} sorted runs of about {} bytes a row and {} of Parquet decoders; it needs at least {}",
             show_bytes(memory_limit as u64),
-            show_bytes(needed as u64)
+            plan.row_bytes,
+            show_bytes(decoders as u64),
+            show_bytes_ceil(at_least as u64)
         )));
     }
-    Ok(window.clamp(MIN_WINDOW_ROWS, MAX_WINDOW_ROWS))
+    // Water-filling over the runs' estimated sizes, smallest first.
+    let wanted: Vec<usize> = plan.runs.iter().map(|r| (r.decoded_bytes as usize + r.rows() * ROUND_BYTES_PER_ROW).max(min_window_bytes(r))).collect();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| wanted[i]);
+    let mut budgets = vec![0; n];
+    let mut left = pool;
+    for (k, &i) in order.iter().enumerate() {
+        let share = left / (n - k);
+        budgets[i] = wanted[i].min(share).max(min_window_bytes(&plan.runs[i]));
+        left = left.saturating_sub(budgets[i]);
+    }
+    Ok(budgets)
+}
+
+/// `1.5 GiB`, rounded up at the last digit shown (a hint to pass back must not be short).
+pub fn show_bytes_ceil(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut unit = 1u64;
+    let mut u = 0;
+    while n >= unit * 1024 && u + 1 < UNITS.len() {
+        unit *= 1024;
+        u += 1;
+    }
+    if u == 0 {
+        return format!("{n} B");
+    }
+    let tenths = (n * 10).div_ceil(unit);
+    format!("{}.{} {}", tenths / 10, tenths % 10, UNITS[u])
 }
 
 /// `1.5 GiB`.
@@ -116,6 +209,36 @@ pub fn show_bytes(n: u64) -> String {
 /// Runs up to which each run is decoded on a thread of its own.
 pub const MAX_READER_THREADS: usize = 256;
 
+/// File descriptors kept for everything but the runs' files (output, libraries, GPU).
+const RESERVED_FILES: u64 = 64;
+
+/// Raises the soft limit on open files to the hard limit (capped at 2^20) and returns how
+/// many input files a merge may hold open at once.
+pub fn open_file_budget() -> usize {
+    #[cfg(unix)]
+    {
+        // SAFETY: getrlimit/setrlimit read and write the plain struct passed by pointer.
+        unsafe {
+            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                let want = limit.rlim_max.min(1 << 20);
+                if limit.rlim_cur < want {
+                    let raised = libc::rlimit { rlim_cur: want, rlim_max: limit.rlim_max };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                        limit.rlim_cur = want;
+                    }
+                }
+                return (limit.rlim_cur as u64).saturating_sub(RESERVED_FILES).max(16) as usize;
+            }
+        }
+        512
+    }
+    #[cfg(not(unix))]
+    {
+        512
+    }
+}
+
 /// Where the merge loop takes each run's batches from.
 enum Sources<'a> {
     /// A decoding thread per run, each a batch ahead.
@@ -133,32 +256,106 @@ impl Sources<'_> {
     }
 }
 
-/// A run being read: its reader, opened on first use.
+/// A run being read. It knows its position, so it can close its file between batches
+/// (when files are scarce) and reopen it where it stopped, and it sizes its batches by the
+/// measured bytes of the rows it decoded.
 struct RunReader<'a> {
     run: &'a Run,
     path: &'a Path,
     metadata: &'a parquet::arrow::arrow_reader::ArrowReaderMetadata,
-    reader: Option<ParquetRecordBatchReader>,
+    /// The open reader and the batch size it was built with.
+    reader: Option<(ParquetRecordBatchReader, usize)>,
+    /// Rows of the run returned so far.
+    position: usize,
+    /// Rows of the next batch.
+    batch_rows: usize,
+    /// Bytes a batch should hold (a quarter of the run's window budget).
+    batch_bytes: usize,
+    /// Keep the file open between batches.
+    keep_open: bool,
 }
 
-impl RunReader<'_> {
-    fn next_batch(&mut self, batch_rows: usize) -> Result<Option<RecordBatch>> {
-        let err = |e: &dyn std::fmt::Display| Error::File { path: self.path.to_path_buf(), detail: format!("reading row groups {:?}: {e}", self.run.row_groups) };
-        if self.reader.is_none() {
-            let file = std::fs::File::open(self.path).map_err(|e| err(&e))?;
-            let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
-                .with_row_groups(self.run.row_groups.clone())
-                .with_batch_size(batch_rows)
-                .build()
-                .map_err(|e| err(&e))?;
-            self.reader = Some(reader);
+impl<'a> RunReader<'a> {
+    fn new(run: &'a Run, plan: &'a MergePlan, window_bytes: usize, keep_open: bool) -> Self {
+        let f = &plan.files[run.file];
+        let batch_bytes = (window_bytes / 4).clamp(1, MAX_BATCH_BYTES);
+        let row_bytes = (run.decoded_bytes as usize / run.rows().max(1)).max(1) + ROUND_BYTES_PER_ROW;
+        // The first batch is short: estimates from footers can be far off (writers without
+        // size statistics), and the batch's measured size sets the next ones.
+        let batch_rows = (batch_bytes / row_bytes).clamp(1, FIRST_BATCH_ROWS);
+        RunReader { run, path: &f.path, metadata: &f.metadata, reader: None, position: 0, batch_rows, batch_bytes, keep_open }
+    }
+
+    fn error(&self, e: &dyn std::fmt::Display) -> Error {
+        Error::File { path: self.path.to_path_buf(), detail: format!("reading row groups {:?}: {e}", self.run.row_groups) }
+    }
+
+    /// Opens the file at the run's current position, for batches of `self.batch_rows`.
+    fn open(&mut self) -> Result<()> {
+        // The row group holding `position`, and the rows of it already read.
+        let (mut first, mut skip) = (0, self.position);
+        while skip >= self.run.row_group_rows[first] {
+            skip -= self.run.row_group_rows[first];
+            first += 1;
         }
-        match self.reader.as_mut().expect("opened above").next() {
-            None => Ok(None),
-            Some(Ok(b)) => Ok(Some(b)),
-            Some(Err(e)) => Err(err(&e)),
+        let file = std::fs::File::open(self.path).map_err(|e| self.error(&e))?;
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
+            .with_row_groups(self.run.row_groups[first..].to_vec())
+            .with_batch_size(self.batch_rows);
+        if skip > 0 {
+            let rest = self.run.rows() - self.position;
+            builder = builder.with_row_selection(RowSelection::from(vec![RowSelector::skip(skip), RowSelector::select(rest)]));
+        }
+        let reader = builder.build().map_err(|e| self.error(&e))?;
+        self.reader = Some((reader, self.batch_rows));
+        Ok(())
+    }
+
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        loop {
+            if self.position >= self.run.rows() {
+                self.reader = None; // close the file as soon as the run is done
+                return Ok(None);
+            }
+            if self.reader.as_ref().is_some_and(|(_, rows)| *rows != self.batch_rows) {
+                self.reader = None; // reopen where it stopped, with the new batch size
+            }
+            if self.reader.is_none() {
+                self.open()?;
+            }
+            let next = self.reader.as_mut().expect("opened above").0.next();
+            match next {
+                Some(Ok(b)) => {
+                    self.position += b.num_rows();
+                    // Size the next batches by what this one measured, changing only for
+                    // a factor of 2 or more (a change reopens the file).
+                    let row_bytes = (batch_bytes(&b) / b.num_rows().max(1)).max(1) + ROUND_BYTES_PER_ROW;
+                    let fit = (self.batch_bytes / row_bytes).clamp(1, MAX_WINDOW_ROWS);
+                    if fit * 2 <= self.batch_rows || fit >= self.batch_rows * 2 {
+                        self.batch_rows = fit;
+                    }
+                    if !self.keep_open || self.position >= self.run.rows() {
+                        self.reader = None;
+                    }
+                    return Ok(Some(b));
+                }
+                // Values so large that a batch overflows its 32-bit offsets: fewer rows.
+                Some(Err(e)) if e.to_string().contains("overflow") && self.batch_rows > 1 => {
+                    self.reader = None;
+                    self.batch_rows = (self.batch_rows / 16).max(1);
+                }
+                Some(Err(e)) => return Err(self.error(&e)),
+                None => {
+                    return Err(self.error(&format!("the file ended after {} of the {} rows its metadata counts", self.position, self.run.rows())))
+                }
+            }
         }
     }
+}
+
+/// Memory of a batch's rows (a slice at its share of its buffers).
+fn batch_bytes(b: &RecordBatch) -> usize {
+    b.columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size())).sum()
 }
 
 /// The footer metadata the output keeps: the inputs' key-value pairs, the first file's value
@@ -175,14 +372,20 @@ fn kept_metadata(plan: &MergePlan) -> Vec<KeyValue> {
     kept
 }
 
-/// Merges the runs of `plan` into `output`. `progress` is called after every round with the
-/// rows written so far. On any error the output is left as it was.
+/// Merges the runs of `plan` into `output`. `progress` is called after every piece written
+/// with the rows written so far. On any error the output is left as it was.
 pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions, progress: &(dyn Fn(usize) + Sync)) -> Result<MergeSummary> {
     let start = Instant::now();
-    let window = window_rows(plan, options.memory_limit)?;
+    let keep_open = plan.runs.len() <= open_file_budget();
+    let decoders = decoder_bytes(plan, keep_open);
+    let budgets = window_budgets(plan, options.memory_limit, decoders)?;
+    let rest = options.memory_limit - decoders;
     let mut writer_settings = options.writer.clone();
-    let group_cap = (options.memory_limit / 4 / super::writer::ROW_GROUPS_IN_FLIGHT).max(1 << 20);
+    // R/4 for the row groups being encoded and the one filling, each held twice (Arrow
+    // data, encoded pages).
+    let group_cap = (rest / 4 / (super::writer::ROW_GROUPS_IN_FLIGHT + 1) / 2).max(1 << 20);
     writer_settings.row_group_bytes = writer_settings.row_group_bytes.min(group_cap);
+    let piece_bytes = (rest / 16).max(1 << 20);
     let writer = SortedParquetWriter::create(
         output, plan.schema.clone(), super::writer::common_parquet_schema(&plan.files, &plan.schema), &plan.keys, kept_metadata(plan), plan.total_rows, writer_settings,
     )?;
@@ -190,21 +393,15 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
     let specs: Vec<KeySpec> = plan.keys.iter().map(|k| KeySpec { name: k.column.clone(), options: k.options }).collect();
     let key_index: Vec<usize> = plan.keys.iter().map(|k| plan.schema.index_of(&k.column)).collect::<Result<_, _>>()?;
     let key_types: Vec<_> = key_index.iter().map(|&i| plan.schema.field(i).data_type().clone()).collect();
-    let stream_options = StreamOptions { window_rows: window, batch_size: 8192, engine: options.engine, check_sorted: false, gpu_min_keys: options.gpu_min_keys };
+    let batch_size = 8192;
+    let stream_options = StreamOptions { window_rows: MAX_WINDOW_ROWS, batch_size, engine: options.engine, check_sorted: true, gpu_min_keys: options.gpu_min_keys };
     let mut frontier = FrontierMerge::new(plan.schema.clone(), &key_types, specs, plan.runs.len(), stream_options)?;
-    for (i, run) in plan.runs.iter().enumerate() {
-        frontier.set_check_sorted(i, run.check_sorted);
+    for (i, &budget) in budgets.iter().enumerate() {
+        frontier.set_window_bytes(i, budget, ROUND_BYTES_PER_ROW);
     }
-    let readers: Vec<RunReader> = plan
-        .runs
-        .iter()
-        .map(|run| {
-            let f = &plan.files[run.file];
-            RunReader { run, path: &f.path, metadata: &f.metadata, reader: None }
-        })
-        .collect();
+    let readers: Vec<RunReader> = plan.runs.iter().zip(&budgets).map(|(run, &budget)| RunReader::new(run, plan, budget, keep_open)).collect();
 
-    // The writer thread: one round in flight between it and the merge. It renames the
+    // The writer thread: one piece in flight between it and the merge. It renames the
     // output into place only on `Finish`; if the merge fails, the channel closes without
     // it and the temporary file is removed.
     enum ToWriter {
@@ -252,9 +449,10 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
             let receivers = readers
                 .into_iter()
                 .map(|mut reader| {
-                    let (send, receive) = mpsc::sync_channel::<Result<Option<RecordBatch>>>(1);
+                    // Rendezvous: the thread holds at most the one batch it decoded ahead.
+                    let (send, receive) = mpsc::sync_channel::<Result<Option<RecordBatch>>>(0);
                     scope.spawn(move || loop {
-                        let next = reader.next_batch(window);
+                        let next = reader.next_batch();
                         let last = !matches!(next, Ok(Some(_)));
                         // A closed channel means the merge stopped (an error): stop too.
                         if send.send(next).is_err() || last {
@@ -282,32 +480,41 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
                         Sources::Inline(readers) => {
                             let mut slots: Vec<(usize, &mut RunReader)> =
                                 readers.iter_mut().enumerate().filter(|(i, _)| wanted.binary_search(i).is_ok()).collect();
-                            slots.par_iter_mut().map(|(i, r)| (*i, r.next_batch(window))).collect()
+                            slots.par_iter_mut().map(|(i, r)| (*i, r.next_batch())).collect()
                         }
                     };
                     for (i, batch) in batches {
                         match batch? {
                             None => frontier.finish_input(i),
                             Some(b) => {
+                                let b = conform(b, &plan.schema)?;
                                 let keys: Vec<ArrayRef> = key_index.iter().map(|&c| b.column(c).clone()).collect();
-                                let b = b.with_schema(plan.schema.clone()).map_err(Error::from)?;
                                 frontier.push(i, b, keys).map_err(|e| not_sorted_in_file(e, plan, i))?;
                             }
                         }
                     }
                 }
                 read_time += t.elapsed();
-                // 2. Merge what the frontier lets out; 3. hand it to the writer.
+                // 2. Merge what the frontier lets out; 3. gather it in pieces for the writer.
                 let t = Instant::now();
-                let chunk = frontier.merge_round()?;
-                merge_time += t.elapsed();
-                match chunk.engine {
+                let round = frontier.merge_round_ungathered()?;
+                match round.perm.engine {
                     Engine::Gpu => rounds_gpu += 1,
                     _ => rounds_cpu += 1,
                 }
-                if chunk.rows > 0 && to_writer.send(ToWriter::Rows(chunk.batches)).is_err() {
-                    return Ok(()); // the writer failed; its error is reported below
+                let rows = round.rows();
+                let round_bytes: usize = round.runs.iter().map(batch_bytes).sum();
+                let piece_rows = (piece_bytes / (round_bytes / rows.max(1)).max(1)).max(batch_size) / batch_size * batch_size;
+                let mut at = 0;
+                while at < rows {
+                    let end = (at + piece_rows).min(rows);
+                    let piece = round.gather(at, end, batch_size)?;
+                    at = end;
+                    if to_writer.send(ToWriter::Rows(piece)).is_err() {
+                        return Ok(()); // the writer failed; its error is reported below
+                    }
                 }
+                merge_time += t.elapsed();
             }
             let _ = to_writer.send(ToWriter::Finish);
             Ok(())
@@ -328,11 +535,12 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
         output_row_groups: written.row_groups,
         rounds_cpu,
         rounds_gpu,
-        window_rows: window,
+        window_bytes: budgets.iter().copied().max().unwrap_or(0),
         elapsed: start.elapsed(),
         read_time,
         merge_time,
         write_time,
+        peak_memory: peak_memory(),
     })
 }
 
@@ -342,6 +550,16 @@ fn not_sorted_in_file(e: Error, plan: &MergePlan, i: usize) -> Error {
         Error::NotSorted { row, detail, .. } => {
             let run = &plan.runs[i];
             let (row_group, row) = run.locate(row);
+            let float_key = plan.keys.iter().any(|k| {
+                plan.schema.field_with_name(&k.column).is_ok_and(|f| matches!(f.data_type(), DataType::Float16 | DataType::Float32 | DataType::Float64))
+            });
+            let detail = if run.declared && float_key {
+                format!(
+                    "{detail} (its sorting_columns declare this order, but corank orders floats by IEEE total order, -NaN < -inf < -0 < +0 < +inf < NaN, as arrow and DataFusion do; pyarrow and pandas put NaN last and -0 equal to +0)"
+                )
+            } else {
+                detail
+            };
             Error::FileNotSorted { path: plan.files[run.file].path.clone(), row_group, row, detail }
         }
         other => other,

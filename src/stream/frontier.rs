@@ -9,6 +9,10 @@
 //! least one input's buffer: memory stays within `window_rows` per input (plus one batch),
 //! and duplicates of the frontier key never stall the merge.
 //!
+//! Windows are counted in rows (`window_rows`) and, where the caller sets a byte budget
+//! ([`FrontierMerge::set_window_bytes`]), in the buffered batches' real memory as well, so
+//! wide rows (long strings) hold fewer rows.
+//!
 //! One round: (1) every input not exhausted holds at least one row (the caller pushes);
 //! (2) find `F`; (3) per input, the emittable prefix of its buffer (binary search);
 //! (4) merge those prefixes with the engine — an input's buffered batches are consecutive
@@ -50,11 +54,15 @@ impl Default for StreamOptions {
 struct Buffered {
     batch: RecordBatch,
     keys: Vec<ArrayRef>,
+    /// The memory this batch is counted at: a slice at its share of its buffers (which the
+    /// slice keeps alive).
+    bytes: usize,
 }
 
 impl Buffered {
     fn slice(&self, offset: usize, len: usize) -> Buffered {
-        Buffered { batch: self.batch.slice(offset, len), keys: self.keys.iter().map(|k| k.slice(offset, len)).collect() }
+        let bytes = self.bytes * len / self.batch.num_rows().max(1);
+        Buffered { batch: self.batch.slice(offset, len), keys: self.keys.iter().map(|k| k.slice(offset, len)).collect(), bytes }
     }
 }
 
@@ -62,6 +70,8 @@ impl Buffered {
 struct Input {
     batches: VecDeque<Buffered>,
     rows: usize,
+    /// Memory of the buffered rows (slices counted at their share of their buffers).
+    bytes: usize,
     exhausted: bool,
     /// Rows of this input already pushed (for error messages).
     rows_seen: usize,
@@ -69,6 +79,48 @@ struct Input {
     last_key: Option<OwnedRow>,
     /// Whether pushed batches are checked for order.
     check_sorted: bool,
+    /// Byte budget of the window and the bytes counted a buffered row on top of the
+    /// batch's memory (the round's key words and permutation), if set.
+    window_bytes: Option<(usize, usize)>,
+}
+
+/// One round merged but not yet gathered: the emitted rows of every input as runs, in
+/// input order, and their stable merge order. [`MergedRound::gather`] builds output
+/// batches from any range of it, so a caller can stream a large round in pieces.
+pub struct MergedRound {
+    pub runs: Vec<RecordBatch>,
+    pub perm: crate::merge::Permutation,
+    schema: SchemaRef,
+}
+
+impl MergedRound {
+    pub fn rows(&self) -> usize {
+        self.perm.len()
+    }
+
+    /// Output rows `start..end` as batches of at most `batch_size` rows with the merge's
+    /// schema.
+    pub fn gather(&self, start: usize, end: usize, batch_size: usize) -> Result<Vec<RecordBatch>> {
+        let end = end.min(self.rows());
+        if start >= end {
+            return Ok(vec![]);
+        }
+        let batches = if self.runs.len() == 1 {
+            // One run: the merge is the identity; slice without copying.
+            (start..end).step_by(batch_size).map(|s| self.runs[0].slice(s, batch_size.min(end - s))).collect()
+        } else if start == 0 && end == self.rows() {
+            gather(&self.runs, &self.perm, batch_size)?
+        } else {
+            let indices = match &self.perm.indices {
+                crate::merge::Indices::U32(v) => crate::merge::Indices::U32(v[start..end].to_vec()),
+                crate::merge::Indices::U64(v) => crate::merge::Indices::U64(v[start..end].to_vec()),
+            };
+            let part = crate::merge::Permutation { indices, ..self.perm.clone_without_indices() };
+            gather(&self.runs, &part, batch_size)?
+        };
+        // Output batches carry the declared schema (metadata and nullability included).
+        batches.into_iter().map(|b| Ok(b.with_schema(self.schema.clone())?)).collect()
+    }
 }
 
 /// The output of one round.
@@ -112,10 +164,23 @@ impl FrontierMerge {
     }
 
     /// Whether input `i` should be given more rows before the next round: it is not
-    /// exhausted and holds fewer than `window_rows` rows.
+    /// exhausted, holds fewer than `window_rows` rows and, with a byte budget, fewer bytes
+    /// than the budget. An input with no rows always wants some.
     pub fn wants(&self, i: usize) -> bool {
         let input = &self.inputs[i];
-        !input.exhausted && input.rows < self.options.window_rows
+        if input.exhausted {
+            return false;
+        }
+        if input.rows == 0 {
+            return true;
+        }
+        input.rows < self.options.window_rows && input.window_bytes.is_none_or(|(budget, per_row)| input.bytes + input.rows * per_row < budget)
+    }
+
+    /// Bounds input `i`'s window by `budget` bytes of buffered memory, counting `per_row`
+    /// bytes a row on top of the batches' own (what a round adds a row).
+    pub fn set_window_bytes(&mut self, i: usize, budget: usize, per_row: usize) {
+        self.inputs[i].window_bytes = Some((budget.max(1), per_row));
     }
 
     /// Whether a round can run: every input not exhausted holds at least one row.
@@ -179,7 +244,9 @@ impl FrontierMerge {
         input.last_key = Some(last);
         input.rows_seen += n;
         input.rows += n;
-        input.batches.push_back(Buffered { batch, keys });
+        let bytes = batch.get_array_memory_size();
+        input.bytes += bytes;
+        input.batches.push_back(Buffered { batch, keys, bytes });
         Ok(())
     }
 
@@ -196,6 +263,18 @@ impl FrontierMerge {
     /// Runs one round: merges and returns every buffered row that can be emitted now.
     /// Requires [`ready`](Self::ready).
     pub fn merge_round(&mut self) -> Result<MergedChunk> {
+        let round = self.merge_round_ungathered()?;
+        let rows = round.rows();
+        if rows == 0 {
+            return Ok(MergedChunk { batches: vec![], rows: 0, engine: Engine::Cpu, key_bytes: 0 });
+        }
+        let batches = round.gather(0, rows, self.options.batch_size)?;
+        Ok(MergedChunk { batches, rows, engine: round.perm.engine, key_bytes: rows * round.perm.key_bytes })
+    }
+
+    /// [`merge_round`](Self::merge_round) without the gather: the caller gathers the
+    /// round's rows in pieces ([`MergedRound::gather`]).
+    pub fn merge_round_ungathered(&mut self) -> Result<MergedRound> {
         if !self.ready() {
             return Err(Error::InvalidArgument("an input that is not exhausted has no buffered rows".into()));
         }
@@ -247,6 +326,7 @@ impl FrontierMerge {
             for _ in 0..whole {
                 let b = input.batches.pop_front().unwrap();
                 input.rows -= b.batch.num_rows();
+                input.bytes -= b.bytes;
                 runs.push(b.batch);
                 run_keys.push(b.keys);
             }
@@ -254,7 +334,9 @@ impl FrontierMerge {
                 let front = input.batches.pop_front().unwrap();
                 let n = front.batch.num_rows();
                 let head = front.slice(0, part);
-                input.batches.push_front(front.slice(part, n - part));
+                let tail = front.slice(part, n - part);
+                input.bytes = input.bytes - front.bytes + tail.bytes;
+                input.batches.push_front(tail);
                 input.rows -= part;
                 runs.push(head.batch);
                 run_keys.push(head.keys);
@@ -262,18 +344,12 @@ impl FrontierMerge {
         }
         let rows: usize = runs.iter().map(|b| b.num_rows()).sum();
         if rows == 0 {
-            return Ok(MergedChunk { batches: vec![], rows: 0, engine: Engine::Cpu, key_bytes: 0 });
+            let perm = crate::merge::Permutation { run_offsets: vec![0], indices: crate::merge::Indices::U32(vec![]), engine: Engine::Cpu, key_bytes: 0 };
+            return Ok(MergedRound { runs, perm, schema: self.schema.clone() });
         }
-        // 4. Merge and gather.
+        // 4. Merge (the caller gathers).
         let options = MergeOptions { engine: self.options.engine, check_sorted: false, batch_size: self.options.batch_size, gpu_min_keys: self.options.gpu_min_keys };
         let perm = merge_columns(&run_keys, &self.specs, &options)?;
-        // Output batches carry the declared schema (metadata and nullability included).
-        let batches = gather(&runs, &perm, self.options.batch_size)?
-            .into_iter()
-            .map(|b| b.with_schema(self.schema.clone()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let key_bytes = rows * perm.key_bytes;
-        Ok(MergedChunk { batches, rows, engine: perm.engine, key_bytes })
+        Ok(MergedRound { runs, perm, schema: self.schema.clone() })
     }
 }
-

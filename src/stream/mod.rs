@@ -2,4 +2,4 @@
 
 mod frontier;
 
-pub use frontier::{FrontierMerge, MergedChunk, StreamOptions};
+pub use frontier::{FrontierMerge, MergedChunk, MergedRound, StreamOptions};

@@ -61,6 +61,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         by: None,
         engine: args.engine.clone(),
         check_sorted: true,
+        union_by_name: false,
         force: true,
         compression: "zstd(3)".into(),
         row_group_size: 1 << 20,

@@ -5,7 +5,8 @@ use crate::{parse_bytes, parse_count, EngineArgs};
 use clap::Args;
 use corank::parquet::inputs::show_keys;
 use corank::parquet::merge_files::show_bytes;
-use corank::parquet::{expand_inputs, merge_files, parse_compression, parse_order_by, plan_merge, MergeFilesOptions, MergeSummary, WriterSettings};
+use corank::parquet::inputs::{expand_inputs_excluding, plan_merge_with, PlanOptions};
+use corank::parquet::{merge_files, parse_compression, parse_order_by, MergeFilesOptions, MergeSummary, WriterSettings};
 use corank::{Engine, Error, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::io::Write;
@@ -25,10 +26,15 @@ pub struct MergeArgs {
     pub by: Option<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
-    /// Check every row of every input for order (inputs without matching sorting_columns
-    /// metadata are always checked).
+    /// Check every row of every input for order. Always on: inputs whose sorting_columns
+    /// declare the key are checked too (the flag is kept for scripts that pass it).
     #[arg(long)]
     pub check_sorted: bool,
+    /// Match columns by name across inputs: a column missing from a file reads as nulls,
+    /// nullable where any input's is, numeric types widened where every value fits.
+    /// Without it the inputs' schemas must be the same.
+    #[arg(long)]
+    pub union_by_name: bool,
     /// Replace OUTPUT if it exists.
     #[arg(short, long)]
     pub force: bool,
@@ -71,8 +77,15 @@ pub fn run(args: MergeArgs) -> Result<()> {
     }
     if args.verbose {
         eprintln!(
-            "reading {:.2?}, merging {:.2?} ({} cpu + {} gpu rounds), writing {:.2?} (its own thread); window {} rows per run; {} output row groups",
-            summary.read_time, summary.merge_time, summary.rounds_cpu, summary.rounds_gpu, summary.write_time, summary.window_rows, summary.output_row_groups
+            "reading {:.2?}, merging {:.2?} ({} cpu + {} gpu rounds), writing {:.2?} (its own thread); window up to {} per run; {} output row groups; peak memory {}",
+            summary.read_time,
+            summary.merge_time,
+            summary.rounds_cpu,
+            summary.rounds_gpu,
+            summary.write_time,
+            show_bytes(summary.window_bytes as u64),
+            summary.output_row_groups,
+            summary.peak_memory.map_or("unknown".into(), show_bytes)
         );
     }
     Ok(())
@@ -90,14 +103,10 @@ pub fn execute(args: &MergeArgs) -> Result<MergeSummary> {
     if args.engine.engine == Engine::Gpu {
         corank::gpu::availability().map_err(Error::GpuUnavailable)?;
     }
-    let paths = expand_inputs(&args.inputs)?;
-    if let Ok(out) = args.output.canonicalize() {
-        if paths.iter().any(|p| p.canonicalize().is_ok_and(|p| p == out)) && !args.force {
-            return Err(Error::InvalidArgument(format!("output {} is also an input", args.output.display())));
-        }
-    }
+    // The output is never an input (compared by device and inode), with or without --force.
+    let paths = expand_inputs_excluding(&args.inputs, &args.output)?;
     // 2. Footers: schemas, key, runs.
-    let plan = plan_merge(&paths, by, args.check_sorted)?;
+    let plan = plan_merge_with(&paths, by, &PlanOptions { union_by_name: args.union_by_name })?;
     log::info!("merging {} files as {} runs by {}", plan.files.len(), plan.runs.len(), show_keys(&plan.keys));
     // 3. The merge, with a progress bar on a terminal.
     let options = MergeFilesOptions {

@@ -18,14 +18,22 @@
 //! at once, and appended in order.
 //! Every row group carries the merge key as `sorting_columns`; the inputs' key-value
 //! metadata is kept.
+//!
+//! **Dictionary columns** keep their declared key type in the stored Arrow schema
+//! (`ARROW:schema`, written at the end) unless a row group's column chunk holds more
+//! distinct values than that key type can index: Parquet writes one dictionary per column
+//! chunk, and readers (arrow-rs, pyarrow) refuse a dictionary page larger than the declared
+//! key type. Such a column's key type is widened to the narrowest signed type that holds
+//! the largest count seen ([`widened_dictionary_keys`]); a column that fits keeps its type.
 
 use super::interrupt::TempGuard;
 use crate::api::SortKey;
 use crate::error::{Error, Result};
-use arrow::array::RecordBatch;
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::row::{RowConverter, SortField};
 use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn, ArrowRowGroupWriterFactory, ArrowWriterOptions};
-use parquet::arrow::{ArrowSchemaConverter, ArrowWriter};
+use parquet::arrow::{encode_arrow_schema, ArrowSchemaConverter, ArrowWriter, ARROW_SCHEMA_META_KEY as ARROW_SCHEMA_KEY};
 use parquet::basic::Compression;
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::WriterProperties;
@@ -107,16 +115,81 @@ pub struct SortedParquetWriter {
     row_groups_started: usize,
     /// Row groups being encoded, oldest first, with their row counts.
     in_flight: VecDeque<(Receiver<EncodedRowGroup>, usize)>,
+    /// Per top-level column, the most distinct values a narrow dictionary column held in
+    /// one row group (see [`widened_dictionary_keys`]).
+    max_distinct: Vec<usize>,
 }
 
 /// Row groups encoded at once (each a task per column): enough to keep every core busy
 /// when one column dominates.
 pub const ROW_GROUPS_IN_FLIGHT: usize = 4;
 
-type EncodedRowGroup = parquet::errors::Result<Vec<ArrowColumnChunk>>;
+/// A row group's encoded column chunks, and per top-level column the number of distinct
+/// values a narrow-keyed dictionary column holds in it (0 for other columns).
+type EncodedRowGroup = parquet::errors::Result<(Vec<ArrowColumnChunk>, Vec<usize>)>;
+
+/// Whether `dt` is a dictionary whose key type is narrower than 32 bits (the only ones a
+/// row group can outgrow in practice).
+fn narrow_dictionary(dt: &DataType) -> bool {
+    matches!(dt, DataType::Dictionary(k, _) if matches!(k.as_ref(), DataType::Int8 | DataType::UInt8 | DataType::Int16 | DataType::UInt16))
+}
+
+/// Distinct values the rows of `column` (a dictionary array) reference across `batches`.
+fn distinct_dictionary_values(batches: &[RecordBatch], column: usize) -> usize {
+    let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+    for b in batches {
+        let Some(dict) = b.column(column).as_any_dictionary_opt() else { continue };
+        let values = dict.values();
+        let Ok(converter) = RowConverter::new(vec![SortField::new(values.data_type().clone())]) else { return 0 };
+        let Ok(rows) = converter.convert_columns(std::slice::from_ref(values)) else { return 0 };
+        let mut used = vec![false; values.len()];
+        for (i, k) in dict.normalized_keys().into_iter().enumerate() {
+            if dict.keys().is_valid(i) {
+                used[k] = true;
+            }
+        }
+        for (v, _) in used.iter().enumerate().filter(|(_, u)| **u) {
+            seen.insert(rows.row(v).as_ref().to_vec());
+        }
+    }
+    seen.len()
+}
+
+/// The schema to store: `schema` with each narrow dictionary key type widened where a row
+/// group held more distinct values (`max_distinct`, per top-level column) than it indexes.
+pub fn widened_dictionary_keys(schema: &Schema, max_distinct: &[usize]) -> Schema {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .zip(max_distinct.iter().copied().chain(std::iter::repeat(0)))
+        .map(|(f, n)| match f.data_type() {
+            DataType::Dictionary(k, v) if n > 0 => {
+                // Readers accept a dictionary of n values when n itself fits the key type.
+                let fits = |t: &DataType| match t {
+                    DataType::Int8 => n <= i8::MAX as usize,
+                    DataType::UInt8 => n <= u8::MAX as usize,
+                    DataType::Int16 => n <= i16::MAX as usize,
+                    DataType::UInt16 => n <= u16::MAX as usize,
+                    _ => true,
+                };
+                if fits(k) {
+                    f.as_ref().clone()
+                } else {
+                    let key = [DataType::Int16, DataType::Int32].into_iter().find(|t| fits(t)).unwrap_or(DataType::Int32);
+                    f.as_ref().clone().with_data_type(DataType::Dictionary(Box::new(key), v.clone()))
+                }
+            }
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
 
 /// Encodes and compresses one row group's columns in parallel.
 fn encode_row_group(schema: &SchemaRef, batches: Vec<RecordBatch>, writers: Vec<ArrowColumnWriter>) -> EncodedRowGroup {
+    // 0. Distinct values of narrow dictionary columns (see the module doc).
+    let distinct: Vec<usize> =
+        schema.fields().iter().enumerate().map(|(c, f)| if narrow_dictionary(f.data_type()) { distinct_dictionary_values(&batches, c) } else { 0 }).collect();
     // 1. Leaves of every batch, grouped by leaf column (a nested field has several).
     let mut leaves: Vec<Vec<ArrowLeafColumn>> = (0..writers.len()).map(|_| Vec::with_capacity(batches.len())).collect();
     for batch in &batches {
@@ -130,7 +203,7 @@ fn encode_row_group(schema: &SchemaRef, batches: Vec<RecordBatch>, writers: Vec<
     }
     drop(batches);
     // 2. One task per column.
-    writers
+    let chunks = writers
         .into_par_iter()
         .zip(leaves)
         .map(|(mut writer, leaves)| {
@@ -139,7 +212,8 @@ fn encode_row_group(schema: &SchemaRef, batches: Vec<RecordBatch>, writers: Vec<
             }
             writer.close()
         })
-        .collect()
+        .collect::<parquet::errors::Result<Vec<_>>>()?;
+    Ok((chunks, distinct))
 }
 
 fn output_error(path: &Path, what: impl std::fmt::Display) -> Error {
@@ -318,7 +392,8 @@ impl SortedParquetWriter {
             .set_sorting_columns(Some(sorting))
             .set_key_value_metadata((!metadata.is_empty()).then_some(metadata))
             .build();
-        let mut options = ArrowWriterOptions::new().with_properties(props);
+        // The Arrow schema is stored at the end, once dictionary key types are settled.
+        let mut options = ArrowWriterOptions::new().with_properties(props).with_skip_arrow_metadata(true);
         if let Some(parquet_schema) = parquet_schema {
             options = options.with_parquet_schema(parquet_schema);
         }
@@ -332,7 +407,6 @@ impl SortedParquetWriter {
             _on_signal: on_signal,
             writer,
             factory,
-            schema,
             settings,
             pending: Vec::new(),
             pending_rows: 0,
@@ -342,6 +416,8 @@ impl SortedParquetWriter {
             row_groups: 0,
             row_groups_started: 0,
             in_flight: VecDeque::new(),
+            max_distinct: vec![0; schema.fields().len()],
+            schema,
         })
     }
 
@@ -406,7 +482,10 @@ impl SortedParquetWriter {
         let Some((result, rows)) = self.in_flight.pop_front() else { return Ok(()) };
         let target = self.target.clone();
         let err = |e: parquet::errors::ParquetError| output_error(&target, e);
-        let chunks = result.recv().map_err(|_| output_error(&target, "a row group encoder stopped"))?.map_err(err)?;
+        let (chunks, distinct) = result.recv().map_err(|_| output_error(&target, "a row group encoder stopped"))?.map_err(err)?;
+        for (max, n) in self.max_distinct.iter_mut().zip(distinct) {
+            *max = (*max).max(n);
+        }
         let mut row_group = self.writer.next_row_group().map_err(err)?;
         for chunk in chunks {
             chunk.append_to_row_group(&mut row_group).map_err(err)?;
@@ -425,6 +504,8 @@ impl SortedParquetWriter {
             self.append_oldest()?;
         }
         let target = self.target.clone();
+        let stored = widened_dictionary_keys(&self.schema, &self.max_distinct);
+        self.writer.append_key_value_metadata(KeyValue::new(ARROW_SCHEMA_KEY.to_string(), encode_arrow_schema(&stored)));
         let inner = self.writer.into_inner().map_err(|e| output_error(&target, e))?;
         let file = inner.into_inner().map_err(|e| output_error(&target, e.error()))?;
         // The target again, as it is now: still not there, or a regular file to replace, whose

@@ -242,7 +242,7 @@ pub fn open_file_budget() -> usize {
 /// Where the merge loop takes each run's batches from.
 enum Sources<'a> {
     /// A decoding thread per run, each a batch ahead.
-    Threads(Vec<mpsc::Receiver<Result<Option<RecordBatch>>>>),
+    Threads(Vec<mpsc::Receiver<Result<Option<RunBatch>>>>),
     /// Read in the merge loop (too many runs for a thread each).
     Inline(Vec<RunReader<'a>>),
 }
@@ -255,6 +255,10 @@ impl Sources<'_> {
         }
     }
 }
+
+/// A batch of a run, and whether it is the run's last (so the merge can mark the run
+/// exhausted at once: a run still open holds the frontier back).
+type RunBatch = (RecordBatch, bool);
 
 /// A run being read. It knows its position, so it can close its file between batches
 /// (when files are scarce) and reopen it where it stopped, and it sizes its batches by the
@@ -282,7 +286,11 @@ impl<'a> RunReader<'a> {
         let row_bytes = (run.decoded_bytes as usize / run.rows().max(1)).max(1) + ROUND_BYTES_PER_ROW;
         // The first batch is short: estimates from footers can be far off (writers without
         // size statistics), and the batch's measured size sets the next ones.
-        let batch_rows = (batch_bytes / row_bytes).clamp(1, FIRST_BATCH_ROWS);
+        let mut batch_rows = (batch_bytes / row_bytes).clamp(1, FIRST_BATCH_ROWS);
+        // A run that fits its window whole is read in one batch (and closed at once).
+        if run.rows() <= FIRST_BATCH_ROWS && run.rows() * row_bytes <= window_bytes {
+            batch_rows = run.rows();
+        }
         RunReader { run, path: &f.path, metadata: &f.metadata, reader: None, position: 0, batch_rows, batch_bytes, keep_open }
     }
 
@@ -311,7 +319,7 @@ impl<'a> RunReader<'a> {
         Ok(())
     }
 
-    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+    fn next_batch(&mut self) -> Result<Option<RunBatch>> {
         loop {
             if self.position >= self.run.rows() {
                 self.reader = None; // close the file as soon as the run is done
@@ -334,10 +342,11 @@ impl<'a> RunReader<'a> {
                     if fit * 2 <= self.batch_rows || fit >= self.batch_rows * 2 {
                         self.batch_rows = fit;
                     }
-                    if !self.keep_open || self.position >= self.run.rows() {
+                    let last = self.position >= self.run.rows();
+                    if !self.keep_open || last {
                         self.reader = None;
                     }
-                    return Ok(Some(b));
+                    return Ok(Some((b, last)));
                 }
                 // Values so large that a batch overflows its 32-bit offsets: fewer rows.
                 Some(Err(e)) if e.to_string().contains("overflow") && self.batch_rows > 1 => {
@@ -450,10 +459,10 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
                 .into_iter()
                 .map(|mut reader| {
                     // Rendezvous: the thread holds at most the one batch it decoded ahead.
-                    let (send, receive) = mpsc::sync_channel::<Result<Option<RecordBatch>>>(0);
+                    let (send, receive) = mpsc::sync_channel::<Result<Option<RunBatch>>>(0);
                     scope.spawn(move || loop {
                         let next = reader.next_batch();
-                        let last = !matches!(next, Ok(Some(_)));
+                        let last = !matches!(next, Ok(Some((_, false))));
                         // A closed channel means the merge stopped (an error): stop too.
                         if send.send(next).is_err() || last {
                             break;
@@ -475,7 +484,7 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
                     if wanted.is_empty() {
                         break;
                     }
-                    let batches: Vec<(usize, Result<Option<RecordBatch>>)> = match &mut sources {
+                    let batches: Vec<(usize, Result<Option<RunBatch>>)> = match &mut sources {
                         Sources::Threads(receivers) => wanted.iter().map(|&i| (i, receivers[i].recv().unwrap_or(Ok(None)))).collect(),
                         Sources::Inline(readers) => {
                             let mut slots: Vec<(usize, &mut RunReader)> =
@@ -486,10 +495,13 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
                     for (i, batch) in batches {
                         match batch? {
                             None => frontier.finish_input(i),
-                            Some(b) => {
+                            Some((b, last)) => {
                                 let b = conform(b, &plan.schema)?;
                                 let keys: Vec<ArrayRef> = key_index.iter().map(|&c| b.column(c).clone()).collect();
                                 frontier.push(i, b, keys).map_err(|e| not_sorted_in_file(e, plan, i))?;
+                                if last {
+                                    frontier.finish_input(i);
+                                }
                             }
                         }
                     }

@@ -4,7 +4,8 @@
 //! Encoding of the node (its input travels as the plan's child): the magic `CRNK`, a version
 //! byte, then little-endian `fetch` (u64, `u64::MAX` for none), the engine (u8: 0 auto,
 //! 1 cpu, 2 gpu), `window_rows` and `gpu_min_rows` (u64 each), then the sort expressions
-//! as a protobuf `PhysicalSortExprNodeCollection`.
+//! as a protobuf `PhysicalSortExprNodeCollection`. Version 2 adds a flags byte after
+//! `gpu_min_rows` (bit 0: `check_sorted`); version 1 encodings still decode.
 
 use super::exec::{CoRankMergeExec, MergeSettings};
 use crate::merge::Engine;
@@ -20,8 +21,10 @@ use prost::Message;
 use std::sync::Arc;
 
 const MAGIC: &[u8; 4] = b"CRNK";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
+/// The header of a version 1 encoding; version 2 adds the flags byte.
 const HEADER: usize = 4 + 1 + 1 + 8 * 3;
+const CHECK_SORTED: u8 = 1;
 
 /// Encodes and decodes [`CoRankMergeExec`] nodes.
 #[derive(Debug, Default)]
@@ -46,9 +49,12 @@ impl PhysicalExtensionCodec for CoRankCodec {
         if buf.len() < HEADER || &buf[..4] != MAGIC {
             return plan_err!("not a CoRankMergeExec encoding ({} bytes)", buf.len());
         }
-        if buf[4] != VERSION {
-            return plan_err!("CoRankMergeExec encoding version {} is not supported (expected {VERSION})", buf[4]);
-        }
+        let (header, flags) = match buf[4] {
+            1 => (HEADER, 0),
+            2 if buf.len() > HEADER => (HEADER + 1, buf[HEADER]),
+            2 => return plan_err!("not a CoRankMergeExec encoding ({} bytes)", buf.len()),
+            v => return plan_err!("CoRankMergeExec encoding version {v} is not supported (expected 1 or {VERSION})"),
+        };
         let [input] = inputs else {
             return plan_err!("CoRankMergeExec takes one input, the plan gives {}", inputs.len());
         };
@@ -64,14 +70,19 @@ impl PhysicalExtensionCodec for CoRankCodec {
             f => Some(f as usize),
         };
         let settings = MergeSettings { engine, window_rows: u64_at(1) as usize, gpu_min_rows: u64_at(2) as usize };
-        let nodes = PhysicalSortExprNodeCollection::decode(&buf[HEADER..])
+        let nodes = PhysicalSortExprNodeCollection::decode(&buf[header..])
             .map_err(|e| datafusion::common::DataFusionError::Plan(format!("CoRankMergeExec sort expressions: {e}")))?;
         let decode_ctx = PhysicalPlanDecodeContext::new(ctx, self);
         let exprs = parse_physical_sort_exprs(&nodes.physical_sort_expr_nodes, &decode_ctx, &input.schema(), proto_converter)?;
         let Some(ordering) = LexOrdering::new(exprs) else {
             return plan_err!("CoRankMergeExec encoding has no sort expressions");
         };
-        Ok(Arc::new(CoRankMergeExec::new(ordering, Arc::clone(input)).with_fetch(fetch).with_settings(settings)))
+        Ok(Arc::new(
+            CoRankMergeExec::new(ordering, Arc::clone(input))
+                .with_fetch(fetch)
+                .with_settings(settings)
+                .with_check_sorted(flags & CHECK_SORTED != 0),
+        ))
     }
 
     fn try_encode(
@@ -90,6 +101,7 @@ impl PhysicalExtensionCodec for CoRankCodec {
         buf.extend_from_slice(&(merge.fetch().map_or(u64::MAX, |f| f as u64)).to_le_bytes());
         buf.extend_from_slice(&(settings.window_rows as u64).to_le_bytes());
         buf.extend_from_slice(&(settings.gpu_min_rows as u64).to_le_bytes());
+        buf.push(if merge.check_sorted() { CHECK_SORTED } else { 0 });
         let nodes = serialize_physical_sort_exprs(merge.expr().iter().cloned(), self, proto_converter)?;
         PhysicalSortExprNodeCollection { physical_sort_expr_nodes: nodes }.encode(buf).map_err(|e| {
             datafusion::common::DataFusionError::Internal(format!("encoding CoRankMergeExec: {e}"))

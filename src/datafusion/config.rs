@@ -1,22 +1,119 @@
 //! corank's settings as a DataFusion `ConfigExtension`, so SQL can say
 //! `SET corank.enabled = false`, `SET corank.engine = 'cpu'`, `SET corank.window_rows = 65536`,
-//! `SET corank.gpu_min_rows = 1048576`.
+//! `SET corank.gpu_min_rows = 1048576`, `SET corank.check_sorted = true`.
+//!
+//! Written out rather than with DataFusion's `extensions_options!` macro, whose entries carry
+//! the bare field names (`engine`): `SHOW ALL` would list them without the `corank.` prefix
+//! and `SHOW corank.engine` would not find them. Here every entry's key is the full name,
+//! and `SET` checks the value when it is set (an unknown engine is an error then, not when
+//! a query runs).
 
-use datafusion::common::config::ConfigExtension;
-use datafusion::common::extensions_options;
+use crate::merge::Engine;
+use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigField, ExtensionOptions};
+use datafusion::common::{config_err, Result};
+use std::any::Any;
 
-extensions_options! {
-    /// corank settings (prefix `corank.`).
-    pub struct CoRankConfig {
-        /// Replace plan-level SortPreservingMergeExec nodes with CoRankMergeExec.
-        pub enabled: bool, default = true
-        /// Engine: 'auto' (GPU for large rounds where one is usable), 'cpu' or 'gpu'.
-        pub engine: String, default = "auto".to_string()
-        /// Rows buffered per input partition before each merge round. Memory stays within
-        /// about window_rows x partitions rows (plus one batch per partition).
-        pub window_rows: usize, default = 1 << 20
-        /// With engine 'auto', merge rounds of at least this many rows run on the GPU.
-        pub gpu_min_rows: usize, default = crate::merge::engine::GPU_MIN_KEYS
+/// corank settings (prefix `corank.`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CoRankConfig {
+    /// Replace plan-level SortPreservingMergeExec nodes with CoRankMergeExec.
+    pub enabled: bool,
+    /// Engine: 'auto' (GPU for large rounds where one is usable), 'cpu' or 'gpu'.
+    pub engine: String,
+    /// Rows buffered per input partition before each merge round.
+    pub window_rows: usize,
+    /// With engine 'auto', merge rounds of at least this many rows run on the GPU.
+    pub gpu_min_rows: usize,
+    /// Check every input partition's order while merging.
+    pub check_sorted: bool,
+}
+
+impl Default for CoRankConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            engine: "auto".to_string(),
+            window_rows: 1 << 20,
+            gpu_min_rows: crate::merge::engine::GPU_MIN_KEYS,
+            check_sorted: false,
+        }
+    }
+}
+
+impl CoRankConfig {
+    /// The settings' names (without the prefix) and descriptions, in `SHOW ALL` order.
+    const ENTRIES: [(&'static str, &'static str); 5] = [
+        ("check_sorted", "Check every input partition's order while merging: an unsorted input is an error naming the partition and row."),
+        ("enabled", "Replace plan-level SortPreservingMergeExec nodes with CoRankMergeExec, and check that the Parquet files below a merge are sorted as declared."),
+        ("engine", "Merge engine: 'auto' (the GPU for rounds of at least gpu_min_rows where one is usable), 'cpu' or 'gpu'."),
+        ("gpu_min_rows", "With engine 'auto', merge rounds of at least this many rows run on the GPU."),
+        ("window_rows", "Rows buffered per input partition before each merge round; memory stays within about window_rows x partitions rows."),
+    ];
+
+    fn value(&self, name: &str) -> String {
+        match name {
+            "check_sorted" => self.check_sorted.to_string(),
+            "enabled" => self.enabled.to_string(),
+            "engine" => self.engine.clone(),
+            "gpu_min_rows" => self.gpu_min_rows.to_string(),
+            _ => self.window_rows.to_string(),
+        }
+    }
+}
+
+impl ExtensionOptions for CoRankConfig {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+
+    fn cloned(&self) -> Box<dyn ExtensionOptions> {
+        Box::new(self.clone())
+    }
+
+    /// `key` without the prefix (what `ConfigOptions::set` passes) or with it.
+    fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let name = key.strip_prefix("corank.").unwrap_or(key);
+        match name {
+            "enabled" => ConfigField::set(&mut self.enabled, "", value),
+            "check_sorted" => ConfigField::set(&mut self.check_sorted, "", value),
+            "gpu_min_rows" => ConfigField::set(&mut self.gpu_min_rows, "", value),
+            "window_rows" => {
+                let mut rows = 0usize;
+                ConfigField::set(&mut rows, "", value)?;
+                if rows == 0 {
+                    return config_err!("corank.window_rows must be at least 1");
+                }
+                self.window_rows = rows;
+                Ok(())
+            }
+            "engine" => match value.parse::<Engine>() {
+                Ok(engine) => {
+                    self.engine = engine.to_string();
+                    Ok(())
+                }
+                Err(_) => config_err!("unknown engine '{value}' for corank.engine (auto, cpu or gpu)"),
+            },
+            _ => config_err!(
+                "unknown setting corank.{name} (corank.enabled, corank.engine, corank.window_rows, corank.gpu_min_rows, corank.check_sorted)"
+            ),
+        }
+    }
+
+    /// Entries under their full names (`corank.engine`), as `SHOW` and `SHOW ALL` list them.
+    fn entries(&self) -> Vec<ConfigEntry> {
+        Self::ENTRIES
+            .iter()
+            .map(|(name, description)| ConfigEntry {
+                key: format!("{}.{name}", Self::PREFIX),
+                value: Some(self.value(name)),
+                description,
+            })
+            .collect()
     }
 }
 

@@ -52,6 +52,8 @@ pub struct CoRankMergeExec {
     expr: LexOrdering,
     fetch: Option<usize>,
     settings: MergeSettings,
+    /// Check every input partition's order while merging (`corank.check_sorted`).
+    check_sorted: bool,
     metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
@@ -59,7 +61,15 @@ pub struct CoRankMergeExec {
 impl CoRankMergeExec {
     pub fn new(expr: LexOrdering, input: Arc<dyn ExecutionPlan>) -> Self {
         let cache = Arc::new(Self::compute_properties(&input, expr.clone()));
-        Self { input, expr, fetch: None, settings: MergeSettings::default(), metrics: ExecutionPlanMetricsSet::new(), cache }
+        Self {
+            input,
+            expr,
+            fetch: None,
+            settings: MergeSettings::default(),
+            check_sorted: false,
+            metrics: ExecutionPlanMetricsSet::new(),
+            cache,
+        }
     }
 
     pub fn with_fetch(mut self, fetch: Option<usize>) -> Self {
@@ -70,6 +80,17 @@ impl CoRankMergeExec {
     pub fn with_settings(mut self, settings: MergeSettings) -> Self {
         self.settings = settings;
         self
+    }
+
+    /// Checks every input partition's order while merging: a partition out of order is an
+    /// error naming the partition and the row, never wrong rows.
+    pub fn with_check_sorted(mut self, check: bool) -> Self {
+        self.check_sorted = check;
+        self
+    }
+
+    pub fn check_sorted(&self) -> bool {
+        self.check_sorted
     }
 
     pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
@@ -109,13 +130,20 @@ impl DisplayAs for CoRankMergeExec {
                 if let Some(fetch) = self.fetch {
                     write!(f, ", fetch={fetch}")?;
                 }
-                write!(f, ", engine={}", self.settings.engine)
+                write!(f, ", engine={}", self.settings.engine)?;
+                if self.check_sorted {
+                    write!(f, ", check_sorted")?;
+                }
+                Ok(())
             }
             DisplayFormatType::TreeRender => {
                 if let Some(fetch) = self.fetch {
                     writeln!(f, "limit={fetch}")?;
                 }
                 writeln!(f, "engine={}", self.settings.engine)?;
+                if self.check_sorted {
+                    writeln!(f, "check_sorted")?;
+                }
                 for (i, e) in self.expr.iter().enumerate() {
                     e.fmt_sql(f)?;
                     if i + 1 != self.expr.len() {
@@ -199,7 +227,8 @@ impl ExecutionPlan for CoRankMergeExec {
         Ok(Arc::new(
             CoRankMergeExec::new(self.expr.clone(), children.swap_remove(0))
                 .with_fetch(self.fetch)
-                .with_settings(self.settings.clone()),
+                .with_settings(self.settings.clone())
+                .with_check_sorted(self.check_sorted),
         ))
     }
 
@@ -221,6 +250,7 @@ impl ExecutionPlan for CoRankMergeExec {
             self.expr.clone(),
             self.fetch,
             self.settings.clone(),
+            self.check_sorted,
             context.session_config().batch_size(),
             reservation,
             metrics,

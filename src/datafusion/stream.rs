@@ -50,6 +50,18 @@ pub fn to_datafusion(e: crate::Error) -> DataFusionError {
     }
 }
 
+/// An input out of order as an error that names the input partition and the row (counted
+/// from the partition's first row); other errors as [`to_datafusion`].
+fn not_sorted(e: crate::Error, expr: &LexOrdering) -> DataFusionError {
+    match e {
+        crate::Error::NotSorted { run, row, detail } => DataFusionError::Execution(format!(
+            "CoRankMergeExec: input partition {run} is not sorted by [{expr}]: row {row} sorts before row {}: {detail}",
+            row.saturating_sub(1)
+        )),
+        other => to_datafusion(other),
+    }
+}
+
 /// Drives the merge; returns when the output is complete, `fetch` rows were sent, or the
 /// receiver was dropped (cancellation).
 #[allow(clippy::too_many_arguments)]
@@ -59,6 +71,7 @@ pub async fn drive(
     expr: LexOrdering,
     fetch: Option<usize>,
     settings: MergeSettings,
+    check_sorted: bool,
     batch_size: usize,
     reservation: MemoryReservation,
     metrics: MergeMetrics,
@@ -71,7 +84,7 @@ pub async fn drive(
         window_rows: settings.window_rows,
         batch_size,
         engine: settings.engine,
-        check_sorted: false,
+        check_sorted,
         gpu_min_keys: settings.gpu_min_rows,
     };
     let mut merger = Some(FrontierMerge::new(schema, &key_types, specs, n, options).map_err(to_datafusion)?);
@@ -89,7 +102,7 @@ pub async fn drive(
                             .iter()
                             .map(|e| e.expr.evaluate(&batch)?.into_array(batch.num_rows()))
                             .collect::<Result<Vec<_>>>()?;
-                        m.push(i, batch, keys).map_err(to_datafusion)?;
+                        m.push(i, batch, keys).map_err(|e| not_sorted(e, &expr))?;
                         reservation.try_resize(m.buffered_bytes())?;
                     }
                     Some(Err(e)) => return Err(e),

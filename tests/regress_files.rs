@@ -221,7 +221,8 @@ fn declared_float_orders_are_verified() {
 
 /// Defect 5: runs joined only when the key strictly increased, so a globally sorted file
 /// with a low-cardinality key and small row groups became one run per row group, and one
-/// open file per run exhausted `ulimit -n 1024` (1,100 files, or 1,500 row groups).
+/// open file per run exhausted `ulimit -n 1024` (1,100 files, or 1,500 row groups). Here
+/// 10,000 files and a file of 1,500 overlapping row groups merge at `ulimit -n 1024`.
 #[cfg(target_os = "linux")]
 #[test]
 fn many_files_and_row_groups_within_the_open_file_limit() {
@@ -234,7 +235,7 @@ fn many_files_and_row_groups_within_the_open_file_limit() {
     write_file(&sorted, &groups, Some(&keys_k()));
     let plan = corank::parquet::plan_merge(&[sorted.clone()], None, false).unwrap();
     assert_eq!(plan.runs.len(), 1, "equal boundary keys join one run");
-    // A file of 1,500 overlapping row groups (1,500 runs of one file), and 1,100 files.
+    // A file of 1,500 overlapping row groups (1,500 runs of one file), and 10,000 files.
     let mut rng = Rng::new(5);
     let mut inputs: Vec<RecordBatch> = Vec::new();
     let mut next = 0u64;
@@ -249,12 +250,12 @@ fn many_files_and_row_groups_within_the_open_file_limit() {
     inputs.extend(overlapping);
     let files_dir = dir.join("many");
     std::fs::create_dir(&files_dir).unwrap();
-    for f in 0..1100 {
+    for f in 0..10_000 {
         let mut k: Vec<i64> = (0..3).map(|_| rng.below(1000) as i64).collect();
         k.sort();
         let b = k_id(&k, next);
         next += 3;
-        write_file(&files_dir.join(format!("f{f:04}.parquet")), std::slice::from_ref(&b), Some(&keys_k()));
+        write_file(&files_dir.join(format!("f{f:05}.parquet")), std::slice::from_ref(&b), Some(&keys_k()));
         inputs.push(b);
     }
     let out = dir.join("out.parquet");
@@ -262,8 +263,8 @@ fn many_files_and_row_groups_within_the_open_file_limit() {
     let args = ["merge", overlap.to_str().unwrap(), files_dir.to_str().unwrap(), "-o", out.to_str().unwrap(), "--engine", "cpu"];
     let (res, _) = corank_measured(&args, Some(1024));
     assert!(res.status.success(), "{}", text(&res.stderr));
-    // 1,500 runs of one file (fewer where neighbours happen not to overlap) and 1,100 files.
-    assert!(text(&res.stdout).contains("rows (1101 files, "), "{}", text(&res.stdout));
+    // 1,500 runs of one file (fewer where neighbours happen not to overlap) and 10,000 files.
+    assert!(text(&res.stdout).contains("rows (10001 files, "), "{}", text(&res.stdout));
     assert_eq!(ids_of(&read_all(&out)), expected_ids(&inputs, &keys_k()));
     // The sorted file under a tight limit too.
     let out2 = dir.join("out2.parquet");

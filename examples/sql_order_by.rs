@@ -1,11 +1,13 @@
 //! SQL ORDER BY over sorted Parquet files, merged by corank's CoRankMergeExec.
 //!
-//! Writes a few sorted Parquet files, registers corank on a DataFusion session, prints the
-//! EXPLAIN of an ORDER BY .. LIMIT query and its result.
+//! Writes a few sorted Parquet files, registers corank on a DataFusion session, prints its
+//! `corank.*` settings, the EXPLAIN of an ORDER BY .. LIMIT query and its result.
 //!
 //!   cargo run --release --example sql_order_by
 
+use corank::datafusion::SessionStateBuilderExt;
 use corank::datagen::{sorted_runs, KeyShape};
+use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::*;
 use parquet::arrow::ArrowWriter;
 
@@ -19,9 +21,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         w.write(&batch)?;
         w.close()?;
     }
-    // 2. A session with corank registered (the rule and the corank.* settings).
-    let config = SessionConfig::new().with_target_partitions(4).with_repartition_file_scans(false);
-    let ctx = corank::datafusion::session_context(config);
+    // 2. A session with corank registered (the rule and the corank.* settings), the way
+    //    other DataFusion extensions register (`corank::datafusion::session_context(config)`
+    //    is the short form).
+    let config =
+        SessionConfig::new().with_target_partitions(4).with_repartition_file_scans(false).with_information_schema(true);
+    let state = SessionStateBuilder::new().with_config(config).with_default_features().with_corank().build();
+    let ctx = SessionContext::new_with_state(state);
+    ctx.sql("SET corank.engine = 'cpu'").await?;
+    ctx.sql("SELECT name, value FROM information_schema.df_settings WHERE name LIKE 'corank.%' ORDER BY name").await?.show().await?;
     ctx.sql(&format!("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}' WITH ORDER (k ASC NULLS LAST)", dir.display()))
         .await?;
     // 3. EXPLAIN shows CoRankMergeExec where DataFusion would put SortPreservingMergeExec.

@@ -22,33 +22,121 @@ pub use config::CoRankConfig;
 pub use exec::{CoRankMergeExec, MergeSettings};
 pub use rule::CoRankRule;
 
+use datafusion::common::config::ConfigExtension;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use std::sync::Arc;
 
-/// The default physical optimizer rules with [`CoRankRule`] inserted just before
-/// `SanityCheckPlan` (appended at the end if that rule is absent).
-pub fn optimizer_rules() -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
-    let mut rules = PhysicalOptimizer::new().rules;
+/// `rules` with [`CoRankRule`] inserted just before `SanityCheckPlan` (appended at the end
+/// if that rule is absent); unchanged if it holds a `CoRankRule` already.
+pub fn with_corank_rule(
+    mut rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>,
+) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
+    if rules.iter().any(|r| r.name() == CoRankRule.name()) {
+        return rules;
+    }
     let at = rules.iter().position(|r| r.name() == "SanityCheckPlan").unwrap_or(rules.len());
     rules.insert(at, Arc::new(CoRankRule));
     rules
 }
 
-/// Registers corank on a session builder: the `corank.*` settings and the rule. Call it
-/// after `with_default_features()`; it sets the physical optimizer rules.
-pub fn register(builder: SessionStateBuilder, config: SessionConfig) -> SessionStateBuilder {
-    let config = if config.options().extensions.get::<CoRankConfig>().is_some() {
+/// The default physical optimizer rules with [`CoRankRule`] inserted just before
+/// `SanityCheckPlan`.
+pub fn optimizer_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
+    with_corank_rule(PhysicalOptimizer::new().rules)
+}
+
+/// `config` with the `corank.*` settings added (kept as they are if present).
+pub fn with_corank_config(config: SessionConfig) -> SessionConfig {
+    if config.options().extensions.get::<CoRankConfig>().is_some() {
         config
     } else {
         config.with_option_extension(CoRankConfig::default())
-    };
-    builder.with_config(config).with_physical_optimizer_rules(optimizer_rules())
+    }
 }
 
-/// A `SessionContext` with DataFusion's defaults and corank registered.
+/// Registers corank on a `SessionStateBuilder`, the way other DataFusion extensions do:
+///
+/// ```no_run
+/// use corank::datafusion::SessionStateBuilderExt;
+/// use datafusion::execution::SessionStateBuilder;
+/// use datafusion::prelude::{SessionConfig, SessionContext};
+/// let state = SessionStateBuilder::new()
+///     .with_config(SessionConfig::new().with_target_partitions(8))
+///     .with_default_features()
+///     .with_corank()
+///     .build();
+/// let ctx = SessionContext::new_with_state(state);
+/// ```
+pub trait SessionStateBuilderExt {
+    /// Adds the `corank.*` settings to the builder's config (the default config if it has
+    /// none; its other settings and extensions stay) and [`CoRankRule`] to its physical
+    /// optimizer rules, just before `SanityCheckPlan` (DataFusion's default rules if it
+    /// has none set; rules it has, set or appended, stay). Calling it twice is harmless.
+    fn with_corank(self) -> Self;
+}
+
+impl SessionStateBuilderExt for SessionStateBuilder {
+    fn with_corank(mut self) -> Self {
+        let config = self.config().take().unwrap_or_default();
+        *self.config() = Some(with_corank_config(config));
+        let rules = self.physical_optimizers().take().map(|o| o.rules).unwrap_or_else(|| PhysicalOptimizer::new().rules);
+        self.with_physical_optimizer_rules(with_corank_rule(rules))
+    }
+}
+
+/// Registers corank on a session builder with `config`: `config`'s `datafusion.*` options
+/// replace the builder's, while the builder's own config extensions and session
+/// extensions stay (where both carry the same config extension, `config`'s values win),
+/// as do its optimizer rules; then [`SessionStateBuilderExt::with_corank`].
+pub fn register(mut builder: SessionStateBuilder, config: SessionConfig) -> SessionStateBuilder {
+    let merged = match builder.config().take() {
+        None => config,
+        Some(existing) => merge_config(existing, &config),
+    };
+    builder.with_config(merged).with_corank()
+}
+
+/// `base` with `over`'s `datafusion.*` options and config extensions laid over it.
+fn merge_config(mut base: SessionConfig, over: &SessionConfig) -> SessionConfig {
+    use datafusion::common::config::ConfigOptions;
+    let ours = &base.options().extensions;
+    let theirs = &over.options().extensions;
+    let extensions = if ours.iter().all(|(p, _)| theirs.iter().any(|(q, _)| p == q)) {
+        // `over` has every extension `base` has: its values win anyway.
+        theirs.clone()
+    } else {
+        // Keep `base`'s, copy `over`'s values into those both have. A config extension can
+        // only be added by its type: corank's is, others `base` lacks are dropped.
+        let mut merged = ConfigOptions::default();
+        merged.extensions = ours.clone();
+        for (prefix, ext) in theirs.iter() {
+            if ours.iter().any(|(p, _)| p == prefix) {
+                for entry in ext.entries() {
+                    let key = entry.key.strip_prefix(&format!("{prefix}.")).unwrap_or(&entry.key);
+                    if let Some(value) = &entry.value {
+                        let _ = merged.set(&format!("{prefix}.{key}"), value);
+                    }
+                }
+            } else if let Some(c) = theirs.get::<CoRankConfig>().filter(|_| prefix == CoRankConfig::PREFIX) {
+                merged.extensions.insert(c.clone());
+            } else {
+                log::warn!("corank::datafusion::register: the builder's config lacks the config extension '{prefix}' of the config given; dropped");
+            }
+        }
+        merged.extensions
+    };
+    let mut options = over.options().as_ref().clone();
+    options.extensions = extensions;
+    *base.options_mut() = options;
+    base
+}
+
+/// A `SessionContext` with DataFusion's defaults and corank registered (`config`'s
+/// extensions stay).
 pub fn session_context(config: SessionConfig) -> SessionContext {
-    let state = register(SessionStateBuilder::new().with_default_features(), config).build();
+    let state = SessionStateBuilder::new().with_config(config).with_default_features().with_corank().build();
     SessionContext::new_with_state(state)
 }

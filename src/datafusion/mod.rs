@@ -14,6 +14,7 @@
 pub mod codec;
 pub mod config;
 pub mod exec;
+mod file_order;
 pub mod rule;
 pub mod stream;
 

@@ -1,26 +1,50 @@
 //! The physical optimizer rule: replaces every plan-level `SortPreservingMergeExec` whose
 //! keys corank can encode with a [`CoRankMergeExec`]; leaves the rest untouched.
 //!
+//! It also makes sure each merge's input partitions are sorted: DataFusion 55.2 declares a
+//! Parquet file sorted when its first row group's `sorting_columns` say so, which a file of
+//! overlapping sorted row groups is not. The files under every plan-level merge are checked
+//! by their row-group statistics (`file_order`); a file not proven one sorted run is split
+//! into runs of row groups (one partition each), or a sort goes below the merge.
+//!
 //! It must run after the rules that look for SPM by type (EnforceDistribution,
 //! EnforceSorting, LimitPushdown, PushdownSort, ...) and before `SanityCheckPlan`:
 //! [`super::register`] inserts it there. SPMs created inside operators at run time (sort
 //! spills, order-preserving repartitions) are not plan nodes and stay as they are.
+//! With `corank.enabled = false` the rule does nothing (stock DataFusion).
 
 use super::config::CoRankConfig;
 use super::exec::{CoRankMergeExec, MergeSettings};
+use super::file_order::{repair, Repair};
 use super::stream::to_datafusion;
 use crate::keys::is_supported;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::Result;
+use datafusion::physical_expr::LexOrdering;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
+use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 use std::sync::Arc;
 
 /// Swaps SortPreservingMergeExec for CoRankMergeExec.
 #[derive(Debug, Default)]
 pub struct CoRankRule;
+
+/// `input`, or what replaces it so that each of its partitions is sorted by `expr`: the
+/// unproven Parquet files split into row-group runs, or a sort of each partition.
+fn sorted_input(input: &Arc<dyn ExecutionPlan>, expr: &LexOrdering, fetch: Option<usize>) -> Result<Arc<dyn ExecutionPlan>> {
+    let sort = || -> Arc<dyn ExecutionPlan> {
+        Arc::new(SortExec::new(expr.clone(), Arc::clone(input)).with_preserve_partitioning(true).with_fetch(fetch))
+    };
+    Ok(match repair(input)? {
+        Repair::Proven => Arc::clone(input),
+        Repair::Split(split) if split.equivalence_properties().ordering_satisfy(expr.clone())? => split,
+        Repair::Split(_) | Repair::Sort => sort(),
+    })
+}
 
 impl PhysicalOptimizerRule for CoRankRule {
     fn optimize(&self, plan: Arc<dyn ExecutionPlan>, config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
@@ -33,14 +57,19 @@ impl PhysicalOptimizerRule for CoRankRule {
             let Some(spm) = node.downcast_ref::<SortPreservingMergeExec>() else {
                 return Ok(Transformed::no(node));
             };
+            let input = sorted_input(spm.input(), spm.expr(), spm.fetch())?;
             let schema = spm.input().schema();
             let supported = spm.expr().iter().all(|e| e.expr.data_type(&schema).is_ok_and(|t| is_supported(&t)));
             if !supported {
-                return Ok(Transformed::no(node));
+                if Arc::ptr_eq(&input, spm.input()) {
+                    return Ok(Transformed::no(node));
+                }
+                return Ok(Transformed::yes(replace_children_if_necessary(Arc::clone(&node), vec![input])?));
             }
-            let merge = CoRankMergeExec::new(spm.expr().clone(), Arc::clone(spm.input()))
+            let merge = CoRankMergeExec::new(spm.expr().clone(), input)
                 .with_fetch(spm.fetch())
-                .with_settings(settings.clone());
+                .with_settings(settings.clone())
+                .with_check_sorted(cfg.check_sorted);
             Ok(Transformed::yes(Arc::new(merge) as Arc<dyn ExecutionPlan>))
         })
         .data()

@@ -1,0 +1,331 @@
+//! Whether the Parquet files under a merge are sorted as their scan declares, and the repair
+//! where that is not proven.
+//!
+//! DataFusion 55.2 takes a Parquet file's order from its first row group's
+//! `sorting_columns` (`ordering_from_parquet_metadata`). That metadata says the row group is
+//! sorted, not the file: a file whose row groups are each sorted but overlap (what
+//! `corank demo` writes) is declared sorted, and a merge over such partitions returns rows
+//! out of order. `CREATE EXTERNAL TABLE .. WITH ORDER` declares a whole file sorted on the
+//! user's word.
+//!
+//! What is trusted is what holds either way: each row group is sorted by the declared
+//! order (unless its own `sorting_columns` contradict it). Whether a file is one sorted run
+//! is proven from the row groups' statistics of each declared order's first column, as the
+//! CLI's run detection (`corank::parquet::inputs`) does: the end of row group `g` (its max,
+//! ascending; its min, descending) must sort at or before the start of the next one (`<`
+//! when the order has more columns, whose values a tie could leave out of order), with no
+//! nulls at the seam. Anything not proven is not trusted: float keys (statistics ignore NaN),
+//! missing statistics, files that cannot be read here (other object stores).
+//!
+//! The repair, below a merge: a file that is not one run becomes one partition per run of
+//! row groups (each an access plan of those row groups), when the path from the merge down
+//! to the scan passes only nodes that keep partitions and order (projections, filters,
+//! unions, batch coalescing); otherwise, or where a row group itself may be unsorted, a
+//! sort of each partition goes below the merge.
+
+use arrow::array::{Array, ArrayRef};
+use arrow::compute::SortOptions;
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::row::{RowConverter, SortField};
+use datafusion::common::Result;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
+use datafusion::physical_plan::ExecutionPlan;
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::file::metadata::ParquetMetaData;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// What a merge's input needs so that every partition it reads is sorted.
+pub(crate) enum Repair {
+    /// Every Parquet scan below is proven sorted as declared (or there is none).
+    Proven,
+    /// The input with the unproven files split into row-group runs.
+    Split(Arc<dyn ExecutionPlan>),
+    /// A sort of each partition is needed below the merge.
+    Sort,
+}
+
+/// Nodes that keep their children's partitions (one output partition per input partition,
+/// unions concatenating them) and the order within each.
+const PASS_THROUGH: [&str; 5] = ["ProjectionExec", "FilterExec", "CoalesceBatchesExec", "CooperativeExec", "UnionExec"];
+
+/// Nodes whose output is sorted whatever their input's order.
+fn sorts_itself(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    matches!(plan.name(), "SortExec" | "SortPreservingMergeExec" | "CoRankMergeExec")
+}
+
+/// Checks the Parquet scans below a merge's `input` and says what makes its partitions
+/// sorted. A merge or sort below stops the search: its output is sorted on its own.
+pub(crate) fn repair(input: &Arc<dyn ExecutionPlan>) -> Result<Repair> {
+    if sorts_itself(input) {
+        return Ok(Repair::Proven);
+    }
+    if let Some(scan) = input.downcast_ref::<DataSourceExec>() {
+        return Ok(repair_scan(scan));
+    }
+    if PASS_THROUGH.contains(&input.name()) {
+        let mut children = Vec::with_capacity(input.children().len());
+        let mut changed = false;
+        for child in input.children() {
+            match repair(child)? {
+                Repair::Sort => return Ok(Repair::Sort),
+                Repair::Proven => children.push(Arc::clone(child)),
+                Repair::Split(c) => {
+                    children.push(c);
+                    changed = true;
+                }
+            }
+        }
+        return Ok(if changed { Repair::Split(replace_children_if_necessary(Arc::clone(input), children)?) } else { Repair::Proven });
+    }
+    // Any other node: its partitions are not the scan's; only a sort helps.
+    Ok(if input.children().into_iter().any(has_unproven_scan) { Repair::Sort } else { Repair::Proven })
+}
+
+fn has_unproven_scan(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    if sorts_itself(plan) {
+        return false;
+    }
+    if let Some(scan) = plan.downcast_ref::<DataSourceExec>() {
+        return !matches!(repair_scan(scan), Repair::Proven);
+    }
+    plan.children().into_iter().any(has_unproven_scan)
+}
+
+/// A declared order: column names and options (the scan's orderings are columns of its
+/// table schema, named as in the files).
+type Order = Vec<(String, SortOptions)>;
+
+/// The selected row groups of one file (or one access-planned piece of it), cut where the
+/// statistics do not prove that a row group continues the previous one. `None`: a row group
+/// may not be sorted at all (its `sorting_columns` contradict the declared order), or the
+/// file cannot be read here.
+struct Runs {
+    row_groups: usize,
+    runs: Vec<Vec<usize>>,
+}
+
+fn repair_scan(scan: &DataSourceExec) -> Repair {
+    let Some((config, _)) = scan.downcast_to_file_source::<ParquetSource>() else {
+        return Repair::Proven;
+    };
+    if config.output_ordering.is_empty() {
+        return Repair::Proven;
+    }
+    let orders: Option<Vec<Order>> = config
+        .output_ordering
+        .iter()
+        .map(|o| o.iter().map(|e| e.expr.downcast_ref::<Column>().map(|c| (c.name().to_string(), e.options))).collect())
+        .collect();
+    let Some(orders) = orders else {
+        return Repair::Sort; // an order on an expression: no statistics to prove it by
+    };
+    let local = config.object_store_url.as_str() == ObjectStoreUrl::local_filesystem().as_str();
+    // Each piece's runs; whole files (ranges of them, or all of them) once per path.
+    let mut whole: HashMap<String, Option<Runs>> = HashMap::new();
+    let mut pieces: Vec<Vec<Option<Runs>>> = vec![];
+    let mut split = false;
+    for group in &config.file_groups {
+        let mut of_group = vec![];
+        for file in group.iter() {
+            let plan = file.extension::<ParquetAccessPlan>();
+            let runs = match plan {
+                Some(_) if file.range.is_some() => return Repair::Sort,
+                Some(plan) if local => file_runs(file, Some(plan), &orders),
+                None if local => {
+                    let path = file.path().to_string();
+                    let runs = whole.entry(path).or_insert_with(|| file_runs(file, None, &orders));
+                    runs.as_ref().map(|r| Runs { row_groups: r.row_groups, runs: r.runs.clone() })
+                }
+                _ => None,
+            };
+            let Some(runs) = runs else {
+                return Repair::Sort;
+            };
+            split |= runs.runs.len() > 1;
+            of_group.push(Some(runs));
+        }
+        pieces.push(of_group);
+    }
+    if !split {
+        return Repair::Proven;
+    }
+    if config.output_partitioning.is_some() {
+        return Repair::Sort; // a declared partitioning (by partition columns) must stay
+    }
+    // The proven pieces stay in their groups; each unproven file (all its pieces) or
+    // access-planned piece becomes one group per run.
+    let mut groups = vec![];
+    let mut run_groups = vec![];
+    let mut done: Vec<String> = vec![];
+    for (group, runs) in config.file_groups.iter().zip(&pieces) {
+        let mut kept = vec![];
+        for (file, runs) in group.iter().zip(runs) {
+            let runs = runs.as_ref().expect("every piece has runs");
+            if runs.runs.len() <= 1 {
+                kept.push(file.clone());
+                continue;
+            }
+            let planned = file.extension::<ParquetAccessPlan>();
+            if planned.is_none() {
+                let path = file.path().to_string();
+                if done.contains(&path) {
+                    continue;
+                }
+                done.push(path);
+            }
+            for run in &runs.runs {
+                run_groups.push(FileGroup::new(vec![run_file(file, planned, runs.row_groups, run)]));
+            }
+        }
+        if kept.len() == group.len() {
+            groups.push(group.clone());
+        } else if !kept.is_empty() {
+            groups.push(FileGroup::new(kept));
+        }
+    }
+    groups.extend(run_groups);
+    let config = FileScanConfigBuilder::from(config.clone()).with_file_groups(groups).build();
+    Repair::Split(Arc::new(scan.clone().with_data_source(Arc::new(config))))
+}
+
+/// One run of a file as a piece: the whole file (no byte range) with an access plan of the
+/// run's row groups (keeping a row selection the piece had).
+fn run_file(file: &PartitionedFile, planned: Option<&ParquetAccessPlan>, row_groups: usize, run: &[usize]) -> PartitionedFile {
+    let mut plan = ParquetAccessPlan::new_none(row_groups);
+    for &g in run {
+        match planned {
+            Some(p) => plan.set(g, p.inner()[g].clone()),
+            None => plan.scan(g),
+        }
+    }
+    let mut piece = file.clone();
+    piece.range = None;
+    // The file's statistics still bound a run's values, but no longer count its rows.
+    piece.statistics = piece.statistics.take().map(|s| Arc::new(s.as_ref().clone().to_inexact()));
+    piece.with_extension(plan)
+}
+
+/// Local path of an object store location (`tmp/a%20b.parquet` → `/tmp/a b.parquet`).
+fn local_path(location: &str) -> std::path::PathBuf {
+    let bytes = location.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len() + 1);
+    out.push(b'/');
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    std::path::PathBuf::from(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The runs of `file`'s selected row groups (those of `plan`, or all), `None` if the file
+/// cannot be read or a row group's `sorting_columns` contradict an order.
+fn file_runs(file: &PartitionedFile, plan: Option<&ParquetAccessPlan>, orders: &[Order]) -> Option<Runs> {
+    let path = local_path(file.path().as_ref());
+    let handle = std::fs::File::open(&path).ok()?;
+    if handle.metadata().ok()?.len() != file.object_meta.size {
+        return None; // not the file the scan listed
+    }
+    let meta = ArrowReaderMetadata::load(&handle, ArrowReaderOptions::new()).ok()?;
+    let parquet = meta.metadata();
+    let n = parquet.num_row_groups();
+    if plan.is_some_and(|p| p.len() != n) {
+        return None;
+    }
+    let selected: Vec<usize> =
+        (0..n).filter(|&g| plan.is_none_or(|p| p.should_scan(g)) && parquet.row_group(g).num_rows() > 0).collect();
+    if !row_groups_sorted(parquet, &selected, orders) {
+        return None;
+    }
+    let seams: Vec<Vec<bool>> = orders.iter().map(|o| continues(parquet, meta.schema(), &selected, o)).collect();
+    let mut runs: Vec<Vec<usize>> = vec![];
+    for (i, &g) in selected.iter().enumerate() {
+        match runs.last_mut() {
+            Some(run) if seams.iter().all(|s| s[i - 1]) => run.push(g),
+            _ => runs.push(vec![g]),
+        }
+    }
+    Some(Runs { row_groups: n, runs })
+}
+
+/// Whether every selected row group is sorted by the orders as far as metadata tells: where
+/// any of them carries `sorting_columns`, all must, agreeing with each order on the columns
+/// both name; where none does, the order was declared for the file (`WITH ORDER`).
+fn row_groups_sorted(parquet: &ParquetMetaData, selected: &[usize], orders: &[Order]) -> bool {
+    let schema = parquet.file_metadata().schema_descr();
+    let declared: Vec<Option<Order>> = selected
+        .iter()
+        .map(|&g| {
+            let cols = parquet.row_group(g).sorting_columns().filter(|c| !c.is_empty())?;
+            cols.iter()
+                .map(|c| {
+                    let i = usize::try_from(c.column_idx).ok().filter(|&i| i < schema.num_columns())?;
+                    Some((schema.column(i).name().to_string(), SortOptions { descending: c.descending, nulls_first: c.nulls_first }))
+                })
+                .collect::<Option<Order>>()
+                .or(Some(vec![])) // an index out of range: agrees with nothing
+        })
+        .collect();
+    if declared.iter().all(Option::is_none) {
+        return true;
+    }
+    declared.iter().all(|d| {
+        d.as_ref().is_some_and(|d| !d.is_empty() && orders.iter().all(|o| o.iter().zip(d).all(|(a, b)| a == b)))
+    })
+}
+
+/// For each pair of consecutive selected row groups, whether the statistics of `order`'s
+/// first column prove that the second starts at or after the end of the first. Any doubt is
+/// `false` (a false `false` only costs a partition).
+fn continues(parquet: &ParquetMetaData, schema: &SchemaRef, selected: &[usize], order: &Order) -> Vec<bool> {
+    let pairs = selected.len().saturating_sub(1);
+    let (column, options) = &order[0];
+    let strict = order.len() > 1;
+    let answer = || -> Option<Vec<bool>> {
+        let field = schema.field_with_name(column).ok()?;
+        if matches!(field.data_type(), DataType::Float16 | DataType::Float32 | DataType::Float64) {
+            return None;
+        }
+        let conv = StatisticsConverter::try_new(column, schema, parquet.file_metadata().schema_descr()).ok()?;
+        let row_groups = parquet.row_groups();
+        let mins = conv.row_group_mins(row_groups.iter()).ok()?;
+        let maxes = conv.row_group_maxes(row_groups.iter()).ok()?;
+        let nulls = conv.row_group_null_counts(row_groups.iter()).ok()?;
+        // In sort order a row group starts at its min (max when descending) and ends at its
+        // max (min when descending).
+        let (starts, ends): (&ArrayRef, &ArrayRef) = if options.descending { (&maxes, &mins) } else { (&mins, &maxes) };
+        let converter = RowConverter::new(vec![SortField::new_with_options(starts.data_type().clone(), *options)]).ok()?;
+        let start_rows = converter.convert_columns(std::slice::from_ref(starts)).ok()?;
+        let end_rows = converter.convert_columns(std::slice::from_ref(ends)).ok()?;
+        Some(
+            selected
+                .windows(2)
+                .map(|w| {
+                    let (g, h) = (w[0], w[1]);
+                    let known = starts.is_valid(h) && ends.is_valid(g) && nulls.is_valid(g) && nulls.is_valid(h);
+                    // Nulls sit at a row group's start (nulls first) or end (nulls last).
+                    let null_free = known && if options.nulls_first { nulls.value(h) == 0 } else { nulls.value(g) == 0 };
+                    let (end, start) = (end_rows.row(g), start_rows.row(h));
+                    null_free && if strict { end < start } else { end <= start }
+                })
+                .collect(),
+        )
+    };
+    answer().unwrap_or_else(|| vec![false; pairs])
+}

@@ -141,7 +141,7 @@ impl TableProvider for SortedRowGroupsTable {
         // plan that reads only that row group.
         let mut groups = Vec::new();
         for f in &self.files {
-            let path = f.path.canonicalize().map_err(|e| datafusion::common::DataFusionError::IoError(e))?;
+            let path = f.path.canonicalize().map_err(datafusion::common::DataFusionError::IoError)?;
             for (g, &rows) in f.row_groups.iter().enumerate() {
                 if rows == 0 {
                     continue;

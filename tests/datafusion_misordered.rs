@@ -172,6 +172,34 @@ async fn overlapping_row_groups_stock_misorders_corank_does_not() {
     }
 }
 
+/// Files split into byte ranges across partitions (small minimum size for the split): an
+/// unproven file leaves every partition holding a range of it and merges as row-group runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_split_into_byte_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = write_lineitem_files(dir.path(), 1, 12_000, 2_000, FileLayout::Sorted, 10).unwrap();
+    std::fs::rename(&paths[0], dir.path().join("sorted.parquet")).unwrap();
+    paths[0] = dir.path().join("sorted.parquet");
+    paths.extend(write_lineitem_files(dir.path(), 2, 12_000, 2_000, FileLayout::RowGroupsSorted, 11).unwrap());
+    let all = read_all(&paths);
+    let config = || SessionConfig::new().with_target_partitions(8).with_repartition_file_min_size(1);
+    let sql = "SELECT * FROM t ORDER BY l_orderkey";
+    let stock = SessionContext::new_with_config(config());
+    create_table(&stock, dir.path(), "").await;
+    let (text, _, batches) = run(&stock, sql).await;
+    assert!(text.contains(".parquet:"), "stock reads byte ranges:\n{text}");
+    assert!(!is_sorted(&keys(&batches)), "stock sorted it\n{text}");
+    let ctx = session_context(config());
+    create_table(&ctx, dir.path(), "").await;
+    let (text, plan, batches) = run(&ctx, sql).await;
+    assert_eq!(count(&text, "SortExec"), 0, "{text}");
+    // The sorted file keeps its ranges; the two others are 6 row-group runs each.
+    let parts = find_merge(&plan).unwrap().input().output_partitioning().partition_count();
+    assert!(parts > 12, "{parts} partitions\n{text}");
+    assert_eq!(keys(&batches), oracle_keys(&all));
+    assert_eq!(row_multiset(&batches, &all.schema()), row_multiset(std::slice::from_ref(&all), &all.schema()));
+}
+
 /// Files whose key ranges do not overlap, so DataFusion puts several in one partition and
 /// declares it sorted by the files' statistics, while each file's row groups overlap: the
 /// unproven files leave their partition and merge as row-group runs.

@@ -282,7 +282,7 @@ pub fn show_keys(keys: &[SortKey]) -> String {
 /// for every `g` (see the module doc). Any doubt is `false`: a false `false` only costs a
 /// run. Truncated string statistics stay safe: a truncated max only grows and a truncated
 /// min only shrinks, so `max(g) <= min(g + 1)` still proves the order.
-fn continues(input: &InputFile, key: &SortKey) -> Vec<bool> {
+fn continues(input: &InputFile, key: &SortKey, allow_equal: bool) -> Vec<bool> {
     let row_groups = input.metadata.metadata().row_groups();
     let pairs = row_groups.len().saturating_sub(1);
     let schema = input.metadata.schema();
@@ -308,7 +308,7 @@ fn continues(input: &InputFile, key: &SortKey) -> Vec<bool> {
                     let known = starts.is_valid(g + 1) && ends.is_valid(g) && nulls.is_valid(g) && nulls.is_valid(g + 1);
                     // Nulls sit at a row group's start (nulls first) or end (nulls last).
                     let null_free = if key.options.nulls_first { nulls.value(g + 1) == 0 } else { nulls.value(g) == 0 };
-                    known && null_free && end_rows.row(g) <= start_rows.row(g + 1)
+                    known && null_free && (end_rows.row(g) < start_rows.row(g + 1) || (allow_equal && end_rows.row(g) == start_rows.row(g + 1)))
                 })
                 .collect(),
         )
@@ -609,7 +609,9 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
     let mut decoded: u64 = 0;
     for (fi, f) in files.iter().enumerate() {
         let row_groups = f.metadata.metadata().row_groups();
-        let joins = continues(f, &keys[0]);
+        // Equal boundary keys join only for a one-column key: with more columns, the first
+        // column's statistics cannot order rows that tie on it.
+        let joins = continues(f, &keys[0], keys.len() == 1);
         let mut current: Option<Run> = None;
         for (g, rg) in row_groups.iter().enumerate() {
             let rows = rg.num_rows() as usize;

@@ -16,9 +16,10 @@
 //! Bytes counted per key for a merge: the key read once (8) and the index written once (4),
 //! the fewest any engine must move; the tree's extra passes show as a lower ratio.
 
-use corank::gpu::{self, bench, GpuOptions, Kernel};
+use corank::engine::gpu::{self, bench, GpuOptions};
+use corank::Kernel;
 use corank::keys::KeyColumn;
-use corank::merge::merge_cpu;
+use corank::engine::cpu::merge_cpu;
 use rayon::prelude::*;
 use std::time::Instant;
 
@@ -133,12 +134,12 @@ fn host_path(n: usize, rows: &mut Vec<(String, f64, String, String)>, gbs: &dyn 
     rows.push(("PCIe floor (8n up + 4n down)".into(), floor_ms, "".into(), "1.00".into()));
     let (keys, offsets) = data(n, 2, u64::MAX, 9);
     let col = KeyColumn::U64(keys);
-    let _ = gpu::merge_keys(&col, &offsets, &GpuOptions::default()).unwrap(); // warm-up
+    let _ = gpu::merge_gpu(&col, &offsets, &GpuOptions::default()).unwrap(); // warm-up
     for (label, overlap) in [("host path H2D+merge+D2H, overlapped download", true), ("host path, no overlap", false)] {
         let mut t = Vec::new();
         for _ in 0..3 {
             let s = Instant::now();
-            let out = gpu::merge_keys(&col, &offsets, &GpuOptions { overlap_download: overlap, ..GpuOptions::default() }).unwrap();
+            let out = gpu::merge_gpu(&col, &offsets, &GpuOptions { overlap_download: overlap, ..GpuOptions::default() }).unwrap();
             t.push(s.elapsed().as_secs_f32() * 1000.0);
             assert_eq!(out.len(), n);
         }

@@ -94,7 +94,7 @@ fn main() {
     let pq_rows: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(12 << 20);
     let parts = 16;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let gpu = corank::gpu::availability();
+    let gpu = corank::engine::gpu_availability();
     let mut table = vec![format!("{:<44} {:>12} {:>10} {:>12} {:>9}", "case", "rows", "ms", "M rows/s", "vs stock")];
 
     // (a) The operator in memory.
@@ -149,5 +149,5 @@ fn main() {
     }
     std::fs::remove_dir_all(&dir).ok();
     println!("\n{}", table.join("\n"));
-    println!("threads: {}, GPU: {}", rayon::current_num_threads(), match gpu { Ok(()) => corank::gpu::device_name().unwrap_or_default(), Err(e) => format!("none ({e})") });
+    println!("threads: {}, GPU: {}", rayon::current_num_threads(), match gpu { Ok(()) => corank::engine::gpu_device_name(0).unwrap_or_default(), Err(e) => format!("none ({e})") });
 }

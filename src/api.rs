@@ -2,59 +2,40 @@
 
 use crate::error::{Error, Result};
 use crate::gather::gather;
-use crate::keys::{encode_runs, KeySpec};
-use crate::merge::check::check_sorted;
-use crate::merge::ties::{resolve_ties, FullComparator};
-use crate::merge::{merge_keys, Engine, Permutation};
+use crate::engine::merge_keys;
+use crate::keys::encode_runs;
+use crate::options::{Engine, EngineOptions};
+use crate::order::check::check_sorted;
+use crate::order::ties::{resolve_ties, FullComparator};
+use crate::permutation::Permutation;
+use crate::sort_key::SortKey;
 use arrow::array::{ArrayRef, RecordBatch};
-use arrow::compute::SortOptions;
-
-/// One sort column: its name and arrow's [`SortOptions`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SortKey {
-    pub column: String,
-    pub options: SortOptions,
-}
-
-impl SortKey {
-    /// Ascending, nulls last (SQL's default for ASC).
-    pub fn asc(column: impl Into<String>) -> Self {
-        Self { column: column.into(), options: SortOptions { descending: false, nulls_first: false } }
-    }
-    /// Descending, nulls first (SQL's default for DESC).
-    pub fn desc(column: impl Into<String>) -> Self {
-        Self { column: column.into(), options: SortOptions { descending: true, nulls_first: true } }
-    }
-    pub fn new(column: impl Into<String>, options: SortOptions) -> Self {
-        Self { column: column.into(), options }
-    }
-    pub fn nulls_first(mut self, nulls_first: bool) -> Self {
-        self.options.nulls_first = nulls_first;
-        self
-    }
-}
 
 /// How to merge.
 #[derive(Debug, Clone)]
 pub struct MergeOptions {
-    pub engine: Engine,
+    /// Which engine, kernel and device.
+    pub engine: EngineOptions,
     /// Verify every run is sorted first (an error names the run and the first row out of
     /// order). Costs one pass over the keys.
     pub check_sorted: bool,
     /// Rows per output batch of [`merge`].
     pub batch_size: usize,
-    /// `Engine::Auto` uses the GPU from this many rows on.
-    pub gpu_min_keys: usize,
 }
 
 impl Default for MergeOptions {
     fn default() -> Self {
-        Self { engine: Engine::Auto, check_sorted: false, batch_size: 8192, gpu_min_keys: crate::merge::engine::GPU_MIN_KEYS }
+        Self { engine: EngineOptions::default(), check_sorted: false, batch_size: 8192 }
     }
 }
 
 impl MergeOptions {
+    /// Sets the engine, keeping the other engine options.
     pub fn with_engine(mut self, engine: Engine) -> Self {
+        self.engine.engine = engine;
+        self
+    }
+    pub fn with_engine_options(mut self, engine: EngineOptions) -> Self {
         self.engine = engine;
         self
     }
@@ -70,14 +51,14 @@ impl MergeOptions {
 
 /// The stable merge order of sorted key columns: `runs[r][c]` is run `r`'s array for sort
 /// column `c` (same types in every run).
-pub fn merge_columns(runs: &[Vec<ArrayRef>], specs: &[KeySpec], options: &MergeOptions) -> Result<Permutation> {
-    let encoded = encode_runs(runs, specs)?;
+pub fn merge_columns(runs: &[Vec<ArrayRef>], keys: &[SortKey], options: &MergeOptions) -> Result<Permutation> {
+    let encoded = encode_runs(runs, keys)?;
     // The full comparator is only needed where keys may tie on different values.
-    let full = if encoded.exact { None } else { Some(FullComparator::new(runs, specs, &encoded.run_offsets)?) };
+    let full = if encoded.exact { None } else { Some(FullComparator::new(runs, keys, &encoded.run_offsets)?) };
     if options.check_sorted {
         check_sorted(&encoded, full.as_ref(), runs)?;
     }
-    let (mut indices, engine) = merge_keys(&encoded.keys, &encoded.run_offsets, options.engine, options.gpu_min_keys)?;
+    let (mut indices, engine) = merge_keys(&encoded.keys, &encoded.run_offsets, &options.engine)?;
     if let Some(full) = &full {
         resolve_ties(&mut indices, &encoded.keys, full);
     }
@@ -121,16 +102,12 @@ fn key_columns(runs: &[RecordBatch], keys: &[SortKey]) -> Result<Vec<Vec<ArrayRe
         .collect()
 }
 
-fn specs(keys: &[SortKey]) -> Vec<KeySpec> {
-    keys.iter().map(|k| KeySpec { name: k.column.clone(), options: k.options }).collect()
-}
-
 /// The stable merge order of sorted runs: for every output row, which run and row it
 /// comes from. Equal keys keep run order, then row order: the output is the stable sort of
 /// the concatenation of the runs.
 pub fn merge_permutation(runs: &[RecordBatch], keys: &[SortKey], options: &MergeOptions) -> Result<Permutation> {
     let columns = key_columns(runs, keys)?;
-    merge_columns(&columns, &specs(keys), options)
+    merge_columns(&columns, keys, options)
 }
 
 /// Merges sorted runs into sorted RecordBatches of `options.batch_size` rows.

@@ -28,7 +28,7 @@
 //! keep the column's declared type.
 
 use crate::error::{Error, Result};
-use crate::merge::Permutation;
+use crate::permutation::Permutation;
 use arrow::array::{
     new_empty_array, Array, ArrayRef, AsArray, DictionaryArray, PrimitiveArray, RecordBatch, RecordBatchOptions,
     UInt32Array,

@@ -1,8 +1,10 @@
 //! corank: a stable k-way merge of sorted Arrow runs.
 //!
 //! Data flow: Arrow sort columns → [`keys`] (normalized fixed-width key words) → an engine
-//! ([`merge`]: the CPU merge path on rayon threads, or the GPU co-rank kernels) → a
-//! [`Permutation`] → gathered RecordBatches ([`gather()`]).
+//! ([`engine`]: the CPU merge path on rayon threads, or the GPU co-rank kernels, chosen by
+//! [`EngineOptions`]) → a [`Permutation`] → gathered RecordBatches ([`gather()`]); keys that
+//! tie on their words are ordered exactly by [`order`]. Inputs that arrive batch by batch
+//! merge in rounds ([`frontier`]); [`parquet`] and [`datafusion`] build on that.
 //!
 //! The merge is **stable, always**: equal keys keep run order, then row order within a run,
 //! so the output is the stable sort of the concatenation of the runs in input order (what
@@ -29,16 +31,20 @@
 pub mod api;
 pub mod datafusion;
 pub mod datagen;
+pub mod engine;
 pub mod error;
+pub mod frontier;
 pub mod gather;
-pub mod gpu;
 pub mod keys;
-pub mod merge;
+pub mod options;
+pub mod order;
 pub mod parquet;
-pub mod stream;
+pub mod permutation;
+pub mod sort_key;
 
-pub use api::{merge, merge_columns, merge_permutation, MergeOptions, SortKey};
+pub use api::{merge, merge_columns, merge_permutation, MergeOptions};
 pub use error::{Error, Result};
 pub use gather::gather;
-pub use keys::KeySpec;
-pub use merge::{Engine, Indices, Permutation};
+pub use options::{Engine, EngineOptions, Kernel, OnGpuFailure, GPU_MIN_ROWS};
+pub use permutation::{Indices, Permutation};
+pub use sort_key::SortKey;

@@ -148,5 +148,5 @@ fn gpu_engine_without_a_gpu_is_a_clear_error() {
 }
 
 fn corank_has_gpu() -> bool {
-    corank::gpu::availability().is_ok()
+    corank::engine::gpu_availability().is_ok()
 }

@@ -1,6 +1,6 @@
 //! The co-rank reference on the book's examples and on the edge cases.
 
-use corank::merge::{co_rank, co_rank_k};
+use corank::engine::co_rank::{co_rank, co_rank_k};
 
 /// The stable merge of a then b, as (run, row) pairs, by brute force.
 fn brute(a: &[u64], b: &[u64]) -> Vec<(usize, usize)> {

@@ -188,7 +188,7 @@ async fn settings_show_and_set_under_their_full_names() {
         ("corank.enabled", "true"),
         ("corank.engine", "auto"),
         ("corank.window_rows", "1048576"),
-        ("corank.gpu_min_rows", &corank::merge::engine::GPU_MIN_KEYS.to_string()),
+        ("corank.gpu_min_rows", &corank::GPU_MIN_ROWS.to_string()),
         ("corank.check_sorted", "false"),
     ] {
         assert_eq!(value(&all, name).as_deref(), Some(default), "SHOW ALL: {name}\n{all:?}");

@@ -5,9 +5,11 @@
 //! `CORANK_REQUIRE_NVRTC=1` (CI). `CORANK_GPU_SMALL=1` keeps only small cases (for
 //! compute-sanitizer, which is slow).
 
-use corank::gpu::{self, GpuOptions, Kernel};
+use corank::engine::gpu::{self, GpuOptions};
+use corank::Kernel;
 use corank::keys::{KeyColumn, KeyWord};
-use corank::merge::{merge_cpu, Indices};
+use corank::engine::cpu::merge_cpu;
+use corank::Indices;
 
 fn gpu_or_skip(test: &str) -> bool {
     match gpu::availability() {
@@ -118,7 +120,7 @@ fn check<T: TestKey>(keys: Vec<T>, offsets: &[usize], kernels: &[Kernel], what: 
     let col = T::column(keys);
     for &kernel in kernels {
         for overlap in [true, false] {
-            let got = gpu::merge_keys(&col, offsets, &GpuOptions { kernel, overlap_download: overlap, ..GpuOptions::default() })
+            let got = gpu::merge_gpu(&col, offsets, &GpuOptions { kernel, overlap_download: overlap, ..GpuOptions::default() })
                 .unwrap_or_else(|e| panic!("{what}: {kernel:?}: {e}"));
             if got != expect {
                 let first = (0..expect.len()).find(|&i| got.get(i) != expect.get(i));
@@ -252,7 +254,7 @@ fn u64_indices_every_kernel_and_width() {
         let expect = merge_cpu(&keys, &offsets);
         let col = T::column(keys);
         for kernel in Kernel::ALL {
-            let got = gpu::merge_keys(&col, &offsets, &GpuOptions { kernel, force_u64_indices: true, ..GpuOptions::default() })
+            let got = gpu::merge_gpu(&col, &offsets, &GpuOptions { kernel, force_u64_indices: true, ..GpuOptions::default() })
                 .unwrap_or_else(|e| panic!("{lens:?}: {kernel:?}: {e}"));
             assert!(matches!(got, Indices::U64(_)), "{kernel:?}: forced u64 indices came back as u32");
             assert_eq!(got.len(), expect.len());
@@ -314,7 +316,7 @@ fn more_than_2_pow_31_keys() {
     let expect = merge_cpu(&keys, &offsets);
     let col = KeyColumn::U32(keys);
     for kernel in [Kernel::KWay, Kernel::Tiled] {
-        let got = gpu::merge_keys(&col, &offsets, &GpuOptions { kernel, overlap_download: true, ..GpuOptions::default() }).unwrap();
+        let got = gpu::merge_gpu(&col, &offsets, &GpuOptions { kernel, overlap_download: true, ..GpuOptions::default() }).unwrap();
         assert!(got == expect, "{kernel:?}: 2^31 + 2^20 keys differ from the CPU engine");
     }
 }
@@ -336,7 +338,7 @@ fn more_than_u32_max_keys_u64_indices() {
     keys.extend((0..(n - half) as u64).map(|i| (i >> 1) as u32));
     let offsets = [0, half, n];
     let col = KeyColumn::U32(keys);
-    let got = gpu::merge_keys(&col, &offsets, &GpuOptions::default()).unwrap();
+    let got = gpu::merge_gpu(&col, &offsets, &GpuOptions::default()).unwrap();
     let Indices::U64(v) = &got else { panic!("expected u64 indices") };
     let KeyColumn::U32(keys) = &col else { unreachable!() };
     // Sorted by key, ties by global index (stability), and a permutation (each index once).

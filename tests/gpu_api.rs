@@ -10,7 +10,7 @@ use common::{oracle, sorted_run, Rng};
 use corank::{merge_permutation, Engine, MergeOptions, SortKey};
 
 fn gpu_or_skip() -> bool {
-    match corank::gpu::availability() {
+    match corank::engine::gpu_availability() {
         Ok(()) => true,
         Err(why) if std::env::var("CORANK_REQUIRE_GPU").as_deref() == Ok("1") => {
             panic!("CORANK_REQUIRE_GPU=1 but no GPU: {why}")

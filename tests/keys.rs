@@ -5,7 +5,8 @@ use arrow::array::*;
 use arrow::compute::SortOptions;
 use arrow::datatypes::*;
 use arrow::row::{RowConverter, SortField};
-use corank::keys::{encode_runs, KeySpec};
+use corank::keys::encode_runs;
+use corank::SortKey;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -23,8 +24,8 @@ fn all_options() -> Vec<SortOptions> {
 /// equal to it where the encoding is exact.
 fn check(columns: Vec<ArrayRef>) {
     for options in all_options() {
-        let specs: Vec<KeySpec> =
-            (0..columns.len()).map(|i| KeySpec { name: format!("c{i}"), options }).collect();
+        let specs: Vec<SortKey> =
+            (0..columns.len()).map(|i| SortKey::new(format!("c{i}"), options)).collect();
         let enc = encode_runs(&[columns.clone()], &specs).unwrap();
         let conv = RowConverter::new(
             columns.iter().map(|c| SortField::new_with_options(c.data_type().clone(), options)).collect(),
@@ -76,7 +77,7 @@ fn floats_in_total_order() {
     check(vec![Arc::new(Float16Array::from(v.iter().map(|x| x.map(half::f16::from_f64)).collect::<Vec<_>>()))]);
     // -0 < +0 and NaN above +inf, ascending.
     let a: ArrayRef = Arc::new(Float64Array::from(vec![0.0, -0.0, f64::NAN, f64::INFINITY]));
-    let enc = encode_runs(&[vec![a]], &[KeySpec { name: "f".into(), options: SortOptions::default() }]).unwrap();
+    let enc = encode_runs(&[vec![a]], &[SortKey::new("f", SortOptions::default())]).unwrap();
     assert_eq!(enc.keys.cmp_words(1, 0), Ordering::Less);
     assert_eq!(enc.keys.cmp_words(3, 2), Ordering::Less);
 }
@@ -141,11 +142,11 @@ fn strings_and_binary() {
     check(vec![Arc::new(BinaryViewArray::from_iter(b2))]);
     // Short strings fit whole: the encoding is exact.
     let short: ArrayRef = Arc::new(StringArray::from(vec!["", "a", "a\0", "b"]));
-    let enc = encode_runs(&[vec![short]], &[KeySpec { name: "s".into(), options: SortOptions::default() }]).unwrap();
+    let enc = encode_runs(&[vec![short]], &[SortKey::new("s", SortOptions::default())]).unwrap();
     assert!(enc.exact);
     // Long strings equal on the prefix: not exact, and ties resolved later.
     let long: ArrayRef = Arc::new(StringArray::from(vec!["x".repeat(100) + "a", "x".repeat(100) + "b"]));
-    let enc = encode_runs(&[vec![long]], &[KeySpec { name: "s".into(), options: SortOptions::default() }]).unwrap();
+    let enc = encode_runs(&[vec![long]], &[SortKey::new("s", SortOptions::default())]).unwrap();
     assert!(!enc.exact);
     assert_eq!(enc.keys.cmp_words(0, 1), Ordering::Equal);
 }
@@ -176,7 +177,7 @@ fn several_columns() {
 #[test]
 fn narrow_keys_are_u32() {
     let a: ArrayRef = Arc::new(Int16Array::from(vec![Some(3), None, Some(-3)]));
-    let enc = encode_runs(&[vec![a]], &[KeySpec { name: "a".into(), options: SortOptions::default() }]).unwrap();
+    let enc = encode_runs(&[vec![a]], &[SortKey::new("a", SortOptions::default())]).unwrap();
     assert!(matches!(enc.keys, corank::keys::KeyColumn::U32(_)));
     assert_eq!(enc.bits, 17);
 }
@@ -184,7 +185,7 @@ fn narrow_keys_are_u32() {
 #[test]
 fn unsupported_type_names_column_and_type() {
     let list: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![Some(1)])]));
-    let err = encode_runs(&[vec![list]], &[KeySpec { name: "tags".into(), options: SortOptions::default() }]).unwrap_err();
+    let err = encode_runs(&[vec![list]], &[SortKey::new("tags", SortOptions::default())]).unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("'tags'") && msg.contains("List"), "{msg}");
 }

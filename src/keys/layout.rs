@@ -1,6 +1,6 @@
 //! Plans the bit layout of the key: one field per sort column, at a fixed offset.
 
-use super::KeySpec;
+use crate::sort_key::SortKey;
 use crate::error::{Error, Result};
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::compute::SortOptions;
@@ -98,7 +98,7 @@ fn max_len(array: &ArrayRef) -> usize {
 
 /// Plans the layout for these runs (dictionaries already decoded). All runs must agree
 /// on each column's type.
-pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[KeySpec]) -> Result<Layout> {
+pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<Layout> {
     let mut fields = Vec::new();
     let mut used = 0u32;
     let mut exact = true;
@@ -122,13 +122,13 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[KeySpec]) -> Result<Layout> 
                     run: r,
                     detail: format!(
                         "sort column '{}' has type {} in run {r} and {dt} in run 0",
-                        spec.name,
+                        spec.column,
                         cols[c].data_type()
                     ),
                 });
             }
         }
-        let width = fixed_width(&spec.name, &dt)?;
+        let width = fixed_width(&spec.column, &dt)?;
         let null_bit = runs.iter().any(|cols| cols[c].null_count() > 0);
         let available = MAX_KEY_BITS - used;
         let kind = match width {

@@ -1,4 +1,4 @@
-//! Sort-key encoding: Arrow sort columns + [`SortOptions`] → fixed-width unsigned key words
+//! Sort-key encoding: Arrow sort columns + [`SortOptions`](arrow::compute::SortOptions) → fixed-width unsigned key words
 //! whose unsigned order is the sort order.
 //!
 //! # The encoding
@@ -34,7 +34,7 @@
 //! imply equal sort values) unless a string field is a prefix or a column did not fit in
 //! the budget; the encoding stops after the first inexact field. Then rows with equal keys
 //! that may differ are resolved afterwards with the full comparator (arrow-row), see
-//! [`crate::merge::ties`]: in the merged output such rows form contiguous segments, each
+//! [`crate::order::ties`]: in the merged output such rows form contiguous segments, each
 //! already in input order, so a stable sort of each segment finishes the merge.
 
 mod bytes;
@@ -48,7 +48,7 @@ pub use word::{KeyColumn, KeyWord};
 
 use crate::error::{Error, Result};
 use arrow::array::ArrayRef;
-use arrow::compute::SortOptions;
+use crate::sort_key::SortKey;
 
 /// The keys of all runs, concatenated in run order.
 #[derive(Debug, Clone)]
@@ -62,16 +62,9 @@ pub struct EncodedKeys {
     pub bits: u32,
 }
 
-/// A sort column as the encoder sees it: its name (for messages) and options.
-#[derive(Debug, Clone)]
-pub struct KeySpec {
-    pub name: String,
-    pub options: SortOptions,
-}
-
 /// Encodes the sort columns of every run. `runs[r][c]` is run `r`'s array for sort
 /// column `c`; every run must have the same column types.
-pub fn encode_runs(runs: &[Vec<ArrayRef>], specs: &[KeySpec]) -> Result<EncodedKeys> {
+pub fn encode_runs(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<EncodedKeys> {
     if specs.is_empty() {
         return Err(Error::InvalidArgument("at least one sort column is required".into()));
     }

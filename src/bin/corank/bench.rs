@@ -84,8 +84,8 @@ fn python_has(python: &str, module: &str) -> Option<String> {
 /// The contenders available here, with a version or note.
 fn contenders(args: &BenchArgs) -> Vec<(String, String)> {
     let mut all = Vec::new();
-    match corank::gpu::availability() {
-        Ok(()) => all.push(("corank-gpu".to_string(), corank::gpu::device_name().unwrap_or_default())),
+    match corank::engine::gpu_availability() {
+        Ok(()) => all.push(("corank-gpu".to_string(), corank::engine::gpu_device_name(0).unwrap_or_default())),
         Err(why) => eprintln!("corank-gpu skipped: {why}"),
     }
     all.push(("corank-cpu".into(), format!("{} threads", rayon::current_num_threads())));

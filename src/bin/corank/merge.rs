@@ -101,7 +101,7 @@ pub fn execute(args: &MergeArgs) -> Result<MergeSummary> {
     let compression = parse_compression(&args.compression)?;
     corank::parquet::writer::check_output(&args.output, args.force)?;
     if args.engine.engine == Engine::Gpu {
-        corank::gpu::availability().map_err(Error::GpuUnavailable)?;
+        corank::engine::gpu_availability().map_err(Error::GpuUnavailable)?;
     }
     // The output is never an input (compared by device and inode), with or without --force.
     let paths = expand_inputs_excluding(&args.inputs, &args.output)?;

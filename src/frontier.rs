@@ -22,31 +22,35 @@
 use crate::api::{merge_columns, MergeOptions};
 use crate::error::{Error, Result};
 use crate::gather::gather;
-use crate::keys::KeySpec;
-use crate::merge::Engine;
+use crate::options::{Engine, EngineOptions};
+use crate::permutation::{Indices, Permutation};
+use crate::sort_key::SortKey;
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
 use std::cmp::Ordering;
 use std::collections::VecDeque;
 
+/// Rows buffered per input before a round, unless the caller says otherwise (the
+/// DataFusion node's `corank.window_rows` and the Parquet merge's cap).
+pub const DEFAULT_WINDOW_ROWS: usize = 1 << 20;
+
 /// Settings of a streaming merge.
 #[derive(Debug, Clone)]
-pub struct StreamOptions {
+pub struct FrontierOptions {
+    /// Which engine, kernel and device merge each round.
+    pub engine: EngineOptions,
     /// Rows buffered per input before a round (at least one batch is always buffered).
     pub window_rows: usize,
     /// Rows per output batch.
     pub batch_size: usize,
-    pub engine: Engine,
     /// Check every input's order across batch boundaries and within batches.
     pub check_sorted: bool,
-    /// `Engine::Auto` uses the GPU for rounds of at least this many rows.
-    pub gpu_min_keys: usize,
 }
 
-impl Default for StreamOptions {
+impl Default for FrontierOptions {
     fn default() -> Self {
-        Self { window_rows: 1 << 16, batch_size: 8192, engine: Engine::Auto, check_sorted: false, gpu_min_keys: crate::merge::engine::GPU_MIN_KEYS }
+        Self { engine: EngineOptions::default(), window_rows: DEFAULT_WINDOW_ROWS, batch_size: 8192, check_sorted: false }
     }
 }
 
@@ -89,7 +93,7 @@ struct Input {
 /// batches from any range of it, so a caller can stream a large round in pieces.
 pub struct MergedRound {
     pub runs: Vec<RecordBatch>,
-    pub perm: crate::merge::Permutation,
+    pub perm: Permutation,
     schema: SchemaRef,
 }
 
@@ -112,10 +116,10 @@ impl MergedRound {
             gather(&self.runs, &self.perm, batch_size)?
         } else {
             let indices = match &self.perm.indices {
-                crate::merge::Indices::U32(v) => crate::merge::Indices::U32(v[start..end].to_vec()),
-                crate::merge::Indices::U64(v) => crate::merge::Indices::U64(v[start..end].to_vec()),
+                Indices::U32(v) => Indices::U32(v[start..end].to_vec()),
+                Indices::U64(v) => Indices::U64(v[start..end].to_vec()),
             };
-            let part = crate::merge::Permutation { indices, ..self.perm.clone_without_indices() };
+            let part = Permutation { indices, ..self.perm.clone_without_indices() };
             gather(&self.runs, &part, batch_size)?
         };
         // Output batches carry the declared schema (metadata and nullability included).
@@ -136,16 +140,16 @@ pub struct MergedChunk {
 /// A streaming k-way merge driven by its caller: push batches, then take merged chunks.
 pub struct FrontierMerge {
     schema: SchemaRef,
-    specs: Vec<KeySpec>,
+    specs: Vec<SortKey>,
     converter: RowConverter,
     inputs: Vec<Input>,
-    options: StreamOptions,
+    options: FrontierOptions,
 }
 
 impl FrontierMerge {
     /// `specs` name the sort keys (for messages) and their options; the caller evaluates the
     /// key columns of each batch it pushes.
-    pub fn new(schema: SchemaRef, key_types: &[arrow::datatypes::DataType], specs: Vec<KeySpec>, num_inputs: usize, options: StreamOptions) -> Result<Self> {
+    pub fn new(schema: SchemaRef, key_types: &[arrow::datatypes::DataType], specs: Vec<SortKey>, num_inputs: usize, options: FrontierOptions) -> Result<Self> {
         if options.window_rows == 0 || options.batch_size == 0 {
             return Err(Error::InvalidArgument("window and batch size must be at least 1 row".into()));
         }
@@ -199,7 +203,7 @@ impl FrontierMerge {
     }
 
     /// Turns the order check on or off for input `i` alone (the default is
-    /// [`StreamOptions::check_sorted`]), for inputs whose order is vouched for by metadata.
+    /// [`FrontierOptions::check_sorted`]), for inputs whose order is vouched for by metadata.
     pub fn set_check_sorted(&mut self, i: usize, check: bool) {
         self.inputs[i].check_sorted = check;
     }
@@ -233,8 +237,8 @@ impl FrontierMerge {
             }
             let spec_runs = [keys.clone()];
             let encoded = crate::keys::encode_runs(&spec_runs, &self.specs)?;
-            let full = if encoded.exact { None } else { Some(crate::merge::ties::FullComparator::new(&spec_runs, &self.specs, &encoded.run_offsets)?) };
-            crate::merge::check::check_sorted(&encoded, full.as_ref(), &spec_runs).map_err(|e| match e {
+            let full = if encoded.exact { None } else { Some(crate::order::ties::FullComparator::new(&spec_runs, &self.specs, &encoded.run_offsets)?) };
+            crate::order::check::check_sorted(&encoded, full.as_ref(), &spec_runs).map_err(|e| match e {
                 Error::NotSorted { row, detail, .. } => Error::NotSorted { run: i, row: self.inputs[i].rows_seen + row, detail },
                 other => other,
             })?;
@@ -344,11 +348,11 @@ impl FrontierMerge {
         }
         let rows: usize = runs.iter().map(|b| b.num_rows()).sum();
         if rows == 0 {
-            let perm = crate::merge::Permutation { run_offsets: vec![0], indices: crate::merge::Indices::U32(vec![]), engine: Engine::Cpu, key_bytes: 0 };
+            let perm = Permutation { run_offsets: vec![0], indices: Indices::U32(vec![]), engine: Engine::Cpu, key_bytes: 0 };
             return Ok(MergedRound { runs, perm, schema: self.schema.clone() });
         }
         // 4. Merge (the caller gathers).
-        let options = MergeOptions { engine: self.options.engine, check_sorted: false, batch_size: self.options.batch_size, gpu_min_keys: self.options.gpu_min_keys };
+        let options = MergeOptions { engine: self.options.engine, check_sorted: false, batch_size: self.options.batch_size };
         let perm = merge_columns(&run_keys, &self.specs, &options)?;
         Ok(MergedRound { runs, perm, schema: self.schema.clone() })
     }

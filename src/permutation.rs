@@ -47,7 +47,7 @@ pub struct Permutation {
     /// For every output row, its global input index.
     pub indices: Indices,
     /// The engine that merged (`Cpu` or `Gpu`).
-    pub engine: super::Engine,
+    pub engine: crate::options::Engine,
     /// Bytes per encoded key the engine merged (4, 8, 16, 24 or 32; 0 with no rows).
     pub key_bytes: usize,
 }

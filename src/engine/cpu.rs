@@ -7,7 +7,7 @@
 //! [`co_rank`] and merges that piece independently. The GPU kernels do the same per block.
 
 use super::co_rank::co_rank;
-use super::permutation::Indices;
+use crate::permutation::Indices;
 use crate::keys::KeyWord;
 use rayon::prelude::*;
 use std::borrow::Cow;

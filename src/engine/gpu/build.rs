@@ -6,13 +6,13 @@ use super::tuning::{tuning, KWAY_COARSE, THREADS};
 use crate::{Error, Result};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 
-const COMMON: &str = include_str!("../../cuda/common.cuh");
-const CO_RANK: &str = include_str!("../../cuda/co_rank.cuh");
-const MERGE_BASIC: &str = include_str!("../../cuda/merge_basic.cu");
-const MERGE_TILED: &str = include_str!("../../cuda/merge_tiled.cu");
-const MERGE_CIRCULAR: &str = include_str!("../../cuda/merge_circular.cu");
-const PARTITION_KWAY: &str = include_str!("../../cuda/partition_kway.cu");
-const MERGE_KWAY: &str = include_str!("../../cuda/merge_kway.cu");
+const COMMON: &str = include_str!("../../../cuda/common.cuh");
+const CO_RANK: &str = include_str!("../../../cuda/co_rank.cuh");
+const MERGE_BASIC: &str = include_str!("../../../cuda/merge_basic.cu");
+const MERGE_TILED: &str = include_str!("../../../cuda/merge_tiled.cu");
+const MERGE_CIRCULAR: &str = include_str!("../../../cuda/merge_circular.cu");
+const PARTITION_KWAY: &str = include_str!("../../../cuda/partition_kway.cu");
+const MERGE_KWAY: &str = include_str!("../../../cuda/merge_kway.cu");
 
 /// Kernel entry points every module holds.
 pub const FUNCTIONS: [&str; 10] = [

@@ -14,7 +14,7 @@
 //! k runs are merged by a tree of stable pairwise merges of adjacent runs with the basic,
 //! tiled or circular-buffer kernel (ceil(log2 k) passes over device memory), or in a single
 //! pass by the k-way kernel (groups of up to 64 runs; more runs take more passes). Results
-//! are identical to [`crate::merge::merge_cpu`]: equal keys keep run order, then row order.
+//! are identical to [`crate::engine::cpu::merge_cpu`]: equal keys keep run order, then row order.
 //!
 //! Host side: keys go up and indices come down through two pinned staging buffers (the host
 //! fills one while the other is in flight); the last merge level runs in chunks so the
@@ -29,31 +29,14 @@ mod engine;
 pub mod tuning;
 
 use crate::keys::KeyColumn;
-use crate::merge::Indices;
+pub use crate::options::Kernel;
+use crate::permutation::Indices;
 use crate::{Error, Result};
 use build::ModuleSpec;
 use context::{gpu, gpu_err};
 use cudarc::driver::{result, sys};
 
-/// Which kernel merges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kernel {
-    /// Tree of pairwise merges; per-thread co-rank and serial merge on global memory.
-    Basic,
-    /// Tree of pairwise merges; one co-rank pair per block, tile in shared memory.
-    Tiled,
-    /// Tree of pairwise merges; circular buffers that reload only what was consumed.
-    Circular,
-    /// Single pass for up to 64 runs: k-way co-rank per tile, merge in shared memory.
-    KWay,
-    /// The fastest measured (docs/PERFORMANCE.md, H200): the tiled kernel's tree, for every
-    /// run count (it beat the single-pass k-way kernel at k = 2, 4, 16 and 64).
-    Auto,
-}
-
 impl Kernel {
-    pub const ALL: [Kernel; 5] = [Kernel::Basic, Kernel::Tiled, Kernel::Circular, Kernel::KWay, Kernel::Auto];
-
     /// The concrete kernel for `_nruns` non-empty runs (today the same for every count).
     pub fn resolve(self, _nruns: usize) -> Kernel {
         match self {
@@ -73,11 +56,13 @@ pub struct GpuOptions {
     /// Use the u64-index kernels even when the total fits u32 (tests the path that inputs
     /// of more than u32::MAX keys take, at sizes a test can afford).
     pub force_u64_indices: bool,
+    /// The CUDA device ordinal.
+    pub device: usize,
 }
 
 impl Default for GpuOptions {
     fn default() -> Self {
-        GpuOptions { kernel: Kernel::Auto, overlap_download: true, force_u64_indices: false }
+        GpuOptions { kernel: Kernel::Auto, overlap_download: true, force_u64_indices: false, device: 0 }
     }
 }
 
@@ -113,7 +98,8 @@ pub fn compile_all_kernels() -> Result<()> {
 }
 
 /// The name of the GPU the engine uses.
-pub fn device_name() -> Result<String> {
+pub fn device_name(device: usize) -> Result<String> {
+    let _ = device; // one context today (the GPU host split makes it per device)
     availability().map_err(Error::GpuUnavailable)?;
     Ok(gpu()?.name.clone())
 }
@@ -164,8 +150,8 @@ fn identity(n: usize) -> Indices {
 
 /// Stable merge of the sorted runs `keys[run_offsets[r]..run_offsets[r + 1]]` on the GPU,
 /// returning the global index of every output row, identical to
-/// [`crate::merge::merge_cpu`] (u32 indices while the total fits, u64 beyond).
-pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions) -> Result<Indices> {
+/// [`crate::engine::cpu::merge_cpu`] (u32 indices while the total fits, u64 beyond).
+pub fn merge_gpu(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions) -> Result<Indices> {
     let n = keys.len();
     let bounds = nonempty_bounds(n, run_offsets)?;
     availability().map_err(Error::GpuUnavailable)?;

@@ -6,9 +6,10 @@
 //! key order is consistent with the sort order, sorting each such segment stably by the full
 //! comparator yields the exact stable merge.
 
-use super::permutation::Indices;
+use crate::permutation::Indices;
 use crate::error::Result;
-use crate::keys::{KeyColumn, KeySpec};
+use crate::keys::KeyColumn;
+use crate::sort_key::SortKey;
 use arrow::array::ArrayRef;
 use arrow::row::{RowConverter, Rows, SortField};
 use std::cmp::Ordering;
@@ -20,7 +21,7 @@ pub struct FullComparator {
 }
 
 impl FullComparator {
-    pub fn new(runs: &[Vec<ArrayRef>], specs: &[KeySpec], run_offsets: &[usize]) -> Result<Self> {
+    pub fn new(runs: &[Vec<ArrayRef>], specs: &[SortKey], run_offsets: &[usize]) -> Result<Self> {
         let fields = match runs.first() {
             Some(cols) => cols
                 .iter()

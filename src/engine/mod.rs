@@ -1,0 +1,89 @@
+//! The engine choice, above both engines: the CPU merge path ([`cpu`], with the co-rank
+//! reference [`co_rank`] beside it) or the GPU co-rank kernels ([`gpu`]), and what happens
+//! when the GPU is missing or fails ([`OnGpuFailure`]).
+//!
+//! - `Cpu`: the merge path on rayon threads.
+//! - `Gpu`: the co-rank kernels; an error where no GPU is usable, or where the GPU fails.
+//! - `Auto`: the GPU for inputs of at least `gpu_min_rows` keys when one is usable, else the
+//!   CPU. With `OnGpuFailure::UseCpu` a missing GPU and a GPU failure (out of memory, launch
+//!   failure) fall back to the CPU with one log line, so no data is lost; with
+//!   `OnGpuFailure::Error` both are errors and every size goes to the GPU (the GPU tests).
+//!
+//! Both engines return the same indices for the same keys; neither imports this module.
+
+pub mod co_rank;
+pub mod cpu;
+#[cfg(feature = "gpu")]
+pub mod gpu;
+
+use crate::error::{Error, Result};
+use crate::keys::KeyColumn;
+use crate::options::{Engine, EngineOptions, OnGpuFailure};
+use crate::permutation::Indices;
+use crate::with_key_column;
+
+fn merge_on_cpu(keys: &KeyColumn, run_offsets: &[usize]) -> (Indices, Engine) {
+    (with_key_column!(keys, v => cpu::merge_cpu(v, run_offsets)), Engine::Cpu)
+}
+
+/// Whether the GPU engine can run here (built with the `gpu` feature, a driver, NVRTC and a
+/// device), or why not.
+pub fn gpu_availability() -> std::result::Result<(), String> {
+    #[cfg(feature = "gpu")]
+    return gpu::availability();
+    #[cfg(not(feature = "gpu"))]
+    Err("corank was built without the `gpu` feature".into())
+}
+
+/// The name of the GPU device `device`, where one is usable.
+pub fn gpu_device_name(device: usize) -> Result<String> {
+    #[cfg(feature = "gpu")]
+    return gpu::device_name(device);
+    #[cfg(not(feature = "gpu"))]
+    Err(Error::GpuUnavailable(gpu_availability().unwrap_err() + &format!(" (device {device})")))
+}
+
+#[cfg(feature = "gpu")]
+fn merge_on_gpu(keys: &KeyColumn, run_offsets: &[usize], options: &EngineOptions) -> Result<Indices> {
+    let gpu_options = gpu::GpuOptions { kernel: options.kernel, device: options.device, ..gpu::GpuOptions::default() };
+    gpu::merge_gpu(keys, run_offsets, &gpu_options)
+}
+
+#[cfg(not(feature = "gpu"))]
+fn merge_on_gpu(_: &KeyColumn, _: &[usize], _: &EngineOptions) -> Result<Indices> {
+    Err(Error::GpuUnavailable(gpu_availability().unwrap_err()))
+}
+
+/// Merges sorted runs of keys with the chosen engine; returns the indices and the engine
+/// that ran (`Cpu` or `Gpu`).
+pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], options: &EngineOptions) -> Result<(Indices, Engine)> {
+    static NO_GPU: std::sync::Once = std::sync::Once::new();
+    let strict = options.on_gpu_failure == OnGpuFailure::Error;
+    match options.engine {
+        Engine::Cpu => Ok(merge_on_cpu(keys, run_offsets)),
+        Engine::Gpu => {
+            gpu_availability().map_err(Error::GpuUnavailable)?;
+            Ok((merge_on_gpu(keys, run_offsets, options)?, Engine::Gpu))
+        }
+        Engine::Auto => {
+            if let Err(why) = gpu_availability() {
+                if strict {
+                    return Err(Error::GpuUnavailable(why));
+                }
+                NO_GPU.call_once(|| log::info!("corank: no usable GPU ({why}); merging on the CPU"));
+                return Ok(merge_on_cpu(keys, run_offsets));
+            }
+            if keys.len() < options.gpu_min_rows && !strict {
+                return Ok(merge_on_cpu(keys, run_offsets));
+            }
+            match merge_on_gpu(keys, run_offsets, options) {
+                Ok(indices) => Ok((indices, Engine::Gpu)),
+                Err(e) if !strict => {
+                    log::warn!("corank: GPU merge failed ({e}); merging on the CPU instead");
+                    Ok(merge_on_cpu(keys, run_offsets))
+                }
+                Err(e) => Err(e),
+            }
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! Synthetic sorted runs for the examples, benchmarks and the demo: deterministic from a
 //! seed, each run sorted ascending by its key columns.
 
-use crate::api::SortKey;
+use crate::sort_key::SortKey;
 use crate::error::{Error, Result};
 use arrow::array::{ArrayRef, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use parquet::arrow::ArrowWriter;

@@ -29,6 +29,7 @@
 //! ```
 
 pub mod api;
+#[cfg(feature = "datafusion")]
 pub mod datafusion;
 pub mod datagen;
 pub mod engine;
@@ -38,6 +39,7 @@ pub mod gather;
 pub mod keys;
 pub mod options;
 pub mod order;
+#[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod permutation;
 pub mod sort_key;

@@ -121,3 +121,18 @@ macro_rules! named {
 
 named!(Engine, "engine", Auto = "auto", Cpu = "cpu", Gpu = "gpu");
 named!(Kernel, "kernel", Auto = "auto", Basic = "basic", Tiled = "tiled", Circular = "circular", KWay = "kway");
+
+/// The engine's name, then the kernel and device where they are not the defaults
+/// (`gpu`, `gpu kernel=kway device=1`), as EXPLAIN shows it.
+impl std::fmt::Display for EngineOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.engine)?;
+        if self.kernel != Kernel::Auto {
+            write!(f, " kernel={}", self.kernel)?;
+        }
+        if self.device != 0 {
+            write!(f, " device={}", self.device)?;
+        }
+        Ok(())
+    }
+}

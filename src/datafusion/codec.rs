@@ -5,10 +5,12 @@
 //! byte, then little-endian `fetch` (u64, `u64::MAX` for none), the engine (u8: 0 auto,
 //! 1 cpu, 2 gpu), `window_rows` and `gpu_min_rows` (u64 each), then the sort expressions
 //! as a protobuf `PhysicalSortExprNodeCollection`. Version 2 adds a flags byte after
-//! `gpu_min_rows` (bit 0: `check_sorted`); version 1 encodings still decode.
+//! `gpu_min_rows` (bit 0: `check_sorted`, bit 1: GPU failures are errors); version 3 adds the
+//! kernel (u8: 0 auto, 1 basic, 2 tiled, 3 circular, 4 kway) and the device (u32) after the
+//! flags. Versions 1 and 2 still decode (kernel auto, device 0).
 
 use super::exec::{CoRankMergeExec, MergeSettings};
-use crate::merge::Engine;
+use crate::options::{Engine, EngineOptions, Kernel, OnGpuFailure};
 use datafusion::common::{plan_err, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::LexOrdering;
@@ -21,21 +23,19 @@ use prost::Message;
 use std::sync::Arc;
 
 const MAGIC: &[u8; 4] = b"CRNK";
-const VERSION: u8 = 2;
-/// The header of a version 1 encoding; version 2 adds the flags byte.
+const VERSION: u8 = 3;
+/// The header of a version 1 encoding; version 2 adds the flags byte, version 3 five more.
 const HEADER: usize = 4 + 1 + 1 + 8 * 3;
 const CHECK_SORTED: u8 = 1;
+const GPU_FAILURE_IS_ERROR: u8 = 2;
 
 /// Encodes and decodes [`CoRankMergeExec`] nodes.
 #[derive(Debug, Default)]
 pub struct CoRankCodec;
 
-fn engine_code(e: Engine) -> u8 {
-    match e {
-        Engine::Auto => 0,
-        Engine::Cpu => 1,
-        Engine::Gpu => 2,
-    }
+/// Engines and kernels are coded by their position in `Engine::ALL` / `Kernel::ALL`.
+fn code<T: PartialEq>(all: &[T], value: T) -> u8 {
+    all.iter().position(|v| *v == value).expect("every value is in ALL") as u8
 }
 
 impl PhysicalExtensionCodec for CoRankCodec {
@@ -49,27 +49,33 @@ impl PhysicalExtensionCodec for CoRankCodec {
         if buf.len() < HEADER || &buf[..4] != MAGIC {
             return plan_err!("not a CoRankMergeExec encoding ({} bytes)", buf.len());
         }
-        let (header, flags) = match buf[4] {
-            1 => (HEADER, 0),
-            2 if buf.len() > HEADER => (HEADER + 1, buf[HEADER]),
-            2 => return plan_err!("not a CoRankMergeExec encoding ({} bytes)", buf.len()),
-            v => return plan_err!("CoRankMergeExec encoding version {v} is not supported (expected 1 or {VERSION})"),
+        let (header, flags, kernel, device) = match buf[4] {
+            1 => (HEADER, 0, 0, 0),
+            2 if buf.len() > HEADER => (HEADER + 1, buf[HEADER], 0, 0),
+            3 if buf.len() > HEADER + 6 => {
+                let device = u32::from_le_bytes(buf[HEADER + 2..HEADER + 6].try_into().expect("4 bytes"));
+                (HEADER + 6, buf[HEADER], buf[HEADER + 1], device as usize)
+            }
+            2 | 3 => return plan_err!("not a CoRankMergeExec encoding ({} bytes)", buf.len()),
+            v => return plan_err!("CoRankMergeExec encoding version {v} is not supported (expected 1 to {VERSION})"),
         };
         let [input] = inputs else {
             return plan_err!("CoRankMergeExec takes one input, the plan gives {}", inputs.len());
         };
-        let engine = match buf[5] {
-            0 => Engine::Auto,
-            1 => Engine::Cpu,
-            2 => Engine::Gpu,
-            other => return plan_err!("unknown engine code {other} in a CoRankMergeExec encoding"),
+        let Some(&engine) = Engine::ALL.get(buf[5] as usize) else {
+            return plan_err!("unknown engine code {} in a CoRankMergeExec encoding", buf[5]);
+        };
+        let Some(&kernel) = Kernel::ALL.get(kernel as usize) else {
+            return plan_err!("unknown kernel code {kernel} in a CoRankMergeExec encoding");
         };
         let u64_at = |i: usize| u64::from_le_bytes(buf[6 + 8 * i..14 + 8 * i].try_into().expect("8 bytes"));
         let fetch = match u64_at(0) {
             u64::MAX => None,
             f => Some(f as usize),
         };
-        let settings = MergeSettings { engine, window_rows: u64_at(1) as usize, gpu_min_rows: u64_at(2) as usize };
+        let on_gpu_failure = if flags & GPU_FAILURE_IS_ERROR != 0 { OnGpuFailure::Error } else { OnGpuFailure::UseCpu };
+        let engine = EngineOptions { engine, kernel, device, gpu_min_rows: u64_at(2) as usize, on_gpu_failure };
+        let settings = MergeSettings { engine, window_rows: u64_at(1) as usize };
         let nodes = PhysicalSortExprNodeCollection::decode(&buf[header..])
             .map_err(|e| datafusion::common::DataFusionError::Plan(format!("CoRankMergeExec sort expressions: {e}")))?;
         let decode_ctx = PhysicalPlanDecodeContext::new(ctx, self);
@@ -97,11 +103,17 @@ impl PhysicalExtensionCodec for CoRankCodec {
         let settings = merge.settings();
         buf.extend_from_slice(MAGIC);
         buf.push(VERSION);
-        buf.push(engine_code(settings.engine));
+        buf.push(code(&Engine::ALL, settings.engine.engine));
         buf.extend_from_slice(&(merge.fetch().map_or(u64::MAX, |f| f as u64)).to_le_bytes());
         buf.extend_from_slice(&(settings.window_rows as u64).to_le_bytes());
-        buf.extend_from_slice(&(settings.gpu_min_rows as u64).to_le_bytes());
-        buf.push(if merge.check_sorted() { CHECK_SORTED } else { 0 });
+        buf.extend_from_slice(&(settings.engine.gpu_min_rows as u64).to_le_bytes());
+        let strict = settings.engine.on_gpu_failure == OnGpuFailure::Error;
+        buf.push(if merge.check_sorted() { CHECK_SORTED } else { 0 } | if strict { GPU_FAILURE_IS_ERROR } else { 0 });
+        buf.push(code(&Kernel::ALL, settings.engine.kernel));
+        let Ok(device) = u32::try_from(settings.engine.device) else {
+            return plan_err!("CoRankMergeExec device {} does not fit the encoding", settings.engine.device);
+        };
+        buf.extend_from_slice(&device.to_le_bytes());
         let nodes = serialize_physical_sort_exprs(merge.expr().iter().cloned(), self, proto_converter)?;
         PhysicalSortExprNodeCollection { physical_sort_expr_nodes: nodes }.encode(buf).map_err(|e| {
             datafusion::common::DataFusionError::Internal(format!("encoding CoRankMergeExec: {e}"))

@@ -1,6 +1,7 @@
 //! corank's settings as a DataFusion `ConfigExtension`, so SQL can say
 //! `SET corank.enabled = false`, `SET corank.engine = 'cpu'`, `SET corank.window_rows = 65536`,
-//! `SET corank.gpu_min_rows = 1048576`, `SET corank.check_sorted = true`.
+//! `SET corank.kernel = 'tiled'`, `SET corank.device = 1`, `SET corank.gpu_min_rows = 1048576`,
+//! `SET corank.check_sorted = true`.
 //!
 //! Written out rather than with DataFusion's `extensions_options!` macro, whose entries carry
 //! the bare field names (`engine`): `SHOW ALL` would list them without the `corank.` prefix
@@ -8,7 +9,8 @@
 //! and `SET` checks the value when it is set (an unknown engine is an error then, not when
 //! a query runs).
 
-use crate::merge::Engine;
+use crate::frontier::DEFAULT_WINDOW_ROWS;
+use crate::options::{Engine, Kernel, GPU_MIN_ROWS};
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigField, ExtensionOptions};
 use datafusion::common::{config_err, Result};
 use std::any::Any;
@@ -21,6 +23,10 @@ pub struct CoRankConfig {
     pub enabled: bool,
     /// Engine: 'auto' (GPU for large rounds where one is usable), 'cpu' or 'gpu'.
     pub engine: String,
+    /// GPU kernel: 'auto', 'basic', 'tiled', 'circular' or 'kway'.
+    pub kernel: String,
+    /// CUDA device ordinal of the GPU engine.
+    pub device: usize,
     /// Rows buffered per input partition before each merge round.
     pub window_rows: usize,
     /// With engine 'auto', merge rounds of at least this many rows run on the GPU.
@@ -33,9 +39,11 @@ impl Default for CoRankConfig {
     fn default() -> Self {
         Self {
             enabled: true,
-            engine: "auto".to_string(),
-            window_rows: 1 << 20,
-            gpu_min_rows: crate::merge::engine::GPU_MIN_KEYS,
+            engine: Engine::Auto.to_string(),
+            kernel: Kernel::Auto.to_string(),
+            device: 0,
+            window_rows: DEFAULT_WINDOW_ROWS,
+            gpu_min_rows: GPU_MIN_ROWS,
             check_sorted: false,
         }
     }
@@ -43,11 +51,13 @@ impl Default for CoRankConfig {
 
 impl CoRankConfig {
     /// The settings' names (without the prefix) and descriptions, in `SHOW ALL` order.
-    const ENTRIES: [(&'static str, &'static str); 5] = [
+    const ENTRIES: [(&'static str, &'static str); 7] = [
         ("check_sorted", "Check every input partition's order while merging: an unsorted input is an error naming the partition and row."),
+        ("device", "CUDA device ordinal the GPU engine uses."),
         ("enabled", "Replace plan-level SortPreservingMergeExec nodes with CoRankMergeExec, and check that the Parquet files below a merge are sorted as declared."),
         ("engine", "Merge engine: 'auto' (the GPU for rounds of at least gpu_min_rows where one is usable), 'cpu' or 'gpu'."),
         ("gpu_min_rows", "With engine 'auto', merge rounds of at least this many rows run on the GPU."),
+        ("kernel", "GPU merge kernel: 'auto' (the fastest measured), 'basic', 'tiled', 'circular' or 'kway'."),
         ("window_rows", "Rows buffered per input partition before each merge round; memory stays within about window_rows x partitions rows."),
     ];
 
@@ -56,6 +66,8 @@ impl CoRankConfig {
             "check_sorted" => self.check_sorted.to_string(),
             "enabled" => self.enabled.to_string(),
             "engine" => self.engine.clone(),
+            "kernel" => self.kernel.clone(),
+            "device" => self.device.to_string(),
             "gpu_min_rows" => self.gpu_min_rows.to_string(),
             _ => self.window_rows.to_string(),
         }
@@ -82,6 +94,7 @@ impl ExtensionOptions for CoRankConfig {
             "enabled" => ConfigField::set(&mut self.enabled, "", value),
             "check_sorted" => ConfigField::set(&mut self.check_sorted, "", value),
             "gpu_min_rows" => ConfigField::set(&mut self.gpu_min_rows, "", value),
+            "device" => ConfigField::set(&mut self.device, "", value),
             "window_rows" => {
                 let mut rows = 0usize;
                 ConfigField::set(&mut rows, "", value)?;
@@ -98,8 +111,15 @@ impl ExtensionOptions for CoRankConfig {
                 }
                 Err(_) => config_err!("unknown engine '{value}' for corank.engine (auto, cpu or gpu)"),
             },
+            "kernel" => match value.parse::<Kernel>() {
+                Ok(kernel) => {
+                    self.kernel = kernel.to_string();
+                    Ok(())
+                }
+                Err(_) => config_err!("unknown kernel '{value}' for corank.kernel (auto, basic, tiled, circular or kway)"),
+            },
             _ => config_err!(
-                "unknown setting corank.{name} (corank.enabled, corank.engine, corank.window_rows, corank.gpu_min_rows, corank.check_sorted)"
+                "unknown setting corank.{name} (corank.enabled, corank.engine, corank.kernel, corank.device, corank.window_rows, corank.gpu_min_rows, corank.check_sorted)"
             ),
         }
     }

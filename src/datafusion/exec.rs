@@ -2,14 +2,14 @@
 //!
 //! Same properties (one output partition, the input ordering, `fetch`), same output as
 //! SPM with its round-robin tie breaker off: stable, ties go to the lower input partition.
-//! It streams with the frontier rule ([`crate::stream::FrontierMerge`]): memory stays within
+//! It streams with the frontier rule ([`crate::frontier::FrontierMerge`]): memory stays within
 //! `window_rows` rows per input partition, accounted in DataFusion's `MemoryPool` (a budget
 //! too small is a `ResourcesExhausted` error). Dropping the output stream aborts the task
 //! that drives the inputs and the merge, which frees its buffers.
 
 use super::config::CoRankConfig;
 use super::stream::{drive, MergeMetrics};
-use crate::merge::Engine;
+use crate::options::EngineOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{internal_err, Result};
 use datafusion::execution::memory_pool::MemoryConsumer;
@@ -27,9 +27,11 @@ use std::sync::Arc;
 /// The merge settings a node carries (from [`CoRankConfig`] when the rule made it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MergeSettings {
-    pub engine: Engine,
+    /// Engine, kernel, device and `gpu_min_rows` (`corank.engine`, `corank.kernel`,
+    /// `corank.device`, `corank.gpu_min_rows`).
+    pub engine: EngineOptions,
+    /// Rows buffered per input partition before a round (`corank.window_rows`).
     pub window_rows: usize,
-    pub gpu_min_rows: usize,
 }
 
 impl Default for MergeSettings {
@@ -41,7 +43,14 @@ impl Default for MergeSettings {
 impl TryFrom<&CoRankConfig> for MergeSettings {
     type Error = crate::Error;
     fn try_from(c: &CoRankConfig) -> crate::Result<Self> {
-        Ok(Self { engine: c.engine.parse()?, window_rows: c.window_rows.max(1), gpu_min_rows: c.gpu_min_rows })
+        let engine = EngineOptions {
+            engine: c.engine.parse()?,
+            kernel: c.kernel.parse()?,
+            device: c.device,
+            gpu_min_rows: c.gpu_min_rows,
+            ..EngineOptions::default()
+        };
+        Ok(Self { engine, window_rows: c.window_rows.max(1) })
     }
 }
 

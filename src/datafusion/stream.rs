@@ -2,9 +2,9 @@
 //! frontier merge round by round (off the async runtime), sends merged batches.
 
 use super::exec::MergeSettings;
-use crate::keys::KeySpec;
-use crate::merge::Engine;
-use crate::stream::{FrontierMerge, StreamOptions};
+use crate::frontier::{FrontierMerge, FrontierOptions};
+use crate::options::Engine;
+use crate::sort_key::SortKey;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::{DataFusionError, Result};
@@ -79,14 +79,8 @@ pub async fn drive(
 ) -> Result<()> {
     let n = inputs.len();
     let key_types: Vec<DataType> = expr.iter().map(|e| e.expr.data_type(&schema)).collect::<Result<_>>()?;
-    let specs: Vec<KeySpec> = expr.iter().map(|e| KeySpec { name: e.expr.to_string(), options: e.options }).collect();
-    let options = StreamOptions {
-        window_rows: settings.window_rows,
-        batch_size,
-        engine: settings.engine,
-        check_sorted,
-        gpu_min_keys: settings.gpu_min_rows,
-    };
+    let specs: Vec<SortKey> = expr.iter().map(|e| SortKey::new(e.expr.to_string(), e.options)).collect();
+    let options = FrontierOptions { engine: settings.engine, window_rows: settings.window_rows, batch_size, check_sorted };
     let mut merger = Some(FrontierMerge::new(schema, &key_types, specs, n, options).map_err(to_datafusion)?);
     // Each input is polled by its own task, two batches ahead, so inputs read in parallel.
     let mut inputs: Vec<SendableRecordBatchStream> = inputs.into_iter().map(|s| spawn_buffered(s, 2)).collect();

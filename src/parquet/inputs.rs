@@ -27,7 +27,7 @@
 //! directory or glob that is the output (same device and inode) is skipped, and an output
 //! named as an input is an error.
 
-use crate::api::SortKey;
+use crate::sort_key::SortKey;
 use crate::error::{Error, Result};
 use arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::compute::SortOptions;

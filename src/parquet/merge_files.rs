@@ -32,9 +32,8 @@
 use super::inputs::{conform, MergePlan, Run};
 use super::writer::{SortedParquetWriter, WriterSettings, Written};
 use crate::error::{Error, Result};
-use crate::keys::KeySpec;
-use crate::merge::Engine;
-use crate::stream::{FrontierMerge, StreamOptions};
+use crate::frontier::{FrontierMerge, FrontierOptions, DEFAULT_WINDOW_ROWS};
+use crate::options::{Engine, EngineOptions};
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::datatypes::DataType;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
@@ -47,17 +46,16 @@ use std::time::{Duration, Instant};
 /// Settings of a file merge.
 #[derive(Debug, Clone)]
 pub struct MergeFilesOptions {
-    pub engine: Engine,
+    /// Which engine, kernel and device merge each round.
+    pub engine: EngineOptions,
     /// Approximate cap on the memory the merge holds, in bytes.
     pub memory_limit: usize,
     pub writer: WriterSettings,
-    /// `Engine::Auto` uses the GPU for rounds of at least this many rows.
-    pub gpu_min_keys: usize,
 }
 
 impl Default for MergeFilesOptions {
     fn default() -> Self {
-        Self { engine: Engine::Auto, memory_limit: 2 << 30, writer: WriterSettings::default(), gpu_min_keys: crate::merge::engine::GPU_MIN_KEYS }
+        Self { engine: EngineOptions::default(), memory_limit: 2 << 30, writer: WriterSettings::default() }
     }
 }
 
@@ -75,8 +73,9 @@ pub fn decoder_bytes(plan: &MergePlan, keep_open: bool) -> usize {
 /// Fewest rows a run's window may hold (or the whole run, if smaller); a smaller memory
 /// limit is refused.
 pub const MIN_WINDOW_ROWS: usize = 1024;
-/// Most rows a run's window holds (larger windows only add memory).
-pub const MAX_WINDOW_ROWS: usize = 1 << 20;
+/// Most rows a run's window holds (larger windows only add memory): the streaming merge's
+/// default window.
+pub const MAX_WINDOW_ROWS: usize = DEFAULT_WINDOW_ROWS;
 /// Bytes a buffered row costs a round on top of its own: key words (up to 32 bytes, and
 /// the engine's copy) and the permutation.
 pub const ROUND_BYTES_PER_ROW: usize = 48;
@@ -399,12 +398,11 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
         output, plan.schema.clone(), super::writer::common_parquet_schema(&plan.files, &plan.schema), &plan.keys, kept_metadata(plan), plan.total_rows, writer_settings,
     )?;
 
-    let specs: Vec<KeySpec> = plan.keys.iter().map(|k| KeySpec { name: k.column.clone(), options: k.options }).collect();
     let key_index: Vec<usize> = plan.keys.iter().map(|k| plan.schema.index_of(&k.column)).collect::<Result<_, _>>()?;
     let key_types: Vec<_> = key_index.iter().map(|&i| plan.schema.field(i).data_type().clone()).collect();
     let batch_size = 8192;
-    let stream_options = StreamOptions { window_rows: MAX_WINDOW_ROWS, batch_size, engine: options.engine, check_sorted: true, gpu_min_keys: options.gpu_min_keys };
-    let mut frontier = FrontierMerge::new(plan.schema.clone(), &key_types, specs, plan.runs.len(), stream_options)?;
+    let frontier_options = FrontierOptions { engine: options.engine, window_rows: MAX_WINDOW_ROWS, batch_size, check_sorted: true };
+    let mut frontier = FrontierMerge::new(plan.schema.clone(), &key_types, plan.keys.clone(), plan.runs.len(), frontier_options)?;
     for (i, &budget) in budgets.iter().enumerate() {
         frontier.set_window_bytes(i, budget, ROUND_BYTES_PER_ROW);
     }

@@ -11,7 +11,7 @@
 //! `NULLS FIRST` for `DESC` (PostgreSQL's rule, which DataFusion follows). Column names are
 //! matched exactly as written, quoted or not (Parquet column names keep their case).
 
-use crate::api::SortKey;
+use crate::sort_key::SortKey;
 use crate::error::{Error, Result};
 use arrow::compute::SortOptions;
 

@@ -7,7 +7,7 @@
 //! every file must carry the same) or declared by the caller, who then vouches for it as
 //! with `CREATE EXTERNAL TABLE .. WITH ORDER`.
 
-use crate::api::SortKey;
+use crate::sort_key::SortKey;
 use crate::error::{Error, Result};
 use arrow::compute::SortOptions;
 use arrow::datatypes::SchemaRef;

@@ -27,7 +27,7 @@
 //! the largest count seen ([`widened_dictionary_keys`]); a column that fits keeps its type.
 
 use super::interrupt::TempGuard;
-use crate::api::SortKey;
+use crate::sort_key::SortKey;
 use crate::error::{Error, Result};
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};

@@ -43,11 +43,35 @@ enum Command {
 #[derive(Args, Clone, Debug)]
 pub struct EngineArgs {
     /// Merge engine: auto (GPU for large rounds when one is usable), gpu or cpu.
-    #[arg(long, default_value = "auto", value_parser = parse_engine)]
+    #[arg(long, default_value = "auto", value_parser = parse_named::<corank::Engine>)]
     pub engine: corank::Engine,
+    /// GPU kernel: auto (the fastest measured), basic, tiled, circular or kway.
+    #[arg(long, default_value = "auto", value_parser = parse_named::<corank::Kernel>)]
+    pub kernel: corank::Kernel,
+    /// CUDA device ordinal of the GPU engine.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// With --engine auto, rounds of at least this many rows merge on the GPU.
+    #[arg(long, default_value_t = corank::GPU_MIN_ROWS, value_parser = parse_count)]
+    pub gpu_min_rows: usize,
 }
 
-fn parse_engine(s: &str) -> Result<corank::Engine, String> {
+impl EngineArgs {
+    /// The library's engine options. `CORANK_REQUIRE_GPU=1` (read here, at the edge) makes a
+    /// missing or failing GPU an error instead of a fallback to the CPU.
+    pub fn options(&self) -> corank::EngineOptions {
+        let strict = std::env::var("CORANK_REQUIRE_GPU").is_ok_and(|v| v == "1");
+        corank::EngineOptions {
+            engine: self.engine,
+            kernel: self.kernel,
+            device: self.device,
+            gpu_min_rows: self.gpu_min_rows,
+            on_gpu_failure: if strict { corank::OnGpuFailure::Error } else { corank::OnGpuFailure::UseCpu },
+        }
+    }
+}
+
+fn parse_named<T: std::str::FromStr<Err = corank::Error>>(s: &str) -> Result<T, String> {
     s.parse().map_err(|e: corank::Error| e.to_string())
 }
 

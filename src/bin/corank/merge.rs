@@ -102,6 +102,7 @@ pub fn execute(args: &MergeArgs) -> Result<MergeSummary> {
     corank::parquet::writer::check_output(&args.output, args.force)?;
     if args.engine.engine == Engine::Gpu {
         corank::engine::gpu_availability().map_err(Error::GpuUnavailable)?;
+        corank::engine::gpu_device_name(args.engine.device)?;
     }
     // The output is never an input (compared by device and inode), with or without --force.
     let paths = expand_inputs_excluding(&args.inputs, &args.output)?;
@@ -110,7 +111,7 @@ pub fn execute(args: &MergeArgs) -> Result<MergeSummary> {
     log::info!("merging {} files as {} runs by {}", plan.files.len(), plan.runs.len(), show_keys(&plan.keys));
     // 3. The merge, with a progress bar on a terminal.
     let options = MergeFilesOptions {
-        engine: args.engine.engine,
+        engine: args.engine.options(),
         memory_limit: args.memory_limit,
         writer: WriterSettings { compression, row_group_rows: args.row_group_size, row_group_bytes: args.max_row_group_bytes, overwrite: args.force },
         ..MergeFilesOptions::default()

@@ -13,7 +13,7 @@
 use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use corank::datafusion::{session_context, CoRankMergeExec, MergeSettings};
 use corank::datagen::{sorted_runs, KeyShape};
-use corank::Engine;
+use corank::{Engine, EngineOptions};
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::*;
@@ -112,7 +112,7 @@ fn main() {
         engines.push(Engine::Gpu);
     }
     for engine in engines {
-        let settings = MergeSettings { engine, window_rows: 1 << 20, gpu_min_rows: 0 };
+        let settings = MergeSettings { engine: EngineOptions::default().with_engine(engine).with_gpu_min_rows(0), window_rows: 1 << 20 };
         let node: Arc<dyn ExecutionPlan> = Arc::new(CoRankMergeExec::new(ordering.clone(), source.clone()).with_settings(settings));
         let (t, n) = time(|| run_plan(Arc::clone(&node)));
         row(&mut table, &format!("(a) CoRankMergeExec, engine {engine}"), n, t, t_spm);

@@ -1,13 +1,13 @@
-// common.cuh: key and index types shared by every kernel.
+// common.cuh: key and index types, and the level layout every kernel reads.
 //
-// The host (src/gpu/build.rs) compiles one module per (key width, index width) and
-// prepends these defines (no #include: NVRTC gets the sources concatenated, so the
-// binary carries them through include_str!):
+// The host (src/engine/gpu/nvrtc.rs) compiles one module per (kernel family, key width,
+// index width) and prepends these defines (no #include: NVRTC gets the sources
+// concatenated, so the binary carries them through include_str!):
 //   KEY_WORDS      1..4   words per key, word 0 the most significant
 //   KEY_WORD_BITS  32|64  bits per word (32 only with KEY_WORDS == 1)
 //   INDEX_BITS     32|64  permutation index width
 //   THREADS, IPT_BASIC, IPT_TILED, IPT_CIRC, IPT_KWAY, CIRC_SLOTS, CIRC_TILES, KWAY_COARSE,
-//   TILED_MIN_BLOCKS   tuning (src/gpu/tuning.rs)
+//   TILED_MIN_BLOCKS   the tuning policy (src/engine/gpu/tuning.rs)
 // The Rust side stores a key as [u64; N] (most significant word first) or a scalar, which
 // has exactly the layout of `Key` below.
 
@@ -31,6 +31,7 @@ typedef u64 index_t;
 struct Key {
     word_t w[KEY_WORDS];
 };
+static_assert(sizeof(Key) == KEY_WORDS * KEY_WORD_BITS / 8, "Key must have the layout of the host's key words");
 
 // a <= b as the big-endian integer the words spell (word 0 most significant).
 __device__ __forceinline__ bool key_le(const Key &a, const Key &b) {
@@ -75,11 +76,11 @@ __device__ __forceinline__ Key key_clear_bit(Key k, u32 bit) {
 }
 
 // A level's layout, shared by every kernel. The runs of this level are
-// [bounds[r], bounds[r + 1]) in global positions; runs are merged in groups of
-// `group` adjacent runs (2 for the pairwise tree, up to 64 for the k-way kernel); group g
-// writes exactly the output range of its inputs. Each group is cut into tiles of
-// `tile` outputs; group g owns the blocks [tile_start[g], tile_start[g + 1]), so a block
-// never straddles two groups.
+// [bounds[r], bounds[r + 1]) in level positions; runs are merged in groups of `group`
+// adjacent runs (2 for the pairwise tree, up to 64 for the k-way kernel); group g writes
+// exactly the output range of its inputs. Each group is cut into tiles (one block each);
+// group g owns the blocks [tile_start[g], tile_start[g + 1]), so a block never straddles
+// two groups.
 struct Level {
     const Key *in_keys;      // this level's keys
     const index_t *in_idx;   // their global indices, or null: index = position (first level)
@@ -92,38 +93,23 @@ struct Level {
     u32 group;
     u32 ngroups;
 };
+// The host passes `LevelArg` (src/engine/gpu/launch.rs) by value as this struct; it asserts
+// the same size, alignment and offsets on its side.
+static_assert(sizeof(Level) == 72, "Level: 72 bytes, as LevelArg");
+static_assert(alignof(Level) == 8, "Level: aligned to 8, as LevelArg");
+static_assert(__builtin_offsetof(Level, in_keys) == 0, "Level::in_keys");
+static_assert(__builtin_offsetof(Level, in_idx) == 8, "Level::in_idx");
+static_assert(__builtin_offsetof(Level, out_keys) == 16, "Level::out_keys");
+static_assert(__builtin_offsetof(Level, out_idx) == 24, "Level::out_idx");
+static_assert(__builtin_offsetof(Level, bounds) == 32, "Level::bounds");
+static_assert(__builtin_offsetof(Level, tile_start) == 40, "Level::tile_start");
+static_assert(__builtin_offsetof(Level, block_offset) == 48, "Level::block_offset");
+static_assert(__builtin_offsetof(Level, nruns) == 56, "Level::nruns");
+static_assert(__builtin_offsetof(Level, group) == 60, "Level::group");
+static_assert(__builtin_offsetof(Level, ngroups) == 64, "Level::ngroups");
 
+// The global index of the element at level position `pos`: loaded, or the position itself
+// on the first level (whose input indices are not materialized).
 __device__ __forceinline__ index_t load_idx(const Level &L, u64 pos) {
     return L.in_idx ? L.in_idx[pos] : (index_t)pos;
-}
-
-// The group owning block `blk`: the last g with tile_start[g] <= blk.
-__device__ __forceinline__ u32 find_group(const Level &L, u64 blk) {
-    u32 lo = 0, hi = L.ngroups;  // tile_start[lo] <= blk < tile_start[hi]
-    while (hi - lo > 1) {
-        u32 mid = (lo + hi) / 2;
-        if (L.tile_start[mid] <= blk) lo = mid; else hi = mid;
-    }
-    return lo;
-}
-
-// The pair of adjacent runs a block of a pairwise-merge level works on: runs 2g and 2g+1 of
-// its group g (B is empty for an odd last run), and the block's tile number in the group.
-struct PairGroup {
-    u64 a0, b0;  // global starts of A and B
-    u64 m, n;    // lengths of A and B
-    u64 tile;    // this block's tile within the group
-};
-
-__device__ __forceinline__ PairGroup pair_group(const Level &L, u64 blk) {
-    const u32 g = find_group(L, blk);
-    const u32 r0 = g * 2;
-    PairGroup p;
-    p.a0 = L.bounds[r0];
-    p.b0 = L.bounds[min(r0 + 1, L.nruns)];
-    const u64 e = L.bounds[min(r0 + 2, L.nruns)];
-    p.m = p.b0 - p.a0;
-    p.n = e - p.b0;
-    p.tile = blk - L.tile_start[g];
-    return p;
 }

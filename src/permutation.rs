@@ -1,6 +1,15 @@
 //! The merge's result: for every output row, the global index of the input row it comes
 //! from (its position in the concatenation of the runs, in run order).
 
+/// Splits a global index into (run, row within run), given the runs' start offsets (the last
+/// entry the total).
+#[inline]
+pub fn locate(run_offsets: &[usize], global: usize) -> (usize, usize) {
+    // The run is the last one whose offset is <= global (empty runs share offsets).
+    let run = run_offsets.partition_point(|&o| o <= global) - 1;
+    (run, global - run_offsets[run])
+}
+
 /// Global row indices, `u32` while the total fits (half the bytes to move and store).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Indices {
@@ -68,9 +77,7 @@ impl Permutation {
     /// Splits a global index into (run, row within run).
     #[inline]
     pub fn locate(&self, global: usize) -> (usize, usize) {
-        // The run is the last one whose offset is <= global (empty runs share offsets).
-        let run = self.run_offsets.partition_point(|&o| o <= global) - 1;
-        (run, global - self.run_offsets[run])
+        locate(&self.run_offsets, global)
     }
 
     /// (run, row) of output row `i`.

@@ -9,7 +9,7 @@ use arrow::compute::SortOptions;
 use arrow::datatypes::*;
 use common::{sorted_run, Rng};
 use corank::datafusion::{CoRankMergeExec, MergeSettings};
-use corank::Engine;
+use corank::{Engine, EngineOptions};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::TaskContext;
@@ -70,7 +70,7 @@ async fn merge_fuzz() {
         let source = MemorySourceConfig::try_new_exec(&data, Arc::clone(&schema), None).unwrap();
         let expr = ordering(&schema, &options);
         let fetch = if rng.chance(0.3) { Some(rng.below(500) as usize) } else { None };
-        let settings = MergeSettings { engine: Engine::Cpu, window_rows: 1 + rng.below(300) as usize, gpu_min_rows: usize::MAX };
+        let settings = MergeSettings { engine: EngineOptions::default().with_engine(Engine::Cpu).with_gpu_min_rows(usize::MAX), window_rows: 1 + rng.below(300) as usize };
         let ours = CoRankMergeExec::new(expr.clone(), source.clone()).with_fetch(fetch).with_settings(settings.clone());
         let theirs = SortPreservingMergeExec::new(expr, source).with_fetch(fetch).with_round_robin_repartition(false);
         let ctx = task_ctx(1 + rng.below(100) as usize);
@@ -98,12 +98,12 @@ async fn small_memory_budget_fails_cleanly_or_completes() {
         Arc::new(TaskContext::default().with_runtime(runtime))
     };
     // A budget below one window of every input: ResourcesExhausted, not an abort.
-    let settings = MergeSettings { engine: Engine::Cpu, window_rows: 1 << 20, gpu_min_rows: usize::MAX };
+    let settings = MergeSettings { engine: EngineOptions::default().with_engine(Engine::Cpu).with_gpu_min_rows(usize::MAX), window_rows: 1 << 20 };
     let node = Arc::new(CoRankMergeExec::new(expr.clone(), Arc::clone(&source)).with_settings(settings));
     let err = collect(node, ctx_with_limit(64 * 1024)).await.unwrap_err();
     assert!(err.to_string().contains("Resources exhausted"), "{err}");
     // Small windows fit in the same budget and complete.
-    let settings = MergeSettings { engine: Engine::Cpu, window_rows: 500, gpu_min_rows: usize::MAX };
+    let settings = MergeSettings { engine: EngineOptions::default().with_engine(Engine::Cpu).with_gpu_min_rows(usize::MAX), window_rows: 500 };
     let node = Arc::new(CoRankMergeExec::new(expr, source).with_settings(settings));
     let ctx = ctx_with_limit(1 << 20);
     let out = collect(node, Arc::clone(&ctx)).await.unwrap();
@@ -115,7 +115,7 @@ async fn small_memory_budget_fails_cleanly_or_completes() {
 async fn dropping_the_stream_stops_the_merge_and_frees_memory() {
     let mut rng = Rng::new(13);
     let (source, expr) = big_input(&mut rng);
-    let settings = MergeSettings { engine: Engine::Cpu, window_rows: 2000, gpu_min_rows: usize::MAX };
+    let settings = MergeSettings { engine: EngineOptions::default().with_engine(Engine::Cpu).with_gpu_min_rows(usize::MAX), window_rows: 2000 };
     let node = CoRankMergeExec::new(expr, source).with_settings(settings);
     let ctx = task_ctx(100);
     let mut stream = node.execute(0, Arc::clone(&ctx)).unwrap();

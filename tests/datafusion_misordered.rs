@@ -313,8 +313,9 @@ async fn check_sorted_names_the_partition_and_row() {
     let err = ctx.sql(sql).await.unwrap().collect().await.unwrap_err().to_string();
     assert!(err.contains("input partition 1 is not sorted") && err.contains("row 3"), "{err}");
 
-    // The setting travels with the node through the proto codec (version 2 of its
-    // encoding); a version 1 encoding (no flags byte) still decodes, without the check.
+    // The setting travels with the node through the proto codec (version 3 of its
+    // encoding); a version 2 encoding (flags, no kernel and device) keeps it, and a version 1
+    // encoding (no flags byte) still decodes, without the check.
     let plan = ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap();
     let merge = find_merge(&plan).unwrap();
     assert!(merge.check_sorted());
@@ -324,9 +325,14 @@ async fn check_sorted_names_the_partition_and_row() {
     let inputs = [Arc::clone(merge.input())];
     let back = CoRankCodec.try_decode(&bytes, &inputs, &ctx.task_ctx(), &converter).unwrap();
     assert!(back.downcast_ref::<CoRankMergeExec>().unwrap().check_sorted());
+    let mut v2 = bytes.clone();
+    v2[4] = 2;
+    v2.drain(31..36);
+    let back = CoRankCodec.try_decode(&v2, &inputs, &ctx.task_ctx(), &converter).unwrap();
+    assert!(back.downcast_ref::<CoRankMergeExec>().unwrap().check_sorted());
     let mut v1 = bytes.clone();
     v1[4] = 1;
-    v1.remove(30);
+    v1.drain(30..36);
     let back = CoRankCodec.try_decode(&v1, &inputs, &ctx.task_ctx(), &converter).unwrap();
     let back = back.downcast_ref::<CoRankMergeExec>().unwrap();
     assert!(!back.check_sorted());

@@ -4,7 +4,7 @@
 use arrow::array::{Int64Array, RecordBatch};
 use arrow::compute::SortOptions;
 use corank::datafusion::{CoRankCodec, CoRankMergeExec, MergeSettings};
-use corank::Engine;
+use corank::{Engine, EngineOptions, Kernel, OnGpuFailure};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
@@ -23,7 +23,14 @@ async fn plan_with_the_node_round_trips() {
     let schema = data[0][0].schema();
     let source = MemorySourceConfig::try_new_exec(&data, schema.clone(), None).unwrap();
     let ordering = LexOrdering::new([PhysicalSortExpr::new(col("k", &schema).unwrap(), SortOptions { descending: true, nulls_first: false })]).unwrap();
-    let settings = MergeSettings { engine: Engine::Cpu, window_rows: 3, gpu_min_rows: 12345 };
+    // Every engine option travels: engine, kernel, device, gpu_min_rows, on_gpu_failure.
+    let engine = EngineOptions::default()
+        .with_engine(Engine::Cpu)
+        .with_kernel(Kernel::Circular)
+        .with_device(2)
+        .with_gpu_min_rows(12345)
+        .with_on_gpu_failure(OnGpuFailure::Error);
+    let settings = MergeSettings { engine, window_rows: 3 };
     let plan: Arc<dyn ExecutionPlan> = Arc::new(CoRankMergeExec::new(ordering, source).with_fetch(Some(5)).with_settings(settings.clone()));
 
     let bytes = physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &CoRankCodec).unwrap();

@@ -156,7 +156,7 @@ async fn register_keeps_the_builders_extensions_and_rules() {
     table(&ctx, dir.path()).await;
     let (keys, plan) = order_by(&ctx).await;
     assert_eq!(keys, [1, 2, 3, 4, 4, 4, 8, 9]);
-    assert_eq!(plan.downcast_ref::<CoRankMergeExec>().unwrap().settings().engine, corank::Engine::Cpu);
+    assert_eq!(plan.downcast_ref::<CoRankMergeExec>().unwrap().settings().engine.engine, corank::Engine::Cpu);
     assert!(runs.load(Ordering::SeqCst) > 0);
     // `session_context` keeps the given config's extensions.
     let ctx = session_context(other_config());
@@ -187,24 +187,31 @@ async fn settings_show_and_set_under_their_full_names() {
     for (name, default) in [
         ("corank.enabled", "true"),
         ("corank.engine", "auto"),
+        ("corank.kernel", "auto"),
+        ("corank.device", "0"),
         ("corank.window_rows", "1048576"),
         ("corank.gpu_min_rows", &corank::GPU_MIN_ROWS.to_string()),
         ("corank.check_sorted", "false"),
     ] {
         assert_eq!(value(&all, name).as_deref(), Some(default), "SHOW ALL: {name}\n{all:?}");
     }
-    for bare in ["enabled", "engine", "window_rows", "gpu_min_rows", "check_sorted"] {
+    for bare in ["enabled", "engine", "kernel", "device", "window_rows", "gpu_min_rows", "check_sorted"] {
         assert!(value(&all, bare).is_none(), "SHOW ALL lists '{bare}' without its prefix");
     }
     // SHOW one setting, before and after SET.
     assert_eq!(show(&ctx, "SHOW corank.window_rows").await.unwrap(), [("corank.window_rows".to_string(), "1048576".to_string())]);
     ctx.sql("SET corank.window_rows = 4096").await.unwrap();
+    // The kernel and the device reach the node's settings (the CPU engine ignores them).
+    ctx.sql("SET corank.kernel = 'KWay'").await.unwrap();
+    ctx.sql("SET corank.device = 3").await.unwrap();
     assert_eq!(show(&ctx, "SHOW corank.window_rows").await.unwrap(), [("corank.window_rows".to_string(), "4096".to_string())]);
     // Bad values are errors at SET, and leave the setting as it was.
     let err = ctx.sql("SET corank.engine = 'nope'").await.unwrap_err().to_string();
     assert!(err.contains("unknown engine 'nope'"), "{err}");
     assert_eq!(value(&show(&ctx, "SHOW corank.engine").await.unwrap(), "corank.engine").as_deref(), Some("auto"));
-    for bad in ["SET corank.window_rows = 0", "SET corank.window_rows = 'many'", "SET corank.enabled = 'maybe'", "SET corank.nope = 1"] {
+    let err = ctx.sql("SET corank.kernel = 'fastest'").await.unwrap_err().to_string();
+    assert!(err.contains("unknown kernel 'fastest'"), "{err}");
+    for bad in ["SET corank.window_rows = 0", "SET corank.window_rows = 'many'", "SET corank.enabled = 'maybe'", "SET corank.device = -1", "SET corank.nope = 1"] {
         assert!(ctx.sql(bad).await.is_err(), "{bad} was accepted");
     }
     assert!(show(&ctx, "SHOW corank.nope").await.is_err());
@@ -216,8 +223,9 @@ async fn settings_show_and_set_under_their_full_names() {
     let (keys, plan) = order_by(&ctx).await;
     assert_eq!(keys, [1, 2, 3, 4, 4, 4, 8, 9]);
     let merge = plan.downcast_ref::<CoRankMergeExec>().expect("the merge at the top");
-    assert_eq!(merge.settings().engine, corank::Engine::Cpu);
+    assert_eq!(merge.settings().engine.engine, corank::Engine::Cpu);
     assert_eq!(merge.settings().window_rows, 4096);
+    assert_eq!((merge.settings().engine.kernel, merge.settings().engine.device), (corank::Kernel::KWay, 3));
     let metrics = merge.metrics().unwrap();
     assert!(metrics.sum_by_name("rounds_cpu").is_some_and(|m| m.as_usize() > 0), "{metrics}");
     assert_eq!(metrics.sum_by_name("rounds_gpu").map(|m| m.as_usize()), Some(0));

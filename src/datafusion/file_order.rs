@@ -38,6 +38,7 @@ use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
 use datafusion::physical_plan::ExecutionPlan;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use crate::parquet::sorting_columns::{declared_order, DeclaredOrder};
 use parquet::file::metadata::ParquetMetaData;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -271,15 +272,10 @@ fn row_groups_sorted(parquet: &ParquetMetaData, selected: &[usize], orders: &[Or
     let schema = parquet.file_metadata().schema_descr();
     let declared: Vec<Option<Order>> = selected
         .iter()
-        .map(|&g| {
-            let cols = parquet.row_group(g).sorting_columns().filter(|c| !c.is_empty())?;
-            cols.iter()
-                .map(|c| {
-                    let i = usize::try_from(c.column_idx).ok().filter(|&i| i < schema.num_columns())?;
-                    Some((schema.column(i).name().to_string(), SortOptions { descending: c.descending, nulls_first: c.nulls_first }))
-                })
-                .collect::<Option<Order>>()
-                .or(Some(vec![])) // an index out of range: agrees with nothing
+        .map(|&g| match declared_order(schema, parquet.row_group(g)) {
+            DeclaredOrder::Undeclared => None,
+            DeclaredOrder::Keys(keys) => Some(keys.into_iter().map(|k| (k.column, k.options)).collect()),
+            DeclaredOrder::Unusable => Some(vec![]), // agrees with nothing
         })
         .collect();
     if declared.iter().all(Option::is_none) {

@@ -6,7 +6,7 @@
 //! key order is consistent with the sort order, sorting each such segment stably by the full
 //! comparator yields the exact stable merge.
 
-use crate::permutation::Indices;
+use crate::permutation::{locate, Indices};
 use crate::error::Result;
 use crate::keys::KeyColumn;
 use crate::sort_key::SortKey;
@@ -35,15 +35,10 @@ impl FullComparator {
         Ok(Self { rows, run_offsets: run_offsets.to_vec() })
     }
 
-    fn locate(&self, global: usize) -> (usize, usize) {
-        let run = self.run_offsets.partition_point(|&o| o <= global) - 1;
-        (run, global - self.run_offsets[run])
-    }
-
     /// Compares two input rows given by global index.
     pub fn cmp(&self, a: usize, b: usize) -> Ordering {
-        let (ra, ia) = self.locate(a);
-        let (rb, ib) = self.locate(b);
+        let (ra, ia) = locate(&self.run_offsets, a);
+        let (rb, ib) = locate(&self.run_offsets, b);
         self.rows[ra].row(ia).cmp(&self.rows[rb].row(ib))
     }
 }

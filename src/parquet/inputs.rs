@@ -27,10 +27,10 @@
 //! directory or glob that is the output (same device and inode) is skipped, and an output
 //! named as an input is an error.
 
-use crate::sort_key::SortKey;
+use super::sorting_columns::DeclaredOrder;
 use crate::error::{Error, Result};
+use crate::sort_key::SortKey;
 use arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
@@ -217,17 +217,12 @@ pub fn open_input(path: &Path) -> Result<InputFile> {
 }
 
 /// The sort keys a row group's `sorting_columns` declare, or `None`.
+/// An unusable declaration (a nested column, an index out of range) counts as none.
 fn declared_order(input: &InputFile, rg: &RowGroupMetaData) -> Option<Vec<SortKey>> {
-    let cols = rg.sorting_columns().filter(|c| !c.is_empty())?;
-    let parquet_schema = input.metadata.parquet_schema();
-    cols.iter()
-        .map(|c| {
-            let idx = usize::try_from(c.column_idx).ok().filter(|&i| i < parquet_schema.num_columns())?;
-            let path = parquet_schema.column(idx).path().parts().to_vec();
-            // Only top-level columns can be merge keys.
-            (path.len() == 1).then(|| SortKey::new(path[0].clone(), SortOptions { descending: c.descending, nulls_first: c.nulls_first }))
-        })
-        .collect()
+    match super::sorting_columns::declared_order(input.metadata.parquet_schema(), rg) {
+        DeclaredOrder::Keys(keys) => Some(keys),
+        DeclaredOrder::Undeclared | DeclaredOrder::Unusable => None,
+    }
 }
 
 /// The order every non-empty row group of every file declares, if they all agree.

@@ -11,6 +11,7 @@ pub mod interrupt;
 pub mod merge_files;
 pub mod order_by;
 pub mod row_groups;
+pub mod sorting_columns;
 pub mod writer;
 
 pub use inputs::{expand_inputs, plan_merge, MergePlan};

@@ -7,9 +7,9 @@
 //! every file must carry the same) or declared by the caller, who then vouches for it as
 //! with `CREATE EXTERNAL TABLE .. WITH ORDER`.
 
-use crate::sort_key::SortKey;
+use super::sorting_columns::{declared_order, DeclaredOrder};
 use crate::error::{Error, Result};
-use arrow::compute::SortOptions;
+use crate::sort_key::SortKey;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::Session;
@@ -77,16 +77,15 @@ impl SortedRowGroupsTable {
                 if declared.is_some() {
                     continue;
                 }
-                let Some(cols) = rg.sorting_columns().filter(|c| !c.is_empty()) else {
-                    return Err(file_error(path, format!("row group {g} has no sorting_columns metadata; declare the sort order")));
+                let keys = match declared_order(parquet_schema, rg) {
+                    DeclaredOrder::Keys(keys) => keys,
+                    DeclaredOrder::Undeclared => {
+                        return Err(file_error(path, format!("row group {g} has no sorting_columns metadata; declare the sort order")))
+                    }
+                    DeclaredOrder::Unusable => {
+                        return Err(file_error(path, format!("row group {g} declares its order by a nested or missing column")))
+                    }
                 };
-                let keys: Vec<SortKey> = cols
-                    .iter()
-                    .map(|c| {
-                        let name = parquet_schema.column(c.column_idx as usize).path().string();
-                        SortKey::new(name, SortOptions { descending: c.descending, nulls_first: c.nulls_first })
-                    })
-                    .collect();
                 match &order {
                     None => order = Some(keys),
                     Some(o) if *o != keys => {

@@ -1,0 +1,38 @@
+//! The one reader of a row group's `sorting_columns` (the order its writer declared): the
+//! CLI's run detection, the row-group table provider and the DataFusion rule's file check all
+//! read it here, so they agree on what a declaration means.
+
+use crate::sort_key::SortKey;
+use arrow::compute::SortOptions;
+use parquet::file::metadata::RowGroupMetaData;
+use parquet::schema::types::SchemaDescriptor;
+
+/// What a row group declares about its order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeclaredOrder {
+    /// No `sorting_columns`, or an empty list.
+    Undeclared,
+    /// The sort keys, by top-level column name.
+    Keys(Vec<SortKey>),
+    /// A column index out of range or a nested column: a declaration no merge key can
+    /// match (it agrees with no order).
+    Unusable,
+}
+
+/// The order row group `rg` of a file with Parquet schema `schema` declares.
+pub fn declared_order(schema: &SchemaDescriptor, rg: &RowGroupMetaData) -> DeclaredOrder {
+    let Some(cols) = rg.sorting_columns().filter(|c| !c.is_empty()) else {
+        return DeclaredOrder::Undeclared;
+    };
+    let keys: Option<Vec<SortKey>> = cols
+        .iter()
+        .map(|c| {
+            let idx = usize::try_from(c.column_idx).ok().filter(|&i| i < schema.num_columns())?;
+            let path = schema.column(idx).path().parts().to_vec();
+            // Only top-level columns can be merge keys.
+            let [name] = <[String; 1]>::try_from(path).ok()?;
+            Some(SortKey::new(name, SortOptions { descending: c.descending, nulls_first: c.nulls_first }))
+        })
+        .collect();
+    keys.map_or(DeclaredOrder::Unusable, DeclaredOrder::Keys)
+}

@@ -8,7 +8,7 @@
 //! that drives the inputs and the merge, which frees its buffers.
 
 use super::config::CoRankConfig;
-use super::stream::{drive, MergeMetrics};
+use super::stream::{MergeMetrics, MergeTask};
 use crate::options::EngineOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{internal_err, Result};
@@ -253,19 +253,18 @@ impl ExecutionPlan for CoRankMergeExec {
         let schema = self.schema();
         let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&schema), 2);
         let tx = builder.tx();
-        let task = drive(
+        let task = MergeTask {
             inputs,
             schema,
-            self.expr.clone(),
-            self.fetch,
-            self.settings.clone(),
-            self.check_sorted,
-            context.session_config().batch_size(),
+            expr: self.expr.clone(),
+            fetch: self.fetch,
+            settings: self.settings.clone(),
+            check_sorted: self.check_sorted,
+            batch_size: context.session_config().batch_size(),
             reservation,
             metrics,
-            tx,
-        );
-        builder.spawn(task);
+        };
+        builder.spawn(task.run(tx));
         Ok(builder.build())
     }
 

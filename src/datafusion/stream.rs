@@ -62,21 +62,30 @@ fn not_sorted(e: crate::Error, expr: &LexOrdering) -> DataFusionError {
     }
 }
 
-/// Drives the merge; returns when the output is complete, `fetch` rows were sent, or the
-/// receiver was dropped (cancellation).
-#[allow(clippy::too_many_arguments)]
-pub async fn drive(
-    inputs: Vec<SendableRecordBatchStream>,
-    schema: SchemaRef,
-    expr: LexOrdering,
-    fetch: Option<usize>,
-    settings: MergeSettings,
-    check_sorted: bool,
-    batch_size: usize,
-    reservation: MemoryReservation,
-    metrics: MergeMetrics,
-    tx: Sender<Result<RecordBatch>>,
-) -> Result<()> {
+/// One execution of the node's merge: everything the task needs, by name (DataFusion's
+/// `StreamingMergeBuilder` in one struct).
+pub struct MergeTask {
+    /// The input partitions' streams, in tie order.
+    pub inputs: Vec<SendableRecordBatchStream>,
+    pub schema: SchemaRef,
+    pub expr: LexOrdering,
+    /// Stop after this many rows (`LIMIT`).
+    pub fetch: Option<usize>,
+    pub settings: MergeSettings,
+    /// Check every input partition's order while merging (`corank.check_sorted`).
+    pub check_sorted: bool,
+    /// Rows per output batch (the session's `batch_size`).
+    pub batch_size: usize,
+    /// The buffered windows' memory, in DataFusion's `MemoryPool`.
+    pub reservation: MemoryReservation,
+    pub metrics: MergeMetrics,
+}
+
+impl MergeTask {
+    /// Drives the merge, sending batches to `tx`; returns when the output is complete,
+    /// `fetch` rows were sent, or the receiver was dropped (cancellation).
+    pub async fn run(self, tx: Sender<Result<RecordBatch>>) -> Result<()> {
+    let MergeTask { inputs, schema, expr, fetch, settings, check_sorted, batch_size, reservation, metrics } = self;
     let n = inputs.len();
     let key_types: Vec<DataType> = expr.iter().map(|e| e.expr.data_type(&schema)).collect::<Result<_>>()?;
     let specs: Vec<SortKey> = expr.iter().map(|e| SortKey::new(e.expr.to_string(), e.options)).collect();
@@ -152,4 +161,5 @@ pub async fn drive(
     }
     metrics.baseline.done();
     Ok(())
+}
 }

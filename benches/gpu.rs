@@ -11,15 +11,17 @@
 //! robin off), outputs compared.
 //!
 //! `CORANK_BENCH_SECTIONS` (comma-separated: `2way`, `kway`, `host`, `spm`; all by default) picks
-//! the parts to run, for tuning sweeps (with `CORANK_GPU_TUNING`, src/gpu/tuning.rs).
+//! the parts to run, for tuning sweeps with `CORANK_GPU_TUNING` (`name=value,...`, passed to
+//! `corank::engine::gpu::tuning::set_overrides`; names in src/engine/gpu/tuning.rs). Runs on
+//! device 0.
 //!
 //! Bytes counted per key for a merge: the key read once (8) and the index written once (4),
 //! the fewest any engine must move; the tree's extra passes show as a lower ratio.
 
-use corank::engine::gpu::{self, bench, GpuOptions};
-use corank::Kernel;
-use corank::keys::KeyColumn;
 use corank::engine::cpu::merge_cpu;
+use corank::engine::gpu::{self, bench, GpuOptions};
+use corank::keys::KeyColumn;
+use corank::Kernel;
 use rayon::prelude::*;
 use std::time::Instant;
 
@@ -54,22 +56,22 @@ fn main() {
         eprintln!("bench gpu: no GPU ({e}); nothing to measure");
         return;
     }
-    let sections =
-        std::env::var("CORANK_BENCH_SECTIONS").unwrap_or_else(|_| "2way,kway,host,spm".into());
+    if let Ok(overrides) = std::env::var("CORANK_GPU_TUNING") {
+        gpu::tuning::set_overrides(&overrides).expect("CORANK_GPU_TUNING");
+        println!("tuning overrides: {overrides}");
+    }
+    let sections = std::env::var("CORANK_BENCH_SECTIONS").unwrap_or_else(|_| "2way,kway,host,spm".into());
     let run = |s: &str| sections.split(',').any(|x| x.trim() == s);
     let reps = 7;
     let n = 1usize << 28;
-    let device = gpu::device_name().unwrap();
+    let device = gpu::device_name(0).unwrap();
     let bytes = n * 12; // 8-byte key read + 4-byte index written
     let copy_ms = median(bench::time_copy(bytes / 2, reps).unwrap()); // a copy of B/2 bytes moves B
     let copy_gbs = bytes as f64 / copy_ms / 1e6;
     let mut rows: Vec<(String, f64, String, String)> = Vec::new();
     rows.push((format!("D2D copy, {} MB moved (ceiling)", bytes / 1_000_000), copy_ms, format!("{copy_gbs:.0}"), "1.00".into()));
     let gbs = |ms: f64| bytes as f64 / ms / 1e6;
-    for (label, range) in [("random", u64::MAX), ("dup-heavy (1000 values)", 1000)]
-        .into_iter()
-        .filter(|_| run("2way"))
-    {
+    for (label, range) in [("random", u64::MAX), ("dup-heavy (1000 values)", 1000)].into_iter().filter(|_| run("2way")) {
         let (keys, offsets) = data(n, 2, range, 1);
         let col = KeyColumn::U64(keys);
         for (name, kernel) in [
@@ -77,10 +79,7 @@ fn main() {
             ("tiled", Kernel::Tiled),
             ("circular", Kernel::Circular),
             ("k-way", Kernel::KWay),
-            (
-                &*format!("default (auto: {:?})", Kernel::Auto.resolve(2)),
-                Kernel::Auto,
-            ),
+            (&*format!("default (auto: {:?})", bench::resolved(Kernel::Auto, 2)), Kernel::Auto),
         ] {
             let ms = median(bench::time_device_merge(&col, &offsets, kernel, reps).unwrap());
             rows.push((format!("2-way {label}: {name}"), ms, format!("{:.0}", gbs(ms)), format!("{:.2}", gbs(ms) / copy_gbs)));
@@ -95,8 +94,18 @@ fn main() {
         let auto = median(bench::time_device_merge(&col, &offsets, Kernel::Auto, reps).unwrap());
         rows.push((format!("k = {k}: default (auto)"), auto, format!("{:.0}", gbs(auto)), format!("{:.2}", gbs(auto) / copy_gbs)));
         rows.push((format!("k = {k}: single-pass k-way"), single, format!("{:.0}", gbs(single)), format!("{:.2}", gbs(single) / copy_gbs)));
-        rows.push((format!("k = {k}: pairwise tree (tiled)"), tree, format!("{:.0}", gbs(tree)), format!("{:.2}  (single-pass {:.2}x faster)", gbs(tree) / copy_gbs, tree / single)));
-        rows.push((format!("k = {k}: pairwise tree (circular)"), circ, format!("{:.0}", gbs(circ)), format!("{:.2}  (single-pass {:.2}x faster)", gbs(circ) / copy_gbs, circ / single)));
+        rows.push((
+            format!("k = {k}: pairwise tree (tiled)"),
+            tree,
+            format!("{:.0}", gbs(tree)),
+            format!("{:.2}  (single-pass {:.2}x faster)", gbs(tree) / copy_gbs, tree / single),
+        ));
+        rows.push((
+            format!("k = {k}: pairwise tree (circular)"),
+            circ,
+            format!("{:.0}", gbs(circ)),
+            format!("{:.2}  (single-pass {:.2}x faster)", gbs(circ) / copy_gbs, circ / single),
+        ));
     }
     if run("host") {
         host_path(n, &mut rows, &gbs);
@@ -104,18 +113,13 @@ fn main() {
     if run("spm") {
         record_batches(n, &mut rows);
     }
-    println!(
-        "\nKernels for u64 keys, u32 indices, {} threads a block:",
-        gpu::tuning::THREADS
-    );
+    println!("\nKernels for u64 keys, u32 indices, {} threads a block:", gpu::tuning::THREADS);
     println!("| kernel | registers | dynamic shared bytes | blocks per SM |");
     println!("|---|---:|---:|---:|");
     for (name, regs, shmem, blocks) in bench::kernel_report(8).unwrap() {
         println!("| {name} | {regs} | {shmem} | {blocks} |");
     }
-    println!(
-        "\nGPU engine benchmark on {device}, 2^28 keys (u64 key + u32 index), median of {reps}"
-    );
+    println!("\nGPU engine benchmark on {device}, 2^28 keys (u64 key + u32 index), median of {reps}");
     println!("| case | ms | GB/s | ratio to copy |");
     println!("|---|---:|---:|---|");
     for (c, ms, g, r) in rows {
@@ -151,10 +155,7 @@ fn host_path(n: usize, rows: &mut Vec<(String, f64, String, String)>, gbs: &dyn 
     let _ = merge_cpu(keys, &offsets);
     let cpu_ms = s.elapsed().as_secs_f64() * 1000.0;
     rows.push((
-        format!(
-            "CPU engine, {} threads, same 2-way data",
-            rayon::current_num_threads()
-        ),
+        format!("CPU engine, {} threads, same 2-way data", rayon::current_num_threads()),
         cpu_ms,
         format!("{:.0}", gbs(cpu_ms)),
         "".into(),
@@ -175,13 +176,7 @@ fn record_batches(n: usize, rows: &mut Vec<(String, f64, String, String)>) {
     let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::UInt64, false)]));
     let runs: Vec<RecordBatch> = offsets
         .windows(2)
-        .map(|w| {
-            RecordBatch::try_new(
-                schema.clone(),
-                vec![Arc::new(UInt64Array::from(keys[w[0]..w[1]].to_vec()))],
-            )
-            .unwrap()
-        })
+        .map(|w| RecordBatch::try_new(schema.clone(), vec![Arc::new(UInt64Array::from(keys[w[0]..w[1]].to_vec()))]).unwrap())
         .collect();
     drop(keys);
     let plan = spm::spm_plan(&runs, &["k"], BATCH);
@@ -194,13 +189,8 @@ fn record_batches(n: usize, rows: &mut Vec<(String, f64, String, String)>) {
         (s.elapsed().as_secs_f64() * 1000.0, out)
     };
     let mut results = Vec::new();
-    for (label, engine) in [
-        ("corank::merge, GPU engine", Engine::Gpu),
-        ("corank::merge, CPU engine", Engine::Cpu),
-    ] {
-        let opts = MergeOptions::default()
-            .with_engine(engine)
-            .with_batch_size(BATCH);
+    for (label, engine) in [("corank::merge, GPU engine", Engine::Gpu), ("corank::merge, CPU engine", Engine::Cpu)] {
+        let opts = MergeOptions::default().with_engine(engine).with_batch_size(BATCH);
         let _ = corank::merge(&runs, &sort, &opts).unwrap(); // warm-up (CUDA context, kernels)
         let (ms, out) = time(&mut || corank::merge(&runs, &sort, &opts).unwrap());
         results.push((label, ms, out));
@@ -209,25 +199,13 @@ fn record_batches(n: usize, rows: &mut Vec<(String, f64, String, String)>) {
     let concat = |b: &[RecordBatch]| arrow::compute::concat_batches(&schema, b).unwrap();
     let theirs = concat(&theirs);
     rows.push((
-        format!(
-            "SortPreservingMergeExec, 2 x {} rows -> 8192-row batches",
-            n / 2
-        ),
+        format!("SortPreservingMergeExec, 2 x {} rows -> 8192-row batches", n / 2),
         spm_ms,
         "".into(),
         "1.00 (SPM time / this)".into(),
     ));
     for (label, ms, out) in results {
-        assert_eq!(
-            concat(&out),
-            theirs,
-            "{label} and SortPreservingMergeExec differ"
-        );
-        rows.push((
-            format!("{label}, same batches"),
-            ms,
-            "".into(),
-            format!("{:.2}x faster than SPM", spm_ms / ms),
-        ));
+        assert_eq!(concat(&out), theirs, "{label} and SortPreservingMergeExec differ");
+        rows.push((format!("{label}, same batches"), ms, "".into(), format!("{:.2}x faster than SPM", spm_ms / ms)));
     }
 }

@@ -1,40 +1,13 @@
-// co_rank.cuh: the co-rank searches, mirroring src/merge/co_rank.rs line for line.
+// co_rank.cuh: the co-rank searches, mirroring src/engine/co_rank.rs line for line.
 //
 // Stability: ties go to the earlier run. For runs A then B, the first k outputs are
 // A[..i] and B[..k - i] with i the smallest index such that i == min(k, |A|) or
 // A[i] > B[k - i - 1].
 //
-// The 2-way search is templated over accessors (global memory, shared memory, a circular
-// buffer) so one body serves every kernel: `a(i)` returns the i-th key of A.
-
-// A run as a plain array (global or shared memory).
-struct KeyRun {
-    const Key *p;
-    __device__ __forceinline__ Key operator()(u64 i) const { return p[i]; }
-};
-
-// Shared-memory tiles are padded by one slot every PAD slots: a thread's PAD consecutive
-// outputs then start PAD + 1 slots after its neighbour's, which spreads a warp's
-// register-to-shared writes over the banks (unpadded, a stride of 8 u64 keys puts 16
-// threads on the same bank).
-template <int PAD>
-__device__ __forceinline__ u32 padded(u32 p) { return p + p / PAD; }
-
-// A run inside a padded shared tile, starting at tile position `base`.
-template <int PAD>
-struct PadRun {
-    const Key *p;
-    u32 base;
-    __device__ __forceinline__ Key operator()(u64 i) const { return p[padded<PAD>(base + (u32)i)]; }
-};
-
-// A run held in a circular buffer of `size` slots whose first element sits at slot
-// `head % size` (merge_circular.cu).
-struct CircRun {
-    const Key *p;
-    u32 head;
-    __device__ __forceinline__ Key operator()(u64 i) const { return p[(head + (u32)i) % CIRC_SLOTS]; }
-};
+// The 2-way search is templated over accessors (cta_merge.cuh: global memory, a padded
+// shared tile; merge_circular.cu: a circular buffer) so one body serves every kernel:
+// `a(i)` returns the i-th key of A. The k-way search runs on one warp (grid-level
+// partition of the k-way kernel).
 
 // Two-run co-rank: how many of the first k outputs of the stable merge of A (length m)
 // then B (length n) come from A. Requires k <= m + n.
@@ -55,25 +28,6 @@ __device__ __forceinline__ u64 co_rank(u64 k, A a, u64 m, B b, u64 n) {
     return lo;
 }
 
-// First position in run[lo, hi) whose key is not <= v (resp. not < v), assuming run[..lo]
-// are all <= v (< v) and run[hi..] all > v (>= v): the partition point restricted to a
-// window known to contain it.
-__device__ __forceinline__ u64 partition_le(const Key *run, u64 lo, u64 hi, const Key &v) {
-    while (lo < hi) {
-        u64 mid = lo + (hi - lo) / 2;
-        if (key_le(run[mid], v)) lo = mid + 1; else hi = mid;
-    }
-    return lo;
-}
-
-__device__ __forceinline__ u64 partition_lt(const Key *run, u64 lo, u64 hi, const Key &v) {
-    while (lo < hi) {
-        u64 mid = lo + (hi - lo) / 2;
-        if (key_lt(run[mid], v)) lo = mid + 1; else hi = mid;
-    }
-    return lo;
-}
-
 __device__ __forceinline__ u64 warp_sum(u64 x) {
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
@@ -83,7 +37,7 @@ __device__ __forceinline__ u64 warp_sum(u64 x) {
 // k-way co-rank for one warp: for output position k of the stable merge of nr <= 64 runs
 // (run r = keys[base_r, base_r + len_r), in order), the number of elements each run
 // contributes to the first k outputs. Lane l handles runs l and l + 32: base[s], len[s] and
-// the result out[s] are those of run l + 32 s. Mirrors co_rank_k in src/merge/co_rank.rs:
+// the result out[s] are those of run l + 32 s. Mirrors co_rank_k in src/engine/co_rank.rs:
 //  1. bisect the key space MSB first for v, the smallest key with more than k keys <= v;
 //  2. every run contributes its keys < v;
 //  3. the remaining outputs are keys equal to v, earliest runs first.
@@ -146,7 +100,7 @@ __device__ void co_rank_k_warp(u64 k, const Key *keys, const u64 base[2], const 
         u64 cnt = 0;
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
-            c[s] = has[s] ? partition_le(keys + base[s], lo[s], hi[s], cand) : 0;
+            c[s] = has[s] ? partition_point<BOUND_UPPER>(KeyRun{keys + base[s]}, lo[s], hi[s], cand) : 0;
             cnt += c[s];
         }
         cnt = warp_sum(cnt);
@@ -165,7 +119,7 @@ __device__ void co_rank_k_warp(u64 k, const Key *keys, const u64 base[2], const 
     u64 taken = 0;
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
-        lt[s] = has[s] ? partition_lt(keys + base[s], lo[s], hi[s], v) : 0;
+        lt[s] = has[s] ? partition_point<BOUND_LOWER>(KeyRun{keys + base[s]}, lo[s], hi[s], v) : 0;
         taken += lt[s];
     }
     taken = warp_sum(taken);

@@ -94,19 +94,21 @@ struct Level {
     u32 ngroups;
 };
 // The host passes `LevelArg` (src/engine/gpu/launch.rs) by value as this struct; it asserts
-// the same size, alignment and offsets on its side.
+// the same size, alignment and offsets on its side. NVRTC has no <cstddef> and no
+// __builtin_offsetof; FIELD_OFFSET is offsetof as its front end (EDG) defines it.
+#define FIELD_OFFSET(T, f) ((unsigned long long)__INTADDR__(&(((T *)0)->f)))
 static_assert(sizeof(Level) == 72, "Level: 72 bytes, as LevelArg");
 static_assert(alignof(Level) == 8, "Level: aligned to 8, as LevelArg");
-static_assert(__builtin_offsetof(Level, in_keys) == 0, "Level::in_keys");
-static_assert(__builtin_offsetof(Level, in_idx) == 8, "Level::in_idx");
-static_assert(__builtin_offsetof(Level, out_keys) == 16, "Level::out_keys");
-static_assert(__builtin_offsetof(Level, out_idx) == 24, "Level::out_idx");
-static_assert(__builtin_offsetof(Level, bounds) == 32, "Level::bounds");
-static_assert(__builtin_offsetof(Level, tile_start) == 40, "Level::tile_start");
-static_assert(__builtin_offsetof(Level, block_offset) == 48, "Level::block_offset");
-static_assert(__builtin_offsetof(Level, nruns) == 56, "Level::nruns");
-static_assert(__builtin_offsetof(Level, group) == 60, "Level::group");
-static_assert(__builtin_offsetof(Level, ngroups) == 64, "Level::ngroups");
+static_assert(FIELD_OFFSET(Level, in_keys) == 0, "Level::in_keys");
+static_assert(FIELD_OFFSET(Level, in_idx) == 8, "Level::in_idx");
+static_assert(FIELD_OFFSET(Level, out_keys) == 16, "Level::out_keys");
+static_assert(FIELD_OFFSET(Level, out_idx) == 24, "Level::out_idx");
+static_assert(FIELD_OFFSET(Level, bounds) == 32, "Level::bounds");
+static_assert(FIELD_OFFSET(Level, tile_start) == 40, "Level::tile_start");
+static_assert(FIELD_OFFSET(Level, block_offset) == 48, "Level::block_offset");
+static_assert(FIELD_OFFSET(Level, nruns) == 56, "Level::nruns");
+static_assert(FIELD_OFFSET(Level, group) == 60, "Level::group");
+static_assert(FIELD_OFFSET(Level, ngroups) == 64, "Level::ngroups");
 
 // The global index of the element at level position `pos`: loaded, or the position itself
 // on the first level (whose input indices are not materialized).

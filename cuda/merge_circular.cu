@@ -1,4 +1,5 @@
-// merge_circular.cu: the circular-buffer kernel, one level of the pairwise merge tree.
+// merge_circular.cu: the circular-buffer kernel, one level of the pairwise merge tree (the
+// "book" module, built only when Kernel::Basic or Kernel::Circular is asked for).
 //
 // Grid level: block b owns a section of CIRC_TILES tiles of CIRC_SLOTS outputs of its group;
 // one co-rank pair on global memory gives the section's pieces of A and B. Block level: A's
@@ -11,25 +12,32 @@
 // Thread level: co-rank inside the circular window, serial merge of IPT_CIRC outputs,
 // written straight to global memory.
 
+// A run held in a circular buffer of CIRC_SLOTS slots whose first element sits at slot
+// `head % CIRC_SLOTS`.
+struct CircRun {
+    const Key *p;
+    u32 head;
+    __device__ __forceinline__ Key operator()(u64 i) const { return p[(head + (u32)i) % CIRC_SLOTS]; }
+};
+
 extern "C" __global__ void __launch_bounds__(THREADS) merge_circular(Level L) {
     __shared__ Key ak[CIRC_SLOTS], bk[CIRC_SLOTS];
     __shared__ index_t ai[CIRC_SLOTS], bi[CIRC_SLOTS];
     __shared__ u64 cr[2];
     __shared__ u32 used_a;
-    const u64 blk = blockIdx.x + L.block_offset;
-    const PairGroup P = pair_group(L, blk);
-    const u64 a0 = P.a0, b0 = P.b0, m = P.m, n = P.n;
+    const GroupPos P = block_pos<2>(L);
+    const MergeRange R = pair_range(L, P);
     const u64 section = (u64)CIRC_SLOTS * CIRC_TILES;
-    const u64 k0 = P.tile * section;
-    const u64 k1 = min(k0 + section, m + n);
+    const u64 k0 = P.index * section;
+    const u64 k1 = min(k0 + section, R.total());
     // Block level: the section's co-rank pair.
     if (threadIdx.x < 2)
-        cr[threadIdx.x] = co_rank(threadIdx.x == 0 ? k0 : k1, KeyRun{L.in_keys + a0}, m, KeyRun{L.in_keys + b0}, n);
+        cr[threadIdx.x] = co_rank(threadIdx.x == 0 ? k0 : k1, KeyRun{L.in_keys + R.a_begin}, R.a_count, KeyRun{L.in_keys + R.b_begin}, R.b_count);
     __syncthreads();
-    const u64 i0 = cr[0], j0 = k0 - cr[0];
-    const u32 alen = (u32)(cr[1] - i0), blen = (u32)((k1 - cr[1]) - j0);
-    const u64 abase = a0 + i0, bbase = b0 + j0;
-    const u64 out = a0 + k0;
+    const MergeRange S = R.piece(k0, cr[0], k1, cr[1]);
+    const u32 alen = (u32)S.a_count, blen = (u32)S.b_count;
+    const u64 abase = S.a_begin, bbase = S.b_begin;
+    const u64 out = P.begin + k0;
     u32 a_loaded = 0, b_loaded = 0, a_cons = 0, b_cons = 0;
     const u32 total = alen + blen;
     for (u32 produced = 0; produced < total;) {

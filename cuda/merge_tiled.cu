@@ -2,13 +2,14 @@
 //
 // Grid level: block b owns one tile of TILE = THREADS * IPT_TILED consecutive outputs of
 // its group (a pair of runs A, B). Its co-rank pair (tile start and end) comes from
-// partition_2way (partition_kway.cu), which runs the co-rank on global memory once per
+// partition_2way (partition.cu), which runs the co-rank on global memory once per
 // tile boundary for the whole level before this kernel starts: a block that searched for
 // itself would wait out ~30 dependent global loads with every thread idle. The pair gives
 // the exact pieces A[i0, i1) and B[j0, j1) the tile consumes (i1 - i0 + j1 - j0 = tile
 // length), so every input is read once and a short tile is never read past (the book's
 // A_consumed reads assume full tiles).
-// Block level: the pieces are loaded coalesced into shared memory, A's then B's.
+// Block level: the pieces are loaded coalesced into shared memory, A's then B's
+// (cta_load_tile with the two-stream source).
 // Thread level: per-thread co-rank inside the tile, then a serial merge of IPT_TILED
 // outputs that keeps the current key of A and of B in registers (one shared load per
 // output, not three). The outputs go back to shared memory in output order and are stored
@@ -30,45 +31,17 @@ __device__ __forceinline__ void merge_tiled_block(const Level &L, const u64 *spl
     extern __shared__ unsigned char smem_tiled[];
     Key *sk = (Key *)smem_tiled;
     index_t *si = (index_t *)(sk + TILE_SLOTS);
-    const u64 blk = blockIdx.x + L.block_offset;
-    const u32 g = find_group(L, blk);
-    const u64 tile = blk - L.tile_start[g];
-    const u32 r0 = g * 2;
-    const u64 a0 = L.bounds[r0];
-    const u64 b0 = L.bounds[min(r0 + 1, L.nruns)];
-    const u64 e = L.bounds[min(r0 + 2, L.nruns)];
-    const u64 k0 = tile * (u64)TILE_T;
-    const u64 k1 = min(k0 + TILE_T, e - a0);
-    // The co-rank pair from the grid-level partition (boundary (g, t) = tile_start[g] + g + t).
-    const u64 *sp = splits + (L.tile_start[g] + g + tile) * 2;
-    const u64 i0 = sp[0], i1 = sp[2];
-    const u64 j0 = k0 - i0, j1 = k1 - i1;
-    const u32 alen = (u32)(i1 - i0), blen = (u32)(j1 - j0), len = alen + blen;
-    const u64 abase = a0 + i0, bbase = b0 + j0;  // level positions of the pieces
+    const GroupPos P = block_pos<2>(L);
+    const MergeRange R = pair_range(L, P);
+    const u64 k0 = P.index * (u64)TILE_T;
+    const u64 k1 = min(k0 + TILE_T, R.total());
+    // The co-rank pair from the grid-level partition: this tile's boundary and the next.
+    const u64 *sp = splits + boundary_index(L.tile_start, P.group, P.index) * 2;
+    const MergeRange T = R.piece(k0, sp[0], k1, sp[2]);
+    const u32 alen = (u32)T.a_count, blen = (u32)T.b_count, len = alen + blen;
+    const u64 abase = T.a_begin, bbase = T.b_begin;  // level positions of the pieces
     // Block level: coalesced loads, shared[0, alen) = A piece, shared[alen, len) = B piece.
-    // All IPT loads of a thread are issued before the first store to shared memory
-    // (registers, unrolled), so each thread has IPT loads in flight, not one.
-    {
-        Key lk[IPT_TILED];
-        index_t li[IPT_TILED];
-#pragma unroll
-        for (int u = 0; u < IPT_TILED; ++u) {
-            u32 t = threadIdx.x + u * THREADS;
-            if (t < len) {
-                u64 src = t < alen ? abase + t : bbase + (t - alen);
-                lk[u] = L.in_keys[src];
-                if (!FIRST) li[u] = L.in_idx[src];
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < IPT_TILED; ++u) {
-            u32 t = threadIdx.x + u * THREADS;
-            if (t < len) {
-                sk[PT(t)] = lk[u];
-                if (!FIRST) si[PT(t)] = li[u];
-            }
-        }
-    }
+    cta_load_tile<IPT_TILED, FIRST ? INDEX_NONE : INDEX_LOADED>(L, len, TwoStreams{abase, bbase, alen}, sk, si);
     __syncthreads();
     // Thread level: co-rank inside the tile, then the serial merge.
     const u32 o0 = threadIdx.x * IPT_TILED;
@@ -120,15 +93,7 @@ __device__ __forceinline__ void merge_tiled_block(const Level &L, const u64 *spl
     }
     __syncthreads();
     // Coalesced stores.
-    const u64 out = a0 + k0;
-#pragma unroll
-    for (int u = 0; u < IPT_TILED; ++u) {
-        u32 t = threadIdx.x + u * THREADS;
-        if (t < len) {
-            if (KEEP_KEYS) L.out_keys[out + t] = sk[PT(t)];
-            L.out_idx[out + t] = si[PT(t)];
-        }
-    }
+    cta_store_tile<IPT_TILED>(L, P.begin + k0, len, sk, si, KEEP_KEYS);
 }
 
 // Entry points by the level's place in the tree (the host picks one per level).

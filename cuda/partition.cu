@@ -1,46 +1,58 @@
-// partition_kway.cu: grid-level partition for the single-pass k-way kernel.
+// partition.cu: the grid-level partition of the tiled and k-way kernels.
 //
-// One warp per tile boundary: boundary t of group g is output position
-// min(t * KWAY_TILE, group length), and its split (how many elements of each run of the
-// group precede it) is the k-way co-rank (co_rank_k_warp, co_rank.cuh). Splits are stored
-// per boundary, `group` entries each: boundary index of (g, t) = tile_start[g] + g + t.
+// Before a level's merge kernel starts, every tile boundary gets its split: how many
+// elements of each run of its group precede it. Boundary t of group g is output position
+// min(t * tile, group length); boundaries are numbered by boundary_index (cta_merge.cuh),
+// and `splits` holds `group` entries per boundary. The merge kernels read the splits at
+// both ends of their tile.
+// - partition_2way: groups of two runs, one thread per boundary, the 2-way co-rank.
+// - partition_kway_coarse, then partition_kway: more runs, one warp per boundary, the k-way
+//   co-rank (co_rank_k_warp): first every KWAY_COARSE tiles over whole runs, then every
+//   tile boundary within the windows the coarse splits leave.
+// KWAY_TILE comes from merge_kway.cu.
 
-#define KWAY_TILE (THREADS * IPT_KWAY)
-
-// The group g with start[g] + g <= b < start[g + 1] + g + 1: boundaries of group g are
-// numbered from start[g] + g (a group of T tiles has T + 1 boundaries).
-__device__ __forceinline__ u32 boundary_group(const u64 *start, u32 ngroups, u64 b) {
-    u32 lo = 0, hi = ngroups;
-    while (hi - lo > 1) {
-        u32 mid = (lo + hi) / 2;
-        if (start[mid] + mid <= b) lo = mid; else hi = mid;
+// The k-way co-rank of output position k of group P: out[s] for run lane + 32 s, over the
+// pieces [lo0[s], lo0[s] + plen[s]) of the group's runs (windows of whole runs or of a
+// coarse split's pieces), shifted back to whole-run counts.
+__device__ __forceinline__ void warp_split(const Level &L, const GroupPos &P, u64 k, const u64 lo0[2], const u64 plen[2], u64 out[2]) {
+    const u32 lane = threadIdx.x & 31;
+    u64 base[2];
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+        u32 r = lane + 32 * s;
+        base[s] = r < P.nr ? L.bounds[P.r0 + r] + lo0[s] : 0;
     }
-    return lo;
+    co_rank_k_warp(k, L.in_keys, base, plen, P.nr, out);
+#pragma unroll
+    for (int s = 0; s < 2; ++s) out[s] += lo0[s];
+}
+
+// Writes this lane's entries of a k-way split.
+__device__ __forceinline__ void store_split(u64 *dst, u32 nr, const u64 v[2]) {
+    const u32 lane = threadIdx.x & 31;
+#pragma unroll
+    for (int s = 0; s < 2; ++s)
+        if (lane + 32 * s < nr) dst[lane + 32 * s] = v[s];
 }
 
 // Coarse pass: one warp per coarse boundary (every KWAY_COARSE tiles), the k-way co-rank
-// over whole runs. Coarse boundary (g, c) is number cstart[g] + g + c.
+// over whole runs. Coarse boundaries are numbered by boundary_index over `cstart` (per
+// group, the first coarse boundary, as tile_start counts tiles).
 extern "C" __global__ void __launch_bounds__(THREADS) partition_kway_coarse(Level L, u64 *coarse, u64 ncoarse, const u64 *cstart) {
     const u64 b = ((u64)blockIdx.x * THREADS + threadIdx.x) / 32;
     if (b >= ncoarse) return;  // uniform per warp
     const u32 lane = threadIdx.x & 31;
-    const u32 g = boundary_group(cstart, L.ngroups, b);
-    const u64 c = b - cstart[g] - g;
-    const u32 r0 = g * L.group;
-    const u32 nr = min(L.group, L.nruns - r0);
-    const u64 len = L.bounds[r0 + nr] - L.bounds[r0];
-    const u64 k = min(c * (u64)KWAY_TILE * KWAY_COARSE, len);
-    u64 base[2], rlen[2], out[2];
+    const GroupPos P = boundary_pos<0>(L, cstart, b);
+    const u64 k = min(P.index * (u64)KWAY_TILE * KWAY_COARSE, P.end - P.begin);
+    u64 lo0[2], rlen[2], out[2];
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
         u32 r = lane + 32 * s;
-        base[s] = r < nr ? L.bounds[r0 + r] : 0;
-        rlen[s] = r < nr ? L.bounds[r0 + r + 1] - base[s] : 0;
+        lo0[s] = 0;
+        rlen[s] = r < P.nr ? L.bounds[P.r0 + r + 1] - L.bounds[P.r0 + r] : 0;
     }
-    co_rank_k_warp(k, L.in_keys, base, rlen, nr, out);
-#pragma unroll
-    for (int s = 0; s < 2; ++s)
-        if (lane + 32 * s < nr) coarse[b * L.group + lane + 32 * s] = out[s];
+    warp_split(L, P, k, lo0, rlen, out);
+    store_split(coarse + b * L.group, P.nr, out);
 }
 
 // Fine pass: one warp per tile boundary. Outputs [K0, K1) between two coarse boundaries are
@@ -51,50 +63,39 @@ extern "C" __global__ void __launch_bounds__(THREADS) partition_kway(Level L, u6
     const u64 b = ((u64)blockIdx.x * THREADS + threadIdx.x) / 32;
     if (b >= nboundaries) return;  // uniform per warp
     const u32 lane = threadIdx.x & 31;
-    const u32 g = boundary_group(L.tile_start, L.ngroups, b);
-    const u64 t = b - L.tile_start[g] - g;
-    const u32 r0 = g * L.group;
-    const u32 nr = min(L.group, L.nruns - r0);
-    const u64 len = L.bounds[r0 + nr] - L.bounds[r0];
+    const GroupPos P = boundary_pos<0>(L, L.tile_start, b);
+    const u64 t = P.index;
     const u64 c0 = t / KWAY_COARSE;
-    const u64 *s0 = coarse + (cstart[g] + g + c0) * L.group;
-    if (t % KWAY_COARSE == 0) {  // a coarse boundary: copy
+    const u64 *s0 = coarse + boundary_index(cstart, P.group, c0) * L.group;
+    u64 lo0[2], plen[2], out[2];
 #pragma unroll
-        for (int s = 0; s < 2; ++s)
-            if (lane + 32 * s < nr) splits[b * L.group + lane + 32 * s] = s0[lane + 32 * s];
+    for (int s = 0; s < 2; ++s) lo0[s] = lane + 32 * s < P.nr ? s0[lane + 32 * s] : 0;
+    if (t % KWAY_COARSE == 0) {  // a coarse boundary: copy
+        store_split(splits + b * L.group, P.nr, lo0);
         return;
     }
     const u64 *s1 = s0 + L.group;
     const u64 K0 = c0 * (u64)KWAY_TILE * KWAY_COARSE;
-    const u64 k = min(t * (u64)KWAY_TILE, len);
-    u64 base[2], plen[2], out[2], lo0[2];
+    const u64 k = min(t * (u64)KWAY_TILE, P.end - P.begin);
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
         u32 r = lane + 32 * s;
-        lo0[s] = r < nr ? s0[r] : 0;
-        base[s] = r < nr ? L.bounds[r0 + r] + lo0[s] : 0;
-        plen[s] = r < nr ? s1[r] - lo0[s] : 0;
+        plen[s] = r < P.nr ? s1[r] - lo0[s] : 0;
     }
-    co_rank_k_warp(k - K0, L.in_keys, base, plen, nr, out);
-#pragma unroll
-    for (int s = 0; s < 2; ++s)
-        if (lane + 32 * s < nr) splits[b * L.group + lane + 32 * s] = lo0[s] + out[s];
+    warp_split(L, P, k - K0, lo0, plen, out);
+    store_split(splits + b * L.group, P.nr, out);
 }
 
-// Grid-level partition for groups of two runs (the tiled kernel, and the k-way kernel when
-// a group has two runs): one thread per boundary of tiles of `tile` outputs, the 2-way
-// co-rank (cheaper than the k-way bisection, same split). Same layout of `splits`.
+// Groups of two runs (the tiled kernel, and the k-way kernel when a group has two runs):
+// one thread per boundary of tiles of `tile` outputs, the 2-way co-rank (cheaper than the
+// k-way bisection, same split). Same layout of `splits`; a lone last run gets no B entry.
 extern "C" __global__ void __launch_bounds__(THREADS) partition_2way(Level L, u64 *splits, u64 nboundaries, u64 tile) {
     const u64 b = (u64)blockIdx.x * THREADS + threadIdx.x;
     if (b >= nboundaries) return;
-    const u32 g = boundary_group(L.tile_start, L.ngroups, b);
-    const u64 t = b - L.tile_start[g] - g;
-    const u32 r0 = g * 2;
-    const u64 a0 = L.bounds[r0];
-    const u64 b0 = L.bounds[min(r0 + 1, L.nruns)];
-    const u64 e = L.bounds[min(r0 + 2, L.nruns)];
-    const u64 k = min(t * tile, e - a0);
-    const u64 i = co_rank(k, KeyRun{L.in_keys + a0}, b0 - a0, KeyRun{L.in_keys + b0}, e - b0);
+    const GroupPos P = boundary_pos<2>(L, L.tile_start, b);
+    const MergeRange R = pair_range(L, P);
+    const u64 k = min(P.index * tile, R.total());
+    const u64 i = co_rank(k, KeyRun{L.in_keys + R.a_begin}, R.a_count, KeyRun{L.in_keys + R.b_begin}, R.b_count);
     splits[b * 2] = i;
-    if (r0 + 1 < L.nruns) splits[b * 2 + 1] = k - i;
+    if (P.nr == 2) splits[b * 2 + 1] = k - i;
 }

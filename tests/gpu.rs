@@ -5,11 +5,11 @@
 //! `CORANK_REQUIRE_NVRTC=1` (CI). `CORANK_GPU_SMALL=1` keeps only small cases (for
 //! compute-sanitizer, which is slow).
 
-use corank::engine::gpu::{self, GpuOptions};
-use corank::Kernel;
-use corank::keys::{KeyColumn, KeyWord};
 use corank::engine::cpu::merge_cpu;
-use corank::Indices;
+use corank::engine::gpu::{self, GpuOptions};
+use corank::keys::{KeyColumn, KeyWord};
+use corank::Kernel;
+use corank::{Error, Indices};
 
 fn gpu_or_skip(test: &str) -> bool {
     match gpu::availability() {
@@ -30,17 +30,59 @@ fn small_only() -> bool {
 
 #[test]
 fn compile_all_kernels_with_nvrtc() {
-    let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
-    if !present && std::env::var("CORANK_REQUIRE_NVRTC").as_deref() != Ok("1") {
-        eprintln!("compile_all_kernels_with_nvrtc: skipped, libnvrtc not present");
-        return;
+    match gpu::compile_all_kernels() {
+        Err(Error::GpuUnavailable(why)) if std::env::var("CORANK_REQUIRE_NVRTC").as_deref() != Ok("1") => {
+            eprintln!("compile_all_kernels_with_nvrtc: skipped: {why}")
+        }
+        other => other.unwrap(),
     }
-    gpu::compile_all_kernels().unwrap();
 }
 
 #[test]
 fn availability_never_panics() {
     let _ = gpu::availability();
+    let _ = gpu::device_name(0);
+    let _ = gpu::device_name(usize::MAX);
+}
+
+/// Malformed tuning overrides are refused (valid ones would retune the other tests of this
+/// process, so none are set here).
+#[test]
+fn bad_tuning_overrides_are_errors() {
+    for bad in ["ipt_tiled", "ipt_tiled=0", "ipt_tiled=33", "threads=128", "ipt_kway=x"] {
+        assert!(gpu::tuning::set_overrides(bad).is_err(), "{bad}");
+    }
+}
+
+/// `GpuOptions::device` picks the device: every device present merges like the CPU engine,
+/// and an ordinal past the last device is `Error::GpuUnavailable` naming it (never a panic).
+#[test]
+fn device_choice() {
+    if !gpu_or_skip("device_choice") {
+        return;
+    }
+    let (keys, offsets) = runs::<u64>(&[3000, 5000, 1, 700], 1000, 42);
+    let expect = merge_cpu(&keys, &offsets);
+    let col = KeyColumn::U64(keys);
+    let mut devices = 0;
+    while let Ok(name) = gpu::device_name(devices) {
+        assert!(!name.is_empty());
+        for kernel in [Kernel::Auto, Kernel::KWay, Kernel::Circular] {
+            let got = gpu::merge_gpu(&col, &offsets, &GpuOptions { kernel, device: devices, ..GpuOptions::default() }).unwrap();
+            assert!(got == expect, "device {devices}, {kernel:?}: differs from the CPU engine");
+        }
+        devices += 1;
+    }
+    assert!(devices >= 1);
+    for device in [devices, devices + 7, usize::MAX] {
+        match gpu::merge_gpu(&col, &offsets, &GpuOptions { device, ..GpuOptions::default() }) {
+            Err(Error::GpuUnavailable(m)) => assert!(m.contains(&device.to_string()), "{m}"),
+            other => panic!("device {device} of {devices}: expected GpuUnavailable, got {other:?}"),
+        }
+        assert!(matches!(gpu::device_name(device), Err(Error::GpuUnavailable(_))));
+    }
+    // One run or none: still an error for a missing device.
+    assert!(gpu::merge_gpu(&KeyColumn::U64(vec![1, 2]), &[0, 2], &GpuOptions { device: devices, ..GpuOptions::default() }).is_err());
 }
 
 /// xorshift64*: deterministic test data without extra dependencies.
@@ -107,7 +149,12 @@ fn runs<T: TestKey>(lens: &[usize], range: u64, seed: u64) -> (Vec<T>, Vec<usize
     let mut keys = Vec::new();
     let mut offsets = vec![0];
     for &len in lens {
-        let mut run: Vec<T> = (0..len).map(|_| { let v = rng.below(range); T::make(v, &mut rng, range < 64) }).collect();
+        let mut run: Vec<T> = (0..len)
+            .map(|_| {
+                let v = rng.below(range);
+                T::make(v, &mut rng, range < 64)
+            })
+            .collect();
         run.sort();
         keys.extend(run);
         offsets.push(keys.len());
@@ -200,11 +247,7 @@ fn many_short_runs() {
     if !gpu_or_skip("many_short_runs") {
         return;
     }
-    let (nruns, per) = if small_only() {
-        (300, 64)
-    } else {
-        (2046, 8192)
-    };
+    let (nruns, per) = if small_only() { (300, 64) } else { (2046, 8192) };
     let lens = vec![per; nruns];
     let (keys, o) = runs::<u64>(&lens, 1 << 40, 77);
     check(keys, &o, &Kernel::ALL, &format!("{nruns} runs of {per}"));
@@ -263,7 +306,9 @@ fn u64_indices_every_kernel_and_width() {
             }
         }
     }
-    for (i, (lens, range)) in [(vec![5000, 7000], 1u64 << 40), (vec![3000; 7], 20), (vec![900; 64], 1 << 20), (vec![0, 40_000, 1], 3)].into_iter().enumerate() {
+    for (i, (lens, range)) in
+        [(vec![5000, 7000], 1u64 << 40), (vec![3000; 7], 20), (vec![900; 64], 1 << 20), (vec![0, 40_000, 1], 3)].into_iter().enumerate()
+    {
         let seed = 9000 + i as u64;
         forced::<u32>(&lens, range.min(1 << 32), seed);
         forced::<u64>(&lens, range, seed);

@@ -29,11 +29,11 @@ fn api_on_gpu_matches_the_oracle() {
     }
     use DataType::*;
     let shapes: Vec<Vec<DataType>> = vec![
-        vec![Int16],                   // u32 keys
-        vec![UInt64],                  // u64 keys (with a null bit: 2 words)
-        vec![Int64, Float64],          // 2 words
+        vec![Int16],                    // u32 keys
+        vec![UInt64],                   // u64 keys (with a null bit: 2 words)
+        vec![Int64, Float64],           // 2 words
         vec![Decimal128(38, 2), Int32], // 3 words
-        vec![Utf8],                    // up to 4 words, prefix ties
+        vec![Utf8],                     // up to 4 words, prefix ties
         vec![Utf8View, Int8, Boolean],
     ];
     let mut rng = Rng::new(7);

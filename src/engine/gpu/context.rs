@@ -1,116 +1,140 @@
-//! The process-wide GPU context: device 0, one stream, the compiled modules (built once per
-//! process, lazily, per key width and index width), device buffers kept and reused across
-//! calls (grown when a call needs more), and two pinned staging buffers.
+//! The GPU contexts: one per CUDA device ordinal, created lazily on its first use, each
+//! with one stream, its compiled modules (built once per process, lazily, per family, key
+//! width and index width), a pool of device buffers kept and reused across calls (grown
+//! when a call needs more) and the pinned staging buffers.
 //!
-//! One merge runs at a time (the state sits behind a mutex): the buffers are sized for the
-//! largest call so far and a second concurrent merge would need its own.
+//! One merge runs at a time on a device (its state sits behind a mutex): the buffers are
+//! sized for the largest call so far and a second concurrent merge would need its own.
 
-use super::build::{arch_for, ModuleSpec, FUNCTIONS};
-use super::tuning::STAGE_BYTES;
+use super::nvrtc::{Module, ModuleSpec};
+use super::transfer::Staging;
+use super::tuning::Arch;
 use crate::{Error, Result};
-use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 pub(crate) fn gpu_err(what: &str) -> impl Fn(result::DriverError) -> Error + '_ {
     move |e| Error::Gpu(format!("{what}: {e:?}"))
 }
 
 /// A device allocation, freed on drop.
-pub(crate) struct DevBuf {
-    pub ptr: sys::CUdeviceptr,
-    pub bytes: usize,
+struct DevBuf {
+    ptr: sys::CUdeviceptr,
+    bytes: usize,
 }
 
 impl Drop for DevBuf {
     fn drop(&mut self) {
-        if self.bytes > 0 {
-            unsafe {
-                let _ = result::free_sync(self.ptr);
-            }
-        }
-    }
-}
-
-/// A pinned host allocation, freed on drop.
-pub(crate) struct Pinned {
-    pub ptr: *mut u8,
-}
-
-unsafe impl Send for Pinned {}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
+        // SAFETY: `ptr` came from malloc_sync in this buffer's context and is freed once,
+        // here; the pool drops a buffer only after the work that used it has finished
+        // (State::buffer synchronizes first, State::release runs after a synchronize).
         unsafe {
-            let _ = result::free_host(self.ptr as *mut _);
+            let _ = result::free_sync(self.ptr);
         }
     }
-}
-
-/// A compiled module and its kernels.
-pub(crate) struct Module {
-    _module: Arc<CudaModule>,
-    pub functions: HashMap<&'static str, CudaFunction>,
 }
 
 /// Buffer slots of the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Slot {
+    /// The input keys (never written by a merge).
     Keys0,
+    /// Intermediate keys of the tree's levels, ping-ponged.
     Keys1,
-    Keys0Alt,
+    Keys2,
+    /// Indices, ping-ponged between levels.
     Idx0,
     Idx1,
+    /// The grid-level partition of a level.
     Splits,
+    /// The k-way partition's coarse splits.
     Coarse,
+    /// Level metadata (bounds and tile tables).
     Meta,
 }
 
+/// A device's mutable state: modules, buffer pool, staging buffers.
 pub(crate) struct State {
     modules: HashMap<ModuleSpec, Arc<Module>>,
     pool: HashMap<Slot, DevBuf>,
-    pub stage: Vec<Pinned>,
-    pub events: Vec<sys::CUevent>,
+    staging: Option<Staging>,
 }
 
+// SAFETY: the raw handles State holds (device pointers, pinned host memory, events) belong
+// to a context, not to a thread: the CUDA driver allows their use from any thread that binds
+// the context, which every user of State does, one at a time behind Gpu's mutex.
 unsafe impl Send for State {}
 
+/// One CUDA device, its context and stream, and its state.
 pub(crate) struct Gpu {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
-    pub arch: &'static str,
+    pub arch: Arch,
     pub name: String,
-    pub state: Mutex<State>,
+    state: Mutex<State>,
 }
 
-static GPU: OnceLock<std::result::Result<Gpu, String>> = OnceLock::new();
+/// Per device ordinal, the context once created (or why it could not be).
+type Devices = Vec<OnceLock<std::result::Result<Gpu, String>>>;
 
-/// The process's GPU, created on first use. Callers have checked `availability()`.
-pub(crate) fn gpu() -> Result<&'static Gpu> {
-    GPU.get_or_init(|| Gpu::new().map_err(|e| e.to_string()))
+static DEVICES: OnceLock<std::result::Result<Devices, String>> = OnceLock::new();
+
+/// The context of CUDA device `device`, created on first use. An ordinal past the device
+/// count, or a device whose context cannot be created, is `Error::GpuUnavailable`.
+pub(crate) fn gpu(device: usize) -> Result<&'static Gpu> {
+    // Never panics: the driver's presence is checked before any call into it.
+    super::availability().map_err(Error::GpuUnavailable)?;
+    let devices = DEVICES
+        .get_or_init(|| {
+            let count = result::device::get_count().map_err(|e| format!("counting CUDA devices: {e:?}"))?;
+            Ok((0..count.max(0)).map(|_| OnceLock::new()).collect())
+        })
         .as_ref()
-        .map_err(|e| Error::GpuUnavailable(e.clone()))
+        .map_err(|e| Error::GpuUnavailable(e.clone()))?;
+    let Some(slot) = devices.get(device) else {
+        return Err(Error::GpuUnavailable(format!(
+            "CUDA device {device} does not exist ({} device{} here, ordinals from 0)",
+            devices.len(),
+            if devices.len() == 1 { "" } else { "s" }
+        )));
+    };
+    slot.get_or_init(|| Gpu::new(device).map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| Error::GpuUnavailable(format!("CUDA device {device}: {e}")))
 }
 
 impl Gpu {
-    fn new() -> Result<Gpu> {
-        let ctx = CudaContext::new(0).map_err(gpu_err("creating the CUDA context"))?;
-        // The engine orders its work on one stream and synchronizes explicitly.
+    fn new(ordinal: usize) -> Result<Gpu> {
+        let ctx = CudaContext::new(ordinal).map_err(gpu_err("creating the CUDA context"))?;
+        // SAFETY: the engine orders its work on its own streams and events and synchronizes
+        // explicitly; it uses no cudarc safe buffer whose tracking this turns off.
         unsafe { ctx.disable_event_tracking() };
         let stream = ctx.new_stream().map_err(gpu_err("creating a stream"))?;
         let (major, minor) = ctx.compute_capability().map_err(gpu_err("reading the compute capability"))?;
+        let shared = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(gpu_err("reading the shared memory per block"))?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         Ok(Gpu {
             ctx,
             stream,
-            arch: arch_for(major, minor),
+            arch: Arch { major: major as u32, minor: minor as u32, max_shared_per_block: shared as u32 },
             name,
-            state: Mutex::new(State { modules: HashMap::new(), pool: HashMap::new(), stage: Vec::new(), events: Vec::new() }),
+            state: Mutex::new(State { modules: HashMap::new(), pool: HashMap::new(), staging: None }),
         })
     }
 
+    /// Makes this device's context current on the calling thread.
     pub fn bind(&self) -> Result<()> {
         self.ctx.bind_to_thread().map_err(gpu_err("binding the CUDA context"))
+    }
+
+    /// The context bound to this thread and the device's state, locked.
+    pub fn lock(&self) -> Result<MutexGuard<'_, State>> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.bind()?;
+        Ok(st)
     }
 
     pub fn cu_stream(&self) -> sys::CUstream {
@@ -124,14 +148,7 @@ impl State {
         if let Some(m) = self.modules.get(&spec) {
             return Ok(m.clone());
         }
-        let ptx = spec.compile(gpu.arch)?;
-        let module = gpu.ctx.load_module(ptx).map_err(gpu_err("loading the kernels"))?;
-        let mut functions = HashMap::new();
-        for f in FUNCTIONS {
-            let func = module.load_function(f).map_err(gpu_err("finding a kernel"))?;
-            functions.insert(f, func);
-        }
-        let m = Arc::new(Module { _module: module, functions });
+        let m = Arc::new(Module::build(&gpu.ctx, gpu.arch, spec)?);
         self.modules.insert(spec, m.clone());
         Ok(m)
     }
@@ -160,27 +177,26 @@ impl State {
             result::ctx::synchronize().map_err(gpu_err("waiting for the device"))?;
             self.pool.remove(&slot);
         }
-        let ptr = unsafe { result::malloc_sync(bytes) }
-            .map_err(|e| Error::Gpu(format!("allocating {bytes} bytes of device memory: {e:?}")))?;
+        // SAFETY: a plain allocation in the context bound to this thread (Gpu::lock); the
+        // pointer is owned by the DevBuf below, which frees it.
+        let ptr =
+            unsafe { result::malloc_sync(bytes) }.map_err(|e| Error::Gpu(format!("allocating {bytes} bytes of device memory: {e:?}")))?;
         self.pool.insert(slot, DevBuf { ptr, bytes });
         Ok(ptr)
     }
 
-    /// Frees every pooled buffer (after an error, so a later call starts clean).
+    /// Frees every pooled buffer (after an error, once the stream is idle, so a later call
+    /// starts clean).
     pub fn release(&mut self) {
         self.pool.clear();
     }
 
-    /// The two pinned staging buffers and their events, allocated on first use.
-    pub fn staging(&mut self) -> Result<()> {
-        while self.stage.len() < 2 {
-            let ptr = unsafe { result::malloc_host(STAGE_BYTES, 0) }.map_err(gpu_err("allocating pinned memory"))?;
-            self.stage.push(Pinned { ptr: ptr as *mut u8 });
-        }
-        while self.events.len() < 2 {
-            let ev = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(gpu_err("creating an event"))?;
-            self.events.push(ev);
-        }
-        Ok(())
+    /// The pinned staging buffers and their events, allocated on first use.
+    pub fn staging(&mut self) -> Result<&mut Staging> {
+        let staging = match self.staging.take() {
+            Some(s) => s,
+            None => Staging::new()?,
+        };
+        Ok(self.staging.insert(staging))
     }
 }

@@ -1,131 +1,278 @@
-//! Every tuning constant of the GPU engine, in one place.
+//! The tuning of the GPU engine: the kernels' policy, chosen per (architecture, key bytes,
+//! index bytes) the way CUB's policy selectors choose, and the host transfer constants.
 //!
-//! Threads per block and items per thread (thread coarsening) per kernel and key width. A
-//! tile is `THREADS * IPT` outputs; shared memory per block is a tile (or two) of keys plus
-//! indices, so wider keys get fewer items per thread to stay within the per-block limit and
-//! leave room for several blocks per multiprocessor.
+//! A [`Policy`] fixes threads per block and items per thread (thread coarsening) of every
+//! kernel. A tile is `threads * ipt` outputs; shared memory per block is a padded tile (or
+//! two) of keys plus indices, so wider keys get fewer items per thread to stay within the
+//! per-block limit and leave room for several blocks per multiprocessor.
+//!
+//! - **sm_90** (H100, H200): the values measured on the H200 (docs/PERFORMANCE.md).
+//! - **any other architecture**: the sm_90 values, with items per thread halved where a
+//!   tile would not fit the device's shared memory per block (nothing there is measured;
+//!   it only has to be correct and launchable).
+//!
+//! [`set_overrides`] replaces values for tuning sweeps (benches/gpu.rs passes it
+//! `CORANK_GPU_TUNING`); the library itself reads no environment variable.
 
-/// Threads per block, every kernel.
+use crate::{Error, Result};
+use std::sync::Mutex;
+
+/// Threads per block of every kernel in every policy today.
 pub const THREADS: u32 = 256;
-
-/// Items per thread (and circular-buffer geometry) for one key width.
-#[derive(Debug, Clone, Copy)]
-pub struct Tuning {
-    pub ipt_basic: u32,
-    pub ipt_tiled: u32,
-    /// Items per thread of the circular kernel; its buffers hold `THREADS * ipt_circ` slots
-    /// (a power of two) each for A and B.
-    pub ipt_circ: u32,
-    /// Tiles per block of the circular kernel (the section it streams through its buffers).
-    pub circ_tiles: u32,
-    pub ipt_kway: u32,
-    /// The tiled kernel's `__launch_bounds__` minimum of resident blocks per multiprocessor
-    /// (1: let the compiler choose the registers; more caps them, maybe with spills).
-    pub tiled_min_blocks: u32,
-}
-
-/// The tuning for keys of `key_bytes` bytes: the measured defaults, then any overrides in
-/// `CORANK_GPU_TUNING` (for tuning sweeps; see [`parse_overrides`]).
-pub fn tuning(key_bytes: usize) -> Tuning {
-    let mut t = match key_bytes {
-        4 | 8 => Tuning {
-            ipt_basic: 4,
-            ipt_tiled: 16,
-            ipt_circ: 4,
-            circ_tiles: 8,
-            ipt_kway: 4,
-            tiled_min_blocks: 4,
-        },
-        _ => Tuning {
-            ipt_basic: 4,
-            ipt_tiled: 4,
-            ipt_circ: 2,
-            circ_tiles: 8,
-            ipt_kway: 4,
-            tiled_min_blocks: 1,
-        },
-    };
-    static OVERRIDES: std::sync::OnceLock<Vec<(String, u32)>> = std::sync::OnceLock::new();
-    let overrides = OVERRIDES.get_or_init(|| match std::env::var("CORANK_GPU_TUNING") {
-        Ok(v) => parse_overrides(&v).unwrap_or_else(|e| {
-            log::warn!("CORANK_GPU_TUNING ignored: {e}");
-            Vec::new()
-        }),
-        Err(_) => Vec::new(),
-    });
-    for (name, v) in overrides {
-        match name.as_str() {
-            "ipt_basic" => t.ipt_basic = *v,
-            "ipt_tiled" => t.ipt_tiled = *v,
-            "ipt_circ" => t.ipt_circ = *v,
-            "circ_tiles" => t.circ_tiles = *v,
-            "ipt_kway" => t.ipt_kway = *v,
-            "tiled_min_blocks" => t.tiled_min_blocks = *v,
-            _ => unreachable!("parse_overrides accepts only the names above"),
-        }
-    }
-    t
-}
-
-/// Parses `name=value,...` with names `ipt_basic`, `ipt_tiled`, `ipt_circ`, `circ_tiles`,
-/// `ipt_kway`, `tiled_min_blocks` and values 1..=32 (applied to every key width, each process reads it once).
-pub fn parse_overrides(s: &str) -> Result<Vec<(String, u32)>, String> {
-    const NAMES: [&str; 6] = [
-        "ipt_basic",
-        "ipt_tiled",
-        "ipt_circ",
-        "circ_tiles",
-        "ipt_kway",
-        "tiled_min_blocks",
-    ];
-    let mut out = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let (name, value) = item
-            .split_once('=')
-            .ok_or_else(|| format!("`{item}` is not name=value"))?;
-        let name = name.trim();
-        if !NAMES.contains(&name) {
-            return Err(format!(
-                "unknown tuning `{name}` (known: {})",
-                NAMES.join(", ")
-            ));
-        }
-        let v: u32 = value
-            .trim()
-            .parse()
-            .map_err(|_| format!("`{value}` is not a number"))?;
-        if !(1..=32).contains(&v) {
-            return Err(format!("{name}={v} is outside 1..=32"));
-        }
-        out.push((name.to_string(), v));
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_overrides;
-
-    #[test]
-    fn overrides_parse_and_reject() {
-        assert_eq!(
-            parse_overrides("ipt_tiled=12, ipt_kway=6").unwrap(),
-            vec![("ipt_tiled".into(), 12), ("ipt_kway".into(), 6)]
-        );
-        assert_eq!(parse_overrides("").unwrap(), vec![]);
-        assert!(parse_overrides("ipt_tiled").is_err());
-        assert!(parse_overrides("threads=3").is_err());
-        assert!(parse_overrides("ipt_tiled=0").is_err());
-        assert!(parse_overrides("ipt_tiled=x").is_err());
-    }
-}
-
-/// The k-way partition runs in two passes: a coarse one every `KWAY_COARSE` tiles over
-/// whole runs, then every tile boundary within the windows the coarse splits leave.
-pub const KWAY_COARSE: u32 = 32;
 
 /// Bytes of each pinned staging buffer (two of them, used alternately) for host transfers.
 pub const STAGE_BYTES: usize = 64 << 20;
 
 /// Chunks the last level is cut into so the download of one overlaps the merge of the next.
 pub const DOWNLOAD_CHUNKS: usize = 8;
+
+/// Static shared memory any block may use without opting in (CUDA's limit on every
+/// architecture so far); the circular kernel's buffers are static.
+pub const STATIC_SHARED_LIMIT: u32 = 48 << 10;
+
+/// What a policy depends on in the device: its compute capability and how much shared
+/// memory one block may use (with the opt-in attribute).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Arch {
+    pub major: u32,
+    pub minor: u32,
+    /// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`, bytes.
+    pub max_shared_per_block: u32,
+}
+
+impl Arch {
+    /// sm_90 (H100, H200): 227 KiB of shared memory per block.
+    pub const SM90: Arch = Arch { major: 9, minor: 0, max_shared_per_block: 227 << 10 };
+
+    /// The NVRTC architecture option, e.g. `compute_90`.
+    pub fn compute(&self) -> String {
+        format!("compute_{}{}", self.major, self.minor)
+    }
+}
+
+/// The kernels' compile-time configuration for one module (cuda/common.cuh lists how each
+/// value reaches the sources).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Policy {
+    /// Threads per block, every kernel (a multiple of 32: the k-way partition runs a warp
+    /// per boundary).
+    pub threads: u32,
+    pub ipt_basic: u32,
+    pub ipt_tiled: u32,
+    /// Items per thread of the circular kernel; its buffers hold `threads * ipt_circ` slots
+    /// each for A and B.
+    pub ipt_circ: u32,
+    /// Tiles per block of the circular kernel (the section it streams through its buffers).
+    pub circ_tiles: u32,
+    pub ipt_kway: u32,
+    /// The k-way partition runs in two passes: a coarse one every `kway_coarse` tiles over
+    /// whole runs, then every tile boundary within the windows the coarse splits leave.
+    pub kway_coarse: u32,
+    /// The tiled kernel's `__launch_bounds__` minimum of resident blocks per multiprocessor
+    /// (1: let the compiler choose the registers; more caps them, maybe with spills).
+    pub tiled_min_blocks: u32,
+}
+
+impl Policy {
+    /// Slots of a padded tile of `ipt` items per thread: one pad slot every `ipt` slots
+    /// (cta_merge.cuh, `padded`).
+    fn padded_slots(&self, ipt: u32) -> u32 {
+        ipt * self.threads + self.threads
+    }
+
+    /// Dynamic shared bytes of a tiled-kernel block: one padded tile of keys and indices.
+    pub fn tiled_shared_bytes(&self, key_bytes: usize, index_bytes: usize) -> u32 {
+        self.padded_slots(self.ipt_tiled) * (key_bytes + index_bytes) as u32
+    }
+
+    /// Dynamic shared bytes of a k-way block: two padded tiles of keys and indices (the
+    /// ping-pong of its shared-memory merge rounds).
+    pub fn kway_shared_bytes(&self, key_bytes: usize, index_bytes: usize) -> u32 {
+        2 * self.padded_slots(self.ipt_kway) * (key_bytes + index_bytes) as u32
+    }
+
+    /// Static shared bytes of the circular kernel's buffers (keys and indices, A and B).
+    pub fn circular_shared_bytes(&self, key_bytes: usize, index_bytes: usize) -> u32 {
+        2 * self.threads * self.ipt_circ * (key_bytes + index_bytes) as u32
+    }
+}
+
+/// The measured sm_90 policy (H200). Keys of up to 8 bytes take 16 items per thread in the
+/// tiled kernel with at least 4 resident blocks; wider keys take 4 (a tile of 32-byte keys
+/// would not leave room for a second block).
+fn sm90(key_bytes: usize) -> Policy {
+    let narrow = key_bytes <= 8;
+    Policy {
+        threads: THREADS,
+        ipt_basic: 4,
+        ipt_tiled: if narrow { 16 } else { 4 },
+        ipt_circ: if narrow { 4 } else { 2 },
+        circ_tiles: 8,
+        ipt_kway: 4,
+        kway_coarse: 32,
+        tiled_min_blocks: if narrow { 4 } else { 1 },
+    }
+}
+
+/// The policy for an architecture without measurements: sm_90's, with items per thread
+/// halved (down to 1) until each kernel's shared memory fits the device.
+fn fallback(arch: Arch, key_bytes: usize, index_bytes: usize) -> Policy {
+    let mut p = sm90(key_bytes);
+    let limit = arch.max_shared_per_block.max(STATIC_SHARED_LIMIT);
+    while p.ipt_tiled > 1 && p.tiled_shared_bytes(key_bytes, index_bytes) > limit {
+        p.ipt_tiled /= 2;
+    }
+    while p.ipt_kway > 1 && p.kway_shared_bytes(key_bytes, index_bytes) > limit {
+        p.ipt_kway /= 2;
+    }
+    while p.ipt_circ > 1 && p.circular_shared_bytes(key_bytes, index_bytes) > STATIC_SHARED_LIMIT {
+        p.ipt_circ /= 2;
+    }
+    p
+}
+
+/// The policy for keys of `key_bytes` and indices of `index_bytes` on `arch`, before any
+/// overrides: the table's entry for the architecture, or the fallback.
+pub fn policy(arch: Arch, key_bytes: usize, index_bytes: usize) -> Policy {
+    match (arch.major, arch.minor) {
+        (9, 0) => sm90(key_bytes),
+        _ => fallback(arch, key_bytes, index_bytes),
+    }
+}
+
+/// The names [`set_overrides`] accepts.
+const OVERRIDABLE: [&str; 6] = ["ipt_basic", "ipt_tiled", "ipt_circ", "circ_tiles", "ipt_kway", "tiled_min_blocks"];
+
+/// The overrides in force, and whether a module was built with them (then they are fixed:
+/// a module and the plans of its merges must agree on the tile sizes).
+struct Overrides {
+    values: Vec<(&'static str, u32)>,
+    frozen: bool,
+}
+
+static OVERRIDES: Mutex<Overrides> = Mutex::new(Overrides { values: Vec::new(), frozen: false });
+
+/// Replaces policy values for every architecture and key width, for tuning sweeps:
+/// `name=value,...` with names `ipt_basic`, `ipt_tiled`, `ipt_circ`, `circ_tiles`,
+/// `ipt_kway`, `tiled_min_blocks` and values 1..=32 (an empty string: no overrides).
+/// Call it before the first GPU merge of the process; afterwards (kernels compiled) it is
+/// an error, as is a malformed string.
+pub fn set_overrides(spec: &str) -> Result<()> {
+    let values = parse_overrides(spec).map_err(Error::InvalidArgument)?;
+    let mut o = OVERRIDES.lock().unwrap_or_else(|p| p.into_inner());
+    if o.frozen {
+        return Err(Error::InvalidArgument(
+            "GPU tuning overrides must be set before the first GPU merge (its kernels are compiled)".into(),
+        ));
+    }
+    o.values = values;
+    Ok(())
+}
+
+/// The policy a module is built with: [`policy`] with the overrides applied, which are
+/// fixed from now on.
+pub(crate) fn module_policy(arch: Arch, key_bytes: usize, index_bytes: usize) -> Policy {
+    let mut o = OVERRIDES.lock().unwrap_or_else(|p| p.into_inner());
+    o.frozen = true;
+    apply(policy(arch, key_bytes, index_bytes), &o.values)
+}
+
+fn apply(mut p: Policy, overrides: &[(&'static str, u32)]) -> Policy {
+    for &(name, v) in overrides {
+        match name {
+            "ipt_basic" => p.ipt_basic = v,
+            "ipt_tiled" => p.ipt_tiled = v,
+            "ipt_circ" => p.ipt_circ = v,
+            "circ_tiles" => p.circ_tiles = v,
+            "ipt_kway" => p.ipt_kway = v,
+            "tiled_min_blocks" => p.tiled_min_blocks = v,
+            _ => unreachable!("parse_overrides accepts only OVERRIDABLE names"),
+        }
+    }
+    p
+}
+
+/// Parses `name=value,...` (see [`set_overrides`]).
+fn parse_overrides(s: &str) -> std::result::Result<Vec<(&'static str, u32)>, String> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (name, value) = item.split_once('=').ok_or_else(|| format!("tuning override `{item}` is not name=value"))?;
+        let name = name.trim();
+        let Some(&name) = OVERRIDABLE.iter().find(|&&n| n == name) else {
+            return Err(format!("unknown tuning `{name}` (known: {})", OVERRIDABLE.join(", ")));
+        };
+        let v: u32 = value.trim().parse().map_err(|_| format!("tuning `{name}`: `{value}` is not a number"))?;
+        if !(1..=32).contains(&v) {
+            return Err(format!("tuning {name}={v} is outside 1..=32"));
+        }
+        out.push((name, v));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_parse_and_reject() {
+        assert_eq!(parse_overrides("ipt_tiled=12, ipt_kway=6").unwrap(), vec![("ipt_tiled", 12), ("ipt_kway", 6)]);
+        assert_eq!(parse_overrides("").unwrap(), vec![]);
+        assert!(parse_overrides("ipt_tiled").is_err());
+        assert!(parse_overrides("threads=3").is_err());
+        assert!(parse_overrides("ipt_tiled=0").is_err());
+        assert!(parse_overrides("ipt_tiled=x").is_err());
+        let p = apply(sm90(8), &parse_overrides("ipt_tiled=12,tiled_min_blocks=6").unwrap());
+        assert_eq!((p.ipt_tiled, p.tiled_min_blocks, p.ipt_kway), (12, 6, 4));
+    }
+
+    /// The sm_90 numbers are the measured ones (docs/PERFORMANCE.md); they must not move,
+    /// whatever the index width.
+    #[test]
+    fn sm90_policy_is_the_measured_one() {
+        for ib in [4, 8] {
+            for kb in [4, 8] {
+                let p = policy(Arch::SM90, kb, ib);
+                assert_eq!(
+                    (p.threads, p.ipt_basic, p.ipt_tiled, p.ipt_circ, p.circ_tiles, p.ipt_kway, p.kway_coarse, p.tiled_min_blocks),
+                    (256, 4, 16, 4, 8, 4, 32, 4)
+                );
+            }
+            for kb in [16, 24, 32] {
+                let p = policy(Arch::SM90, kb, ib);
+                assert_eq!(
+                    (p.threads, p.ipt_basic, p.ipt_tiled, p.ipt_circ, p.circ_tiles, p.ipt_kway, p.kway_coarse, p.tiled_min_blocks),
+                    (256, 4, 4, 2, 8, 4, 32, 1)
+                );
+            }
+        }
+        // The shared memory the kernel table of docs/PERFORMANCE.md lists (u64 keys, u32
+        // indices).
+        let p = policy(Arch::SM90, 8, 4);
+        assert_eq!(p.tiled_shared_bytes(8, 4), 52224);
+        assert_eq!(p.kway_shared_bytes(8, 4), 30720);
+    }
+
+    /// Any other architecture gets a policy whose tiles fit its shared memory.
+    #[test]
+    fn fallback_fits_the_device() {
+        for limit in [48 << 10, 64 << 10, 99 << 10, 163 << 10, 227 << 10] {
+            for (major, minor) in [(7, 5), (8, 0), (8, 6), (10, 0), (12, 0)] {
+                let arch = Arch { major, minor, max_shared_per_block: limit };
+                for kb in [4, 8, 16, 24, 32] {
+                    for ib in [4, 8] {
+                        let p = policy(arch, kb, ib);
+                        assert!(p.tiled_shared_bytes(kb, ib) <= limit, "{arch:?} {kb} {ib}: {p:?}");
+                        assert!(p.kway_shared_bytes(kb, ib) <= limit, "{arch:?} {kb} {ib}: {p:?}");
+                        assert!(p.circular_shared_bytes(kb, ib) <= STATIC_SHARED_LIMIT);
+                        assert!(p.ipt_tiled >= 1 && p.ipt_kway >= 1 && p.ipt_circ >= 1);
+                        assert_eq!(p.threads % 32, 0);
+                    }
+                }
+            }
+        }
+        // With sm_90's shared memory the fallback is sm_90's policy.
+        let big = Arch { major: 10, minor: 0, max_shared_per_block: 227 << 10 };
+        assert_eq!(policy(big, 8, 8), policy(Arch::SM90, 8, 8));
+    }
+}

@@ -1,0 +1,204 @@
+// cta_merge.cuh: the primitives every kernel is composed from, by level of the work.
+//
+// - Searches (thread level): `partition_point` with the side of equal keys as a template
+//   parameter, `last_le` (the one group search), and accessors that let one search body
+//   read global memory, a padded shared tile or a circular buffer.
+// - Where a block or a partition boundary lies (grid level): `GroupPos` (its group of runs
+//   and its tile or boundary number), `boundary_index` (the one formula numbering tile
+//   boundaries), `MergeRange` (the pieces of A and B a tile consumes).
+// - Tiles (block level): `cta_load_tile` (global to padded shared memory, coalesced; the
+//   two-stream source of a pairwise merge is `TwoStreams`) and `cta_store_tile`.
+//
+// After moderngpu's cta_merge.hxx, for this crate's level layout (`Level`, common.cuh).
+
+// ---------------------------------------------------------------------------------------
+// Searches
+
+// Which side of a run of keys equal to v a search lands on: BOUND_LOWER at the first key
+// not < v (it counts the keys < v), BOUND_UPPER at the first key > v (it counts the keys
+// <= v).
+enum Bound { BOUND_LOWER, BOUND_UPPER };
+
+// Whether x lies before the partition point of v under BOUND.
+template <Bound BOUND>
+__device__ __forceinline__ bool before_bound(const Key &x, const Key &v) {
+    return BOUND == BOUND_UPPER ? key_le(x, v) : key_lt(x, v);
+}
+
+// The partition point of v in run[lo, hi), given that run[..lo] all lie before it and
+// run[hi..] all after: the search restricted to a window known to contain it.
+template <Bound BOUND, class Run>
+__device__ __forceinline__ u64 partition_point(Run run, u64 lo, u64 hi, const Key &v) {
+    while (lo < hi) {
+        u64 mid = lo + (hi - lo) / 2;
+        if (before_bound<BOUND>(run(mid), v)) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+// The last i in [0, count) with at(i) <= x, for a nondecreasing at() with at(0) <= x. The
+// one group search: a block's group (tile table), a boundary's group (boundary table),
+// the piece holding a tile position and the pair of pieces of a k-way merge round.
+template <class T, class At>
+__device__ __forceinline__ u32 last_le(u32 count, T x, At at) {
+    u32 lo = 0, hi = count;  // at(lo) <= x < at(hi), at(count) taken as +infinity
+    while (hi - lo > 1) {
+        u32 mid = (lo + hi) / 2;
+        if (at(mid) <= x) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+// A run as a plain array (global or shared memory).
+struct KeyRun {
+    const Key *p;
+    __device__ __forceinline__ Key operator()(u64 i) const { return p[i]; }
+};
+
+// Shared-memory tiles are padded by one slot every PAD slots: a thread's PAD consecutive
+// outputs then start PAD + 1 slots after its neighbour's, which spreads a warp's
+// register-to-shared writes over the banks (unpadded, a stride of 8 u64 keys puts 16
+// threads on the same bank). A padded tile of T slots takes T + T / PAD.
+template <int PAD>
+__device__ __forceinline__ u32 padded(u32 p) { return p + p / PAD; }
+
+// A run inside a padded shared tile, starting at tile position `base`.
+template <int PAD>
+struct PadRun {
+    const Key *p;
+    u32 base;
+    __device__ __forceinline__ Key operator()(u64 i) const { return p[padded<PAD>(base + (u32)i)]; }
+};
+
+// ---------------------------------------------------------------------------------------
+// Grid level: where a block or a boundary lies
+
+// A block's tile, or a partition boundary, located in its group of runs.
+struct GroupPos {
+    u32 group;   // g
+    u32 r0;      // the group's first run
+    u32 nr;      // runs in the group (the level's group size, fewer in the last group)
+    u64 begin;   // level position of the group's first element (its output starts there too)
+    u64 end;     // one past the group's last element
+    u64 index;   // the tile (of a block) or the boundary (of a partition) within the group
+};
+
+// Group g's runs. GROUP: the level's group size when the kernel knows it (2 for the
+// pairwise kernels), 0 to read it from L.group.
+template <u32 GROUP>
+__device__ __forceinline__ GroupPos group_pos(const Level &L, u32 g, u64 index) {
+    const u32 size = GROUP ? GROUP : L.group;
+    GroupPos p;
+    p.group = g;
+    p.r0 = g * size;
+    const u32 r1 = min(p.r0 + size, L.nruns);
+    p.nr = r1 - p.r0;
+    p.begin = L.bounds[p.r0];
+    p.end = L.bounds[r1];
+    p.index = index;
+    return p;
+}
+
+// The tile of this block: group g owns blocks [tile_start[g], tile_start[g + 1]).
+template <u32 GROUP>
+__device__ __forceinline__ GroupPos block_pos(const Level &L) {
+    const u64 blk = blockIdx.x + L.block_offset;
+    const u32 g = last_le(L.ngroups, blk, [&](u32 i) { return L.tile_start[i]; });
+    return group_pos<GROUP>(L, g, blk - L.tile_start[g]);
+}
+
+// Boundary numbering: a group of T tiles has T + 1 boundaries (its start, every tile end),
+// so boundary t of group g is number start[g] + g + t, where start is the level's tile
+// table (or the k-way partition's coarse table, numbered the same way). The one formula,
+// here and in src/engine/gpu/plan.rs (boundary_index).
+__device__ __forceinline__ u64 boundary_index(const u64 *start, u32 g, u64 t) {
+    return start[g] + g + t;
+}
+
+// The group and the boundary within it of boundary number b (inverse of boundary_index).
+template <u32 GROUP>
+__device__ __forceinline__ GroupPos boundary_pos(const Level &L, const u64 *start, u64 b) {
+    const u32 g = last_le(L.ngroups, b, [&](u32 i) { return boundary_index(start, i, 0); });
+    return group_pos<GROUP>(L, g, b - boundary_index(start, g, 0));
+}
+
+// A piece of run A and a piece of run B, in level positions: a group's pair of runs, or the
+// part of them one tile consumes.
+struct MergeRange {
+    u64 a_begin, a_count, b_begin, b_count;
+    __device__ __forceinline__ u64 total() const { return a_count + b_count; }
+    // The piece the merge's outputs [k0, k1) consume, given the co-ranks i0 of k0 and i1
+    // of k1 (how many of those outputs come from A).
+    __device__ __forceinline__ MergeRange piece(u64 k0, u64 i0, u64 k1, u64 i1) const {
+        const u64 j0 = k0 - i0, j1 = k1 - i1;
+        return MergeRange{a_begin + i0, i1 - i0, b_begin + j0, j1 - j0};
+    }
+};
+
+// The pair of runs of a group of a pairwise level: A its first run, B its second (empty
+// for a lone last run).
+__device__ __forceinline__ MergeRange pair_range(const Level &L, const GroupPos &p) {
+    const u64 mid = L.bounds[p.r0 + 1];  // r0 < nruns, so run r0 + 1's start exists
+    return MergeRange{p.begin, mid - p.begin, mid, p.end - mid};
+}
+
+// ---------------------------------------------------------------------------------------
+// Block level: tiles in shared memory
+
+// Where a tile's indices come from when it is loaded.
+enum IndexLoad {
+    INDEX_NONE,         // not loaded (the first level: the merge computes them from positions)
+    INDEX_LOADED,       // L.in_idx (not the first level)
+    INDEX_OR_POSITION,  // load_idx: L.in_idx where it is set, else the position
+};
+
+// The source of a pairwise tile: position p of the tile is A's piece then B's piece.
+struct TwoStreams {
+    u64 a_begin, b_begin;
+    u32 a_count;
+    __device__ __forceinline__ u64 operator()(u32 p) const { return p < a_count ? a_begin + p : b_begin + (p - a_count); }
+};
+
+// Loads the tile's `len` (<= THREADS * IPT) elements, element p from level position
+// src(p), into padded shared memory: keys to sk and, per IDX, indices to si. Coalesced:
+// thread t takes p = t, t + THREADS, ...; all IPT loads of a thread are issued before its
+// first store to shared memory (registers, unrolled), so each thread has IPT loads in
+// flight, not one. The caller synchronizes before reading the tile.
+template <int IPT, IndexLoad IDX, class Src>
+__device__ __forceinline__ void cta_load_tile(const Level &L, u32 len, Src src, Key *sk, index_t *si) {
+    Key lk[IPT];
+    index_t li[IPT];
+#pragma unroll
+    for (int u = 0; u < IPT; ++u) {
+        u32 p = threadIdx.x + u * THREADS;
+        if (p < len) {
+            u64 pos = src(p);
+            lk[u] = L.in_keys[pos];
+            if (IDX == INDEX_LOADED) li[u] = L.in_idx[pos];
+            if (IDX == INDEX_OR_POSITION) li[u] = load_idx(L, pos);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < IPT; ++u) {
+        u32 p = threadIdx.x + u * THREADS;
+        if (p < len) {
+            sk[padded<IPT>(p)] = lk[u];
+            if (IDX != INDEX_NONE) si[padded<IPT>(p)] = li[u];
+        }
+    }
+}
+
+// Stores the merged tile (`len` <= THREADS * IPT elements in padded shared memory, in
+// output order) to level positions [out, out + len), coalesced: the indices, and the keys
+// where `keep_keys` (every level but the last). The caller synchronizes before.
+template <int IPT>
+__device__ __forceinline__ void cta_store_tile(const Level &L, u64 out, u32 len, const Key *sk, const index_t *si, bool keep_keys) {
+#pragma unroll
+    for (int u = 0; u < IPT; ++u) {
+        u32 p = threadIdx.x + u * THREADS;
+        if (p < len) {
+            if (keep_keys) L.out_keys[out + p] = sk[padded<IPT>(p)];
+            L.out_idx[out + p] = si[padded<IPT>(p)];
+        }
+    }
+}

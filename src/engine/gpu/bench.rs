@@ -1,0 +1,205 @@
+//! Timings for benches/gpu.rs (device-resident data, CUDA events), kept out of the merge's
+//! path. Not a stable API. Everything runs on device 0.
+
+use super::context::{gpu, gpu_err};
+use super::manifest::{Family, MANIFEST};
+use super::merge::{key_bytes, prepare, run_levels};
+use super::nvrtc::ModuleSpec;
+use super::plan::{nonempty_bounds, resolve};
+use super::transfer::upload;
+use crate::keys::KeyColumn;
+use crate::options::Kernel;
+use crate::{Error, Result};
+use cudarc::driver::{result, sys};
+use std::collections::HashMap;
+
+/// The device the timings run on.
+const DEVICE: usize = 0;
+
+/// The kernel `kernel` runs as for `nruns` non-empty runs (`Auto` resolved).
+pub fn resolved(kernel: Kernel, nruns: usize) -> Kernel {
+    resolve(kernel, nruns).kernel()
+}
+
+/// A timing event, destroyed on drop.
+struct Event(sys::CUevent);
+
+impl Event {
+    fn new() -> Result<Event> {
+        result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map(Event).map_err(gpu_err("creating an event"))
+    }
+
+    fn record(&self, stream: sys::CUstream) -> Result<()> {
+        // SAFETY: a live event and a stream of the context bound to this thread.
+        unsafe { result::event::record(self.0, stream) }.map_err(gpu_err("recording an event"))
+    }
+
+    /// Milliseconds from `self` to `end`, once `end` has completed.
+    fn until(&self, end: &Event) -> Result<f32> {
+        // SAFETY: live events, both recorded on one stream.
+        unsafe {
+            result::event::synchronize(end.0).map_err(gpu_err("waiting for an event"))?;
+            result::event::elapsed(self.0, end.0).map_err(gpu_err("timing events"))
+        }
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: created by Event::new, destroyed once.
+        unsafe {
+            let _ = result::event::destroy(self.0);
+        }
+    }
+}
+
+/// A raw device allocation, freed on drop (after the device has finished with it).
+struct DeviceBytes(sys::CUdeviceptr);
+
+impl DeviceBytes {
+    fn new(bytes: usize) -> Result<DeviceBytes> {
+        // SAFETY: a plain allocation in the context bound to this thread.
+        unsafe { result::malloc_sync(bytes) }.map(DeviceBytes).map_err(gpu_err("allocating device memory"))
+    }
+}
+
+impl Drop for DeviceBytes {
+    fn drop(&mut self) {
+        // SAFETY: allocated by DeviceBytes::new, freed once; the timings synchronize on their
+        // last event before returning, so no queued work uses it.
+        unsafe {
+            let _ = result::free_sync(self.0);
+        }
+    }
+}
+
+/// Milliseconds of each of `reps` merges of `keys` already on the device (uploaded once;
+/// timed from the first kernel to the last, with events), after one warm-up merge.
+pub fn time_device_merge(keys: &KeyColumn, run_offsets: &[usize], kernel: Kernel, reps: usize) -> Result<Vec<f32>> {
+    let n = keys.len();
+    let bounds = nonempty_bounds(n, run_offsets)?;
+    if bounds.len() <= 2 {
+        return Err(Error::InvalidArgument("time_device_merge needs at least two non-empty runs".into()));
+    }
+    let gpu = gpu(DEVICE)?;
+    let mut st = gpu.lock()?;
+    let st = &mut *st;
+    let planned = prepare(gpu, st, keys, bounds, kernel, n > u32::MAX as usize)?;
+    let src = key_bytes(keys);
+    let keys0 = st.buffer(super::context::Slot::Keys0, src.len())?;
+    upload(gpu.cu_stream(), st.staging()?, src, keys0)?;
+    let (e0, e1) = (Event::new()?, Event::new()?);
+    let mut times = Vec::new();
+    for r in 0..=reps {
+        e0.record(gpu.cu_stream())?;
+        run_levels(gpu, st, &planned, n, keys0, &[])?;
+        e1.record(gpu.cu_stream())?;
+        let ms = e0.until(&e1)?;
+        if r > 0 {
+            times.push(ms);
+        }
+    }
+    Ok(times)
+}
+
+/// Per entry point of the manifest, for `key_bytes`-byte keys and u32 indices: its name,
+/// registers per thread, dynamic shared bytes per block and resident blocks per
+/// multiprocessor.
+pub fn kernel_report(key_bytes: usize) -> Result<Vec<(&'static str, i32, u32, u32)>> {
+    let gpu = gpu(DEVICE)?;
+    let mut st = gpu.lock()?;
+    let mut modules = HashMap::new();
+    for family in Family::ALL {
+        modules.insert(family, st.module(gpu, ModuleSpec { family, key_bytes, index_bits: 32 })?);
+    }
+    let mut out = Vec::new();
+    for e in &MANIFEST {
+        let module = &modules[&e.family];
+        let f = module.cuda_function(e.entry)?;
+        let shared = module.dynamic_shared_bytes(e.entry);
+        let regs = f.num_regs().map_err(gpu_err("reading registers"))?;
+        let blocks = f
+            .occupancy_max_active_blocks_per_multiprocessor(module.policy.threads, shared as usize, None)
+            .map_err(gpu_err("reading occupancy"))?;
+        out.push((e.name, regs, shared, blocks));
+    }
+    Ok(out)
+}
+
+/// Milliseconds of each of `reps` device-to-device copies of `bytes` (after a warm-up).
+pub fn time_copy(bytes: usize, reps: usize) -> Result<Vec<f32>> {
+    let gpu = gpu(DEVICE)?;
+    let _st = gpu.lock()?;
+    let s = gpu.cu_stream();
+    let (a, b) = (DeviceBytes::new(bytes)?, DeviceBytes::new(bytes)?);
+    let (e0, e1) = (Event::new()?, Event::new()?);
+    // SAFETY: `a` holds `bytes` bytes of this context; the stream is the engine's.
+    unsafe { result::memset_d8_async(a.0, 0x5a, bytes, s) }.map_err(gpu_err("memset"))?;
+    let mut times = Vec::new();
+    for r in 0..=reps {
+        e0.record(s)?;
+        // SAFETY: both allocations hold `bytes` bytes and outlive the copy (the event wait
+        // below finishes it).
+        unsafe { result::memcpy_dtod_async(b.0, a.0, bytes, s) }.map_err(gpu_err("copy"))?;
+        e1.record(s)?;
+        let ms = e0.until(&e1)?;
+        if r > 0 {
+            times.push(ms);
+        }
+    }
+    Ok(times)
+}
+
+/// A pinned host allocation, freed on drop.
+struct PinnedBytes(*mut u8);
+
+impl PinnedBytes {
+    fn new(bytes: usize) -> Result<PinnedBytes> {
+        // SAFETY: a plain pinned allocation in the context bound to this thread.
+        let p = unsafe { result::malloc_host(bytes, 0) }.map_err(gpu_err("allocating pinned memory"))?;
+        // SAFETY: `p` holds `bytes` writable bytes; filling them makes every byte initialized.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0x5a, bytes) };
+        Ok(PinnedBytes(p as *mut u8))
+    }
+}
+
+impl Drop for PinnedBytes {
+    fn drop(&mut self) {
+        // SAFETY: allocated by PinnedBytes::new, freed once, after its copies finished.
+        unsafe {
+            let _ = result::free_host(self.0 as *mut std::ffi::c_void);
+        }
+    }
+}
+
+/// Milliseconds of host-to-device and device-to-host copies of `bytes` from/to pinned
+/// memory (the PCIe floor's bandwidth), `reps` each after a warm-up.
+pub fn time_pinned(bytes: usize, reps: usize) -> Result<(Vec<f32>, Vec<f32>)> {
+    let gpu = gpu(DEVICE)?;
+    let _st = gpu.lock()?;
+    let s = gpu.cu_stream();
+    let d = DeviceBytes::new(bytes)?;
+    let h = PinnedBytes::new(bytes)?;
+    let (e0, e1) = (Event::new()?, Event::new()?);
+    let (mut up, mut down) = (Vec::new(), Vec::new());
+    for r in 0..=reps {
+        e0.record(s)?;
+        // SAFETY: `h` and `d` both hold `bytes` bytes and outlive the copy (finished by the
+        // event wait below); no host reference to `h` exists while it runs.
+        unsafe { sys::cuMemcpyHtoDAsync_v2(d.0, h.0 as *const _, bytes, s).result() }.map_err(gpu_err("h2d"))?;
+        e1.record(s)?;
+        let ms = e0.until(&e1)?;
+        if r > 0 {
+            up.push(ms);
+        }
+        e0.record(s)?;
+        // SAFETY: as above, device to host.
+        unsafe { sys::cuMemcpyDtoHAsync_v2(h.0 as *mut _, d.0, bytes, s).result() }.map_err(gpu_err("d2h"))?;
+        e1.record(s)?;
+        let ms = e0.until(&e1)?;
+        if r > 0 {
+            down.push(ms);
+        }
+    }
+    Ok((up, down))
+}

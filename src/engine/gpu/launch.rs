@@ -1,0 +1,132 @@
+//! The typed launcher: the only kernel launch in the crate. An entry point's arguments are
+//! an [`Args`] variant, checked against the manifest's parameter list for that entry point
+//! before the launch, so a launch can never hand a kernel the wrong parameters. Block size
+//! and dynamic shared memory come from the module (its policy, the manifest).
+
+use super::context::gpu_err;
+use super::manifest::{Entry, Params};
+use super::nvrtc::Module;
+use crate::{Error, Result};
+use cudarc::driver::{result, sys};
+use std::ffi::c_void;
+use std::mem::{align_of, offset_of, size_of};
+
+/// A device address as the kernels take it (`const Key *`, `u64 *`, ...).
+pub(crate) type DevPtr = sys::CUdeviceptr;
+
+/// The kernels' `Level` (cuda/common.cuh), field for field: passed by value to every
+/// entry point.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LevelArg {
+    pub in_keys: DevPtr,
+    /// 0 on the first level: an element's index is its position.
+    pub in_idx: DevPtr,
+    /// 0 on the last level: only indices are written.
+    pub out_keys: DevPtr,
+    pub out_idx: DevPtr,
+    pub bounds: DevPtr,
+    pub tile_start: DevPtr,
+    /// Added to `blockIdx.x` (the last level is launched in chunks).
+    pub block_offset: u64,
+    pub nruns: u32,
+    pub group: u32,
+    pub ngroups: u32,
+    /// The CUDA struct's tail padding (its size is a multiple of its 8-byte alignment).
+    pub _pad: u32,
+}
+
+// The layout cuda/common.cuh asserts for `Level` (static_assert there, the same numbers).
+const _: () = {
+    assert!(size_of::<LevelArg>() == 72);
+    assert!(align_of::<LevelArg>() == 8);
+    assert!(offset_of!(LevelArg, in_keys) == 0);
+    assert!(offset_of!(LevelArg, in_idx) == 8);
+    assert!(offset_of!(LevelArg, out_keys) == 16);
+    assert!(offset_of!(LevelArg, out_idx) == 24);
+    assert!(offset_of!(LevelArg, bounds) == 32);
+    assert!(offset_of!(LevelArg, tile_start) == 40);
+    assert!(offset_of!(LevelArg, block_offset) == 48);
+    assert!(offset_of!(LevelArg, nruns) == 56);
+    assert!(offset_of!(LevelArg, group) == 60);
+    assert!(offset_of!(LevelArg, ngroups) == 64);
+};
+
+/// The arguments of one launch, one variant per parameter list of the manifest
+/// ([`Params`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Args {
+    /// `merge_basic`, `merge_circular`.
+    Level(LevelArg),
+    /// `merge_tiled_*`, `merge_kway`: the level and the partition's splits.
+    LevelSplits(LevelArg, DevPtr),
+    /// `partition_2way`: splits out, boundary count, tile size.
+    Partition2Way { level: LevelArg, splits: DevPtr, boundaries: u64, tile: u64 },
+    /// `partition_kway_coarse`: coarse splits out, their count, the coarse table.
+    PartitionKWayCoarse { level: LevelArg, coarse: DevPtr, count: u64, coarse_start: DevPtr },
+    /// `partition_kway`: splits out, boundary count, the coarse splits and table.
+    PartitionKWay { level: LevelArg, splits: DevPtr, boundaries: u64, coarse: DevPtr, coarse_start: DevPtr },
+}
+
+impl Args {
+    fn params(&self) -> Params {
+        match self {
+            Args::Level(..) => Params::Level,
+            Args::LevelSplits(..) => Params::LevelSplits,
+            Args::Partition2Way { .. } => Params::Partition2Way,
+            Args::PartitionKWayCoarse { .. } => Params::PartitionKWayCoarse,
+            Args::PartitionKWay { .. } => Params::PartitionKWay,
+        }
+    }
+}
+
+/// Pointer to one argument as `cuLaunchKernel` takes it.
+fn arg<T>(x: &mut T) -> *mut c_void {
+    x as *mut T as *mut c_void
+}
+
+/// Launches the entries of one module on one stream.
+pub(crate) struct Launcher<'a> {
+    pub module: &'a Module,
+    pub stream: sys::CUstream,
+}
+
+impl Launcher<'_> {
+    /// Queues `entry` on `grid` blocks with `args`. A grid of 0 blocks launches nothing.
+    pub fn launch(&self, entry: Entry, grid: u64, mut args: Args) -> Result<()> {
+        let info = entry.info();
+        if args.params() != info.params {
+            return Err(Error::Gpu(format!("internal: {} takes {:?}, was given {:?}", info.name, info.params, args.params())));
+        }
+        if grid == 0 {
+            return Ok(());
+        }
+        if grid > i32::MAX as u64 {
+            return Err(Error::Gpu(format!("{}: a grid of {grid} blocks is too large", info.name)));
+        }
+        let f = self.module.function(entry)?;
+        let shared = self.module.dynamic_shared_bytes(entry);
+        // One pointer per kernel parameter, in the order of the CUDA signature (the manifest
+        // test checks the signatures; `params` above checks the variant).
+        let mut ptrs: Vec<*mut c_void> = match &mut args {
+            Args::Level(l) => vec![arg(l)],
+            Args::LevelSplits(l, s) => vec![arg(l), arg(s)],
+            Args::Partition2Way { level, splits, boundaries, tile } => vec![arg(level), arg(splits), arg(boundaries), arg(tile)],
+            Args::PartitionKWayCoarse { level, coarse, count, coarse_start } => {
+                vec![arg(level), arg(coarse), arg(count), arg(coarse_start)]
+            }
+            Args::PartitionKWay { level, splits, boundaries, coarse, coarse_start } => {
+                vec![arg(level), arg(splits), arg(boundaries), arg(coarse), arg(coarse_start)]
+            }
+        };
+        // SAFETY: `f` is a function of the loaded `module`, which outlives this call. `ptrs`
+        // holds one pointer per parameter of `entry`'s CUDA signature, each to a live local
+        // of the type the kernel declares (LevelArg has the layout of `Level`, asserted on
+        // both sides; device pointers and counts are u64); cuLaunchKernel copies the values
+        // before it returns. The device addresses in them are allocations of this context
+        // that the caller keeps alive until the stream has run the kernel. `shared` is the
+        // manifest's size, which the module allowed for this entry at load time.
+        unsafe { result::launch_kernel(f, (grid as u32, 1, 1), (self.module.policy.threads, 1, 1), shared, self.stream, &mut ptrs) }
+            .map_err(gpu_err("launching a kernel"))
+    }
+}

@@ -1,0 +1,228 @@
+//! The kernel manifest: every entry point of `cuda/`, the module that holds it, its
+//! parameter list and its shared memory, in one list ([`MANIFEST`]). The NVRTC build
+//! (which sources, which functions to load), the shared-memory attribute, the typed
+//! launcher (which arguments an entry point takes) and the bench's kernel report all read
+//! it; nothing else names a kernel.
+//!
+//! Two module families: the production kernels (tiled, k-way, their partitions), built
+//! for every merge, and the book's kernels (basic, circular-buffer), built lazily only when
+//! [`Kernel::Basic`](crate::Kernel::Basic) or [`Kernel::Circular`](crate::Kernel::Circular)
+//! is asked for. Each family is one NVRTC module per key width and index width.
+
+use super::plan::KernelKind;
+use super::tuning::Policy;
+
+const COMMON: &str = include_str!("../../../cuda/common.cuh");
+const CTA_MERGE: &str = include_str!("../../../cuda/cta_merge.cuh");
+const CO_RANK: &str = include_str!("../../../cuda/co_rank.cuh");
+const MERGE_BASIC: &str = include_str!("../../../cuda/merge_basic.cu");
+const MERGE_CIRCULAR: &str = include_str!("../../../cuda/merge_circular.cu");
+const MERGE_TILED: &str = include_str!("../../../cuda/merge_tiled.cu");
+const MERGE_KWAY: &str = include_str!("../../../cuda/merge_kway.cu");
+const PARTITION: &str = include_str!("../../../cuda/partition.cu");
+
+/// A module family: the kernels compiled together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Family {
+    /// Tiled and k-way merges and their grid-level partitions.
+    Production,
+    /// The book's basic and circular-buffer kernels.
+    Book,
+}
+
+impl Family {
+    pub const ALL: [Family; 2] = [Family::Production, Family::Book];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Production => "production",
+            Family::Book => "book",
+        }
+    }
+
+    /// The family's sources, in the order NVRTC gets them concatenated (the block-level
+    /// primitives first; partition.cu uses merge_kway.cu's KWAY_TILE).
+    pub fn sources(self) -> &'static [&'static str] {
+        match self {
+            Family::Production => &[COMMON, CTA_MERGE, CO_RANK, MERGE_TILED, MERGE_KWAY, PARTITION],
+            Family::Book => &[COMMON, CTA_MERGE, CO_RANK, MERGE_BASIC, MERGE_CIRCULAR],
+        }
+    }
+
+    /// The entry points this family's module holds.
+    pub fn entries(self) -> impl Iterator<Item = &'static EntryPoint> {
+        MANIFEST.iter().filter(move |e| e.family == self)
+    }
+}
+
+/// An entry point's parameter list (the CUDA signature after `extern "C" __global__`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Params {
+    /// `(Level L)`
+    Level,
+    /// `(Level L, const u64 *splits)`
+    LevelSplits,
+    /// `(Level L, u64 *splits, u64 nboundaries, u64 tile)`
+    Partition2Way,
+    /// `(Level L, u64 *coarse, u64 ncoarse, const u64 *cstart)`
+    PartitionKWayCoarse,
+    /// `(Level L, u64 *splits, u64 nboundaries, const u64 *coarse, const u64 *cstart)`
+    PartitionKWay,
+}
+
+/// An entry point's shared memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shared {
+    /// Static only (or none): no dynamic shared memory at launch.
+    Static,
+    /// One padded tile of keys and indices (merge_tiled.cu).
+    TiledTile,
+    /// Two padded tiles of keys and indices (merge_kway.cu).
+    KWayTiles,
+}
+
+/// The entry points, one per `extern "C" __global__` function in `cuda/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Entry {
+    MergeBasic,
+    MergeTiledOnly,
+    MergeTiledFirst,
+    MergeTiledInner,
+    MergeTiledLast,
+    MergeCircular,
+    PartitionKWayCoarse,
+    PartitionKWay,
+    Partition2Way,
+    MergeKWay,
+}
+
+/// What the host knows about one entry point.
+#[derive(Debug)]
+pub(crate) struct EntryPoint {
+    pub entry: Entry,
+    /// The CUDA function name.
+    pub name: &'static str,
+    pub family: Family,
+    pub params: Params,
+    pub shared: Shared,
+}
+
+const fn entry_point(entry: Entry, name: &'static str, family: Family, params: Params, shared: Shared) -> EntryPoint {
+    EntryPoint { entry, name, family, params, shared }
+}
+
+/// Every entry point, in [`Entry`] order (the bench's kernel report lists them so).
+#[rustfmt::skip]
+pub(crate) const MANIFEST: [EntryPoint; 10] = {
+    use Family::{Book, Production};
+    [
+        entry_point(Entry::MergeBasic, "merge_basic", Book, Params::Level, Shared::Static),
+        entry_point(Entry::MergeTiledOnly, "merge_tiled_only", Production, Params::LevelSplits, Shared::TiledTile),
+        entry_point(Entry::MergeTiledFirst, "merge_tiled_first", Production, Params::LevelSplits, Shared::TiledTile),
+        entry_point(Entry::MergeTiledInner, "merge_tiled_inner", Production, Params::LevelSplits, Shared::TiledTile),
+        entry_point(Entry::MergeTiledLast, "merge_tiled_last", Production, Params::LevelSplits, Shared::TiledTile),
+        entry_point(Entry::MergeCircular, "merge_circular", Book, Params::Level, Shared::Static),
+        entry_point(Entry::PartitionKWayCoarse, "partition_kway_coarse", Production, Params::PartitionKWayCoarse, Shared::Static),
+        entry_point(Entry::PartitionKWay, "partition_kway", Production, Params::PartitionKWay, Shared::Static),
+        entry_point(Entry::Partition2Way, "partition_2way", Production, Params::Partition2Way, Shared::Static),
+        entry_point(Entry::MergeKWay, "merge_kway", Production, Params::LevelSplits, Shared::KWayTiles),
+    ]
+};
+
+// MANIFEST[e as usize] is entry e.
+const _: () = {
+    let mut i = 0;
+    while i < MANIFEST.len() {
+        assert!(MANIFEST[i].entry as usize == i, "MANIFEST must list the entries in Entry order");
+        i += 1;
+    }
+};
+
+impl Entry {
+    pub fn info(self) -> &'static EntryPoint {
+        &MANIFEST[self as usize]
+    }
+}
+
+impl EntryPoint {
+    /// Dynamic shared bytes a block of this entry point gets at launch, for keys of
+    /// `key_bytes` and indices of `index_bytes` under `policy`.
+    pub fn dynamic_shared_bytes(&self, policy: &Policy, key_bytes: usize, index_bytes: usize) -> u32 {
+        match self.shared {
+            Shared::Static => 0,
+            Shared::TiledTile => policy.tiled_shared_bytes(key_bytes, index_bytes),
+            Shared::KWayTiles => policy.kway_shared_bytes(key_bytes, index_bytes),
+        }
+    }
+}
+
+/// The merge entry point that runs a level of `kind`: the tiled kernel has one per place
+/// in the tree (first and/or last level), each with only the registers that place needs.
+pub(crate) fn merge_entry(kind: KernelKind, first: bool, last: bool) -> Entry {
+    match (kind, first, last) {
+        (KernelKind::Basic, ..) => Entry::MergeBasic,
+        (KernelKind::Tiled, true, true) => Entry::MergeTiledOnly,
+        (KernelKind::Tiled, true, false) => Entry::MergeTiledFirst,
+        (KernelKind::Tiled, false, false) => Entry::MergeTiledInner,
+        (KernelKind::Tiled, false, true) => Entry::MergeTiledLast,
+        (KernelKind::Circular, ..) => Entry::MergeCircular,
+        (KernelKind::KWay, ..) => Entry::MergeKWay,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernels a family's sources define: (name, parameter list) of each
+    /// `extern "C" __global__ ... name(params) {`.
+    fn kernels(f: Family) -> Vec<(String, String)> {
+        let src = f.sources().concat();
+        src.split("extern \"C\" __global__")
+            .skip(1)
+            .map(|decl| {
+                let header = decl.split('{').next().unwrap();
+                let (open, close) = (header.rfind('(').unwrap(), header.rfind(')').unwrap());
+                let name = header[..open].split_whitespace().last().unwrap();
+                (name.to_string(), header[open + 1..close].to_string())
+            })
+            .collect()
+    }
+
+    /// The manifest and the sources agree: every entry point is defined by its family's
+    /// sources with the parameters the manifest says, and every kernel is listed.
+    #[test]
+    fn manifest_matches_the_sources() {
+        for f in Family::ALL {
+            let defined = kernels(f);
+            for e in f.entries() {
+                let expected = match e.params {
+                    Params::Level => "Level L",
+                    Params::LevelSplits => "Level L, const u64 *splits",
+                    Params::Partition2Way => "Level L, u64 *splits, u64 nboundaries, u64 tile",
+                    Params::PartitionKWayCoarse => "Level L, u64 *coarse, u64 ncoarse, const u64 *cstart",
+                    Params::PartitionKWay => "Level L, u64 *splits, u64 nboundaries, const u64 *coarse, const u64 *cstart",
+                };
+                let found = defined.iter().find(|(n, _)| n == e.name);
+                assert_eq!(found.map(|(_, p)| p.as_str()), Some(expected), "{} in the {} sources", e.name, f.name());
+            }
+            for (name, _) in &defined {
+                assert!(f.entries().any(|e| e.name == name), "{name} ({}) is missing from MANIFEST", f.name());
+            }
+        }
+    }
+
+    #[test]
+    fn merge_entries_by_level_role() {
+        assert_eq!(merge_entry(KernelKind::Tiled, true, true), Entry::MergeTiledOnly);
+        assert_eq!(merge_entry(KernelKind::Tiled, false, true), Entry::MergeTiledLast);
+        for kind in KernelKind::ALL {
+            for (first, last) in [(true, true), (true, false), (false, false), (false, true)] {
+                let e = merge_entry(kind, first, last).info();
+                assert_eq!(e.family, kind.family(), "{kind:?}");
+                let takes_splits = e.params == Params::LevelSplits;
+                assert_eq!(takes_splits, kind.partitioned(), "{kind:?}");
+            }
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! One merge on the device: plan it, upload the keys, run the levels (a grid-level
+//! partition where the kernel reads one, then the block-level merge), download the
+//! indices.
+//!
+//! Device memory per call (pooled, reused across calls): the input keys (never written,
+//! so a device-resident input can be merged again), two intermediate key buffers when the
+//! tree has more than two levels (one when it has two), one or two index buffers, the
+//! partition's splits and a small metadata buffer. The last level writes indices only.
+
+use super::context::{gpu, gpu_err, Gpu, Slot, State};
+use super::launch::{Args, DevPtr, Launcher, LevelArg};
+use super::manifest::{merge_entry, Entry};
+use super::nvrtc::{Module, ModuleSpec};
+use super::plan::{
+    blocks_for_threads, blocks_for_warps, chunk_blocks, device_bytes, metadata, nonempty_bounds, plan, resolve, KernelKind, LevelPlan,
+};
+use super::transfer::{download, prefault, upload, upload_now, DownloadOrder, Output};
+use super::tuning::DOWNLOAD_CHUNKS;
+use super::GpuOptions;
+use crate::keys::KeyColumn;
+use crate::options::Kernel;
+use crate::permutation::Indices;
+use crate::{Error, Result};
+use cudarc::driver::{result, sys};
+use std::sync::Arc;
+
+/// The raw bytes of the keys (what goes up).
+pub(crate) fn key_bytes(keys: &KeyColumn) -> &[u8] {
+    fn bytes<T>(v: &[T]) -> &[u8] {
+        // SAFETY: keys are plain integers or arrays of them (no padding, every byte
+        // initialized); the view covers exactly `v`, borrowed for the result's lifetime.
+        unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+    }
+    match keys {
+        KeyColumn::U32(v) => bytes(v),
+        KeyColumn::U64(v) => bytes(v),
+        KeyColumn::U64x2(v) => bytes(v),
+        KeyColumn::U64x3(v) => bytes(v),
+        KeyColumn::U64x4(v) => bytes(v),
+    }
+}
+
+fn identity(n: usize) -> Indices {
+    if n <= u32::MAX as usize {
+        Indices::U32((0..n as u32).collect())
+    } else {
+        Indices::U64((0..n as u64).collect())
+    }
+}
+
+/// A merge planned on a device: the module that runs it and its levels.
+pub(crate) struct Planned {
+    pub module: Arc<Module>,
+    pub kind: KernelKind,
+    pub levels: Vec<LevelPlan>,
+}
+
+/// Plans the merge of the non-empty runs `bounds` (at least two) of `keys` with `kernel`,
+/// building the module it needs. The plan takes its tile sizes from the module's policy,
+/// so the two always agree.
+pub(crate) fn prepare(
+    gpu: &Gpu,
+    st: &mut State,
+    keys: &KeyColumn,
+    bounds: Vec<u64>,
+    kernel: Kernel,
+    wide_indices: bool,
+) -> Result<Planned> {
+    let kind = resolve(kernel, bounds.len() - 1);
+    let spec = ModuleSpec { family: kind.family(), key_bytes: keys.key_bytes(), index_bits: if wide_indices { 64 } else { 32 } };
+    let module = st.module(gpu, spec)?;
+    let levels = plan(kind, &module.policy, bounds);
+    Ok(Planned { module, kind, levels })
+}
+
+/// Stable merge on the GPU (see [`super::merge_gpu`]).
+pub(crate) fn merge(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions) -> Result<Indices> {
+    let n = keys.len();
+    let bounds = nonempty_bounds(n, run_offsets)?;
+    let gpu = gpu(options.device)?;
+    if bounds.len() <= 2 {
+        return Ok(identity(n)); // zero or one non-empty run: already in order
+    }
+    let wide = n > u32::MAX as usize || options.force_u64_indices;
+    let mut st = gpu.lock()?;
+    let res = prepare(gpu, &mut st, keys, bounds, options.kernel, wide)
+        .and_then(|planned| merge_planned(gpu, &mut st, &planned, keys, options.overlap_download));
+    if res.is_err() {
+        // Leave a clean state for the next call: finish or abandon what was queued on any
+        // stream (the download has its own) before the pool frees what it used.
+        let _ = result::ctx::synchronize();
+        st.release();
+    }
+    res
+}
+
+/// The chunk events of an overlapped download, destroyed on drop.
+struct ChunkEvents(Vec<sys::CUevent>);
+
+impl ChunkEvents {
+    fn new(n: usize) -> Result<ChunkEvents> {
+        let mut events = ChunkEvents(Vec::with_capacity(n));
+        for _ in 0..n {
+            let e = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(gpu_err("creating events"))?;
+            events.0.push(e);
+        }
+        Ok(events)
+    }
+}
+
+impl Drop for ChunkEvents {
+    fn drop(&mut self) {
+        for &e in &self.0 {
+            // SAFETY: created by ChunkEvents::new, destroyed once; destroying an event whose
+            // work is pending is allowed (its resources go once that work is done).
+            unsafe {
+                let _ = result::event::destroy(e);
+            }
+        }
+    }
+}
+
+fn merge_planned(gpu: &Gpu, st: &mut State, planned: &Planned, keys: &KeyColumn, overlap_download: bool) -> Result<Indices> {
+    let n = keys.len();
+    let spec = planned.module.spec;
+    let (kb, ib) = (spec.key_bytes, spec.index_bytes());
+    // Refuse what cannot fit (the pool's own buffers count as free: they are reused).
+    let need = device_bytes(kb, ib, n, &planned.levels);
+    let (free, _) = result::mem_get_info().map_err(gpu_err("reading free device memory"))?;
+    let have = free + st.pooled_bytes();
+    if need > have {
+        return Err(Error::Gpu(format!(
+            "the merge of {n} keys needs {need} bytes of device memory, {have} are available; merge on the CPU"
+        )));
+    }
+    if need > free + st.slot_bytes(Slot::Keys0) && st.pooled_bytes() > 0 {
+        st.release(); // start over rather than fragment
+    }
+    let src = key_bytes(keys);
+    let keys0 = st.buffer(Slot::Keys0, src.len())?;
+    // The output is a fresh allocation: its first touch costs a page fault per 4 KiB, which
+    // slowed the download's drain copies (2^28 indices: 95 ms for the whole host path with
+    // them, 77 ms without, on the H200 host). Other threads map it with huge pages while the
+    // keys go up and the merge runs.
+    let mut out = Output::with_capacity(n, ib);
+    let dl = gpu.ctx.new_stream().map_err(gpu_err("creating a stream"))?;
+    let events = ChunkEvents::new(if overlap_download { DOWNLOAD_CHUNKS } else { 0 })?;
+    let dst = out.bytes();
+    let (idx, chunk_ends) = std::thread::scope(|scope| {
+        prefault(scope, &mut *dst);
+        upload(gpu.cu_stream(), st.staging()?, src, keys0)?;
+        run_levels(gpu, st, planned, n, keys0, &events.0)
+    })?;
+    let order = DownloadOrder { main: gpu.cu_stream(), chunk_events: &events.0, chunk_ends: &chunk_ends };
+    download(dl.cu_stream(), st.staging()?, idx, dst, ib, &order)?;
+    dl.synchronize().map_err(gpu_err("finishing the download"))?;
+    // SAFETY: download returned Ok, so it wrote every byte of `out.bytes()`.
+    Ok(unsafe { out.assume_init() })
+}
+
+/// Queues every level on the device: input keys at `keys0` (read only), `n` keys. Returns
+/// the device address of the final indices. When `chunk_events` is given, the last level
+/// is launched in that many chunks of blocks, each followed by its event, and the output
+/// position each chunk completes is returned alongside (for overlapping the download).
+pub(crate) fn run_levels(
+    gpu: &Gpu,
+    st: &mut State,
+    planned: &Planned,
+    n: usize,
+    keys0: DevPtr,
+    chunk_events: &[sys::CUevent],
+) -> Result<(DevPtr, Vec<u64>)> {
+    let Planned { module, kind, levels } = planned;
+    let stream = gpu.cu_stream();
+    let (kb, ib) = (module.spec.key_bytes, module.spec.index_bytes());
+    let (meta, offsets) = metadata(levels);
+    let meta_ptr = st.buffer(Slot::Meta, meta.len() * 8)?;
+    upload_now(stream, &meta, meta_ptr)?;
+    let at = |element: usize| meta_ptr + element as u64 * 8;
+    let keys1 = if levels.len() > 1 { st.buffer(Slot::Keys1, n * kb)? } else { 0 };
+    let keys2 = if levels.len() > 2 { st.buffer(Slot::Keys2, n * kb)? } else { 0 };
+    let idx0 = st.buffer(Slot::Idx0, n * ib)?;
+    let idx1 = if levels.len() > 1 { st.buffer(Slot::Idx1, n * ib)? } else { 0 };
+    let launcher = Launcher { module, stream };
+    let (mut in_keys, mut in_idx) = (keys0, 0);
+    let mut chunk_ends = Vec::new();
+    for (li, (l, off)) in levels.iter().zip(&offsets).enumerate() {
+        let last = li + 1 == levels.len();
+        let out_keys = if last {
+            0
+        } else if li % 2 == 0 {
+            keys1
+        } else {
+            keys2
+        };
+        let out_idx = if li % 2 == 0 { idx0 } else { idx1 };
+        let mut level = LevelArg {
+            in_keys,
+            in_idx,
+            out_keys,
+            out_idx,
+            bounds: at(off.bounds),
+            tile_start: at(off.tile_start),
+            block_offset: 0,
+            nruns: l.nruns() as u32,
+            group: l.group,
+            ngroups: l.ngroups() as u32,
+            _pad: 0,
+        };
+        // Grid level: the split of every tile boundary, for the kernels that read one.
+        let splits = if kind.partitioned() { partition(&launcher, st, l, level, at(off.coarse_start))? } else { 0 };
+        // Block level: the merge, in chunks of blocks on the last level when asked.
+        let entry = merge_entry(*kind, li == 0, last);
+        let chunked = last && !chunk_events.is_empty();
+        for (c, (b0, b1)) in chunk_blocks(l.total_tiles(), if chunked { chunk_events.len() } else { 1 }).into_iter().enumerate() {
+            level.block_offset = b0;
+            let args = if kind.partitioned() { Args::LevelSplits(level, splits) } else { Args::Level(level) };
+            launcher.launch(entry, b1 - b0, args)?;
+            if chunked {
+                // SAFETY: an event of this context (ChunkEvents) recorded on the engine's stream.
+                unsafe { result::event::record(chunk_events[c], stream) }.map_err(gpu_err("recording an event"))?;
+                chunk_ends.push(l.block_output(b1));
+            }
+        }
+        in_keys = out_keys;
+        in_idx = out_idx;
+    }
+    Ok((in_idx, chunk_ends))
+}
+
+/// Queues the grid-level partition of level `l`: the split of every tile boundary, into
+/// the pool's splits buffer (returned). Groups of two runs: one thread per boundary with
+/// the 2-way co-rank. More runs: one warp per boundary with the k-way co-rank, a coarse
+/// pass (every `kway_coarse` tiles, whole runs) then the fine pass.
+fn partition(launcher: &Launcher, st: &mut State, l: &LevelPlan, level: LevelArg, coarse_start: DevPtr) -> Result<DevPtr> {
+    let threads = launcher.module.policy.threads;
+    let group = l.group as usize;
+    let boundaries = l.boundaries();
+    let splits = st.buffer(Slot::Splits, boundaries as usize * group * 8)?;
+    if l.group == 2 {
+        let args = Args::Partition2Way { level, splits, boundaries, tile: l.tile };
+        launcher.launch(Entry::Partition2Way, blocks_for_threads(boundaries, threads), args)?;
+    } else {
+        let count = l.coarse_boundaries();
+        let coarse = st.buffer(Slot::Coarse, count as usize * group * 8)?;
+        let args = Args::PartitionKWayCoarse { level, coarse, count, coarse_start };
+        launcher.launch(Entry::PartitionKWayCoarse, blocks_for_warps(count, threads), args)?;
+        let args = Args::PartitionKWay { level, splits, boundaries, coarse, coarse_start };
+        launcher.launch(Entry::PartitionKWay, blocks_for_warps(boundaries, threads), args)?;
+    }
+    Ok(splits)
+}

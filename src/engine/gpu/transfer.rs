@@ -1,0 +1,303 @@
+//! Host transfers: keys up, indices down, through two pinned staging buffers (the host
+//! fills or drains one while the other is in flight), and the output the download fills.
+//!
+//! Invariants, enforced here:
+//! - a staging buffer is handed to the host ([`Staging::host_buffer`]) only after the
+//!   last copy that used it has finished (its event), and every copy queued from or into it
+//!   records that event right after;
+//! - the output's memory is never viewed as initialized before the download wrote it: it is
+//!   `MaybeUninit` until [`Output::assume_init`], which the caller may call only once every
+//!   element has been written.
+
+use super::context::gpu_err;
+use super::launch::DevPtr;
+use super::plan::chunk_of;
+use super::tuning::STAGE_BYTES;
+use crate::permutation::Indices;
+use crate::Result;
+use cudarc::driver::{result, sys};
+use rayon::prelude::*;
+use std::ffi::c_void;
+use std::mem::{size_of_val, MaybeUninit};
+
+/// A pinned host allocation of `STAGE_BYTES`, freed on drop.
+struct Pinned {
+    ptr: *mut u8,
+}
+
+impl Pinned {
+    fn new() -> Result<Pinned> {
+        // SAFETY: a plain pinned allocation in the context bound to this thread; owned by the
+        // returned value, which frees it.
+        let ptr = unsafe { result::malloc_host(STAGE_BYTES, 0) }.map_err(gpu_err("allocating pinned memory"))?;
+        Ok(Pinned { ptr: ptr as *mut u8 })
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from malloc_host and is freed once; Staging drops its buffers
+        // only when no copy uses them (its owner is the device state, kept for the process,
+        // and every merge waits for its copies before returning).
+        unsafe {
+            let _ = result::free_host(self.ptr as *mut c_void);
+        }
+    }
+}
+
+/// The two pinned staging buffers and, per buffer, the event of the last copy that used it.
+pub(crate) struct Staging {
+    bufs: [Pinned; 2],
+    events: [sys::CUevent; 2],
+}
+
+impl Staging {
+    pub fn new() -> Result<Staging> {
+        let bufs = [Pinned::new()?, Pinned::new()?];
+        let event = || result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(gpu_err("creating an event"));
+        let first = event()?;
+        let second = match event() {
+            Ok(e) => e,
+            Err(err) => {
+                // SAFETY: created just above, never recorded or shared.
+                unsafe {
+                    let _ = result::event::destroy(first);
+                }
+                return Err(err);
+            }
+        };
+        Ok(Staging { bufs, events: [first, second] })
+    }
+
+    /// Buffer `s` for the host to fill or drain, its first `len` bytes, once the last copy
+    /// that used it has finished.
+    fn host_buffer(&mut self, s: usize, len: usize) -> Result<&mut [MaybeUninit<u8>]> {
+        assert!(len <= STAGE_BYTES);
+        // SAFETY: a valid event of this context (recorded or not: an unrecorded event counts
+        // as complete).
+        unsafe { result::event::synchronize(self.events[s]) }.map_err(gpu_err("waiting for a copy"))?;
+        // SAFETY: the buffer is a live pinned allocation of STAGE_BYTES >= len bytes; no copy
+        // uses it any more (its event has completed) and `&mut self` keeps the host from
+        // queueing another while the view lives. MaybeUninit<u8> makes no claim about the
+        // contents.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.bufs[s].ptr as *mut MaybeUninit<u8>, len) })
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        for e in self.events {
+            // SAFETY: events created by Staging::new, destroyed once, here.
+            unsafe {
+                let _ = result::event::destroy(e);
+            }
+        }
+    }
+}
+
+/// `bytes` viewed as maybe-uninitialized bytes (the type `par_copy` moves).
+fn as_uninit(bytes: &[u8]) -> &[MaybeUninit<u8>] {
+    // SAFETY: MaybeUninit<u8> has the size and alignment of u8 and accepts any byte; the
+    // shared borrow keeps the bytes unchanged and alive for the result's lifetime.
+    unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const MaybeUninit<u8>, bytes.len()) }
+}
+
+/// Host memcpy on all cores (one thread copies about 10 GB/s, less than PCIe).
+fn par_copy(src: &[MaybeUninit<u8>], dst: &mut [MaybeUninit<u8>]) {
+    const C: usize = 1 << 20;
+    dst.par_chunks_mut(C).zip(src.par_chunks(C)).for_each(|(d, s)| d.copy_from_slice(s));
+}
+
+/// Copies `src` (host, any memory) to the device at `dst` on `stream`, through the staging
+/// buffers: while one piece is in flight the host fills the other. The copies are queued,
+/// not waited for: work queued after them on `stream` sees the keys.
+pub(crate) fn upload(stream: sys::CUstream, staging: &mut Staging, src: &[u8], dst: DevPtr) -> Result<()> {
+    for (p, piece) in src.chunks(STAGE_BYTES).enumerate() {
+        let s = p % 2;
+        par_copy(as_uninit(piece), staging.host_buffer(s, piece.len())?);
+        // SAFETY: the staging buffer holds `piece.len()` bytes the host has just written and
+        // stays untouched until the event recorded next completes (host_buffer waits for
+        // it); `dst` is a device allocation of at least src.len() bytes, of which this piece
+        // covers [p * STAGE_BYTES, p * STAGE_BYTES + piece.len()).
+        unsafe {
+            sys::cuMemcpyHtoDAsync_v2(dst + (p * STAGE_BYTES) as u64, staging.bufs[s].ptr as *const c_void, piece.len(), stream)
+                .result()
+                .map_err(gpu_err("copying to the device"))?;
+            result::event::record(staging.events[s], stream).map_err(gpu_err("recording an event"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies `src` (host memory, pageable) to the device at `dst` and waits until it has
+/// landed: for the small level metadata, which the kernels read.
+pub(crate) fn upload_now<T: Copy>(stream: sys::CUstream, src: &[T], dst: DevPtr) -> Result<()> {
+    // On `stream`, then waited for: a plain synchronous copy runs on the legacy stream,
+    // which the (non-blocking) merge stream does not wait for, and from pageable memory it
+    // returns before its DMA lands. With ~2000 runs (11 levels, ~260 KB of metadata) the
+    // kernels read bounds and tile tables before they arrived: illegal addresses and
+    // instructions on the H200, never under compute-sanitizer's serialization.
+    // SAFETY: `dst` is a device allocation of at least size_of_val(src) bytes (the caller's
+    // pool buffer); `src` stays borrowed until the stream has finished the copy.
+    unsafe {
+        sys::cuMemcpyHtoDAsync_v2(dst, src.as_ptr() as *const c_void, size_of_val(src), stream)
+            .result()
+            .map_err(gpu_err("uploading level metadata"))?;
+        result::stream::synchronize(stream).map_err(gpu_err("uploading level metadata"))
+    }
+}
+
+/// Where the download's pieces may start: after the main stream has finished everything
+/// (no chunks), or per piece after the event of the chunk of the last level that completes
+/// its last element.
+pub(crate) struct DownloadOrder<'a> {
+    pub main: sys::CUstream,
+    pub chunk_events: &'a [sys::CUevent],
+    /// The output end of each chunk, in elements.
+    pub chunk_ends: &'a [u64],
+}
+
+/// Copies `dst.len()` bytes from the device at `src` into `dst` through the staging
+/// buffers, on `dl_stream`, as `order` allows; elements are `elem` bytes. The host drains
+/// one buffer while the other fills. Returns once every byte of `dst` is written.
+pub(crate) fn download(
+    dl_stream: sys::CUstream,
+    staging: &mut Staging,
+    src: DevPtr,
+    dst: &mut [MaybeUninit<u8>],
+    elem: usize,
+    order: &DownloadOrder,
+) -> Result<()> {
+    let total = dst.len();
+    let chunked = !order.chunk_events.is_empty();
+    if !chunked {
+        // SAFETY: the engine's own stream handle.
+        unsafe { result::stream::synchronize(order.main) }.map_err(gpu_err("running the merge"))?;
+    }
+    let mut pending: Option<(usize, usize, usize)> = None; // (buffer, start, end) to drain
+    for (p, s0) in (0..total).step_by(STAGE_BYTES).enumerate() {
+        let s1 = (s0 + STAGE_BYTES).min(total);
+        let s = p % 2;
+        if chunked {
+            let c = chunk_of(order.chunk_ends, ((s1 - 1) / elem) as u64);
+            // SAFETY: valid stream and event of this context; the event was recorded on the
+            // main stream after the chunk's launch.
+            unsafe { result::stream::wait_event(dl_stream, order.chunk_events[c], sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+                .map_err(gpu_err("ordering the download"))?;
+        }
+        // SAFETY: buffer `s` was last used by piece p - 2, whose drain (below, in the
+        // previous iteration) waited for its copy and finished reading it, and no host view
+        // of it is alive; the copy writes s1 - s0 <= STAGE_BYTES bytes into it and records its
+        // event right after. `src` is a device allocation of at least `total` bytes.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(staging.bufs[s].ptr as *mut c_void, src + s0 as u64, s1 - s0, dl_stream)
+                .result()
+                .map_err(gpu_err("copying from the device"))?;
+            result::event::record(staging.events[s], dl_stream).map_err(gpu_err("recording an event"))?;
+        }
+        if let Some((ps, a, b)) = pending.take() {
+            par_copy(staging.host_buffer(ps, b - a)?, &mut dst[a..b]);
+        }
+        pending = Some((s, s0, s1));
+    }
+    if let Some((ps, a, b)) = pending.take() {
+        par_copy(staging.host_buffer(ps, b - a)?, &mut dst[a..b]);
+    }
+    Ok(())
+}
+
+/// The `n` indices the download fills: u32 or u64, allocated, not initialized.
+pub(crate) struct Output {
+    indices: Indices,
+    n: usize,
+}
+
+impl Output {
+    pub fn with_capacity(n: usize, index_bytes: usize) -> Output {
+        let indices = if index_bytes == 4 { Indices::U32(Vec::with_capacity(n)) } else { Indices::U64(Vec::with_capacity(n)) };
+        Output { indices, n }
+    }
+
+    /// The `n` elements' memory as bytes, uninitialized until the download writes them.
+    pub fn bytes(&mut self) -> &mut [MaybeUninit<u8>] {
+        fn bytes<T>(v: &mut Vec<T>, n: usize) -> &mut [MaybeUninit<u8>] {
+            let spare = &mut v.spare_capacity_mut()[..n];
+            // SAFETY: the view covers exactly the memory of `spare` (n allocated elements),
+            // borrowed mutably for the result's lifetime; MaybeUninit<u8> has alignment 1 and
+            // accepts any byte, so byte writes leave the elements valid u32/u64 once all are
+            // written.
+            unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr() as *mut MaybeUninit<u8>, size_of_val(spare)) }
+        }
+        match &mut self.indices {
+            Indices::U32(v) => bytes(v, self.n),
+            Indices::U64(v) => bytes(v, self.n),
+        }
+    }
+
+    /// The indices.
+    ///
+    /// # Safety
+    ///
+    /// Every byte of [`Output::bytes`] has been written.
+    pub unsafe fn assume_init(self) -> Indices {
+        let n = self.n;
+        match self.indices {
+            Indices::U32(mut v) => {
+                // SAFETY: capacity n (with_capacity), all n elements written (the caller's
+                // contract).
+                unsafe { v.set_len(n) };
+                Indices::U32(v)
+            }
+            Indices::U64(mut v) => {
+                // SAFETY: as above.
+                unsafe { v.set_len(n) };
+                Indices::U64(v)
+            }
+        }
+    }
+}
+
+/// Maps `buf` with transparent huge pages and touches one byte per page on a few threads of
+/// `scope` (joined when the scope ends), so its page faults are taken there and then rather
+/// than during the download. Does nothing where THP is off, for small buffers, and off
+/// Linux.
+pub(crate) fn prefault<'s>(scope: &'s std::thread::Scope<'s, '_>, buf: &'s mut [MaybeUninit<u8>]) {
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        const PREFAULT_THREADS: usize = 4;
+        const HUGE: usize = 2 << 20;
+        if buf.len() < (64 << 20) {
+            return; // small outputs: not worth a thread
+        }
+        // Only with transparent huge pages: 4 threads taking 4 KiB faults slow the upload down
+        // more than they save (measured on the H200 host: 142 ms against 95 ms without).
+        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+        if !(thp.contains("[always]") || thp.contains("[madvise]")) {
+            return;
+        }
+        // 2 MiB pages for the 2 MiB-aligned interior: 512 times fewer faults.
+        let start = (buf.as_ptr() as usize).next_multiple_of(HUGE);
+        let end = (buf.as_ptr() as usize + buf.len()) / HUGE * HUGE;
+        if end <= start {
+            return;
+        }
+        // SAFETY: [start, end) lies inside `buf`, an allocation this process owns; the advice
+        // changes how its pages are backed, never their contents.
+        if unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) } != 0 {
+            return;
+        }
+        let per = buf.len().div_ceil(PREFAULT_THREADS).next_multiple_of(PAGE);
+        for part in buf.chunks_mut(per) {
+            scope.spawn(move || {
+                for byte in part.iter_mut().step_by(PAGE) {
+                    // Volatile: a plain store of a value nobody reads could be dropped.
+                    // SAFETY: `byte` is a valid, exclusively borrowed byte of `part`.
+                    unsafe { std::ptr::write_volatile(byte, MaybeUninit::new(0)) };
+                }
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (scope, buf);
+}

@@ -9,12 +9,14 @@
 //! read from criterion's estimates of this run.
 
 use arrow::array::RecordBatch;
-use corank::datagen::{sorted_runs, KeyShape};
 use corank::{Engine, MergeOptions, SortKey};
 use criterion::{criterion_group, Criterion};
 use datafusion::physical_plan::collect;
+use datagen::{sorted_runs, KeyShape};
 use std::time::Duration;
 
+#[path = "../src/bin/corank/datagen.rs"]
+mod datagen;
 #[path = "common/spm.rs"]
 mod spm;
 

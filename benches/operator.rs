@@ -12,17 +12,19 @@
 
 use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use corank::datafusion::{session_context, CoRankMergeExec, MergeSettings};
-use corank::datagen::{sorted_runs, KeyShape};
 use corank::{Engine, EngineOptions};
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::prelude::*;
+use datagen::{sorted_runs, KeyShape};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "../src/bin/corank/datagen.rs"]
+mod datagen;
 #[path = "common/spm.rs"]
 mod spm;
 

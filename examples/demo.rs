@@ -3,10 +3,13 @@
 //!
 //!   cargo run --release --example demo [-- RUNS ROWS_PER_RUN [auto|cpu|gpu]]
 
+#[path = "../src/bin/corank/datagen.rs"]
+mod datagen;
+
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::UInt64Type;
-use corank::datagen::{sorted_runs, KeyShape};
 use corank::{merge, Engine, MergeOptions, SortKey};
+use datagen::{sorted_runs, KeyShape};
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

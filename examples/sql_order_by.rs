@@ -5,10 +5,13 @@
 //!
 //!   cargo run --release --example sql_order_by
 
+#[path = "../src/bin/corank/datagen.rs"]
+mod datagen;
+
 use corank::datafusion::SessionStateBuilderExt;
-use corank::datagen::{sorted_runs, KeyShape};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::*;
+use datagen::{sorted_runs, KeyShape};
 use parquet::arrow::ArrowWriter;
 
 #[tokio::main]

@@ -1,4 +1,8 @@
 //! The crate's error type: every bad input and every engine failure ends here, never in a panic.
+//!
+//! Messages speak the library's terms: an option is named by its field in backticks
+//! (`memory_limit`, `overwrite`, `row_group_rows`, `union_by_name`), so that a program can
+//! show its own name for it (the `corank` binary shows its flags).
 
 use arrow::datatypes::DataType;
 use arrow::error::ArrowError;
@@ -19,17 +23,40 @@ pub enum Error {
     /// Bad arguments (no sort keys, batch size 0, ...).
     InvalidArgument(String),
     /// The GPU engine was asked for and cannot run (no driver, no device, no NVRTC),
-    /// or `CORANK_REQUIRE_GPU=1` forbids falling back to the CPU.
+    /// or [`OnGpuFailure::Error`](crate::OnGpuFailure::Error) forbids falling back to the CPU.
     GpuUnavailable(String),
     /// A GPU call failed (out of memory, launch failure, compile error).
     Gpu(String),
     /// An error from arrow (gathering the payload, converting rows).
     Arrow(ArrowError),
-    /// A file could not be read or written (missing, not Parquet, truncated, I/O).
+    /// An I/O error, on `path` where there is one; `context` says what corank was doing
+    /// (may be empty). The error is the [`source`](std::error::Error::source).
+    Io { path: Option<PathBuf>, context: String, source: std::io::Error },
+    /// Parquet could not read or write a file (`path` where there is one; `context` as for
+    /// [`Error::Io`]). The error is the [`source`](std::error::Error::source).
+    #[cfg(feature = "parquet")]
+    Parquet { path: Option<PathBuf>, context: String, source: parquet::errors::ParquetError },
+    /// A file is not what it must be, with no lower-level error behind it: missing, a
+    /// directory without Parquet files, a schema that differs, fewer rows than its footer
+    /// counts.
     File { path: PathBuf, detail: String },
     /// A Parquet input is not sorted by the merge key (found by the order check).
     /// `row` counts from 0 within the row group.
     FileNotSorted { path: PathBuf, row_group: usize, row: usize, detail: String },
+    /// A bug: an invariant of corank does not hold (a worker thread panicked, a stage ended
+    /// early). Not caused by the input; worth a report.
+    Internal(String),
+}
+
+/// `path: context: source`, leaving out what is absent.
+fn with_place(f: &mut fmt::Formatter<'_>, path: &Option<PathBuf>, context: &str, source: &dyn fmt::Display) -> fmt::Result {
+    if let Some(path) = path {
+        write!(f, "{}: ", path.display())?;
+    }
+    if !context.is_empty() {
+        write!(f, "{context}: ")?;
+    }
+    write!(f, "{source}")
 }
 
 impl fmt::Display for Error {
@@ -52,10 +79,14 @@ impl fmt::Display for Error {
             Error::GpuUnavailable(m) => write!(f, "GPU engine not available: {m}"),
             Error::Gpu(m) => write!(f, "GPU error: {m}"),
             Error::Arrow(e) => write!(f, "arrow error: {e}"),
+            Error::Io { path, context, source } => with_place(f, path, context, source),
+            #[cfg(feature = "parquet")]
+            Error::Parquet { path, context, source } => with_place(f, path, context, source),
             Error::File { path, detail } => write!(f, "{}: {detail}", path.display()),
             Error::FileNotSorted { path, row_group, row, detail } => {
                 write!(f, "{}: not sorted: row group {row_group}, row {row}: {detail}", path.display())
             }
+            Error::Internal(m) => write!(f, "internal error (a bug in corank): {m}"),
         }
     }
 }
@@ -64,6 +95,9 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Arrow(e) => Some(e),
+            Error::Io { source, .. } => Some(source),
+            #[cfg(feature = "parquet")]
+            Error::Parquet { source, .. } => Some(source),
             _ => None,
         }
     }
@@ -72,6 +106,19 @@ impl std::error::Error for Error {
 impl From<ArrowError> for Error {
     fn from(e: ArrowError) -> Self {
         Error::Arrow(e)
+    }
+}
+
+impl Error {
+    /// An I/O error on `path`, while doing `context` (may be empty).
+    pub fn io(path: impl Into<PathBuf>, context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io { path: Some(path.into()), context: context.into(), source }
+    }
+
+    /// A Parquet error on `path`, while doing `context` (may be empty).
+    #[cfg(feature = "parquet")]
+    pub fn parquet(path: impl Into<PathBuf>, context: impl Into<String>, source: parquet::errors::ParquetError) -> Self {
+        Error::Parquet { path: Some(path.into()), context: context.into(), source }
     }
 }
 

@@ -31,7 +31,6 @@
 pub mod api;
 #[cfg(feature = "datafusion")]
 pub mod datafusion;
-pub mod datagen;
 pub mod engine;
 pub mod error;
 pub mod frontier;

@@ -5,6 +5,8 @@
 //! `corank demo` and `corank bench`.
 
 mod common;
+#[path = "../src/bin/corank/datagen.rs"]
+mod datagen;
 
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::compute::{concat_batches, take, SortOptions};
@@ -315,7 +317,7 @@ fn empty_and_row_group_sorted_files() {
 #[cfg(unix)]
 #[test]
 fn interrupted_merge_leaves_no_file() {
-    use corank::datagen::{write_lineitem_files, FileLayout};
+    use crate::datagen::{write_lineitem_files, FileLayout};
     use std::os::unix::process::ExitStatusExt;
     use std::time::{Duration, Instant};
     let d = tempfile::tempdir().unwrap();

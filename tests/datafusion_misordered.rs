@@ -7,16 +7,19 @@
 //! sorts below the merge). `corank.check_sorted` turns a partition that is not sorted at
 //! all into an error naming the partition and the row.
 
+#[path = "../src/bin/corank/datagen.rs"]
+mod datagen;
+
 use arrow::array::*;
 use arrow::datatypes::SchemaRef;
 use corank::datafusion::{session_context, CoRankCodec, CoRankMergeExec, CoRankRule};
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
-use corank::datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::limit::LocalLimitExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{collect, displayable, ExecutionPlan, ExecutionPlanProperties};
 use datafusion::prelude::*;
+use datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use std::path::Path;

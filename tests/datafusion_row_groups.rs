@@ -8,7 +8,7 @@ use arrow::compute::SortOptions;
 use arrow::datatypes::DataType;
 use common::{sorted_run, Rng};
 use corank::datafusion::session_context;
-use corank::parquet::SortedRowGroupsTable;
+use corank::datafusion::SortedRowGroupsTable;
 use corank::SortKey;
 use datafusion::physical_plan::displayable;
 use datafusion::prelude::*;

@@ -9,6 +9,8 @@
 //! own `VmHWM`, printed by `corank merge -v`).
 
 mod common;
+#[path = "../src/bin/corank/datagen.rs"]
+mod datagen;
 
 use arrow::array::*;
 use arrow::compute::{concat_batches, SortOptions};
@@ -440,7 +442,7 @@ fn huge_repeated_strings_are_read_in_smaller_batches() {
 #[cfg(target_os = "linux")]
 #[test]
 fn peak_memory_stays_within_the_limit() {
-    use corank::datagen::{write_lineitem_files, FileLayout};
+    use crate::datagen::{write_lineitem_files, FileLayout};
     const FLOOR: u64 = 64 << 20;
     let d = tempfile::tempdir().unwrap();
     let inputs = d.path().join("in");

@@ -15,12 +15,14 @@ pub mod codec;
 pub mod config;
 pub mod exec;
 mod file_order;
+pub mod row_groups;
 pub mod rule;
 pub mod stream;
 
 pub use codec::CoRankCodec;
 pub use config::CoRankConfig;
 pub use exec::{CoRankMergeExec, MergeSettings};
+pub use row_groups::SortedRowGroupsTable;
 pub use rule::CoRankRule;
 
 use datafusion::common::config::ConfigExtension;

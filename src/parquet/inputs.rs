@@ -115,7 +115,7 @@ fn file_error(path: &Path, what: impl std::fmt::Display) -> Error {
     Error::File { path: path.to_path_buf(), detail: what.to_string() }
 }
 
-/// Expands the command line's inputs: a file as given, a directory to its `*.parquet`
+/// Expands a list of inputs: a file as given, a directory to its `*.parquet`
 /// files (sorted by name), a glob pattern to its matches (sorted by name). The order of the
 /// result is the merge's tie order. A name that is none of these is an error.
 pub fn expand_inputs(args: &[String]) -> Result<Vec<PathBuf>> {
@@ -124,7 +124,7 @@ pub fn expand_inputs(args: &[String]) -> Result<Vec<PathBuf>> {
         let path = Path::new(arg);
         if path.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-                .map_err(|e| file_error(path, e))?
+                .map_err(|e| Error::io(path, "reading the directory", e))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.is_file() && p.extension().is_some_and(|x| x.eq_ignore_ascii_case("parquet")))
                 .collect();
@@ -182,8 +182,8 @@ fn is_temporary_output(path: &Path) -> bool {
 /// [`expand_inputs`], never yielding the output: a file that a directory or a glob pattern
 /// found and that is `output` (same device and inode, so hard links and symbolic links
 /// count), or a temporary output of an interrupted merge, is left out; an input named
-/// explicitly that is `output` is an error. Without this a second `--force` run over a
-/// directory would read its own previous output.
+/// explicitly that is `output` is an error. Without this a second merge over a directory
+/// that replaces its output (`overwrite`) would read its own previous output.
 pub fn expand_inputs_excluding(args: &[String], output: &Path) -> Result<Vec<PathBuf>> {
     let out_id = file_id(output);
     let mut paths = Vec::new();
@@ -209,10 +209,10 @@ pub fn expand_inputs_excluding(args: &[String], output: &Path) -> Result<Vec<Pat
 
 /// Opens one file: reads and decodes its footer.
 pub fn open_input(path: &Path) -> Result<InputFile> {
-    let file = std::fs::File::open(path).map_err(|e| file_error(path, e))?;
-    let size = file.metadata().map_err(|e| file_error(path, e))?.len();
-    let metadata = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
-        .map_err(|e| file_error(path, format!("not a readable Parquet file: {e}")))?;
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, "", e))?;
+    let size = file.metadata().map_err(|e| Error::io(path, "", e))?.len();
+    let metadata =
+        ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|e| Error::parquet(path, "not a readable Parquet file", e))?;
     Ok(InputFile { path: path.to_path_buf(), size, metadata })
 }
 
@@ -235,7 +235,7 @@ fn common_declared_order(files: &[InputFile]) -> Result<Vec<SortKey>> {
             }
             let Some(order) = declared_order(f, rg) else {
                 return Err(Error::InvalidArgument(format!(
-                    "{}: row group {g} has no sorting_columns metadata; give the sort key with --by",
+                    "{}: row group {g} has no sorting_columns metadata; give the sort key",
                     f.path.display()
                 )));
             };
@@ -243,7 +243,7 @@ fn common_declared_order(files: &[InputFile]) -> Result<Vec<SortKey>> {
                 None => common = Some((order, &f.path)),
                 Some((c, first)) if *c != order => {
                     return Err(Error::InvalidArgument(format!(
-                        "{} is sorted by {} but {} by {}; give the sort key with --by",
+                        "{} is sorted by {} but {} by {}; give the sort key",
                         first.display(),
                         show_keys(c),
                         f.path.display(),
@@ -256,10 +256,11 @@ fn common_declared_order(files: &[InputFile]) -> Result<Vec<SortKey>> {
     }
     common
         .map(|(c, _)| c)
-        .ok_or_else(|| Error::InvalidArgument("the inputs hold no rows to read a sort order from; give the sort key with --by".into()))
+        .ok_or_else(|| Error::InvalidArgument("the inputs hold no rows to read a sort order from; give the sort key".into()))
 }
 
-/// `k DESC NULLS LAST, j ASC NULLS LAST`: keys as `--by` would take them.
+/// `k DESC NULLS LAST, j ASC NULLS LAST`: keys as [`parse_order_by`](super::parse_order_by)
+/// takes them.
 pub fn show_keys(keys: &[SortKey]) -> String {
     keys.iter()
         .map(|k| {
@@ -295,8 +296,8 @@ fn continues(input: &InputFile, key: &SortKey, allow_equal: bool) -> Vec<bool> {
         // its max (min when descending).
         let (starts, ends): (&ArrayRef, &ArrayRef) = if desc { (&maxes, &mins) } else { (&mins, &maxes) };
         let converter = RowConverter::new(vec![SortField::new_with_options(starts.data_type().clone(), key.options)]).ok()?;
-        let start_rows = converter.convert_columns(&[starts.clone()]).ok()?;
-        let end_rows = converter.convert_columns(&[ends.clone()]).ok()?;
+        let start_rows = converter.convert_columns(std::slice::from_ref(starts)).ok()?;
+        let end_rows = converter.convert_columns(std::slice::from_ref(ends)).ok()?;
         Some(
             (0..pairs)
                 .map(|g| {
@@ -478,7 +479,7 @@ fn union_schema(files: &[InputFile]) -> Result<Schema> {
                         file_error(
                             &f.path,
                             format!(
-                                "column '{}' is {} here but {} in an earlier input, and --union-by-name has no type that holds both",
+                                "column '{}' is {} here but {} in an earlier input, and `union_by_name` has no type that holds both",
                                 field.name(),
                                 field.data_type(),
                                 fields[i].data_type()
@@ -506,7 +507,7 @@ fn check_same_schema(files: &[InputFile]) -> Result<()> {
     let schema = files[0].metadata.schema();
     for f in &files[1..] {
         let other = f.metadata.schema();
-        let hint = "(--union-by-name merges files whose columns differ in order, nullability or numeric width)";
+        let hint = "(`union_by_name` merges files whose columns differ in order, nullability or numeric width)";
         if other.fields().len() != schema.fields().len() {
             return Err(file_error(
                 &f.path,

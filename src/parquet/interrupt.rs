@@ -51,6 +51,8 @@ impl Drop for TempGuard {
 #[cfg(unix)]
 extern "C" fn on_signal(sig: libc::c_int) {
     let p = TEMP_PATH.load(Ordering::SeqCst);
+    // SAFETY: async-signal-safe calls only; `p` is 0 or a NUL-terminated string leaked for
+    // the life of the process (never freed, so never dangling).
     unsafe {
         if p != 0 {
             libc::unlink(p as *const libc::c_char);
@@ -65,6 +67,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// program's `main` (no effect on non-Unix systems).
 pub fn remove_temp_file_on_signal() {
     #[cfg(unix)]
+    // SAFETY: `on_signal` is an `extern "C" fn(c_int)` that does only async-signal-safe work.
     unsafe {
         let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {

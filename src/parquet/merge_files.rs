@@ -105,16 +105,33 @@ pub struct MergeSummary {
     pub merge_time: Duration,
     /// Time the writer thread spent encoding and writing row groups.
     pub write_time: Duration,
-    /// The process's peak resident memory at the end ([`peak_memory`]; Linux only).
+    /// The process's peak resident memory at the end ([`peak_memory`]; Linux and macOS).
     pub peak_memory: Option<u64>,
 }
 
-/// The process's peak resident memory so far (`VmHWM` of `/proc/self/status`), on Linux.
+/// The process's peak resident memory so far, in bytes: `VmHWM` of `/proc/self/status` on
+/// Linux, `getrusage`'s `ru_maxrss` on macOS; `None` elsewhere or when unreadable.
 pub fn peak_memory() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
-    Some(kib * 1024)
+    #[cfg(target_os = "linux")]
+    {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kib: u64 = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
+        Some(kib * 1024)
+    }
+    #[cfg(target_os = "macos")]
+    {
+        // SAFETY: `rusage` is plain integers: all zeros is a valid value.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage writes the struct passed by pointer.
+        let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0;
+        // On macOS ru_maxrss is in bytes (on Linux and the BSDs in KiB).
+        ok.then(|| usage.ru_maxrss.max(0) as u64)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        None
+    }
 }
 
 impl MergeSummary {
@@ -152,7 +169,7 @@ pub fn window_budgets(plan: &MergePlan, memory_limit: usize, decoders: usize) ->
         // The smallest limit with R/4 >= needed and B >= 2D.
         let at_least = (decoders + needed * 4).max(2 * decoders);
         return Err(Error::InvalidArgument(format!(
-            "--memory-limit {} is too small for {n} sorted runs of about {} bytes a row and {} of Parquet decoders; it needs at least {}",
+            "`memory_limit` {} is too small for {n} sorted runs of about {} bytes a row and {} of Parquet decoders; it needs at least {}",
             show_bytes(memory_limit as u64),
             plan.row_bytes,
             show_bytes(decoders as u64),
@@ -174,7 +191,7 @@ pub fn window_budgets(plan: &MergePlan, memory_limit: usize, decoders: usize) ->
 }
 
 /// `1.5 GiB`, rounded up at the last digit shown (a hint to pass back must not be short).
-pub fn show_bytes_ceil(n: u64) -> String {
+pub(crate) fn show_bytes_ceil(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut unit = 1u64;
     let mut u = 0;
@@ -190,7 +207,7 @@ pub fn show_bytes_ceil(n: u64) -> String {
 }
 
 /// `1.5 GiB`.
-pub fn show_bytes(n: u64) -> String {
+pub(crate) fn show_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n as f64;
     let mut u = 0;
@@ -211,21 +228,25 @@ pub const MAX_READER_THREADS: usize = 256;
 /// File descriptors kept for everything but the runs' files (output, libraries, GPU).
 const RESERVED_FILES: u64 = 64;
 
-/// Raises the soft limit on open files to the hard limit (capped at 2^20) and returns how
-/// many input files a merge may hold open at once.
+/// On Unix, raises the soft limit on open files toward the hard limit (capped at 2^20;
+/// halved until the system accepts it: macOS refuses more than its per-process maximum)
+/// and returns how many input files a merge may hold open at once. Elsewhere 512 (the C
+/// runtime's default on Windows).
 pub fn open_file_budget() -> usize {
     #[cfg(unix)]
     {
         // SAFETY: getrlimit/setrlimit read and write the plain struct passed by pointer.
         unsafe {
-            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            let mut limit: libc::rlimit = std::mem::zeroed();
             if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
-                let want = limit.rlim_max.min(1 << 20);
-                if limit.rlim_cur < want {
+                let mut want = limit.rlim_max.min(1 << 20);
+                while limit.rlim_cur < want {
                     let raised = libc::rlimit { rlim_cur: want, rlim_max: limit.rlim_max };
                     if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
                         limit.rlim_cur = want;
+                        break;
                     }
+                    want /= 2;
                 }
                 return (limit.rlim_cur as u64).saturating_sub(RESERVED_FILES).max(16) as usize;
             }
@@ -293,8 +314,13 @@ impl<'a> RunReader<'a> {
         RunReader { run, path: &f.path, metadata: &f.metadata, reader: None, position: 0, batch_rows, batch_bytes, keep_open }
     }
 
+    /// What the reader was doing, for its errors.
+    fn context(&self) -> String {
+        format!("reading row groups {:?}", self.run.row_groups)
+    }
+
     fn error(&self, e: &dyn std::fmt::Display) -> Error {
-        Error::File { path: self.path.to_path_buf(), detail: format!("reading row groups {:?}: {e}", self.run.row_groups) }
+        Error::File { path: self.path.to_path_buf(), detail: format!("{}: {e}", self.context()) }
     }
 
     /// Opens the file at the run's current position, for batches of `self.batch_rows`.
@@ -305,7 +331,7 @@ impl<'a> RunReader<'a> {
             skip -= self.run.row_group_rows[first];
             first += 1;
         }
-        let file = std::fs::File::open(self.path).map_err(|e| self.error(&e))?;
+        let file = std::fs::File::open(self.path).map_err(|e| Error::io(self.path, self.context(), e))?;
         let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
             .with_row_groups(self.run.row_groups[first..].to_vec())
             .with_batch_size(self.batch_rows);
@@ -313,7 +339,7 @@ impl<'a> RunReader<'a> {
             let rest = self.run.rows() - self.position;
             builder = builder.with_row_selection(RowSelection::from(vec![RowSelector::skip(skip), RowSelector::select(rest)]));
         }
-        let reader = builder.build().map_err(|e| self.error(&e))?;
+        let reader = builder.build().map_err(|e| Error::parquet(self.path, self.context(), e))?;
         self.reader = Some((reader, self.batch_rows));
         Ok(())
     }
@@ -436,10 +462,11 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
                     ToWriter::Finish => {
                         // Fewer rows than the metadata counts would mean a reader lost some.
                         if writer.rows() != expected_rows {
-                            return Err(Error::File {
-                                path: output.to_path_buf(),
-                                detail: format!("merged {} rows but the inputs' metadata counts {expected_rows}; nothing written", writer.rows()),
-                            });
+                            return Err(Error::Internal(format!(
+                                "{}: merged {} rows but the inputs' metadata counts {expected_rows}; nothing written",
+                                output.display(),
+                                writer.rows()
+                            )));
                         }
                         let t = Instant::now();
                         let written = writer.finish()?;
@@ -531,9 +558,9 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
         })();
         drop(to_writer);
         drop(sources); // reader threads still running see their channel close and stop
-        let written = writer_thread.join().map_err(|_| Error::InvalidArgument("the writer thread panicked".into()))?;
+        let written = writer_thread.join().map_err(|_| Error::Internal("the writer thread panicked".into()))?;
         merged?;
-        written?.ok_or_else(|| Error::InvalidArgument("the writer stopped before the end".into()))
+        written?.ok_or_else(|| Error::Internal("the writer stopped before the end".into()))
     });
     let (written, write_time) = written?;
     Ok(MergeSummary {

@@ -1,4 +1,4 @@
-//! The `--by` sort specification: a SQL `ORDER BY` list.
+//! Sort keys as text: a SQL `ORDER BY` list (the `corank` binary's `--by`).
 //!
 //! ```text
 //! order_by := item ("," item)*
@@ -19,8 +19,7 @@ use arrow::compute::SortOptions;
 pub fn parse_order_by(text: &str) -> Result<Vec<SortKey>> {
     let tokens = tokenize(text)?;
     let mut keys = Vec::new();
-    let mut items = tokens.split(|t| matches!(t, Token::Comma)).peekable();
-    while let Some(item) = items.next() {
+    for item in tokens.split(|t| matches!(t, Token::Comma)) {
         keys.push(parse_item(item, text)?);
     }
     if keys.is_empty() {
@@ -39,7 +38,7 @@ enum Token {
 }
 
 fn usage(text: &str, what: &str) -> Error {
-    Error::InvalidArgument(format!("--by \"{text}\": {what} (expected e.g. \"k DESC NULLS LAST, j\")"))
+    Error::InvalidArgument(format!("ORDER BY \"{text}\": {what} (expected e.g. \"k DESC NULLS LAST, j\")"))
 }
 
 fn tokenize(text: &str) -> Result<Vec<Token>> {

@@ -2,8 +2,8 @@
 //! renamed over it only when complete, so a failure (or an interrupted run) never leaves a
 //! partial output under the target's name. The temporary file has a short name of its own
 //! (`.corank-<16 hex digits>.tmp`, so any target name that fits fits it too), the mode
-//! `File::create` gives (0666 less the umask; a replaced file's mode when `--force`
-//! replaces one), and is registered for the signal handler ([`super::interrupt`]) before it
+//! `File::create` gives (on Unix 0666 less the umask; a replaced file's mode when
+//! [`WriterSettings::overwrite`] replaces one), and is registered for the signal handler ([`super::interrupt`]) before it
 //! exists. It is removed when the writer is dropped, and also when a signal ends the process
 //! if the program asked for that. Only a regular file is ever replaced.
 //!
@@ -68,7 +68,7 @@ impl Default for WriterSettings {
 
 /// Parses `none`, `snappy`, `zstd` or `zstd(LEVEL)` (the codecs this build carries).
 pub fn parse_compression(text: &str) -> Result<Compression> {
-    let bad = |why: String| Error::InvalidArgument(format!("--compression {text}: {why} (use none, snappy, zstd or zstd(1..22))"));
+    let bad = |why: String| Error::InvalidArgument(format!("compression \"{text}\": {why} (use none, snappy, zstd or zstd(1..22))"));
     let lower = text.trim().to_ascii_lowercase();
     let c = match lower.as_str() {
         "none" | "uncompressed" => Compression::UNCOMPRESSED,
@@ -216,14 +216,14 @@ fn encode_row_group(schema: &SchemaRef, batches: Vec<RecordBatch>, writers: Vec<
     Ok((chunks, distinct))
 }
 
-fn output_error(path: &Path, what: impl std::fmt::Display) -> Error {
-    Error::File { path: path.to_path_buf(), detail: what.to_string() }
-}
-
 /// `keys` as Parquet `sorting_columns`: they name leaf columns, and keys are top-level
 /// primitive columns.
 pub fn sorting_columns(schema: &Schema, keys: &[SortKey]) -> Result<Vec<SortingColumn>> {
-    let leaves = ArrowSchemaConverter::new().convert(schema).map_err(|e| Error::Arrow(e.into()))?;
+    let leaves = ArrowSchemaConverter::new().convert(schema).map_err(|source| Error::Parquet {
+        path: None,
+        context: "deriving the Parquet schema".into(),
+        source,
+    })?;
     sorting_columns_in(&leaves, keys)
 }
 
@@ -276,7 +276,7 @@ pub fn common_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema
 pub fn check_output(target: &Path, overwrite: bool) -> Result<()> {
     match std::fs::symlink_metadata(target) {
         Ok(meta) if !meta.file_type().is_file() => Err(not_regular(target, &meta)),
-        Ok(_) if !overwrite => Err(Error::InvalidArgument(format!("output {} exists; use --force to replace it", target.display()))),
+        Ok(_) if !overwrite => Err(Error::InvalidArgument(format!("output {} exists; set `overwrite` to replace it", target.display()))),
         // Not there (or not visible: creating the file beside it reports why).
         _ => Ok(()),
     }
@@ -305,7 +305,10 @@ fn not_regular(target: &Path, meta: &std::fs::Metadata) -> Error {
         #[cfg(not(unix))]
         "something else"
     };
-    Error::InvalidArgument(format!("output {} is {what}, not a regular file; corank writes only regular files (and --force replaces only those)", target.display()))
+    Error::InvalidArgument(format!(
+        "output {} is {what}, not a regular file; corank writes only regular files (and `overwrite` replaces only those)",
+        target.display()
+    ))
 }
 
 /// `.corank-<16 hex digits>.tmp`: short (a long output name still fits the file name limit)
@@ -361,12 +364,12 @@ impl SortedParquetWriter {
     ) -> Result<Self> {
         check_output(target, settings.overwrite)?;
         if settings.row_group_rows == 0 || settings.row_group_bytes == 0 {
-            return Err(Error::InvalidArgument("row group size must be at least 1".into()));
+            return Err(Error::InvalidArgument("`row_group_rows` and `row_group_bytes` must be at least 1".into()));
         }
         let groups = expected_rows.div_ceil(settings.row_group_rows);
         if groups > MAX_ROW_GROUPS {
             return Err(Error::InvalidArgument(format!(
-                "--row-group-size {} makes {groups} row groups of the {expected_rows} rows; a Parquet file holds at most {MAX_ROW_GROUPS}: use --row-group-size {} or more",
+                "`row_group_rows` {} makes {groups} row groups of the {expected_rows} rows; a Parquet file holds at most {MAX_ROW_GROUPS}: use `row_group_rows` {} or more",
                 settings.row_group_rows,
                 expected_rows.div_ceil(MAX_ROW_GROUPS)
             )));
@@ -377,14 +380,15 @@ impl SortedParquetWriter {
             None => sorting_columns(&schema, keys),
         }
         .map_err(|e| match e {
-            Error::Arrow(e) => output_error(target, e),
+            Error::Parquet { path: None, context, source } => Error::Parquet { path: Some(target.to_path_buf()), context, source },
             other => other,
         })?;
         let dir = match target.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let (file, temp, on_signal) = create_temp(&dir).map_err(|e| output_error(target, format!("cannot create a file in {}: {e}", dir.display())))?;
+        let (file, temp, on_signal) =
+            create_temp(&dir).map_err(|e| Error::io(target, format!("cannot create a file in {}", dir.display()), e))?;
 
         let props = WriterProperties::builder()
             .set_compression(settings.compression)
@@ -397,9 +401,9 @@ impl SortedParquetWriter {
         if let Some(parquet_schema) = parquet_schema {
             options = options.with_parquet_schema(parquet_schema);
         }
-        let arrow_writer =
-            ArrowWriter::try_new_with_options(BufWriter::with_capacity(1 << 20, file), schema.clone(), options).map_err(|e| output_error(target, e))?;
-        let (writer, factory) = arrow_writer.into_serialized_writer().map_err(|e| output_error(target, e))?;
+        let arrow_writer = ArrowWriter::try_new_with_options(BufWriter::with_capacity(1 << 20, file), schema.clone(), options)
+            .map_err(|e| Error::parquet(target, "", e))?;
+        let (writer, factory) = arrow_writer.into_serialized_writer().map_err(|e| Error::parquet(target, "", e))?;
         Ok(Self {
             target: target.to_path_buf(),
             overwrite: settings.overwrite,
@@ -460,7 +464,7 @@ impl SortedParquetWriter {
             return Ok(());
         }
         let target = self.target.clone();
-        let writers = self.factory.create_column_writers(self.row_groups_started).map_err(|e| output_error(&target, e))?;
+        let writers = self.factory.create_column_writers(self.row_groups_started).map_err(|e| Error::parquet(&target, "", e))?;
         let batches = std::mem::take(&mut self.pending);
         let schema = self.schema.clone();
         let (done, result) = std::sync::mpsc::sync_channel(1);
@@ -481,8 +485,9 @@ impl SortedParquetWriter {
     fn append_oldest(&mut self) -> Result<()> {
         let Some((result, rows)) = self.in_flight.pop_front() else { return Ok(()) };
         let target = self.target.clone();
-        let err = |e: parquet::errors::ParquetError| output_error(&target, e);
-        let (chunks, distinct) = result.recv().map_err(|_| output_error(&target, "a row group encoder stopped"))?.map_err(err)?;
+        let err = |e: parquet::errors::ParquetError| Error::parquet(&target, "", e);
+        let (chunks, distinct) =
+            result.recv().map_err(|_| Error::Internal(format!("{}: a row group encoder stopped", target.display())))?.map_err(err)?;
         for (max, n) in self.max_distinct.iter_mut().zip(distinct) {
             *max = (*max).max(n);
         }
@@ -506,24 +511,24 @@ impl SortedParquetWriter {
         let target = self.target.clone();
         let stored = widened_dictionary_keys(&self.schema, &self.max_distinct);
         self.writer.append_key_value_metadata(KeyValue::new(ARROW_SCHEMA_KEY.to_string(), encode_arrow_schema(&stored)));
-        let inner = self.writer.into_inner().map_err(|e| output_error(&target, e))?;
-        let file = inner.into_inner().map_err(|e| output_error(&target, e.error()))?;
+        let inner = self.writer.into_inner().map_err(|e| Error::parquet(&target, "", e))?;
+        let file = inner.into_inner().map_err(|e| Error::io(&target, "", e.into_error()))?;
         // The target again, as it is now: still not there, or a regular file to replace, whose
         // mode the new file takes.
         match std::fs::symlink_metadata(&target) {
             Ok(meta) if !meta.file_type().is_file() => return Err(not_regular(&target, &meta)),
-            Ok(meta) if self.overwrite => file.set_permissions(meta.permissions()).map_err(|e| output_error(&target, e))?,
+            Ok(meta) if self.overwrite => file.set_permissions(meta.permissions()).map_err(|e| Error::io(&target, "", e))?,
             _ => {}
         }
-        file.sync_all().map_err(|e| output_error(&target, e))?;
-        let bytes = file.metadata().map_err(|e| output_error(&target, e))?.len();
+        file.sync_all().map_err(|e| Error::io(&target, "", e))?;
+        let bytes = file.metadata().map_err(|e| Error::io(&target, "", e))?.len();
         drop(file);
         let persisted = if self.overwrite { self.temp.persist(&target) } else { self.temp.persist_noclobber(&target) };
         persisted.map_err(|e| {
             if e.error.kind() == std::io::ErrorKind::AlreadyExists {
-                Error::InvalidArgument(format!("output {} exists; use --force to replace it", target.display()))
+                Error::InvalidArgument(format!("output {} exists; set `overwrite` to replace it", target.display()))
             } else {
-                output_error(&target, e.error)
+                Error::io(&target, "", e.error)
             }
         })?;
         Ok(Written { rows: self.rows, row_groups: self.row_groups, bytes })

@@ -12,12 +12,12 @@
 //! files; every output is checked (row count, key order). Prints one table and draws a PNG
 //! chart of rows/s by engine and input size.
 
+use crate::datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
 use crate::merge::group_digits;
 use crate::parse_count;
 use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
 use clap::Args;
-use corank::datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
 use corank::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -147,7 +147,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         if !done.exists() {
             let t = Instant::now();
             write_lineitem_files(&data, args.files, per_file, 1 << 17, FileLayout::Sorted, 42)?;
-            std::fs::write(&done, b"").map_err(|e| Error::File { path: done.clone(), detail: e.to_string() })?;
+            std::fs::write(&done, b"").map_err(|e| Error::io(&done, "", e))?;
             eprintln!("generated {} in {:.1?}", data.display(), t.elapsed());
         }
         let total = per_file * args.files;
@@ -208,8 +208,13 @@ fn print_table(results: &[Measurement], contenders: &[(String, String)]) {
 /// The stock DataFusion contender, as `datafusion-cli` would run the COPY.
 pub fn datafusion_copy(args: DataFusionCopyArgs) -> Result<()> {
     use datafusion::prelude::{ParquetReadOptions, SessionContext};
-    let df_err = |e: datafusion::error::DataFusionError| Error::InvalidArgument(format!("datafusion: {e}"));
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    let df_err =
+        |e: datafusion::error::DataFusionError| Error::File { path: args.output.clone(), detail: format!("DataFusion's COPY: {e}") };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|source| Error::Io {
+        path: None,
+        context: "starting the tokio runtime".into(),
+        source,
+    })?;
     runtime.block_on(async {
         let ctx = SessionContext::new();
         let paths: Vec<String> = args.files.iter().map(|p| p.display().to_string()).collect();

@@ -19,7 +19,7 @@ pub fn draw(path: &Path, results: &[Measurement]) -> Result<()> {
     let err = |e: &dyn std::fmt::Display| Error::File { path: path.to_path_buf(), detail: format!("drawing the chart: {e}") };
     plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).map_err(|_| err(&"the embedded font is invalid"))?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(path, "drawing the chart", e))?;
     }
     let rate = |m: &Measurement| m.rows as f64 / m.seconds / 1e6;
     let max_rate = results.iter().map(rate).fold(0.0, f64::max) * 1.15;

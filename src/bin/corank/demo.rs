@@ -2,12 +2,12 @@
 //! sorted as a whole, some with only their row groups sorted), merges them with
 //! `corank merge`'s code, reads the output back and verifies it.
 
+use crate::datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
 use crate::merge::{execute, summary_line, MergeArgs};
 use crate::{parse_count, EngineArgs};
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use clap::Args;
-use corank::datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
 use corank::{Error, Result};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
@@ -33,7 +33,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
     if args.files == 0 {
         return Err(Error::InvalidArgument("--files must be at least 1".into()));
     }
-    let temp = tempfile::tempdir().map_err(|e| Error::File { path: std::env::temp_dir(), detail: e.to_string() })?;
+    let temp = tempfile::tempdir().map_err(|e| Error::io(std::env::temp_dir(), "creating a temporary directory", e))?;
     let dir = args.dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
     let input_dir = dir.join("input");
 
@@ -83,11 +83,12 @@ pub fn run(args: DemoArgs) -> Result<()> {
         return Err(Error::File { path: output, detail: format!("verification failed: {rows_out} rows out of {rows}, checksums {sums_out:?} vs {sums_in:?}") });
     }
     check_output_sorted(&output)?;
-    let file = std::fs::File::open(&output).map_err(|e| Error::File { path: output.clone(), detail: e.to_string() })?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| Error::File { path: output.clone(), detail: e.to_string() })?;
+    let file = std::fs::File::open(&output).map_err(|e| Error::io(&output, "", e))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| Error::parquet(&output, "", e))?;
     let sorting = builder.metadata().row_groups().first().and_then(|g| g.sorting_columns().cloned());
     println!("verified in {:.2?}: {rows_out} rows, {LINEITEM_KEY} in order, l_partkey checksum equal, sorting_columns {sorting:?}", t.elapsed());
-    let head: Vec<RecordBatch> = builder.with_batch_size(5).build().map_err(|e| Error::File { path: output.clone(), detail: e.to_string() })?.take(1).collect::<Result<_, _>>()?;
+    let head: Vec<RecordBatch> =
+        builder.with_batch_size(5).build().map_err(|e| Error::parquet(&output, "", e))?.take(1).collect::<Result<_, _>>()?;
     println!("first rows:\n{}", arrow::util::pretty::pretty_format_batches(&head)?);
     if args.dir.is_some() {
         println!("files kept in {}", dir.display());
@@ -128,12 +129,12 @@ fn check_output_sorted(path: &Path) -> Result<()> {
 pub fn read_column(paths: &[PathBuf], column: &str) -> Result<Vec<RecordBatch>> {
     let mut out = Vec::new();
     for path in paths {
-        let err = |e: &dyn std::fmt::Display| Error::File { path: path.clone(), detail: e.to_string() };
-        let file = std::fs::File::open(path).map_err(|e| err(&e))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| err(&e))?;
+        let err = |e| Error::parquet(path, "", e);
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, "", e))?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(err)?;
         let idx = builder.schema().index_of(column)?;
         let mask = ProjectionMask::roots(builder.parquet_schema(), [idx]);
-        for b in builder.with_projection(mask).with_batch_size(1 << 16).build().map_err(|e| err(&e))? {
+        for b in builder.with_projection(mask).with_batch_size(1 << 16).build().map_err(err)? {
             out.push(b?);
         }
     }

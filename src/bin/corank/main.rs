@@ -6,12 +6,14 @@
 //! corank bench      # corank against DataFusion, DuckDB and Polars; table and PNG chart
 //! ```
 //!
-//! Exit codes: 0 success, 1 failure (I/O, bad Parquet, schemas that differ, GPU, stdout),
-//! 2 usage (bad arguments, unknown sort column or one of a type corank cannot sort by,
-//! output exists without `--force` or is not a regular file), 3 an input is not sorted.
+//! Exit codes: 0 success, 1 failure (I/O, bad Parquet, schemas that differ, GPU, stdout,
+//! internal errors), 2 usage (bad arguments, unknown sort column or one of a type corank
+//! cannot sort by, output exists without `--force` or is not a regular file), 3 an input is
+//! not sorted.
 
 mod bench;
 mod chart;
+mod datagen;
 mod demo;
 mod merge;
 
@@ -111,13 +113,35 @@ pub fn parse_count(s: &str) -> Result<usize, String> {
     Ok((v * scale).round() as usize)
 }
 
-/// The exit code for an error: 2 usage, 3 unsorted input, 1 anything else.
+/// The exit code for an error: 2 usage, 3 unsorted input, 1 anything else (I/O, Parquet,
+/// files that are not what they must be, GPU failures, internal errors).
 fn exit_code(e: &Error) -> u8 {
     match e {
         Error::InvalidArgument(_) | Error::MissingColumn { .. } | Error::UnsupportedType { .. } => 2,
         Error::NotSorted { .. } | Error::FileNotSorted { .. } => 3,
         _ => 1,
     }
+}
+
+/// The library names an option by its field in backticks (src/error.rs); here the user
+/// knows it by its flag. Each pair: the library's words, the command line's.
+const FLAG_NAMES: [(&str, &str); 9] = [
+    ("set `overwrite` to replace it", "use --force to replace it"),
+    ("`overwrite`", "--force"),
+    ("`memory_limit`", "--memory-limit"),
+    ("`row_group_rows`", "--row-group-size"),
+    ("`row_group_bytes`", "--max-row-group-bytes"),
+    ("`union_by_name`", "--union-by-name"),
+    ("give the sort key", "give the sort key with --by"),
+    // parse_order_by and parse_compression quote the text they were given.
+    ("ORDER BY \"", "--by \""),
+    ("compression \"", "--compression \""),
+];
+
+/// An error's message as the user should read it: with the flags for the library's option
+/// names, on one line (any newline of a nested error folded).
+fn error_message(e: &Error) -> String {
+    FLAG_NAMES.iter().fold(e.to_string(), |m, (library, cli)| m.replace(library, cli)).replace('\n', " ")
 }
 
 /// Clap's message up to its first blank line (or `Usage:`) as one line, without `error: `:
@@ -154,8 +178,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // One line: the message, with any newline of a nested error folded.
-            eprintln!("corank: error: {}", e.to_string().replace('\n', " "));
+            eprintln!("corank: error: {}", error_message(&e));
             ExitCode::from(exit_code(&e))
         }
     }
@@ -171,5 +194,29 @@ mod tests {
         assert_eq!(one_line_usage_error(&e.to_string()), "the following required arguments were not provided: --output <OUTPUT>");
         let e = Cli::try_parse_from(["corank", "merge", "a.parquet", "-o", "x", "--nope"]).err().expect("unknown flag");
         assert_eq!(one_line_usage_error(&e.to_string()), "unexpected argument '--nope' found");
+    }
+
+    #[test]
+    fn library_errors_name_the_flags() {
+        let by = corank::parquet::parse_order_by("k SIDEWAYS").unwrap_err();
+        assert!(error_message(&by).starts_with("invalid argument: --by \"k SIDEWAYS\": unexpected 'SIDEWAYS'"), "{by}");
+        let compression = corank::parquet::parse_compression("zip").unwrap_err();
+        assert!(error_message(&compression).starts_with("invalid argument: --compression \"zip\": "), "{compression}");
+        let message = |m: &str| error_message(&Error::InvalidArgument(m.into()));
+        assert_eq!(
+            message("output o exists; set `overwrite` to replace it"),
+            "invalid argument: output o exists; use --force to replace it"
+        );
+        assert_eq!(message("(and `overwrite` replaces only those)"), "invalid argument: (and --force replaces only those)");
+        assert_eq!(
+            message("`memory_limit` 1.0 KiB is too small; it needs at least 2.0 MiB"),
+            "invalid argument: --memory-limit 1.0 KiB is too small; it needs at least 2.0 MiB"
+        );
+        assert!(message("x: row group 0 has no sorting_columns metadata; give the sort key").ends_with("give the sort key with --by"));
+        assert_eq!(exit_code(&by), 2);
+        assert_eq!(exit_code(&Error::Internal("x".into())), 1);
+        let io = Error::io("f", "", std::io::Error::from(std::io::ErrorKind::NotFound));
+        assert_eq!(exit_code(&io), 1);
+        assert!(std::error::Error::source(&io).is_some());
     }
 }

@@ -3,9 +3,7 @@
 
 use crate::{parse_bytes, parse_count, EngineArgs};
 use clap::Args;
-use corank::parquet::inputs::show_keys;
-use corank::parquet::merge_files::show_bytes;
-use corank::parquet::inputs::{expand_inputs_excluding, plan_merge_with, PlanOptions};
+use corank::parquet::inputs::{expand_inputs_excluding, plan_merge_with, show_keys, PlanOptions};
 use corank::parquet::{merge_files, parse_compression, parse_order_by, MergeFilesOptions, MergeSummary, WriterSettings};
 use corank::{Engine, Error, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
@@ -67,11 +65,9 @@ pub fn run(args: MergeArgs) -> Result<()> {
         match writeln!(stdout, "{}", summary_line(&summary, &args.output)).and_then(|()| stdout.flush()) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-            Err(e) => {
-                return Err(Error::File {
-                    path: PathBuf::from("stdout"),
-                    detail: format!("cannot write the summary ({e}); {} was written", args.output.display()),
-                })
+            Err(source) => {
+                let context = format!("stdout: cannot write the summary ({} was written)", args.output.display());
+                return Err(Error::Io { path: None, context, source });
             }
         }
     }
@@ -114,7 +110,6 @@ pub fn execute(args: &MergeArgs) -> Result<MergeSummary> {
         engine: args.engine.options(),
         memory_limit: args.memory_limit,
         writer: WriterSettings { compression, row_group_rows: args.row_group_size, row_group_bytes: args.max_row_group_bytes, overwrite: args.force },
-        ..MergeFilesOptions::default()
     };
     let bar = progress_bar(plan.total_rows as u64, args.quiet);
     let input_bytes = plan.total_bytes;
@@ -177,12 +172,28 @@ pub fn summary_line(s: &MergeSummary, output: &std::path::Path) -> String {
     )
 }
 
+/// `1.5 GiB`.
+pub fn show_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
 /// `10,000,000`.
 pub fn group_digits(n: usize) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -196,7 +207,7 @@ mod tests {
 
     #[test]
     fn the_rate_is_shown_in_rows_per_second() {
-        assert_eq!(show_rate(2_393_309.1467), "2.39 M rows/s");
+        assert_eq!(show_rate(2_393_309.0), "2.39 M rows/s");
         assert_eq!(show_rate(512_000.0), "512.0 k rows/s");
         assert_eq!(show_rate(12.4), "12 rows/s");
         assert_eq!(show_rate(3.5e9), "3.50 G rows/s");

@@ -7,8 +7,8 @@
 //! every file must carry the same) or declared by the caller, who then vouches for it as
 //! with `CREATE EXTERNAL TABLE .. WITH ORDER`.
 
-use super::sorting_columns::{declared_order, DeclaredOrder};
 use crate::error::{Error, Result};
+use crate::parquet::sorting_columns::{declared_order, DeclaredOrder};
 use crate::sort_key::SortKey;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
@@ -58,9 +58,10 @@ impl SortedRowGroupsTable {
         let mut files = Vec::with_capacity(paths.len());
         let mut order = declared.clone();
         for path in paths {
-            let file = std::fs::File::open(path).map_err(|e| file_error(path, e))?;
-            let size = file.metadata().map_err(|e| file_error(path, e))?.len();
-            let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| file_error(path, e))?;
+            let file = std::fs::File::open(path).map_err(|e| Error::io(path, "", e))?;
+            let size = file.metadata().map_err(|e| Error::io(path, "", e))?.len();
+            let builder =
+                ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| Error::parquet(path, "not a readable Parquet file", e))?;
             let file_schema = builder.schema().clone();
             match &schema {
                 None => schema = Some(file_schema.clone()),

@@ -1,13 +1,24 @@
-//! Synthetic sorted runs for the examples, benchmarks and the demo: deterministic from a
-//! seed, each run sorted ascending by its key columns.
+//! Synthetic sorted runs for the demo and bench commands, and for the tests, benchmarks and
+//! examples: deterministic from a seed, each run sorted ascending by its key columns.
+//!
+//! Not part of the library: the binary declares it as a module, and tests, benches and
+//! examples include it with `#[path = "../src/bin/corank/datagen.rs"] mod datagen;`. It
+//! therefore names the library `corank::`, never `crate::`. The Parquet writers need the
+//! `parquet` feature.
+// Each includer uses part of it.
+#![allow(dead_code)]
 
-use crate::sort_key::SortKey;
-use crate::error::{Error, Result};
 use arrow::array::{ArrayRef, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+#[cfg(feature = "parquet")]
+use corank::{Error, Result, SortKey};
+#[cfg(feature = "parquet")]
 use parquet::arrow::ArrowWriter;
+#[cfg(feature = "parquet")]
 use parquet::basic::Compression;
+#[cfg(feature = "parquet")]
 use parquet::file::properties::WriterProperties;
 use rayon::prelude::*;
+#[cfg(feature = "parquet")]
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -131,30 +142,32 @@ pub enum FileLayout {
 
 /// Writes `batch` (sorted by `keys`, or per row group for [`FileLayout::RowGroupsSorted`])
 /// as a Parquet file with `sorting_columns` set.
+#[cfg(feature = "parquet")]
 pub fn write_sorted_parquet(path: &Path, batches: &[RecordBatch], keys: &[SortKey], row_group_rows: usize, compression: Compression) -> Result<()> {
-    let err = |e: &dyn std::fmt::Display| Error::File { path: path.to_path_buf(), detail: e.to_string() };
+    let err = |e| Error::parquet(path, "writing", e);
     let schema = batches.first().ok_or_else(|| Error::InvalidArgument("no batches to write".into()))?.schema();
-    let sorting = crate::parquet::writer::sorting_columns(&schema, keys)?;
+    let sorting = corank::parquet::writer::sorting_columns(&schema, keys)?;
     let props = WriterProperties::builder()
         .set_compression(compression)
         .set_max_row_group_row_count(Some(row_group_rows.max(1)))
         .set_sorting_columns(Some(sorting))
         .build();
-    let file = std::fs::File::create(path).map_err(|e| err(&e))?;
-    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(|e| err(&e))?;
+    let file = std::fs::File::create(path).map_err(|e| Error::io(path, "creating", e))?;
+    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(err)?;
     for b in batches {
-        writer.write(b).map_err(|e| err(&e))?;
+        writer.write(b).map_err(err)?;
         // Each batch of a row-group-sorted file is its own row group.
-        writer.flush().map_err(|e| err(&e))?;
+        writer.flush().map_err(err)?;
     }
-    writer.close().map_err(|e| err(&e))?;
+    writer.close().map_err(err)?;
     Ok(())
 }
 
 /// Writes `files` lineitem files of `rows_per_file` rows into `dir` (`part-00.parquet`, ...),
 /// zstd-compressed, row groups of `row_group_rows`. Returns their paths.
+#[cfg(feature = "parquet")]
 pub fn write_lineitem_files(dir: &Path, files: usize, rows_per_file: usize, row_group_rows: usize, layout: FileLayout, seed: u64) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::File { path: dir.to_path_buf(), detail: e.to_string() })?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "creating the directory", e))?;
     let key_range = (files * rows_per_file) as u64 / 4 + 1;
     let keys = [SortKey::asc(LINEITEM_KEY)];
     (0..files)

@@ -51,7 +51,7 @@ fn empty_and_one_runs() {
     let one = run(vec![1, 2], vec!["a", "b"]);
     let out = merge(&[empty.clone(), one.clone(), empty.clone()], &[SortKey::asc("k")], &MergeOptions::default()).unwrap();
     assert_eq!(values(&out), ["a", "b"]);
-    let out = merge(&[one.clone()], &[SortKey::asc("k")], &MergeOptions::default()).unwrap();
+    let out = merge(std::slice::from_ref(&one), &[SortKey::asc("k")], &MergeOptions::default()).unwrap();
     assert_eq!(values(&out), ["a", "b"]);
     let out = merge(&[empty.clone(), empty], &[SortKey::asc("k")], &MergeOptions::default()).unwrap();
     assert!(out.is_empty());

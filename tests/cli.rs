@@ -113,7 +113,7 @@ fn random_case(seed: u64, max_files: u64) {
     let inputs: Vec<RecordBatch> = paths.iter().flat_map(|p| read_file(p).0).collect();
     let schema = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&paths[0]).unwrap()).unwrap().schema().clone();
     let all = concat_batches(&schema, &inputs).unwrap();
-    let expected_ids = take(all.column_by_name("id").unwrap(), &UInt64Array::from_iter_values(oracle(&[all.clone()], &keys).into_iter().map(|i| i as u64)), None).unwrap();
+    let expected_ids = take(all.column_by_name("id").unwrap(), &UInt64Array::from_iter_values(oracle(std::slice::from_ref(&all), &keys).into_iter().map(|i| i as u64)), None).unwrap();
 
     let output = dir.path().join("out.parquet");
     let mut args: Vec<String> = vec!["merge".into()];
@@ -190,7 +190,7 @@ fn random_case_with_files(seed: u64, files: usize) {
     }
     let inputs: Vec<RecordBatch> = paths.iter().flat_map(|p| read_file(p).0).collect();
     let all = concat_batches(&inputs[0].schema(), &inputs).unwrap();
-    let want: Vec<u64> = oracle(&[all.clone()], &keys).into_iter().map(|i| all.column(1).as_primitive::<UInt64Type>().value(i)).collect();
+    let want: Vec<u64> = oracle(std::slice::from_ref(&all), &keys).into_iter().map(|i| all.column(1).as_primitive::<UInt64Type>().value(i)).collect();
     let output = dir.path().join("out.parquet");
     // A directory as the input: its files in name order.
     let out = corank(&["merge", dir.path().to_str().unwrap(), "-o", output.to_str().unwrap(), "--engine", "cpu"]);
@@ -358,6 +358,7 @@ fn interrupted_merge_leaves_no_file() {
             std::thread::sleep(Duration::from_millis(1));
         };
         if seen {
+            // SAFETY: kill(2) with the pid of our own child; no memory is involved.
             unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
         }
         let status = child.wait().unwrap();

@@ -101,8 +101,8 @@ fn k_way_against_brute_force() {
         let mut split = vec![0; k];
         for t in 0..=all.len() {
             co_rank_k(t, &refs, &mut split);
-            for r in 0..k {
-                assert_eq!(split[r], all[..t].iter().filter(|x| x.1 == r).count(), "t = {t} run {r}");
+            for (r, &s) in split.iter().enumerate() {
+                assert_eq!(s, all[..t].iter().filter(|x| x.1 == r).count(), "t = {t} run {r}");
             }
         }
     }

@@ -91,6 +91,7 @@ async fn check_query(ctx: &SessionContext, sql: &str, expect_node: bool, keys: &
 
 /// Writes `files` Parquet files into a new directory, each sorted by (k1, k2) with the given
 /// options; rows per file from `sizes` (0 = an empty file); `row_group` rows per row group.
+#[allow(clippy::too_many_arguments)] // one test fixture, every knob of the generated files
 fn write_files(dir: &std::path::Path, rng: &mut Rng, sizes: &[usize], k1: &DataType, o1: SortOptions, o2: SortOptions, null_p: f64, row_group: usize) {
     let mut id = 0i64;
     for (f, &n) in sizes.iter().enumerate() {

@@ -26,7 +26,7 @@ fn check(columns: Vec<ArrayRef>) {
     for options in all_options() {
         let specs: Vec<SortKey> =
             (0..columns.len()).map(|i| SortKey::new(format!("c{i}"), options)).collect();
-        let enc = encode_runs(&[columns.clone()], &specs).unwrap();
+        let enc = encode_runs(std::slice::from_ref(&columns), &specs).unwrap();
         let conv = RowConverter::new(
             columns.iter().map(|c| SortField::new_with_options(c.data_type().clone(), options)).collect(),
         )

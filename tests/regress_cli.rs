@@ -114,6 +114,7 @@ fn sigint_as_the_temporary_file_appears_leaves_nothing() {
             }
         }
         if seen {
+            // SAFETY: kill(2) with the pid of our own child; no memory is involved.
             unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
         }
         let status = child.wait().unwrap();
@@ -144,6 +145,8 @@ fn output_mode_follows_umask_and_a_replaced_file_keeps_its_mode() {
         if force {
             c.arg("--force");
         }
+        // SAFETY: the closure runs in the forked child before exec and only calls umask(2),
+        // which is async-signal-safe.
         unsafe {
             c.pre_exec(|| {
                 libc::umask(0o022);
@@ -328,6 +331,7 @@ fn outputs_that_are_not_regular_files_are_refused() {
     // device below must never be tried on a build that would replace it.)
     let fifo = d.path().join("fifo");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     for force in [false, true] {
         let mut args = vec!["merge", &a, &b, "-o", fifo.to_str().unwrap()];

@@ -134,7 +134,7 @@ fn keys_k() -> Keys {
 /// The ids of the stable sort of `inputs` (in order) by `keys`.
 fn expected_ids(inputs: &[RecordBatch], keys: &Keys) -> Vec<u64> {
     let all = concat_batches(&inputs[0].schema(), inputs).unwrap();
-    let order = oracle(&[all.clone()], keys);
+    let order = oracle(std::slice::from_ref(&all), keys);
     let ids = all.column_by_name("id").unwrap().as_primitive::<UInt64Type>();
     order.into_iter().map(|i| ids.value(i)).collect()
 }
@@ -235,7 +235,7 @@ fn many_files_and_row_groups_within_the_open_file_limit() {
     let groups: Vec<RecordBatch> = (0..1500).map(|g| k_id(&[g as i64 / 10; 20], g as u64 * 20)).collect();
     let sorted = dir.join("sorted.parquet");
     write_file(&sorted, &groups, Some(&keys_k()));
-    let plan = corank::parquet::plan_merge(&[sorted.clone()], None, false).unwrap();
+    let plan = corank::parquet::plan_merge(std::slice::from_ref(&sorted), None, false).unwrap();
     assert_eq!(plan.runs.len(), 1, "equal boundary keys join one run");
     // A file of 1,500 overlapping row groups (1,500 runs of one file), and 10,000 files.
     let mut rng = Rng::new(5);

@@ -77,7 +77,7 @@ fn fixed_width(name: &str, dt: &DataType) -> Result<Option<u32>> {
 
 /// The longest non-null value of a byte column in `array`.
 fn max_len(array: &ArrayRef) -> usize {
-    fn longest<'a>(valid: impl Fn(usize) -> bool, lens: impl Iterator<Item = usize>) -> usize {
+    fn longest(valid: impl Fn(usize) -> bool, lens: impl Iterator<Item = usize>) -> usize {
         lens.enumerate().filter(|(i, _)| valid(*i)).map(|(_, l)| l).max().unwrap_or(0)
     }
     let valid = |i: usize| array.is_valid(i);

@@ -95,8 +95,13 @@ struct Level {
 };
 // The host passes `LevelArg` (src/engine/gpu/launch.rs) by value as this struct; it asserts
 // the same size, alignment and offsets on its side. NVRTC has no <cstddef> and no
-// __builtin_offsetof; FIELD_OFFSET is offsetof as its front end (EDG) defines it.
+// __builtin_offsetof; there FIELD_OFFSET is offsetof as its front end (EDG) defines it
+// (nvcc, for tools that include these sources, has the builtin).
+#ifdef __CUDACC_RTC__
 #define FIELD_OFFSET(T, f) ((unsigned long long)__INTADDR__(&(((T *)0)->f)))
+#else
+#define FIELD_OFFSET(T, f) __builtin_offsetof(T, f)
+#endif
 static_assert(sizeof(Level) == 72, "Level: 72 bytes, as LevelArg");
 static_assert(alignof(Level) == 8, "Level: aligned to 8, as LevelArg");
 static_assert(FIELD_OFFSET(Level, in_keys) == 0, "Level::in_keys");

@@ -78,9 +78,13 @@ struct GroupPos {
     u32 group;   // g
     u32 r0;      // the group's first run
     u32 nr;      // runs in the group (the level's group size, fewer in the last group)
-    u64 begin;   // level position of the group's first element (its output starts there too)
-    u64 end;     // one past the group's last element
     u64 index;   // the tile (of a block) or the boundary (of a partition) within the group
+    // Level positions of the group's first element (its output starts there too) and one
+    // past its last, read where a kernel needs them: kept in a register from the prologue
+    // across the k-way kernel's merge rounds, the start cost it 9% on duplicate-heavy keys
+    // (H100).
+    __device__ __forceinline__ u64 begin(const Level &L) const { return L.bounds[r0]; }
+    __device__ __forceinline__ u64 end(const Level &L) const { return L.bounds[r0 + nr]; }
 };
 
 // Group g's runs. GROUP: the level's group size when the kernel knows it (2 for the
@@ -91,10 +95,7 @@ __device__ __forceinline__ GroupPos group_pos(const Level &L, u32 g, u64 index) 
     GroupPos p;
     p.group = g;
     p.r0 = g * size;
-    const u32 r1 = min(p.r0 + size, L.nruns);
-    p.nr = r1 - p.r0;
-    p.begin = L.bounds[p.r0];
-    p.end = L.bounds[r1];
+    p.nr = min(p.r0 + size, L.nruns) - p.r0;
     p.index = index;
     return p;
 }
@@ -138,8 +139,9 @@ struct MergeRange {
 // The pair of runs of a group of a pairwise level: A its first run, B its second (empty
 // for a lone last run).
 __device__ __forceinline__ MergeRange pair_range(const Level &L, const GroupPos &p) {
+    const u64 begin = p.begin(L), end = p.end(L);
     const u64 mid = L.bounds[p.r0 + 1];  // r0 < nruns, so run r0 + 1's start exists
-    return MergeRange{p.begin, mid - p.begin, mid, p.end - mid};
+    return MergeRange{begin, mid - begin, mid, end - mid};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -190,13 +192,23 @@ __device__ __forceinline__ void cta_load_tile(const Level &L, u32 len, Src src, 
 
 // Stores the merged tile (`len` <= THREADS * IPT elements in padded shared memory, in
 // output order) to level positions [out, out + len), coalesced: the indices, and the keys
-// where `keep_keys` (every level but the last). The caller synchronizes before.
-template <int IPT>
+// where `keep_keys` (every level but the last). UNROLLED: IPT predicated stores a thread
+// (the tiled kernel); otherwise a strided loop (the k-way kernel, whose tile pointers are
+// picked at run time: the unrolled form measured about 1% slower there on an H100). The
+// caller synchronizes before.
+template <int IPT, bool UNROLLED>
 __device__ __forceinline__ void cta_store_tile(const Level &L, u64 out, u32 len, const Key *sk, const index_t *si, bool keep_keys) {
+    if (UNROLLED) {
 #pragma unroll
-    for (int u = 0; u < IPT; ++u) {
-        u32 p = threadIdx.x + u * THREADS;
-        if (p < len) {
+        for (int u = 0; u < IPT; ++u) {
+            u32 p = threadIdx.x + u * THREADS;
+            if (p < len) {
+                if (keep_keys) L.out_keys[out + p] = sk[padded<IPT>(p)];
+                L.out_idx[out + p] = si[padded<IPT>(p)];
+            }
+        }
+    } else {
+        for (u32 p = threadIdx.x; p < len; p += THREADS) {
             if (keep_keys) L.out_keys[out + p] = sk[padded<IPT>(p)];
             L.out_idx[out + p] = si[padded<IPT>(p)];
         }

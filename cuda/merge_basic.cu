@@ -21,7 +21,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_basic(Level L) {
     for (u32 o = 0; o < cnt; ++o) {
         bool take_a = j >= n || (i < m && key_le(A(i), B(j)));
         u64 src = take_a ? R.a_begin + i : R.b_begin + j;
-        u64 dst = P.begin + k + o;
+        u64 dst = R.a_begin + k + o;
         if (L.out_keys) L.out_keys[dst] = L.in_keys[src];
         L.out_idx[dst] = load_idx(L, src);
         if (take_a) ++i; else ++j;

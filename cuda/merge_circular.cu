@@ -37,7 +37,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_circular(Level L) {
     const MergeRange S = R.piece(k0, cr[0], k1, cr[1]);
     const u32 alen = (u32)S.a_count, blen = (u32)S.b_count;
     const u64 abase = S.a_begin, bbase = S.b_begin;
-    const u64 out = P.begin + k0;
+    const u64 out = R.a_begin + k0;
     u32 a_loaded = 0, b_loaded = 0, a_cons = 0, b_cons = 0;
     const u32 total = alen + blen;
     for (u32 produced = 0; produced < total;) {

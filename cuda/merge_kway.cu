@@ -93,5 +93,5 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_kway(Level L, const 
         __syncthreads();
     }
     // Coalesced stores of the merged tile.
-    cta_store_tile<IPT_KWAY>(L, P.begin + P.index * (u64)KWAY_TILE, len, sk[cur], si[cur], L.out_keys != nullptr);
+    cta_store_tile<IPT_KWAY, false>(L, P.begin(L) + P.index * (u64)KWAY_TILE, len, sk[cur], si[cur], L.out_keys != nullptr);
 }

@@ -93,7 +93,7 @@ __device__ __forceinline__ void merge_tiled_block(const Level &L, const u64 *spl
     }
     __syncthreads();
     // Coalesced stores.
-    cta_store_tile<IPT_TILED>(L, P.begin + k0, len, sk, si, KEEP_KEYS);
+    cta_store_tile<IPT_TILED, true>(L, R.a_begin + k0, len, sk, si, KEEP_KEYS);
 }
 
 // Entry points by the level's place in the tree (the host picks one per level).

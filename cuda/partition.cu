@@ -43,7 +43,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) partition_kway_coarse(Leve
     if (b >= ncoarse) return;  // uniform per warp
     const u32 lane = threadIdx.x & 31;
     const GroupPos P = boundary_pos<0>(L, cstart, b);
-    const u64 k = min(P.index * (u64)KWAY_TILE * KWAY_COARSE, P.end - P.begin);
+    const u64 k = min(P.index * (u64)KWAY_TILE * KWAY_COARSE, P.end(L) - P.begin(L));
     u64 lo0[2], rlen[2], out[2];
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
@@ -76,7 +76,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) partition_kway(Level L, u6
     }
     const u64 *s1 = s0 + L.group;
     const u64 K0 = c0 * (u64)KWAY_TILE * KWAY_COARSE;
-    const u64 k = min(t * (u64)KWAY_TILE, P.end - P.begin);
+    const u64 k = min(t * (u64)KWAY_TILE, P.end(L) - P.begin(L));
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
         u32 r = lane + 32 * s;

@@ -7,7 +7,7 @@ mod common;
 use arrow::compute::SortOptions;
 use arrow::datatypes::DataType;
 use common::{oracle, sorted_run, Rng};
-use corank::{merge_permutation, Engine, MergeOptions, SortKey};
+use corank::{merge_permutation, Engine, EngineOptions, MergeOptions, OnGpuFailure, SortKey};
 
 fn gpu_or_skip() -> bool {
     match corank::engine::gpu_availability() {
@@ -58,9 +58,11 @@ fn api_on_gpu_matches_the_oracle() {
         let perm = merge_permutation(&runs, &keys, &opts).unwrap();
         assert_eq!(perm.engine, Engine::Gpu);
         assert_eq!(perm.indices.to_vec(), expected, "case {case}: {types:?} {options:?}");
-        // Auto with CORANK_REQUIRE_GPU=1 also runs on the GPU, even for small inputs.
+        // With CORANK_REQUIRE_GPU=1 (read here: the library reads no environment variable),
+        // Auto with OnGpuFailure::Error also runs on the GPU, even for small inputs.
         if std::env::var("CORANK_REQUIRE_GPU").as_deref() == Ok("1") {
-            let auto = merge_permutation(&runs, &keys, &MergeOptions::default()).unwrap();
+            let strict = EngineOptions::default().with_on_gpu_failure(OnGpuFailure::Error);
+            let auto = merge_permutation(&runs, &keys, &MergeOptions::default().with_engine_options(strict)).unwrap();
             assert_eq!(auto.engine, Engine::Gpu);
             assert_eq!(auto.indices, perm.indices);
         }

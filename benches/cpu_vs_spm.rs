@@ -50,9 +50,7 @@ fn bench(c: &mut Criterion) {
         let runs = sorted_runs(s.shape, s.runs, s.rows, None, 42);
         let keys = key_names(s.shape);
         let sort_keys: Vec<SortKey> = keys.iter().map(|k| SortKey::asc(*k)).collect();
-        let opts = MergeOptions::default()
-            .with_engine(Engine::Cpu)
-            .with_batch_size(BATCH);
+        let opts = MergeOptions::default().with_engine(Engine::Cpu).with_batch_size(BATCH);
         let plan = spm::spm_plan(&runs, &keys, BATCH);
         // Both sides must agree before either is timed.
         let ours = corank::merge(&runs, &sort_keys, &opts).unwrap();
@@ -84,7 +82,10 @@ fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
     let dir = std::path::Path::new(&home);
-    println!("\n{:<20} {:>8} {:>14} {:>14} {:>12} {:>12} {:>8}", "scenario", "rows", "corank ms", "SPM ms", "corank Mr/s", "SPM Mr/s", "ratio");
+    println!(
+        "\n{:<20} {:>8} {:>14} {:>14} {:>12} {:>12} {:>8}",
+        "scenario", "rows", "corank ms", "SPM ms", "corank Mr/s", "SPM Mr/s", "ratio"
+    );
     for s in SCENARIOS {
         let (Some(ours), Some(theirs)) = (estimate_ns(dir, s.name, "corank_cpu"), estimate_ns(dir, s.name, "spm")) else {
             continue; // filtered out

@@ -27,14 +27,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 2. A session with corank registered (the rule and the corank.* settings), the way
     //    other DataFusion extensions register (`corank::datafusion::session_context(config)`
     //    is the short form).
-    let config =
-        SessionConfig::new().with_target_partitions(4).with_repartition_file_scans(false).with_information_schema(true);
+    let config = SessionConfig::new().with_target_partitions(4).with_repartition_file_scans(false).with_information_schema(true);
     let state = SessionStateBuilder::new().with_config(config).with_default_features().with_corank().build();
     let ctx = SessionContext::new_with_state(state);
     ctx.sql("SET corank.engine = 'cpu'").await?;
     ctx.sql("SELECT name, value FROM information_schema.df_settings WHERE name LIKE 'corank.%' ORDER BY name").await?.show().await?;
-    ctx.sql(&format!("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}' WITH ORDER (k ASC NULLS LAST)", dir.display()))
-        .await?;
+    ctx.sql(&format!("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}' WITH ORDER (k ASC NULLS LAST)", dir.display())).await?;
     // 3. EXPLAIN shows CoRankMergeExec where DataFusion would put SortPreservingMergeExec.
     let query = "SELECT k, p_i64 FROM t ORDER BY k ASC NULLS LAST LIMIT 5";
     ctx.sql(&format!("EXPLAIN {query}")).await?.show().await?;

@@ -1,8 +1,8 @@
 //! The public merge API: sorted runs (RecordBatches) + sort keys → permutation → batches.
 
+use crate::engine::merge_keys;
 use crate::error::{Error, Result};
 use crate::gather::gather;
-use crate::engine::merge_keys;
 use crate::keys::encode_runs;
 use crate::options::{Engine, EngineOptions};
 use crate::order::check::check_sorted;
@@ -94,9 +94,7 @@ fn key_columns(runs: &[RecordBatch], keys: &[SortKey]) -> Result<Vec<Vec<ArrayRe
         .enumerate()
         .map(|(r, batch)| {
             keys.iter()
-                .map(|k| {
-                    batch.column_by_name(&k.column).cloned().ok_or_else(|| Error::MissingColumn { run: r, column: k.column.clone() })
-                })
+                .map(|k| batch.column_by_name(&k.column).cloned().ok_or_else(|| Error::MissingColumn { run: r, column: k.column.clone() }))
                 .collect()
         })
         .collect()

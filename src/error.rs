@@ -68,10 +68,9 @@ impl fmt::Display for Error {
             Error::SchemaMismatch { run, detail } => {
                 write!(f, "run {run} has a schema that differs from run 0: {detail}")
             }
-            Error::UnsupportedType { column, data_type } => write!(
-                f,
-                "sort column '{column}' has type {data_type}, which corank cannot encode as a sort key"
-            ),
+            Error::UnsupportedType { column, data_type } => {
+                write!(f, "sort column '{column}' has type {data_type}, which corank cannot encode as a sort key")
+            }
             Error::NotSorted { run, row, detail } => {
                 write!(f, "run {run} is not sorted: row {row} sorts before row {}: {detail}", row.saturating_sub(1))
             }

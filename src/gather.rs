@@ -30,13 +30,12 @@
 use crate::error::{Error, Result};
 use crate::permutation::Permutation;
 use arrow::array::{
-    new_empty_array, Array, ArrayRef, AsArray, DictionaryArray, PrimitiveArray, RecordBatch, RecordBatchOptions,
-    UInt32Array,
+    new_empty_array, Array, ArrayRef, AsArray, DictionaryArray, PrimitiveArray, RecordBatch, RecordBatchOptions, UInt32Array,
 };
 use arrow::compute::{interleave, interleave_record_batch, take};
 use arrow::datatypes::{
-    ArrowDictionaryKeyType, ArrowNativeType, DataType, Field, Int16Type, Int32Type, Int64Type, Int8Type, Schema,
-    UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+    ArrowDictionaryKeyType, ArrowNativeType, DataType, Field, Int16Type, Int32Type, Int64Type, Int8Type, Schema, UInt16Type, UInt32Type,
+    UInt64Type, UInt8Type,
 };
 use arrow::error::ArrowError;
 use arrow::row::{RowConverter, Rows, SortField};
@@ -247,7 +246,6 @@ fn splittable(e: &ArrowError) -> bool {
         || e.to_string().to_lowercase().contains("overflow")
 }
 
-
 /// Prepares dictionary column `c`: global ids of the referenced values. `None` where the
 /// row format cannot encode the value type (arrow's interleave gathers the column then).
 fn prepare_dictionary(
@@ -332,9 +330,7 @@ fn prepare_dictionary_keys<K: ArrowDictionaryKeyType>(
         .zip(referenced.par_iter().zip(local_ids.par_iter()))
         .map(|(dict, (re, local))| {
             let keys = dict.keys();
-            (0..keys.len())
-                .map(|i| if keys.is_valid(i) { local[re.slot[keys.value(i).as_usize()] as usize] } else { NULL_ID })
-                .collect()
+            (0..keys.len()).map(|i| if keys.is_valid(i) { local[re.slot[keys.value(i).as_usize()] as usize] } else { NULL_ID }).collect()
         })
         .collect();
     let capacity = match key_type {

@@ -87,7 +87,12 @@ impl Permutation {
 
     /// The same runs and engine with no indices (to attach a part of the indices to).
     pub fn clone_without_indices(&self) -> Permutation {
-        Permutation { run_offsets: self.run_offsets.clone(), indices: Indices::U32(Vec::new()), engine: self.engine, key_bytes: self.key_bytes }
+        Permutation {
+            run_offsets: self.run_offsets.clone(),
+            indices: Indices::U32(Vec::new()),
+            engine: self.engine,
+            key_bytes: self.key_bytes,
+        }
     }
 
     /// (run, row) of every output row, in output order.

@@ -6,18 +6,12 @@ use corank::{gather, merge, merge_permutation, Engine, Error, MergeOptions, Sort
 use std::sync::Arc;
 
 fn run(k: Vec<i64>, v: Vec<&str>) -> RecordBatch {
-    RecordBatch::try_from_iter([
-        ("k", Arc::new(Int64Array::from(k)) as ArrayRef),
-        ("v", Arc::new(StringArray::from(v)) as ArrayRef),
-    ])
-    .unwrap()
+    RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(k)) as ArrayRef), ("v", Arc::new(StringArray::from(v)) as ArrayRef)])
+        .unwrap()
 }
 
 fn values(batches: &[RecordBatch]) -> Vec<String> {
-    batches
-        .iter()
-        .flat_map(|b| b.column(1).as_string::<i32>().iter().map(|s| s.unwrap().to_string()).collect::<Vec<_>>())
-        .collect()
+    batches.iter().flat_map(|b| b.column(1).as_string::<i32>().iter().map(|s| s.unwrap().to_string()).collect::<Vec<_>>()).collect()
 }
 
 #[test]
@@ -118,8 +112,7 @@ fn unsupported_key_type_is_an_error() {
 
 #[test]
 fn zero_batch_size_is_an_error() {
-    let err = merge(&[run(vec![1], vec!["a"])], &[SortKey::asc("k")], &MergeOptions::default().with_batch_size(0))
-        .unwrap_err();
+    let err = merge(&[run(vec![1], vec!["a"])], &[SortKey::asc("k")], &MergeOptions::default().with_batch_size(0)).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)));
 }
 
@@ -142,8 +135,7 @@ fn gpu_engine_without_a_gpu_is_a_clear_error() {
     if corank_has_gpu() {
         return;
     }
-    let err = merge(&[run(vec![1], vec!["a"])], &[SortKey::asc("k")], &MergeOptions::default().with_engine(Engine::Gpu))
-        .unwrap_err();
+    let err = merge(&[run(vec![1], vec!["a"])], &[SortKey::asc("k")], &MergeOptions::default().with_engine(Engine::Gpu)).unwrap_err();
     assert!(matches!(err, Error::GpuUnavailable(_)), "{err}");
 }
 

@@ -36,7 +36,11 @@ fn write_file(path: &Path, groups: &[RecordBatch], sorting: Option<&Keys>) {
     let schema = groups[0].schema();
     let sorting = sorting.map(|keys| {
         keys.iter()
-            .map(|(name, o)| SortingColumn { column_idx: schema.index_of(name).unwrap() as i32, descending: o.descending, nulls_first: o.nulls_first })
+            .map(|(name, o)| SortingColumn {
+                column_idx: schema.index_of(name).unwrap() as i32,
+                descending: o.descending,
+                nulls_first: o.nulls_first,
+            })
             .collect()
     });
     let props = WriterProperties::builder().set_sorting_columns(sorting).build();
@@ -113,7 +117,12 @@ fn random_case(seed: u64, max_files: u64) {
     let inputs: Vec<RecordBatch> = paths.iter().flat_map(|p| read_file(p).0).collect();
     let schema = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&paths[0]).unwrap()).unwrap().schema().clone();
     let all = concat_batches(&schema, &inputs).unwrap();
-    let expected_ids = take(all.column_by_name("id").unwrap(), &UInt64Array::from_iter_values(oracle(std::slice::from_ref(&all), &keys).into_iter().map(|i| i as u64)), None).unwrap();
+    let expected_ids = take(
+        all.column_by_name("id").unwrap(),
+        &UInt64Array::from_iter_values(oracle(std::slice::from_ref(&all), &keys).into_iter().map(|i| i as u64)),
+        None,
+    )
+    .unwrap();
 
     let output = dir.path().join("out.parquet");
     let mut args: Vec<String> = vec!["merge".into()];
@@ -190,7 +199,8 @@ fn random_case_with_files(seed: u64, files: usize) {
     }
     let inputs: Vec<RecordBatch> = paths.iter().flat_map(|p| read_file(p).0).collect();
     let all = concat_batches(&inputs[0].schema(), &inputs).unwrap();
-    let want: Vec<u64> = oracle(std::slice::from_ref(&all), &keys).into_iter().map(|i| all.column(1).as_primitive::<UInt64Type>().value(i)).collect();
+    let want: Vec<u64> =
+        oracle(std::slice::from_ref(&all), &keys).into_iter().map(|i| all.column(1).as_primitive::<UInt64Type>().value(i)).collect();
     let output = dir.path().join("out.parquet");
     // A directory as the input: its files in name order.
     let out = corank(&["merge", dir.path().to_str().unwrap(), "-o", output.to_str().unwrap(), "--engine", "cpu"]);
@@ -207,7 +217,11 @@ fn simple_file(path: &Path, groups: &[Vec<i64>], declared: bool) {
         .iter()
         .map(|k| {
             let v: Vec<String> = k.iter().map(|x| format!("v{x}")).collect();
-            RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(k.clone())) as ArrayRef), ("v", Arc::new(StringArray::from(v)) as ArrayRef)]).unwrap()
+            RecordBatch::try_from_iter([
+                ("k", Arc::new(Int64Array::from(k.clone())) as ArrayRef),
+                ("v", Arc::new(StringArray::from(v)) as ArrayRef),
+            ])
+            .unwrap()
         })
         .collect();
     let keys: Keys = vec![("k".into(), SortOptions { descending: false, nulls_first: false })];
@@ -236,12 +250,17 @@ fn bad_inputs_get_their_exit_code_and_leave_no_output() {
     let good = std::fs::read(dir.join("a.parquet")).unwrap();
     std::fs::write(dir.join("trunc.parquet"), &good[..good.len() - 10]).unwrap();
     // Same column names, other type.
-    let other = RecordBatch::try_from_iter([("k", Arc::new(StringArray::from(vec!["x"])) as ArrayRef), ("v", Arc::new(StringArray::from(vec!["y"])) as ArrayRef)]).unwrap();
+    let other = RecordBatch::try_from_iter([
+        ("k", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
+        ("v", Arc::new(StringArray::from(vec!["y"])) as ArrayRef),
+    ])
+    .unwrap();
     write_file(&dir.join("other.parquet"), &[other], None);
     simple_file(&dir.join("unsorted.parquet"), &[vec![1, 2, 3], vec![4, 9, 7]], false);
     simple_file(&dir.join("liar.parquet"), &[vec![5, 1]], true);
     simple_file(&dir.join("nometa.parquet"), &[vec![1, 2]], false);
-    let base = ["a.parquet", "b.parquet", "liar.parquet", "nometa.parquet", "other.parquet", "text.parquet", "trunc.parquet", "unsorted.parquet"];
+    let base =
+        ["a.parquet", "b.parquet", "liar.parquet", "nometa.parquet", "other.parquet", "text.parquet", "trunc.parquet", "unsorted.parquet"];
     let out = p("out.parquet");
     let (a, b) = (p("a.parquet"), p("b.parquet"));
 
@@ -257,9 +276,21 @@ fn bad_inputs_get_their_exit_code_and_leave_no_output() {
     expect_failure(dir, &["merge", &a, &b, "-o", &out, "--no-such-flag"], 2, "--no-such-flag", &base);
     expect_failure(dir, &["merge", &p("*.nothing"), "-o", &out], 1, "no file matches", &base);
     // Unsorted: named by file, row group and row; exit 3.
-    expect_failure(dir, &["merge", &a, &p("unsorted.parquet"), "-o", &out, "--by", "k"], 3, "unsorted.parquet: not sorted: row group 1, row 2", &base);
+    expect_failure(
+        dir,
+        &["merge", &a, &p("unsorted.parquet"), "-o", &out, "--by", "k"],
+        3,
+        "unsorted.parquet: not sorted: row group 1, row 2",
+        &base,
+    );
     // Metadata that lies is believed without --check-sorted, caught with it.
-    expect_failure(dir, &["merge", &a, &p("liar.parquet"), "-o", &out, "--check-sorted"], 3, "liar.parquet: not sorted: row group 0, row 1", &base);
+    expect_failure(
+        dir,
+        &["merge", &a, &p("liar.parquet"), "-o", &out, "--check-sorted"],
+        3,
+        "liar.parquet: not sorted: row group 0, row 1",
+        &base,
+    );
     // An existing output needs --force and stays untouched without it.
     std::fs::write(dir.join("out.parquet"), "keep me").unwrap();
     let mut with_out = base.to_vec();
@@ -328,33 +359,19 @@ fn interrupted_merge_leaves_no_file() {
     let out = out_dir.join("merged.parquet");
     for attempt in 0..5 {
         let mut child = Command::new(env!("CARGO_BIN_EXE_corank"))
-            .args([
-                "merge",
-                inputs.to_str().unwrap(),
-                "-o",
-                out.to_str().unwrap(),
-                "-q",
-                "--engine",
-                "cpu",
-            ])
+            .args(["merge", inputs.to_str().unwrap(), "-o", out.to_str().unwrap(), "-q", "--engine", "cpu"])
             .spawn()
             .expect("the corank binary runs");
         // Interrupt once the temporary output exists (the merge is then under way).
         let start = Instant::now();
         let seen = loop {
-            if files_in(&out_dir)
-                .iter()
-                .any(|f| f.starts_with(".corank-") && f.ends_with(".tmp"))
-            {
+            if files_in(&out_dir).iter().any(|f| f.starts_with(".corank-") && f.ends_with(".tmp")) {
                 break true;
             }
             if child.try_wait().unwrap().is_some() {
                 break false;
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "no temporary file after 60 s"
-            );
+            assert!(start.elapsed() < Duration::from_secs(60), "no temporary file after 60 s");
             std::thread::sleep(Duration::from_millis(1));
         };
         if seen {
@@ -368,16 +385,10 @@ fn interrupted_merge_leaves_no_file() {
         }
         // Not interrupted in time: the merge finished (or the signal came after the
         // rename); either way the whole output is there, and nothing else.
-        assert!(
-            status.success() || status.signal() == Some(libc::SIGINT),
-            "attempt {attempt}: {status}"
-        );
+        assert!(status.success() || status.signal() == Some(libc::SIGINT), "attempt {attempt}: {status}");
         assert_eq!(left, ["merged.parquet"], "attempt {attempt}: files left behind");
-        let rows = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out).unwrap())
-            .unwrap()
-            .metadata()
-            .file_metadata()
-            .num_rows();
+        let rows =
+            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out).unwrap()).unwrap().metadata().file_metadata().num_rows();
         assert_eq!(rows, 2_000_000, "attempt {attempt}");
         std::fs::remove_file(&out).unwrap();
     }
@@ -398,7 +409,17 @@ fn bench_draws_its_table_and_chart() {
     let d = tempfile::tempdir().unwrap();
     let chart = d.path().join("chart.png");
     let out = corank(&[
-        "bench", "--sizes", "20k", "--files", "4", "--only", "corank-cpu,datafusion", "--dir", d.path().to_str().unwrap(), "--chart", chart.to_str().unwrap(),
+        "bench",
+        "--sizes",
+        "20k",
+        "--files",
+        "4",
+        "--only",
+        "corank-cpu,datafusion",
+        "--dir",
+        d.path().to_str().unwrap(),
+        "--chart",
+        chart.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);

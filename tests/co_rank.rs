@@ -95,8 +95,7 @@ fn k_way_against_brute_force() {
             })
             .collect();
         let refs: Vec<&[u64]> = runs.iter().map(|r| r.as_slice()).collect();
-        let mut all: Vec<(u64, usize)> =
-            runs.iter().enumerate().flat_map(|(r, v)| v.iter().map(move |&x| (x, r))).collect();
+        let mut all: Vec<(u64, usize)> = runs.iter().enumerate().flat_map(|(r, v)| v.iter().map(move |&x| (x, r))).collect();
         all.sort();
         let mut split = vec![0; k];
         for t in 0..=all.len() {

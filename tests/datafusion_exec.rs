@@ -22,7 +22,14 @@ use futures::StreamExt;
 use std::sync::Arc;
 
 /// `parts` sorted partitions, each cut into batches of 1..=max_batch rows.
-fn partitions(rng: &mut Rng, types: &[DataType], options: &[SortOptions], parts: usize, max_rows: usize, max_batch: usize) -> Vec<Vec<RecordBatch>> {
+fn partitions(
+    rng: &mut Rng,
+    types: &[DataType],
+    options: &[SortOptions],
+    parts: usize,
+    max_rows: usize,
+    max_batch: usize,
+) -> Vec<Vec<RecordBatch>> {
     let mut id = 0;
     (0..parts)
         .map(|_| {
@@ -46,8 +53,7 @@ fn partitions(rng: &mut Rng, types: &[DataType], options: &[SortOptions], parts:
 }
 
 fn ordering(schema: &SchemaRef, options: &[SortOptions]) -> LexOrdering {
-    LexOrdering::new(options.iter().enumerate().map(|(i, o)| PhysicalSortExpr::new(col(&format!("k{i}"), schema).unwrap(), *o)))
-        .unwrap()
+    LexOrdering::new(options.iter().enumerate().map(|(i, o)| PhysicalSortExpr::new(col(&format!("k{i}"), schema).unwrap(), *o))).unwrap()
 }
 
 fn task_ctx(batch_size: usize) -> Arc<TaskContext> {
@@ -61,16 +67,23 @@ async fn merge_fuzz() {
     for case in 0..150 {
         let n_keys = 1 + rng.below(2) as usize;
         let types: Vec<DataType> = (0..n_keys).map(|_| all[rng.below(all.len() as u64) as usize].clone()).collect();
-        let options: Vec<SortOptions> = (0..n_keys).map(|_| SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) }).collect();
+        let options: Vec<SortOptions> =
+            (0..n_keys).map(|_| SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) }).collect();
         let parts = 1 + rng.below(if case % 10 == 0 { 64 } else { 12 }) as usize;
         let data = partitions(&mut rng, &types, &options, parts, 400, 100);
-        let schema = data.iter().flatten().next().map(|b| b.schema()).unwrap_or_else(|| {
-            common::sorted_run(&mut Rng::new(1), &types, &options, 0, 1, 0.0, 0).schema()
-        });
+        let schema = data
+            .iter()
+            .flatten()
+            .next()
+            .map(|b| b.schema())
+            .unwrap_or_else(|| common::sorted_run(&mut Rng::new(1), &types, &options, 0, 1, 0.0, 0).schema());
         let source = MemorySourceConfig::try_new_exec(&data, Arc::clone(&schema), None).unwrap();
         let expr = ordering(&schema, &options);
         let fetch = if rng.chance(0.3) { Some(rng.below(500) as usize) } else { None };
-        let settings = MergeSettings { engine: EngineOptions::default().with_engine(Engine::Cpu).with_gpu_min_rows(usize::MAX), window_rows: 1 + rng.below(300) as usize };
+        let settings = MergeSettings {
+            engine: EngineOptions::default().with_engine(Engine::Cpu).with_gpu_min_rows(usize::MAX),
+            window_rows: 1 + rng.below(300) as usize,
+        };
         let ours = CoRankMergeExec::new(expr.clone(), source.clone()).with_fetch(fetch).with_settings(settings.clone());
         let theirs = SortPreservingMergeExec::new(expr, source).with_fetch(fetch).with_round_robin_repartition(false);
         let ctx = task_ctx(1 + rng.below(100) as usize);
@@ -98,12 +111,14 @@ async fn small_memory_budget_fails_cleanly_or_completes() {
         Arc::new(TaskContext::default().with_runtime(runtime))
     };
     // A budget below one window of every input: ResourcesExhausted, not an abort.
-    let settings = MergeSettings { engine: EngineOptions::default().with_engine(Engine::Cpu).with_gpu_min_rows(usize::MAX), window_rows: 1 << 20 };
+    let settings =
+        MergeSettings { engine: EngineOptions::default().with_engine(Engine::Cpu).with_gpu_min_rows(usize::MAX), window_rows: 1 << 20 };
     let node = Arc::new(CoRankMergeExec::new(expr.clone(), Arc::clone(&source)).with_settings(settings));
     let err = collect(node, ctx_with_limit(64 * 1024)).await.unwrap_err();
     assert!(err.to_string().contains("Resources exhausted"), "{err}");
     // Small windows fit in the same budget and complete.
-    let settings = MergeSettings { engine: EngineOptions::default().with_engine(Engine::Cpu).with_gpu_min_rows(usize::MAX), window_rows: 500 };
+    let settings =
+        MergeSettings { engine: EngineOptions::default().with_engine(Engine::Cpu).with_gpu_min_rows(usize::MAX), window_rows: 500 };
     let node = Arc::new(CoRankMergeExec::new(expr, source).with_settings(settings));
     let ctx = ctx_with_limit(1 << 20);
     let out = collect(node, Arc::clone(&ctx)).await.unwrap();
@@ -115,7 +130,8 @@ async fn small_memory_budget_fails_cleanly_or_completes() {
 async fn dropping_the_stream_stops_the_merge_and_frees_memory() {
     let mut rng = Rng::new(13);
     let (source, expr) = big_input(&mut rng);
-    let settings = MergeSettings { engine: EngineOptions::default().with_engine(Engine::Cpu).with_gpu_min_rows(usize::MAX), window_rows: 2000 };
+    let settings =
+        MergeSettings { engine: EngineOptions::default().with_engine(Engine::Cpu).with_gpu_min_rows(usize::MAX), window_rows: 2000 };
     let node = CoRankMergeExec::new(expr, source).with_settings(settings);
     let ctx = task_ctx(100);
     let mut stream = node.execute(0, Arc::clone(&ctx)).unwrap();

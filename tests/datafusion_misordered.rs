@@ -13,12 +13,12 @@ mod datagen;
 use arrow::array::*;
 use arrow::datatypes::SchemaRef;
 use corank::datafusion::{session_context, CoRankCodec, CoRankMergeExec, CoRankRule};
-use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::limit::LocalLimitExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{collect, displayable, ExecutionPlan, ExecutionPlanProperties};
 use datafusion::prelude::*;
+use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
@@ -30,9 +30,7 @@ fn config() -> SessionConfig {
 }
 
 async fn create_table(ctx: &SessionContext, dir: &Path, with_order: &str) {
-    ctx.sql(&format!("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}' {with_order}", dir.display()))
-        .await
-        .unwrap();
+    ctx.sql(&format!("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}' {with_order}", dir.display())).await.unwrap();
 }
 
 /// The plan (as text) and the result of `sql`.
@@ -78,11 +76,8 @@ fn row_multiset(batches: &[RecordBatch], schema: &SchemaRef) -> Vec<Vec<u8>> {
     let converter = arrow::row::RowConverter::new(fields).unwrap();
     let mut out = vec![];
     for b in batches {
-        let cols: Vec<ArrayRef> = schema
-            .fields()
-            .iter()
-            .map(|f| arrow::compute::cast(b.column_by_name(f.name()).unwrap(), f.data_type()).unwrap())
-            .collect();
+        let cols: Vec<ArrayRef> =
+            schema.fields().iter().map(|f| arrow::compute::cast(b.column_by_name(f.name()).unwrap(), f.data_type()).unwrap()).collect();
         let rows = converter.convert_columns(&cols).unwrap();
         out.extend(rows.iter().map(|r| r.as_ref().to_vec()));
     }
@@ -155,12 +150,8 @@ async fn overlapping_row_groups_stock_misorders_corank_does_not() {
         assert!(is_sorted(&got), "{sql}: not sorted\n{text}");
         let filtered: Vec<i64> = if sql.contains("WHERE") {
             let partkey = all.column_by_name("l_partkey").unwrap().as_any().downcast_ref::<Int64Array>().unwrap();
-            let mut k: Vec<i64> = keys(std::slice::from_ref(&all))
-                .into_iter()
-                .zip(partkey.values())
-                .filter(|(_, &p)| p < 100_000)
-                .map(|(k, _)| k)
-                .collect();
+            let mut k: Vec<i64> =
+                keys(std::slice::from_ref(&all)).into_iter().zip(partkey.values()).filter(|(_, &p)| p < 100_000).map(|(k, _)| k).collect();
             k.sort();
             k
         } else {
@@ -212,7 +203,11 @@ async fn several_files_in_one_partition() {
     let mut all = vec![];
     for f in 0..4i64 {
         let props = parquet::file::properties::WriterProperties::builder()
-            .set_sorting_columns(Some(vec![parquet::file::metadata::SortingColumn { column_idx: 0, descending: false, nulls_first: false }]))
+            .set_sorting_columns(Some(vec![parquet::file::metadata::SortingColumn {
+                column_idx: 0,
+                descending: false,
+                nulls_first: false,
+            }]))
             .build();
         let path = dir.path().join(format!("part-{f}.parquet"));
         let mut w: Option<ArrowWriter<std::fs::File>> = None;
@@ -228,7 +223,9 @@ async fn several_files_in_one_partition() {
                 ("id", Arc::new(Int64Array::from_iter_values((0..k.len() as i64).map(|i| f * 10_000 + g * 1000 + i))) as ArrayRef),
             ])
             .unwrap();
-            let w = w.get_or_insert_with(|| ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), Some(props.clone())).unwrap());
+            let w = w.get_or_insert_with(|| {
+                ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), Some(props.clone())).unwrap()
+            });
             w.write(&batch).unwrap();
             w.flush().unwrap();
             all.push(batch);
@@ -306,8 +303,7 @@ async fn check_sorted_names_the_partition_and_row() {
     let sql = "SELECT k FROM t ORDER BY k";
     let (text, _, batches) = run(&ctx, sql).await;
     assert_eq!(count(&text, "CoRankMergeExec"), 1, "{text}");
-    let got: Vec<i64> =
-        batches.iter().flat_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec()).collect();
+    let got: Vec<i64> = batches.iter().flat_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec()).collect();
     assert_eq!(got.len(), 10);
     ctx.sql("SET corank.check_sorted = true").await.unwrap();
     let explain = ctx.sql(&format!("EXPLAIN {sql}")).await.unwrap().collect().await.unwrap();

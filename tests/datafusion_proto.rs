@@ -16,13 +16,13 @@ use std::sync::Arc;
 
 #[tokio::test]
 async fn plan_with_the_node_round_trips() {
-    let part = |v: Vec<i64>| {
-        vec![RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(v)) as _)]).unwrap()]
-    };
+    let part = |v: Vec<i64>| vec![RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(v)) as _)]).unwrap()];
     let data = vec![part(vec![9, 7, 7, 1]), part(vec![8, 7, 2])];
     let schema = data[0][0].schema();
     let source = MemorySourceConfig::try_new_exec(&data, schema.clone(), None).unwrap();
-    let ordering = LexOrdering::new([PhysicalSortExpr::new(col("k", &schema).unwrap(), SortOptions { descending: true, nulls_first: false })]).unwrap();
+    let ordering =
+        LexOrdering::new([PhysicalSortExpr::new(col("k", &schema).unwrap(), SortOptions { descending: true, nulls_first: false })])
+            .unwrap();
     // Every engine option travels: engine, kernel, device, gpu_min_rows, on_gpu_failure.
     let engine = EngineOptions::default()
         .with_engine(Engine::Cpu)
@@ -50,8 +50,13 @@ async fn plan_with_the_node_round_trips() {
 #[test]
 fn garbage_bytes_are_an_error() {
     let ctx = TaskContext::default();
-    let source: Arc<dyn ExecutionPlan> = MemorySourceConfig::try_new_exec(&[vec![]], Arc::new(arrow::datatypes::Schema::empty()), None).unwrap();
-    for bad in [&b""[..], b"CRNK", b"XXXX\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"] {
+    let source: Arc<dyn ExecutionPlan> =
+        MemorySourceConfig::try_new_exec(&[vec![]], Arc::new(arrow::datatypes::Schema::empty()), None).unwrap();
+    for bad in [
+        &b""[..],
+        b"CRNK",
+        b"XXXX\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+    ] {
         let err = CoRankCodec.try_decode(bad, &[Arc::clone(&source)], &ctx, &DefaultPhysicalProtoConverter {}).unwrap_err();
         assert!(err.to_string().contains("CoRankMergeExec"), "{err}");
     }

@@ -211,7 +211,13 @@ async fn settings_show_and_set_under_their_full_names() {
     assert_eq!(value(&show(&ctx, "SHOW corank.engine").await.unwrap(), "corank.engine").as_deref(), Some("auto"));
     let err = ctx.sql("SET corank.kernel = 'fastest'").await.unwrap_err().to_string();
     assert!(err.contains("unknown kernel 'fastest'"), "{err}");
-    for bad in ["SET corank.window_rows = 0", "SET corank.window_rows = 'many'", "SET corank.enabled = 'maybe'", "SET corank.device = -1", "SET corank.nope = 1"] {
+    for bad in [
+        "SET corank.window_rows = 0",
+        "SET corank.window_rows = 'many'",
+        "SET corank.enabled = 'maybe'",
+        "SET corank.device = -1",
+        "SET corank.nope = 1",
+    ] {
         assert!(ctx.sql(bad).await.is_err(), "{bad} was accepted");
     }
     assert!(show(&ctx, "SHOW corank.nope").await.is_err());

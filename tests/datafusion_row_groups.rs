@@ -25,7 +25,11 @@ fn write_file(path: &std::path::Path, rng: &mut Rng, groups: usize, options: &[S
     let mut props = WriterProperties::builder().set_max_row_group_row_count(Some(1 << 20));
     if metadata {
         props = props.set_sorting_columns(Some(
-            options.iter().enumerate().map(|(i, o)| SortingColumn { column_idx: i as i32, descending: o.descending, nulls_first: o.nulls_first }).collect(),
+            options
+                .iter()
+                .enumerate()
+                .map(|(i, o)| SortingColumn { column_idx: i as i32, descending: o.descending, nulls_first: o.nulls_first })
+                .collect(),
         ));
     }
     let mut id = first_id;
@@ -49,7 +53,10 @@ async fn sorted_ids(ctx: &SessionContext, sql: &str) -> (Vec<u64>, String) {
     let plan = df.clone().create_physical_plan().await.unwrap();
     let text = displayable(plan.as_ref()).indent(true).to_string();
     let batches = df.collect().await.unwrap();
-    let ids = batches.iter().flat_map(|b| b.column_by_name("id").unwrap().as_any().downcast_ref::<UInt64Array>().unwrap().values().to_vec()).collect();
+    let ids = batches
+        .iter()
+        .flat_map(|b| b.column_by_name("id").unwrap().as_any().downcast_ref::<UInt64Array>().unwrap().values().to_vec())
+        .collect();
     (ids, text)
 }
 

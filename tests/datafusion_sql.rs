@@ -66,9 +66,8 @@ async fn check_query(ctx: &SessionContext, sql: &str, expect_node: bool, keys: &
         let ours = CoRankMergeExec::new(merge.expr().clone(), Arc::clone(&source) as _)
             .with_fetch(merge.fetch())
             .with_settings(merge.settings().clone());
-        let theirs = SortPreservingMergeExec::new(merge.expr().clone(), source)
-            .with_fetch(merge.fetch())
-            .with_round_robin_repartition(false);
+        let theirs =
+            SortPreservingMergeExec::new(merge.expr().clone(), source).with_fetch(merge.fetch()).with_round_robin_repartition(false);
         let a = collect(Arc::new(ours), ctx.task_ctx()).await.unwrap();
         let b = collect(Arc::new(theirs), ctx.task_ctx()).await.unwrap();
         let a = arrow::compute::concat_batches(&schema, &a).unwrap();
@@ -92,7 +91,16 @@ async fn check_query(ctx: &SessionContext, sql: &str, expect_node: bool, keys: &
 /// Writes `files` Parquet files into a new directory, each sorted by (k1, k2) with the given
 /// options; rows per file from `sizes` (0 = an empty file); `row_group` rows per row group.
 #[allow(clippy::too_many_arguments)] // one test fixture, every knob of the generated files
-fn write_files(dir: &std::path::Path, rng: &mut Rng, sizes: &[usize], k1: &DataType, o1: SortOptions, o2: SortOptions, null_p: f64, row_group: usize) {
+fn write_files(
+    dir: &std::path::Path,
+    rng: &mut Rng,
+    sizes: &[usize],
+    k1: &DataType,
+    o1: SortOptions,
+    o2: SortOptions,
+    null_p: f64,
+    row_group: usize,
+) {
     let mut id = 0i64;
     for (f, &n) in sizes.iter().enumerate() {
         let a = random_array(rng, k1, n, 50, null_p);
@@ -154,14 +162,11 @@ async fn order_by_over_sorted_files() {
         let repartition = case % 3 == 0;
         let ctx = context(repartition, [1, 4, 16, 64][case % 4]).await;
         let order = format!("{}, {}", sql_order("k1", o1), sql_order("k2", o2));
-        ctx.sql(&format!(
-            "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}' WITH ORDER ({order})",
-            dir.path().display()
-        ))
-        .await
-        .unwrap();
-        let expect_node = ctx.sql("SELECT * FROM t").await.unwrap().create_physical_plan().await.unwrap()
-            .output_partitioning().partition_count() > 1;
+        ctx.sql(&format!("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}' WITH ORDER ({order})", dir.path().display()))
+            .await
+            .unwrap();
+        let expect_node =
+            ctx.sql("SELECT * FROM t").await.unwrap().create_physical_plan().await.unwrap().output_partitioning().partition_count() > 1;
         let keys = [SortKey::new("k1", o1), SortKey::new("k2", o2)];
         let rows = check_query(&ctx, &format!("SELECT * FROM t ORDER BY {order}"), expect_node, &keys).await;
         assert_eq!(rows, sizes.iter().sum::<usize>(), "case {case}");
@@ -178,9 +183,12 @@ async fn explain_shows_the_node_and_settings_switch_it() {
     let o = SortOptions { descending: false, nulls_first: false };
     write_files(dir.path(), &mut rng, &[100, 200, 300], &DataType::Int64, o, o, 0.0, 50);
     let ctx = context(false, 4).await;
-    ctx.sql(&format!("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}' WITH ORDER (k1 ASC NULLS LAST, k2 ASC NULLS LAST)", dir.path().display()))
-        .await
-        .unwrap();
+    ctx.sql(&format!(
+        "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}' WITH ORDER (k1 ASC NULLS LAST, k2 ASC NULLS LAST)",
+        dir.path().display()
+    ))
+    .await
+    .unwrap();
     let explain = |sql: &'static str| {
         let ctx = ctx.clone();
         async move {

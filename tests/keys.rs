@@ -24,24 +24,17 @@ fn all_options() -> Vec<SortOptions> {
 /// equal to it where the encoding is exact.
 fn check(columns: Vec<ArrayRef>) {
     for options in all_options() {
-        let specs: Vec<SortKey> =
-            (0..columns.len()).map(|i| SortKey::new(format!("c{i}"), options)).collect();
+        let specs: Vec<SortKey> = (0..columns.len()).map(|i| SortKey::new(format!("c{i}"), options)).collect();
         let enc = encode_runs(std::slice::from_ref(&columns), &specs).unwrap();
-        let conv = RowConverter::new(
-            columns.iter().map(|c| SortField::new_with_options(c.data_type().clone(), options)).collect(),
-        )
-        .unwrap();
+        let conv =
+            RowConverter::new(columns.iter().map(|c| SortField::new_with_options(c.data_type().clone(), options)).collect()).unwrap();
         let rows = conv.convert_columns(&columns).unwrap();
         let n = columns[0].len();
         for i in 0..n {
             for j in 0..n {
                 let by_rows = rows.row(i).cmp(&rows.row(j));
                 let by_keys = enc.keys.cmp_words(i, j);
-                let ok = if enc.exact {
-                    by_keys == by_rows
-                } else {
-                    by_keys == by_rows || by_keys == Ordering::Equal
-                };
+                let ok = if enc.exact { by_keys == by_rows } else { by_keys == by_rows || by_keys == Ordering::Equal };
                 assert!(
                     ok,
                     "{:?} {options:?}: rows {i} and {j}: keys say {by_keys:?}, arrow-row says {by_rows:?}",
@@ -67,8 +60,20 @@ fn integers_at_their_extremes() {
 #[test]
 fn floats_in_total_order() {
     let specials = [
-        f64::NAN, -f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, f64::MIN, f64::MAX,
-        f64::MIN_POSITIVE, -f64::MIN_POSITIVE, 5e-324, -5e-324, 1.5, -1.5,
+        f64::NAN,
+        -f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        f64::MIN,
+        f64::MAX,
+        f64::MIN_POSITIVE,
+        -f64::MIN_POSITIVE,
+        5e-324,
+        -5e-324,
+        1.5,
+        -1.5,
     ];
     let mut v: Vec<Option<f64>> = specials.iter().copied().map(Some).collect();
     v.push(None);
@@ -100,9 +105,7 @@ fn booleans_temporal_decimal() {
     check(vec![Arc::new(DurationMicrosecondArray::from(vec![i64::MAX, i64::MIN]))]);
     check(vec![Arc::new(DurationNanosecondArray::from(vec![Some(1), None, Some(-1)]))]);
     check(vec![Arc::new(
-        Decimal128Array::from(vec![Some(i128::MIN), Some(-1), None, Some(0), Some(i128::MAX)])
-            .with_precision_and_scale(38, 2)
-            .unwrap(),
+        Decimal128Array::from(vec![Some(i128::MIN), Some(-1), None, Some(0), Some(i128::MAX)]).with_precision_and_scale(38, 2).unwrap(),
     )]);
     check(vec![Arc::new(Decimal64Array::from(vec![i64::MIN, 0, i64::MAX]).with_precision_and_scale(18, 2).unwrap())]);
     check(vec![Arc::new(Decimal32Array::from(vec![i32::MIN, 0, i32::MAX]).with_precision_and_scale(9, 2).unwrap())]);

@@ -53,7 +53,8 @@ fn keyed_file(path: &Path, groups: &[Vec<i64>], width: usize) {
     let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema.clone(), Some(props)).unwrap();
     for g in groups {
         let v: Vec<String> = g.iter().map(|x| format!("{x:0width$}")).collect();
-        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(g.clone())), Arc::new(StringArray::from(v))]).unwrap();
+        let batch =
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(g.clone())), Arc::new(StringArray::from(v))]).unwrap();
         w.write(&batch).unwrap();
         w.flush().unwrap();
     }
@@ -69,7 +70,10 @@ fn two_inputs(dir: &Path) -> (String, String) {
 }
 
 fn merged_keys(path: &Path) -> Vec<i64> {
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap().build().unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap())
+        .unwrap()
+        .build()
+        .unwrap();
     reader.flat_map(|b| b.unwrap().column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec()).collect()
 }
 
@@ -121,7 +125,10 @@ fn sigint_as_the_temporary_file_appears_leaves_nothing() {
         let left = files_in(&out_dir);
         if status.signal() == Some(libc::SIGINT) {
             // Ended by the signal: nothing left, or (signalled after the rename) the whole output.
-            assert!(left.is_empty() || (left == ["merged.parquet"] && merged_keys(&out).len() == 200_000), "attempt {attempt}: files left behind: {left:?}");
+            assert!(
+                left.is_empty() || (left == ["merged.parquet"] && merged_keys(&out).len() == 200_000),
+                "attempt {attempt}: files left behind: {left:?}"
+            );
             interrupted += 1;
         } else {
             assert!(status.success(), "attempt {attempt}: {status}");
@@ -200,7 +207,9 @@ fn parquet_logical_types_are_kept() {
             Arc::new(Time64MicrosecondArray::from(keys.iter().map(|k| k * 1_000_000).collect::<Vec<_>>())),
         ];
         let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
-        let props = WriterProperties::builder().set_sorting_columns(Some(vec![SortingColumn { column_idx: 0, descending: false, nulls_first: false }])).build();
+        let props = WriterProperties::builder()
+            .set_sorting_columns(Some(vec![SortingColumn { column_idx: 0, descending: false, nulls_first: false }]))
+            .build();
         let options = ArrowWriterOptions::new().with_properties(props).with_parquet_schema(descr.clone());
         let path = d.path().join(format!("in{f}.parquet"));
         let mut w = ArrowWriter::try_new_with_options(std::fs::File::create(&path).unwrap(), schema.clone(), options).unwrap();
@@ -218,7 +227,11 @@ fn parquet_logical_types_are_kept() {
     let got_descr = got.file_metadata().schema_descr();
     for i in 0..want.num_columns() {
         let (w, g) = (want.column(i), got_descr.column(i));
-        assert_eq!((g.name(), g.physical_type(), g.logical_type_ref(), g.converted_type()), (w.name(), w.physical_type(), w.logical_type_ref(), w.converted_type()), "column {i}");
+        assert_eq!(
+            (g.name(), g.physical_type(), g.logical_type_ref(), g.converted_type()),
+            (w.name(), w.physical_type(), w.logical_type_ref(), w.converted_type()),
+            "column {i}"
+        );
     }
     assert_eq!(merged_keys(&out), [1, 2, 3, 4, 7, 9]);
     let sorting = got.row_group(0).sorting_columns().cloned();
@@ -244,7 +257,8 @@ fn row_groups_have_row_group_size_rows() {
     w.write(&batch).unwrap();
     w.close().unwrap();
     let out = d.path().join("out.parquet");
-    let res = corank(&["merge", input.to_str().unwrap(), "-o", out.to_str().unwrap(), "-q", "--engine", "cpu", "--row-group-size", "30000"]);
+    let res =
+        corank(&["merge", input.to_str().unwrap(), "-o", out.to_str().unwrap(), "-q", "--engine", "cpu", "--row-group-size", "30000"]);
     assert!(res.status.success(), "{}", text(&res.stderr));
     let rows: Vec<i64> = footer(&out).row_groups().iter().map(|g| g.num_rows()).collect();
     assert_eq!(rows, [30000, 30000, 30000, 10000]);
@@ -314,7 +328,8 @@ fn closed_stdout_pipe_exits_quietly_and_the_output_stays() {
     assert_eq!(merged_keys(&out), [1, 2, 3, 4, 5]);
     // The same with Stdio::piped(), the reader dropped before the merge ends.
     let out2 = d.path().join("out2.parquet");
-    let mut child = command().args(["merge", &a, &b, "-o", out2.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        command().args(["merge", &a, &b, "-o", out2.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     drop(child.stdout.take());
     let res = child.wait_with_output().unwrap();
     assert_eq!(res.status.code(), Some(0), "{} / stderr: {}", res.status, text(&res.stderr));

@@ -190,8 +190,7 @@ fn random_runs(rng: &mut Rng, key: &DataType, value: &DataType, per_run: u64, do
             }
             let used = if rng.chance(0.3) && size > 1 { size - 1 } else { size }; // the last entry unreferenced at times
             let values = category_values(value, &dict);
-            let keys: Vec<Option<usize>> =
-                (0..n).map(|_| if rng.chance(0.05) { None } else { Some(rng.below(used) as usize) }).collect();
+            let keys: Vec<Option<usize>> = (0..n).map(|_| if rng.chance(0.05) { None } else { Some(rng.below(used) as usize) }).collect();
             run(sorted_keys(rng, n, 300), dict_array(key, &keys, values))
         })
         .collect()

@@ -66,10 +66,20 @@ fn write_file(path: &Path, groups: &[RecordBatch], sorting: Option<&Keys>) {
     write_file_with(path, schema, groups, sorting, WriterProperties::builder());
 }
 
-fn write_file_with(path: &Path, schema: SchemaRef, groups: &[RecordBatch], sorting: Option<&Keys>, props: parquet::file::properties::WriterPropertiesBuilder) {
+fn write_file_with(
+    path: &Path,
+    schema: SchemaRef,
+    groups: &[RecordBatch],
+    sorting: Option<&Keys>,
+    props: parquet::file::properties::WriterPropertiesBuilder,
+) {
     let sorting = sorting.map(|keys| {
         keys.iter()
-            .map(|(name, o)| SortingColumn { column_idx: schema.index_of(name).unwrap() as i32, descending: o.descending, nulls_first: o.nulls_first })
+            .map(|(name, o)| SortingColumn {
+                column_idx: schema.index_of(name).unwrap() as i32,
+                descending: o.descending,
+                nulls_first: o.nulls_first,
+            })
             .collect()
     });
     let props = props.set_sorting_columns(sorting).build();
@@ -403,14 +413,22 @@ fn huge_repeated_strings_are_read_in_smaller_batches() {
         .map(|c| {
             RecordBatch::try_new(
                 schema.clone(),
-                vec![Arc::new(Int64Array::from_iter_values((c * 2000..(c + 1) * 2000).map(|i| i as i64))), Arc::new(StringArray::from_iter_values((0..2000).map(|_| big.as_str())))],
+                vec![
+                    Arc::new(Int64Array::from_iter_values((c * 2000..(c + 1) * 2000).map(|i| i as i64))),
+                    Arc::new(StringArray::from_iter_values((0..2000).map(|_| big.as_str()))),
+                ],
             )
             .unwrap()
         })
         .collect();
     {
         let sorting = vec![SortingColumn { column_idx: 0, descending: false, nulls_first: false }];
-        let mut w = ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema.clone(), Some(props.set_sorting_columns(Some(sorting)).build())).unwrap();
+        let mut w = ArrowWriter::try_new(
+            std::fs::File::create(&path).unwrap(),
+            schema.clone(),
+            Some(props.set_sorting_columns(Some(sorting)).build()),
+        )
+        .unwrap();
         for c in &chunks {
             w.write(c).unwrap();
         }
@@ -420,7 +438,8 @@ fn huge_repeated_strings_are_read_in_smaller_batches() {
     let out = dir.join("out.parquet");
     let res = corank(&["merge", path.to_str().unwrap(), "-o", out.to_str().unwrap(), "--engine", "cpu", "--compression", "snappy"]);
     assert!(res.status.success(), "{}", text(&res.stderr));
-    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out).unwrap()).unwrap().with_batch_size(1000).build().unwrap();
+    let reader =
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out).unwrap()).unwrap().with_batch_size(1000).build().unwrap();
     let mut n = 0;
     for b in reader {
         let b = b.unwrap();
@@ -454,7 +473,10 @@ fn peak_memory_stays_within_the_limit() {
     for (limit_mib, dir) in [(64u64, &sorted), (256, &inputs)] {
         let out = d.path().join(format!("out-{limit_mib}.parquet"));
         let limit = format!("{limit_mib}MiB");
-        let (res, _) = corank_measured(&["merge", dir.to_str().unwrap(), "-o", out.to_str().unwrap(), "--engine", "cpu", "--memory-limit", &limit, "-v"], None);
+        let (res, _) = corank_measured(
+            &["merge", dir.to_str().unwrap(), "-o", out.to_str().unwrap(), "--engine", "cpu", "--memory-limit", &limit, "-v"],
+            None,
+        );
         assert!(res.status.success(), "{}", text(&res.stderr));
         // The child's own VmHWM, which `-v` prints (wait4's ru_maxrss would also count the
         // test process's memory that the child shared between fork and exec).
@@ -463,7 +485,10 @@ fn peak_memory_stays_within_the_limit() {
         let allowed = (limit_mib << 20) * 6 / 5 + FLOOR;
         eprintln!("limit {limit_mib} MiB: peak {} MiB (allowed {} MiB): {}", peak >> 20, allowed >> 20, stderr.trim());
         assert!(peak <= allowed, "limit {limit_mib} MiB: peak {} MiB > {} MiB", peak >> 20, allowed >> 20);
-        assert_eq!(ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out).unwrap()).unwrap().metadata().file_metadata().num_rows(), 2_000_000);
+        assert_eq!(
+            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&out).unwrap()).unwrap().metadata().file_metadata().num_rows(),
+            2_000_000
+        );
     }
 }
 
@@ -487,7 +512,16 @@ fn peak_from_verbose(stderr: &str) -> u64 {
 /// from 64 MiB; the output equals the oracle row for row and the payload keeps its type.
 #[test]
 fn random_real_world_files_merge_like_the_oracle() {
-    let key_widths = [DataType::Int8, DataType::Int16, DataType::Int32, DataType::Int64, DataType::UInt8, DataType::UInt16, DataType::UInt32, DataType::UInt64];
+    let key_widths = [
+        DataType::Int8,
+        DataType::Int16,
+        DataType::Int32,
+        DataType::Int64,
+        DataType::UInt8,
+        DataType::UInt16,
+        DataType::UInt32,
+        DataType::UInt64,
+    ];
     for seed in 0..12u64 {
         let mut rng = Rng::new(seed + 100);
         let d = tempfile::tempdir().unwrap();
@@ -535,8 +569,18 @@ fn random_real_world_files_merge_like_the_oracle() {
         let limit = format!("{}MiB", 64 << rng.below(3));
         let mut args: Vec<String> = vec!["merge".into()];
         args.extend(paths.iter().map(|p| p.display().to_string()));
-        let by = format!("k0 {} NULLS {}", if options.descending { "DESC" } else { "ASC" }, if options.nulls_first { "FIRST" } else { "LAST" });
-        args.extend(["-o".into(), out.display().to_string(), "--by".into(), by, "--engine".into(), "cpu".into(), "--memory-limit".into(), limit]);
+        let by =
+            format!("k0 {} NULLS {}", if options.descending { "DESC" } else { "ASC" }, if options.nulls_first { "FIRST" } else { "LAST" });
+        args.extend([
+            "-o".into(),
+            out.display().to_string(),
+            "--by".into(),
+            by,
+            "--engine".into(),
+            "cpu".into(),
+            "--memory-limit".into(),
+            limit,
+        ]);
         args.extend(["--row-group-size".into(), "500".into()]);
         let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
         let res = corank(&refs);

@@ -15,31 +15,14 @@ use std::sync::Arc;
 
 /// One in-memory partition per run, each fed as `batch`-row batches, and the ascending
 /// (nulls last) ordering on `keys` that every partition satisfies.
-pub fn batched_source(
-    runs: &[RecordBatch],
-    keys: &[&str],
-    batch: usize,
-) -> (Arc<dyn ExecutionPlan>, LexOrdering) {
+pub fn batched_source(runs: &[RecordBatch], keys: &[&str], batch: usize) -> (Arc<dyn ExecutionPlan>, LexOrdering) {
     let schema = runs[0].schema();
-    let partitions: Vec<Vec<RecordBatch>> = runs
-        .iter()
-        .map(|b| {
-            (0..b.num_rows())
-                .step_by(batch)
-                .map(|s| b.slice(s, batch.min(b.num_rows() - s)))
-                .collect()
-        })
-        .collect();
+    let partitions: Vec<Vec<RecordBatch>> =
+        runs.iter().map(|b| (0..b.num_rows()).step_by(batch).map(|s| b.slice(s, batch.min(b.num_rows() - s))).collect()).collect();
     let source = MemorySourceConfig::try_new_exec(&partitions, schema.clone(), None).unwrap();
-    let ordering = LexOrdering::new(keys.iter().map(|k| {
-        PhysicalSortExpr::new(
-            col(k, &schema).unwrap(),
-            SortOptions {
-                descending: false,
-                nulls_first: false,
-            },
-        )
-    }))
+    let ordering = LexOrdering::new(
+        keys.iter().map(|k| PhysicalSortExpr::new(col(k, &schema).unwrap(), SortOptions { descending: false, nulls_first: false })),
+    )
     .unwrap();
     (source, ordering)
 }

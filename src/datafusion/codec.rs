@@ -115,9 +115,9 @@ impl PhysicalExtensionCodec for CoRankCodec {
         };
         buf.extend_from_slice(&device.to_le_bytes());
         let nodes = serialize_physical_sort_exprs(merge.expr().iter().cloned(), self, proto_converter)?;
-        PhysicalSortExprNodeCollection { physical_sort_expr_nodes: nodes }.encode(buf).map_err(|e| {
-            datafusion::common::DataFusionError::Internal(format!("encoding CoRankMergeExec: {e}"))
-        })?;
+        PhysicalSortExprNodeCollection { physical_sort_expr_nodes: nodes }
+            .encode(buf)
+            .map_err(|e| datafusion::common::DataFusionError::Internal(format!("encoding CoRankMergeExec: {e}")))?;
         Ok(())
     }
 }

@@ -128,11 +128,7 @@ impl ExtensionOptions for CoRankConfig {
     fn entries(&self) -> Vec<ConfigEntry> {
         Self::ENTRIES
             .iter()
-            .map(|(name, description)| ConfigEntry {
-                key: format!("{}.{name}", Self::PREFIX),
-                value: Some(self.value(name)),
-                description,
-            })
+            .map(|(name, description)| ConfigEntry { key: format!("{}.{name}", Self::PREFIX), value: Some(self.value(name)), description })
             .collect()
     }
 }

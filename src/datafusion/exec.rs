@@ -214,10 +214,7 @@ impl ExecutionPlan for CoRankMergeExec {
         vec![&self.input]
     }
 
-    fn apply_expressions(
-        &self,
-        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
+    fn apply_expressions(&self, f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>) -> Result<TreeNodeRecursion> {
         let mut recursion = TreeNodeRecursion::Continue;
         for e in self.expr.iter() {
             recursion = f(&e.expr)?;
@@ -247,8 +244,7 @@ impl ExecutionPlan for CoRankMergeExec {
         }
         let n = self.input.output_partitioning().partition_count();
         let inputs = (0..n).map(|p| self.input.execute(p, Arc::clone(&context))).collect::<Result<Vec<_>>>()?;
-        let reservation =
-            MemoryConsumer::new(format!("CoRankMergeExec[{partition}]")).register(&context.runtime_env().memory_pool);
+        let reservation = MemoryConsumer::new(format!("CoRankMergeExec[{partition}]")).register(&context.runtime_env().memory_pool);
         let metrics = MergeMetrics::new(&self.metrics, partition);
         let schema = self.schema();
         let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&schema), 2);

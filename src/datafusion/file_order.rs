@@ -23,6 +23,7 @@
 //! unions, batch coalescing); otherwise, or where a row group itself may be unsorted, a
 //! sort of each partition goes below the merge.
 
+use crate::parquet::sorting_columns::{declared_order, DeclaredOrder};
 use arrow::array::{Array, ArrayRef};
 use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, SchemaRef};
@@ -38,7 +39,6 @@ use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
 use datafusion::physical_plan::ExecutionPlan;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
-use crate::parquet::sorting_columns::{declared_order, DeclaredOrder};
 use parquet::file::metadata::ParquetMetaData;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -249,8 +249,7 @@ fn file_runs(file: &PartitionedFile, plan: Option<&ParquetAccessPlan>, orders: &
     if plan.is_some_and(|p| p.len() != n) {
         return None;
     }
-    let selected: Vec<usize> =
-        (0..n).filter(|&g| plan.is_none_or(|p| p.should_scan(g)) && parquet.row_group(g).num_rows() > 0).collect();
+    let selected: Vec<usize> = (0..n).filter(|&g| plan.is_none_or(|p| p.should_scan(g)) && parquet.row_group(g).num_rows() > 0).collect();
     if !row_groups_sorted(parquet, &selected, orders) {
         return None;
     }
@@ -281,9 +280,7 @@ fn row_groups_sorted(parquet: &ParquetMetaData, selected: &[usize], orders: &[Or
     if declared.iter().all(Option::is_none) {
         return true;
     }
-    declared.iter().all(|d| {
-        d.as_ref().is_some_and(|d| !d.is_empty() && orders.iter().all(|o| o.iter().zip(d).all(|(a, b)| a == b)))
-    })
+    declared.iter().all(|d| d.as_ref().is_some_and(|d| !d.is_empty() && orders.iter().all(|o| o.iter().zip(d).all(|(a, b)| a == b))))
 }
 
 /// For each pair of consecutive selected row groups, whether the statistics of `order`'s

@@ -7,8 +7,8 @@
 //! [`co_rank`] and merges that piece independently. The GPU kernels do the same per block.
 
 use super::co_rank::co_rank;
-use crate::permutation::Indices;
 use crate::keys::KeyWord;
+use crate::permutation::Indices;
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -76,14 +76,10 @@ fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec
             })
             .collect();
         let (sk, si) = (&src_keys, &idx);
-        dst_keys
-            .par_chunks_mut(chunk)
-            .zip(dst_idx.par_chunks_mut(chunk))
-            .enumerate()
-            .for_each(|(c, (out_k, out_i))| {
-                let start = c * chunk;
-                merge_chunk(sk, si, &pairs, start, out_k, out_i);
-            });
+        dst_keys.par_chunks_mut(chunk).zip(dst_idx.par_chunks_mut(chunk)).enumerate().for_each(|(c, (out_k, out_i))| {
+            let start = c * chunk;
+            merge_chunk(sk, si, &pairs, start, out_k, out_i);
+        });
         let old = std::mem::replace(&mut src_keys, Cow::Owned(std::mem::take(&mut dst_keys)));
         dst_keys = match old {
             Cow::Owned(v) => v,
@@ -133,14 +129,7 @@ fn merge_chunk<T: KeyWord, I: RowIndex>(
 
 /// Sequential stable merge of two sorted pieces (ties take from `a`), keys with their indices.
 #[inline]
-pub fn merge_serial<T: Ord + Copy, I: Copy>(
-    a: &[T],
-    ai: &[I],
-    b: &[T],
-    bi: &[I],
-    out_k: &mut [T],
-    out_i: &mut [I],
-) {
+pub fn merge_serial<T: Ord + Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], bi: &[I], out_k: &mut [T], out_i: &mut [I]) {
     debug_assert_eq!(a.len() + b.len(), out_k.len());
     let (mut i, mut j, mut o) = (0, 0, 0);
     while i < a.len() && j < b.len() {

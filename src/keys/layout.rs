@@ -1,7 +1,7 @@
 //! Plans the bit layout of the key: one field per sort column, at a fixed offset.
 
-use crate::sort_key::SortKey;
 use crate::error::{Error, Result};
+use crate::sort_key::SortKey;
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::compute::SortOptions;
 use arrow::datatypes::DataType;
@@ -65,13 +65,10 @@ fn fixed_width(name: &str, dt: &DataType) -> Result<Option<u32>> {
         Int8 | UInt8 => 8,
         Int16 | UInt16 | Float16 => 16,
         Int32 | UInt32 | Float32 | Date32 | Time32(_) | Decimal32(_, _) => 32,
-        Int64 | UInt64 | Float64 | Date64 | Time64(_) | Timestamp(_, _) | Duration(_)
-        | Decimal64(_, _) => 64,
+        Int64 | UInt64 | Float64 | Date64 | Time64(_) | Timestamp(_, _) | Duration(_) | Decimal64(_, _) => 64,
         Decimal128(_, _) => 128,
         Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView => return Ok(None),
-        other => {
-            return Err(Error::UnsupportedType { column: name.to_string(), data_type: other.clone() })
-        }
+        other => return Err(Error::UnsupportedType { column: name.to_string(), data_type: other.clone() }),
     }))
 }
 
@@ -86,12 +83,8 @@ fn max_len(array: &ArrayRef) -> usize {
         DataType::LargeUtf8 => longest(valid, array.as_string::<i64>().offsets().lengths()),
         DataType::Binary => longest(valid, array.as_binary::<i32>().offsets().lengths()),
         DataType::LargeBinary => longest(valid, array.as_binary::<i64>().offsets().lengths()),
-        DataType::Utf8View => {
-            longest(valid, array.as_string_view().views().iter().map(|v| *v as u32 as usize))
-        }
-        DataType::BinaryView => {
-            longest(valid, array.as_binary_view().views().iter().map(|v| *v as u32 as usize))
-        }
+        DataType::Utf8View => longest(valid, array.as_string_view().views().iter().map(|v| *v as u32 as usize)),
+        DataType::BinaryView => longest(valid, array.as_binary_view().views().iter().map(|v| *v as u32 as usize)),
         _ => 0,
     }
 }
@@ -104,11 +97,7 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<Layout> 
     let mut exact = true;
     for (r, cols) in runs.iter().enumerate() {
         if cols.len() != specs.len() {
-            return Err(Error::InvalidArgument(format!(
-                "run {r} has {} key columns, expected {}",
-                cols.len(),
-                specs.len()
-            )));
+            return Err(Error::InvalidArgument(format!("run {r} has {} key columns, expected {}", cols.len(), specs.len())));
         }
     }
     for (c, spec) in specs.iter().enumerate() {
@@ -120,11 +109,7 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<Layout> 
             if cols[c].data_type() != &dt {
                 return Err(Error::SchemaMismatch {
                     run: r,
-                    detail: format!(
-                        "sort column '{}' has type {} in run {r} and {dt} in run 0",
-                        spec.column,
-                        cols[c].data_type()
-                    ),
+                    detail: format!("sort column '{}' has type {} in run {r} and {dt} in run 0", spec.column, cols[c].data_type()),
                 });
             }
         }

@@ -47,8 +47,8 @@ pub use layout::{is_supported, plan_layout, Field, FieldKind, Layout, MAX_KEY_BI
 pub use word::{KeyColumn, KeyWord};
 
 use crate::error::{Error, Result};
-use arrow::array::ArrayRef;
 use crate::sort_key::SortKey;
+use arrow::array::ArrayRef;
 
 /// The keys of all runs, concatenated in run order.
 #[derive(Debug, Clone)]
@@ -69,10 +69,8 @@ pub fn encode_runs(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<EncodedK
         return Err(Error::InvalidArgument("at least one sort column is required".into()));
     }
     // Dictionaries are decoded to their values, so the layout sees only plain types.
-    let runs: Vec<Vec<ArrayRef>> = runs
-        .iter()
-        .map(|cols| cols.iter().map(fixed::decode_dictionary).collect::<Result<Vec<_>>>())
-        .collect::<Result<_>>()?;
+    let runs: Vec<Vec<ArrayRef>> =
+        runs.iter().map(|cols| cols.iter().map(fixed::decode_dictionary).collect::<Result<Vec<_>>>()).collect::<Result<_>>()?;
     let layout = plan_layout(&runs, specs)?;
     let mut run_offsets = Vec::with_capacity(runs.len() + 1);
     run_offsets.push(0);

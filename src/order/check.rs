@@ -17,14 +17,10 @@ pub fn check_sorted(encoded: &EncodedKeys, full: Option<&FullComparator>, runs: 
         .into_par_iter()
         .filter_map(|r| {
             (offsets[r] + 1..offsets[r + 1])
-                .find(|&g| {
-                    match encoded.keys.cmp_words(g - 1, g) {
-                        Ordering::Greater => true,
-                        Ordering::Equal if !encoded.exact => {
-                            full.is_some_and(|f| f.cmp(g - 1, g) == Ordering::Greater)
-                        }
-                        _ => false,
-                    }
+                .find(|&g| match encoded.keys.cmp_words(g - 1, g) {
+                    Ordering::Greater => true,
+                    Ordering::Equal if !encoded.exact => full.is_some_and(|f| f.cmp(g - 1, g) == Ordering::Greater),
+                    _ => false,
                 })
                 .map(|g| (r, g - offsets[r]))
         })
@@ -33,17 +29,9 @@ pub fn check_sorted(encoded: &EncodedKeys, full: Option<&FullComparator>, runs: 
         None => Ok(()),
         Some((run, row)) => {
             let show = |i: usize| {
-                runs[run]
-                    .iter()
-                    .map(|c| array_value_to_string(c, i).unwrap_or_else(|_| "?".into()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                runs[run].iter().map(|c| array_value_to_string(c, i).unwrap_or_else(|_| "?".into())).collect::<Vec<_>>().join(", ")
             };
-            Err(Error::NotSorted {
-                run,
-                row,
-                detail: format!("key ({}) follows ({})", show(row), show(row - 1)),
-            })
+            Err(Error::NotSorted { run, row, detail: format!("key ({}) follows ({})", show(row), show(row - 1)) })
         }
     }
 }

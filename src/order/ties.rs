@@ -6,9 +6,9 @@
 //! key order is consistent with the sort order, sorting each such segment stably by the full
 //! comparator yields the exact stable merge.
 
-use crate::permutation::{locate, Indices};
 use crate::error::Result;
 use crate::keys::KeyColumn;
+use crate::permutation::{locate, Indices};
 use crate::sort_key::SortKey;
 use arrow::array::ArrayRef;
 use arrow::row::{RowConverter, Rows, SortField};
@@ -23,11 +23,7 @@ pub struct FullComparator {
 impl FullComparator {
     pub fn new(runs: &[Vec<ArrayRef>], specs: &[SortKey], run_offsets: &[usize]) -> Result<Self> {
         let fields = match runs.first() {
-            Some(cols) => cols
-                .iter()
-                .zip(specs)
-                .map(|(c, s)| SortField::new_with_options(c.data_type().clone(), s.options))
-                .collect(),
+            Some(cols) => cols.iter().zip(specs).map(|(c, s)| SortField::new_with_options(c.data_type().clone(), s.options)).collect(),
             None => vec![],
         };
         let converter = RowConverter::new(fields)?;

@@ -304,7 +304,9 @@ fn continues(input: &InputFile, key: &SortKey, allow_equal: bool) -> Vec<bool> {
                     let known = starts.is_valid(g + 1) && ends.is_valid(g) && nulls.is_valid(g) && nulls.is_valid(g + 1);
                     // Nulls sit at a row group's start (nulls first) or end (nulls last).
                     let null_free = if key.options.nulls_first { nulls.value(g + 1) == 0 } else { nulls.value(g) == 0 };
-                    known && null_free && (end_rows.row(g) < start_rows.row(g + 1) || (allow_equal && end_rows.row(g) == start_rows.row(g + 1)))
+                    known
+                        && null_free
+                        && (end_rows.row(g) < start_rows.row(g + 1) || (allow_equal && end_rows.row(g) == start_rows.row(g + 1)))
                 })
                 .collect(),
         )
@@ -412,7 +414,13 @@ pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
         _ if float(a).is_some() || float(b).is_some() => {
             let (f, i) = if float(a).is_some() { (float(a)?, int_bits(b)?) } else { (float(b)?, int_bits(a)?) };
             // Float32 holds every integer of up to 16 bits, Float64 of up to 32.
-            let need = if i <= 16 { 32 } else if i <= 32 { 64 } else { return None };
+            let need = if i <= 16 {
+                32
+            } else if i <= 32 {
+                64
+            } else {
+                return None;
+            };
             Some(float_of(f.max(need)))
         }
         (Utf8 | LargeUtf8 | Utf8View, Utf8 | LargeUtf8 | Utf8View) => {
@@ -629,7 +637,14 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
                 }
                 _ => {
                     runs.extend(current.take());
-                    current = Some(Run { file: fi, row_groups: vec![g], row_group_rows: vec![rows], declared, decoded_bytes: bytes, decoder_bytes: decoder });
+                    current = Some(Run {
+                        file: fi,
+                        row_groups: vec![g],
+                        row_group_rows: vec![rows],
+                        declared,
+                        decoded_bytes: bytes,
+                        decoder_bytes: decoder,
+                    });
                 }
             }
         }

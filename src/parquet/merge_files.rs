@@ -177,7 +177,8 @@ pub fn window_budgets(plan: &MergePlan, memory_limit: usize, decoders: usize) ->
         )));
     }
     // Water-filling over the runs' estimated sizes, smallest first.
-    let wanted: Vec<usize> = plan.runs.iter().map(|r| (r.decoded_bytes as usize + r.rows() * ROUND_BYTES_PER_ROW).max(min_window_bytes(r))).collect();
+    let wanted: Vec<usize> =
+        plan.runs.iter().map(|r| (r.decoded_bytes as usize + r.rows() * ROUND_BYTES_PER_ROW).max(min_window_bytes(r))).collect();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| wanted[i]);
     let mut budgets = vec![0; n];
@@ -380,7 +381,11 @@ impl<'a> RunReader<'a> {
                 }
                 Some(Err(e)) => return Err(self.error(&e)),
                 None => {
-                    return Err(self.error(&format!("the file ended after {} of the {} rows its metadata counts", self.position, self.run.rows())))
+                    return Err(self.error(&format!(
+                        "the file ended after {} of the {} rows its metadata counts",
+                        self.position,
+                        self.run.rows()
+                    )))
                 }
             }
         }
@@ -408,7 +413,12 @@ fn kept_metadata(plan: &MergePlan) -> Vec<KeyValue> {
 
 /// Merges the runs of `plan` into `output`. `progress` is called after every piece written
 /// with the rows written so far. On any error the output is left as it was.
-pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions, progress: &(dyn Fn(usize) + Sync)) -> Result<MergeSummary> {
+pub fn merge_files(
+    plan: &MergePlan,
+    output: &Path,
+    options: &MergeFilesOptions,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<MergeSummary> {
     let start = Instant::now();
     let keep_open = plan.runs.len() <= open_file_budget();
     let decoders = decoder_bytes(plan, keep_open);
@@ -421,7 +431,13 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
     writer_settings.row_group_bytes = writer_settings.row_group_bytes.min(group_cap);
     let piece_bytes = (rest / 16).max(1 << 20);
     let writer = SortedParquetWriter::create(
-        output, plan.schema.clone(), super::writer::common_parquet_schema(&plan.files, &plan.schema), &plan.keys, kept_metadata(plan), plan.total_rows, writer_settings,
+        output,
+        plan.schema.clone(),
+        super::writer::common_parquet_schema(&plan.files, &plan.schema),
+        &plan.keys,
+        kept_metadata(plan),
+        plan.total_rows,
+        writer_settings,
     )?;
 
     let key_index: Vec<usize> = plan.keys.iter().map(|k| plan.schema.index_of(&k.column)).collect::<Result<_, _>>()?;
@@ -432,7 +448,8 @@ pub fn merge_files(plan: &MergePlan, output: &Path, options: &MergeFilesOptions,
     for (i, &budget) in budgets.iter().enumerate() {
         frontier.set_window_bytes(i, budget, ROUND_BYTES_PER_ROW);
     }
-    let readers: Vec<RunReader> = plan.runs.iter().zip(&budgets).map(|(run, &budget)| RunReader::new(run, plan, budget, keep_open)).collect();
+    let readers: Vec<RunReader> =
+        plan.runs.iter().zip(&budgets).map(|(run, &budget)| RunReader::new(run, plan, budget, keep_open)).collect();
 
     // The writer thread: one piece in flight between it and the merge. It renames the
     // output into place only on `Finish`; if the merge fails, the channel closes without
@@ -588,7 +605,9 @@ fn not_sorted_in_file(e: Error, plan: &MergePlan, i: usize) -> Error {
             let run = &plan.runs[i];
             let (row_group, row) = run.locate(row);
             let float_key = plan.keys.iter().any(|k| {
-                plan.schema.field_with_name(&k.column).is_ok_and(|f| matches!(f.data_type(), DataType::Float16 | DataType::Float32 | DataType::Float64))
+                plan.schema
+                    .field_with_name(&k.column)
+                    .is_ok_and(|f| matches!(f.data_type(), DataType::Float16 | DataType::Float32 | DataType::Float64))
             });
             let detail = if run.declared && float_key {
                 format!(

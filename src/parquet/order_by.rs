@@ -11,8 +11,8 @@
 //! `NULLS FIRST` for `DESC` (PostgreSQL's rule, which DataFusion follows). Column names are
 //! matched exactly as written, quoted or not (Parquet column names keep their case).
 
-use crate::sort_key::SortKey;
 use crate::error::{Error, Result};
+use crate::sort_key::SortKey;
 use arrow::compute::SortOptions;
 
 /// Parses `"k DESC NULLS LAST, j"` into sort keys.

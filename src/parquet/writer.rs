@@ -27,12 +27,14 @@
 //! the largest count seen ([`widened_dictionary_keys`]); a column that fits keeps its type.
 
 use super::interrupt::TempGuard;
-use crate::sort_key::SortKey;
 use crate::error::{Error, Result};
+use crate::sort_key::SortKey;
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
-use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn, ArrowRowGroupWriterFactory, ArrowWriterOptions};
+use parquet::arrow::arrow_writer::{
+    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn, ArrowRowGroupWriterFactory, ArrowWriterOptions,
+};
 use parquet::arrow::{encode_arrow_schema, ArrowSchemaConverter, ArrowWriter, ARROW_SCHEMA_META_KEY as ARROW_SCHEMA_KEY};
 use parquet::basic::Compression;
 use parquet::file::metadata::{KeyValue, SortingColumn};
@@ -42,10 +44,10 @@ use parquet::schema::types::SchemaDescriptor;
 use rayon::prelude::*;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
-use std::sync::mpsc::Receiver;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::mpsc::Receiver;
 use tempfile::TempPath;
 
 /// How the output is written (the knobs of arrow-rs's `parquet-rewrite`).
@@ -188,8 +190,12 @@ pub fn widened_dictionary_keys(schema: &Schema, max_distinct: &[usize]) -> Schem
 /// Encodes and compresses one row group's columns in parallel.
 fn encode_row_group(schema: &SchemaRef, batches: Vec<RecordBatch>, writers: Vec<ArrowColumnWriter>) -> EncodedRowGroup {
     // 0. Distinct values of narrow dictionary columns (see the module doc).
-    let distinct: Vec<usize> =
-        schema.fields().iter().enumerate().map(|(c, f)| if narrow_dictionary(f.data_type()) { distinct_dictionary_values(&batches, c) } else { 0 }).collect();
+    let distinct: Vec<usize> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(c, f)| if narrow_dictionary(f.data_type()) { distinct_dictionary_values(&batches, c) } else { 0 })
+        .collect();
     // 1. Leaves of every batch, grouped by leaf column (a nested field has several).
     let mut leaves: Vec<Vec<ArrowLeafColumn>> = (0..writers.len()).map(|_| Vec::with_capacity(batches.len())).collect();
     for batch in &batches {
@@ -257,7 +263,11 @@ pub fn common_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema
     }
     let arrow = first.metadata.schema();
     let same_arrow = arrow.fields().len() == schema.fields().len()
-        && arrow.fields().iter().zip(schema.fields()).all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type() && a.is_nullable() == b.is_nullable());
+        && arrow
+            .fields()
+            .iter()
+            .zip(schema.fields())
+            .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type() && a.is_nullable() == b.is_nullable());
     let derived = ArrowSchemaConverter::new().convert(schema).ok()?;
     let same_leaves = derived.num_columns() == descr.num_columns()
         && derived.columns().iter().zip(descr.columns()).all(|(d, c)| {
@@ -359,7 +369,12 @@ impl SortedParquetWriter {
     /// `expected_rows` is how many rows will be written: more than [`MAX_ROW_GROUPS`] row
     /// groups of `settings.row_group_rows` are refused here.
     pub fn create(
-        target: &Path, schema: SchemaRef, parquet_schema: Option<SchemaDescriptor>, keys: &[SortKey], metadata: Vec<KeyValue>, expected_rows: usize,
+        target: &Path,
+        schema: SchemaRef,
+        parquet_schema: Option<SchemaDescriptor>,
+        keys: &[SortKey],
+        metadata: Vec<KeyValue>,
+        expected_rows: usize,
         settings: WriterSettings,
     ) -> Result<Self> {
         check_output(target, settings.overwrite)?;
@@ -436,7 +451,9 @@ impl SortedParquetWriter {
             self.pending_rows += take;
             self.pending_bytes += slice_bytes(&head);
             self.pending.push(head);
-            if self.pending_rows >= self.settings.row_group_rows || (self.pending_bytes >= self.settings.row_group_bytes && self.may_cut_on_bytes()) {
+            if self.pending_rows >= self.settings.row_group_rows
+                || (self.pending_bytes >= self.settings.row_group_bytes && self.may_cut_on_bytes())
+            {
                 self.flush_row_group()?;
             }
         }

@@ -32,10 +32,33 @@ impl Rng {
 pub fn key_types() -> Vec<DataType> {
     use DataType::*;
     vec![
-        Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64, Float16, Float32, Float64, Boolean, Date32, Date64,
-        Time32(TimeUnit::Millisecond), Time64(TimeUnit::Nanosecond), Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
-        Timestamp(TimeUnit::Second, None), Duration(TimeUnit::Microsecond), Decimal128(38, 4), Utf8, LargeUtf8,
-        Utf8View, Binary, LargeBinary, BinaryView, Dictionary(Box::new(Int32), Box::new(Utf8)),
+        Int8,
+        Int16,
+        Int32,
+        Int64,
+        UInt8,
+        UInt16,
+        UInt32,
+        UInt64,
+        Float16,
+        Float32,
+        Float64,
+        Boolean,
+        Date32,
+        Date64,
+        Time32(TimeUnit::Millisecond),
+        Time64(TimeUnit::Nanosecond),
+        Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+        Timestamp(TimeUnit::Second, None),
+        Duration(TimeUnit::Microsecond),
+        Decimal128(38, 4),
+        Utf8,
+        LargeUtf8,
+        Utf8View,
+        Binary,
+        LargeBinary,
+        BinaryView,
+        Dictionary(Box::new(Int32), Box::new(Utf8)),
     ]
 }
 
@@ -123,10 +146,12 @@ pub fn random_array(rng: &mut Rng, dt: &DataType, n: usize, domain: u64, null_p:
             arrow::compute::cast(&a, dt).unwrap()
         }
         Binary | LargeBinary | BinaryView => {
-            let v: Vec<Option<Vec<u8>>> = (0..n).map(|i| {
-                let b = random_bytes(rng, domain);
-                valid[i].then_some(b)
-            }).collect();
+            let v: Vec<Option<Vec<u8>>> = (0..n)
+                .map(|i| {
+                    let b = random_bytes(rng, domain);
+                    valid[i].then_some(b)
+                })
+                .collect();
             let a: ArrayRef = Arc::new(BinaryArray::from_iter(v));
             arrow::compute::cast(&a, dt).unwrap()
         }
@@ -146,8 +171,7 @@ pub fn sorted_run(
     first_id: u64,
 ) -> RecordBatch {
     let cols: Vec<ArrayRef> = types.iter().map(|t| random_array(rng, t, n, domain, null_p)).collect();
-    let sort_cols: Vec<SortColumn> =
-        cols.iter().zip(options).map(|(c, o)| SortColumn { values: c.clone(), options: Some(*o) }).collect();
+    let sort_cols: Vec<SortColumn> = cols.iter().zip(options).map(|(c, o)| SortColumn { values: c.clone(), options: Some(*o) }).collect();
     let order = lexsort_to_indices(&sort_cols, None).unwrap();
     let mut fields: Vec<(String, ArrayRef)> =
         cols.iter().enumerate().map(|(i, c)| (format!("k{i}"), take(c, &order, None).unwrap())).collect();
@@ -161,10 +185,8 @@ pub fn oracle(runs: &[RecordBatch], keys: &[(String, SortOptions)]) -> Vec<usize
     if runs.is_empty() {
         return vec![];
     }
-    let fields: Vec<SortField> = keys
-        .iter()
-        .map(|(name, o)| SortField::new_with_options(runs[0].column_by_name(name).unwrap().data_type().clone(), *o))
-        .collect();
+    let fields: Vec<SortField> =
+        keys.iter().map(|(name, o)| SortField::new_with_options(runs[0].column_by_name(name).unwrap().data_type().clone(), *o)).collect();
     let conv = RowConverter::new(fields).unwrap();
     let cols: Vec<ArrayRef> = keys
         .iter()

@@ -10,7 +10,14 @@ use std::path::Path;
 /// text with a font it is given, not the system's.
 static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
-const COLORS: [RGBColor; 6] = [RGBColor(118, 185, 0), RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(214, 39, 40), RGBColor(148, 103, 189), RGBColor(140, 86, 75)];
+const COLORS: [RGBColor; 6] = [
+    RGBColor(118, 185, 0),
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
 
 pub fn draw(path: &Path, results: &[Measurement]) -> Result<()> {
     if results.is_empty() {

@@ -8,7 +8,9 @@
 // Each includer uses part of it.
 #![allow(dead_code)]
 
-use arrow::array::{ArrayRef, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow::array::{
+    ArrayRef, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
+};
 #[cfg(feature = "parquet")]
 use corank::{Error, Result, SortKey};
 #[cfg(feature = "parquet")]
@@ -90,8 +92,22 @@ pub const LINEITEM_KEY: &str = "l_orderkey";
 const SHIP_INSTRUCT: [&str; 4] = ["DELIVER IN PERSON", "COLLECT COD", "NONE", "TAKE BACK RETURN"];
 const SHIP_MODE: [&str; 7] = ["REG AIR", "AIR", "RAIL", "SHIP", "TRUCK", "MAIL", "FOB"];
 const WORDS: [&str; 16] = [
-    "furiously", "quickly", "carefully", "blithely", "slyly", "express", "regular", "final", "pending", "ironic", "deposits", "requests",
-    "packages", "accounts", "theodolites", "foxes",
+    "furiously",
+    "quickly",
+    "carefully",
+    "blithely",
+    "slyly",
+    "express",
+    "regular",
+    "final",
+    "pending",
+    "ironic",
+    "deposits",
+    "requests",
+    "packages",
+    "accounts",
+    "theodolites",
+    "foxes",
 ];
 
 /// `rows` rows shaped like TPC-H `lineitem` (16 columns: keys, decimals, dates, short and
@@ -102,7 +118,11 @@ pub fn lineitem(rows: usize, key_range: u64, seed: u64) -> RecordBatch {
     let mut orderkeys: Vec<i64> = (0..rows).map(|i| (r(i, 1) % key_range.max(1)) as i64).collect();
     orderkeys.sort_unstable();
     let dec = |salt: u64, hi: u64| -> ArrayRef {
-        Arc::new(Decimal128Array::from_iter_values((0..rows).map(|i| (r(i, salt) % hi) as i128)).with_precision_and_scale(15, 2).expect("valid decimal"))
+        Arc::new(
+            Decimal128Array::from_iter_values((0..rows).map(|i| (r(i, salt) % hi) as i128))
+                .with_precision_and_scale(15, 2)
+                .expect("valid decimal"),
+        )
     };
     let ship: Vec<i32> = (0..rows).map(|i| 8036 + (r(i, 9) % 2526) as i32).collect();
     let comment = |i: usize| {
@@ -143,7 +163,13 @@ pub enum FileLayout {
 /// Writes `batch` (sorted by `keys`, or per row group for [`FileLayout::RowGroupsSorted`])
 /// as a Parquet file with `sorting_columns` set.
 #[cfg(feature = "parquet")]
-pub fn write_sorted_parquet(path: &Path, batches: &[RecordBatch], keys: &[SortKey], row_group_rows: usize, compression: Compression) -> Result<()> {
+pub fn write_sorted_parquet(
+    path: &Path,
+    batches: &[RecordBatch],
+    keys: &[SortKey],
+    row_group_rows: usize,
+    compression: Compression,
+) -> Result<()> {
     let err = |e| Error::parquet(path, "writing", e);
     let schema = batches.first().ok_or_else(|| Error::InvalidArgument("no batches to write".into()))?.schema();
     let sorting = corank::parquet::writer::sorting_columns(&schema, keys)?;
@@ -166,7 +192,14 @@ pub fn write_sorted_parquet(path: &Path, batches: &[RecordBatch], keys: &[SortKe
 /// Writes `files` lineitem files of `rows_per_file` rows into `dir` (`part-00.parquet`, ...),
 /// zstd-compressed, row groups of `row_group_rows`. Returns their paths.
 #[cfg(feature = "parquet")]
-pub fn write_lineitem_files(dir: &Path, files: usize, rows_per_file: usize, row_group_rows: usize, layout: FileLayout, seed: u64) -> Result<Vec<PathBuf>> {
+pub fn write_lineitem_files(
+    dir: &Path,
+    files: usize,
+    rows_per_file: usize,
+    row_group_rows: usize,
+    layout: FileLayout,
+    seed: u64,
+) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "creating the directory", e))?;
     let key_range = (files * rows_per_file) as u64 / 4 + 1;
     let keys = [SortKey::asc(LINEITEM_KEY)];

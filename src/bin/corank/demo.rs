@@ -42,7 +42,14 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let row_group = (args.rows / 4).max(1);
     let sorted_files = (args.files * 3).div_ceil(4);
     let mut paths = write_lineitem_files(&input_dir.join("sorted"), sorted_files, args.rows, row_group, FileLayout::Sorted, 1)?;
-    paths.extend(write_lineitem_files(&input_dir.join("row-groups"), args.files - sorted_files, args.rows, row_group, FileLayout::RowGroupsSorted, 2)?);
+    paths.extend(write_lineitem_files(
+        &input_dir.join("row-groups"),
+        args.files - sorted_files,
+        args.rows,
+        row_group,
+        FileLayout::RowGroupsSorted,
+        2,
+    )?);
     println!(
         "wrote {} lineitem files x {} rows ({} sorted whole, {} sorted per row group) to {} in {:.2?}",
         args.files,
@@ -80,13 +87,19 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let (rows, sums_in) = key_and_checksum(&paths)?;
     let (rows_out, sums_out) = key_and_checksum(std::slice::from_ref(&output))?;
     if rows_out != rows || sums_out != sums_in {
-        return Err(Error::File { path: output, detail: format!("verification failed: {rows_out} rows out of {rows}, checksums {sums_out:?} vs {sums_in:?}") });
+        return Err(Error::File {
+            path: output,
+            detail: format!("verification failed: {rows_out} rows out of {rows}, checksums {sums_out:?} vs {sums_in:?}"),
+        });
     }
     check_output_sorted(&output)?;
     let file = std::fs::File::open(&output).map_err(|e| Error::io(&output, "", e))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| Error::parquet(&output, "", e))?;
     let sorting = builder.metadata().row_groups().first().and_then(|g| g.sorting_columns().cloned());
-    println!("verified in {:.2?}: {rows_out} rows, {LINEITEM_KEY} in order, l_partkey checksum equal, sorting_columns {sorting:?}", t.elapsed());
+    println!(
+        "verified in {:.2?}: {rows_out} rows, {LINEITEM_KEY} in order, l_partkey checksum equal, sorting_columns {sorting:?}",
+        t.elapsed()
+    );
     let head: Vec<RecordBatch> =
         builder.with_batch_size(5).build().map_err(|e| Error::parquet(&output, "", e))?.take(1).collect::<Result<_, _>>()?;
     println!("first rows:\n{}", arrow::util::pretty::pretty_format_batches(&head)?);

@@ -150,7 +150,11 @@ fn one_line_usage_error(text: &str) -> String {
     let lines: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty() && !l.starts_with("Usage:")).collect();
     let joined = lines.join(" ");
     let joined = joined.trim_start_matches("error: ");
-    if joined.is_empty() { "bad arguments".to_string() } else { joined.to_string() }
+    if joined.is_empty() {
+        "bad arguments".to_string()
+    } else {
+        joined.to_string()
+    }
 }
 
 fn main() -> ExitCode {

@@ -91,7 +91,9 @@ pub fn run(args: MergeArgs) -> Result<()> {
 pub fn execute(args: &MergeArgs) -> Result<MergeSummary> {
     // 1. Everything that can be refused before reading a row.
     if args.output == Path::new("-") {
-        return Err(Error::InvalidArgument("-o -: writing the output to stdout is not supported; name a file (./- for a file named '-')".into()));
+        return Err(Error::InvalidArgument(
+            "-o -: writing the output to stdout is not supported; name a file (./- for a file named '-')".into(),
+        ));
     }
     let by = args.by.as_deref().map(parse_order_by).transpose()?;
     let compression = parse_compression(&args.compression)?;
@@ -109,7 +111,12 @@ pub fn execute(args: &MergeArgs) -> Result<MergeSummary> {
     let options = MergeFilesOptions {
         engine: args.engine.options(),
         memory_limit: args.memory_limit,
-        writer: WriterSettings { compression, row_group_rows: args.row_group_size, row_group_bytes: args.max_row_group_bytes, overwrite: args.force },
+        writer: WriterSettings {
+            compression,
+            row_group_rows: args.row_group_size,
+            row_group_bytes: args.max_row_group_bytes,
+            overwrite: args.force,
+        },
     };
     let bar = progress_bar(plan.total_rows as u64, args.quiet);
     let input_bytes = plan.total_bytes;

@@ -41,6 +41,8 @@ pub mod order;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod permutation;
+#[cfg(feature = "parquet")]
+mod show_bytes;
 pub mod sort_key;
 
 pub use api::{merge, merge_columns, merge_permutation, MergeOptions};

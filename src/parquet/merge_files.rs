@@ -34,6 +34,7 @@ use super::writer::{SortedParquetWriter, WriterSettings, Written};
 use crate::error::{Error, Result};
 use crate::frontier::{FrontierMerge, FrontierOptions, DEFAULT_WINDOW_ROWS};
 use crate::options::{Engine, EngineOptions};
+use crate::show_bytes::show_bytes;
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::datatypes::DataType;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
@@ -205,22 +206,6 @@ pub(crate) fn show_bytes_ceil(n: u64) -> String {
     }
     let tenths = (n * 10).div_ceil(unit);
     format!("{}.{} {}", tenths / 10, tenths % 10, UNITS[u])
-}
-
-/// `1.5 GiB`.
-pub(crate) fn show_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 /// Runs up to which each run is decoded on a thread of its own.

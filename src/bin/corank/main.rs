@@ -16,6 +16,8 @@ mod chart;
 mod datagen;
 mod demo;
 mod merge;
+#[path = "../../show_bytes.rs"]
+mod show_bytes;
 
 use clap::{Args, Parser, Subcommand};
 use corank::Error;

@@ -1,6 +1,7 @@
 //! `corank merge`: arguments, progress bar and summary around
 //! [`corank::parquet::merge_files`].
 
+use crate::show_bytes::show_bytes;
 use crate::{parse_bytes, parse_count, EngineArgs};
 use clap::Args;
 use corank::parquet::inputs::{expand_inputs_excluding, plan_merge_with, show_keys, PlanOptions};
@@ -177,22 +178,6 @@ pub fn summary_line(s: &MergeSummary, output: &std::path::Path) -> String {
         s.engine(),
         s.elapsed.as_secs_f64()
     )
-}
-
-/// `1.5 GiB`.
-pub fn show_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 /// `10,000,000`.

@@ -75,7 +75,10 @@ fn write_parquet(dir: &std::path::Path, files: usize, rows: usize) {
                     ("l_discount", Arc::new(Float64Array::from_iter_values((0..n).map(|x| (x % 11) as f64 / 100.0))) as _),
                     ("l_shipdate", Arc::new(Int32Array::from_iter_values((0..n as i32).map(|x| 8000 + x % 2500))) as _),
                     ("l_returnflag", Arc::new(StringArray::from_iter_values((0..n).map(|x| ["A", "N", "R"][x % 3]))) as _),
-                    ("l_comment", Arc::new(StringArray::from_iter_values((0..n).map(|x| format!("carefully final deposits {}", x % 977)))) as _),
+                    (
+                        "l_comment",
+                        Arc::new(StringArray::from_iter_values((0..n).map(|x| format!("carefully final deposits {}", x % 977)))) as _,
+                    ),
                 ])
                 .unwrap();
                 let props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap())).build();
@@ -106,7 +109,8 @@ fn main() {
     let run_plan = |plan: Arc<dyn ExecutionPlan>| -> usize {
         rt.block_on(collect(plan, Arc::clone(&ctx))).unwrap().iter().map(|b| b.num_rows()).sum()
     };
-    let spm: Arc<dyn ExecutionPlan> = Arc::new(SortPreservingMergeExec::new(ordering.clone(), source.clone()).with_round_robin_repartition(false));
+    let spm: Arc<dyn ExecutionPlan> =
+        Arc::new(SortPreservingMergeExec::new(ordering.clone(), source.clone()).with_round_robin_repartition(false));
     let (t_spm, n) = time(|| run_plan(Arc::clone(&spm)));
     row(&mut table, &format!("(a) SPM, {parts} x {rows} in memory"), n, t_spm, t_spm);
     let mut engines = vec![Engine::Cpu];
@@ -125,7 +129,8 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("corank-operator-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     write_parquet(&dir, 16, pq_rows / 16);
-    let ddl = format!("CREATE EXTERNAL TABLE lineitem STORED AS PARQUET LOCATION '{}' WITH ORDER (l_orderkey ASC NULLS LAST)", dir.display());
+    let ddl =
+        format!("CREATE EXTERNAL TABLE lineitem STORED AS PARQUET LOCATION '{}' WITH ORDER (l_orderkey ASC NULLS LAST)", dir.display());
     let query = "SELECT * FROM lineitem ORDER BY l_orderkey ASC NULLS LAST";
     let config = || SessionConfig::new().with_target_partitions(16).with_repartition_file_scans(false);
     let run_sql = |ctx: &SessionContext| -> usize {
@@ -151,5 +156,12 @@ fn main() {
     }
     std::fs::remove_dir_all(&dir).ok();
     println!("\n{}", table.join("\n"));
-    println!("threads: {}, GPU: {}", rayon::current_num_threads(), match gpu { Ok(()) => corank::engine::gpu_device_name(0).unwrap_or_default(), Err(e) => format!("none ({e})") });
+    println!(
+        "threads: {}, GPU: {}",
+        rayon::current_num_threads(),
+        match gpu {
+            Ok(()) => corank::engine::gpu_device_name(0).unwrap_or_default(),
+            Err(e) => format!("none ({e})"),
+        }
+    );
 }

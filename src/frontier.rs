@@ -149,7 +149,13 @@ pub struct FrontierMerge {
 impl FrontierMerge {
     /// `specs` name the sort keys (for messages) and their options; the caller evaluates the
     /// key columns of each batch it pushes.
-    pub fn new(schema: SchemaRef, key_types: &[arrow::datatypes::DataType], specs: Vec<SortKey>, num_inputs: usize, options: FrontierOptions) -> Result<Self> {
+    pub fn new(
+        schema: SchemaRef,
+        key_types: &[arrow::datatypes::DataType],
+        specs: Vec<SortKey>,
+        num_inputs: usize,
+        options: FrontierOptions,
+    ) -> Result<Self> {
         if options.window_rows == 0 || options.batch_size == 0 {
             return Err(Error::InvalidArgument("window and batch size must be at least 1 row".into()));
         }
@@ -178,7 +184,8 @@ impl FrontierMerge {
         if input.rows == 0 {
             return true;
         }
-        input.rows < self.options.window_rows && input.window_bytes.is_none_or(|(budget, per_row)| input.bytes + input.rows * per_row < budget)
+        input.rows < self.options.window_rows
+            && input.window_bytes.is_none_or(|(budget, per_row)| input.bytes + input.rows * per_row < budget)
     }
 
     /// Bounds input `i`'s window by `budget` bytes of buffered memory, counting `per_row`
@@ -237,7 +244,11 @@ impl FrontierMerge {
             }
             let spec_runs = [keys.clone()];
             let encoded = crate::keys::encode_runs(&spec_runs, &self.specs)?;
-            let full = if encoded.exact { None } else { Some(crate::order::ties::FullComparator::new(&spec_runs, &self.specs, &encoded.run_offsets)?) };
+            let full = if encoded.exact {
+                None
+            } else {
+                Some(crate::order::ties::FullComparator::new(&spec_runs, &self.specs, &encoded.run_offsets)?)
+            };
             crate::order::check::check_sorted(&encoded, full.as_ref(), &spec_runs).map_err(|e| match e {
                 Error::NotSorted { row, detail, .. } => Error::NotSorted { run: i, row: self.inputs[i].rows_seen + row, detail },
                 other => other,

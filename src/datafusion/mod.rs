@@ -34,9 +34,7 @@ use std::sync::Arc;
 
 /// `rules` with [`CoRankRule`] inserted just before `SanityCheckPlan` (appended at the end
 /// if that rule is absent); unchanged if it holds a `CoRankRule` already.
-pub fn with_corank_rule(
-    mut rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>,
-) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
+pub fn with_corank_rule(mut rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     if rules.iter().any(|r| r.name() == CoRankRule.name()) {
         return rules;
     }
@@ -126,7 +124,9 @@ fn merge_config(mut base: SessionConfig, over: &SessionConfig) -> SessionConfig 
             } else if let Some(c) = theirs.get::<CoRankConfig>().filter(|_| prefix == CoRankConfig::PREFIX) {
                 merged.extensions.insert(c.clone());
             } else {
-                log::warn!("corank::datafusion::register: the builder's config lacks the config extension '{prefix}' of the config given; dropped");
+                log::warn!(
+                    "corank::datafusion::register: the builder's config lacks the config extension '{prefix}' of the config given; dropped"
+                );
             }
         }
         merged.extensions

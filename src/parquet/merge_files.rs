@@ -606,3 +606,43 @@ fn not_sorted_in_file(e: Error, plan: &MergePlan, i: usize) -> Error {
         other => other,
     }
 }
+
+/// What [`merge_files`] would do with a plan and options, worked out before reading a row
+/// ([`dry_run`]): `corank merge --dry-run` prints it.
+#[derive(Debug, Clone)]
+pub struct DryRun {
+    /// The limit planned for ([`MergeFilesOptions::memory_limit`]).
+    pub memory_limit: usize,
+    /// Whether runs keep their files open between batches (else each batch reopens it).
+    pub keep_files_open: bool,
+    /// Estimated memory of the runs' Parquet decoders ([`decoder_bytes`]).
+    pub decoder_bytes: usize,
+    /// Each run's window budget in bytes ([`window_budgets`]), in the order of the plan's runs.
+    pub window_bytes: Vec<usize>,
+    /// Most bytes of Arrow data per output row group: the writer's setting, capped by the limit.
+    pub row_group_bytes: usize,
+    /// Bytes of each piece of a round handed to the writer.
+    pub piece_bytes: usize,
+    // The row groups a merge would copy without decoding (issue 13, item 1, "passthrough")
+    // belong here, as they are planned from the footers too.
+}
+
+/// The plan of merging `plan` with `options`, as [`merge_files`] works it out, with the same
+/// error where the memory limit is too small. Reads no rows, writes nothing (it may raise
+/// the soft limit on open files, as [`merge_files`] does: [`open_file_budget`]).
+pub fn dry_run(plan: &MergePlan, options: &MergeFilesOptions) -> Result<DryRun> {
+    let keep_files_open = plan.runs.len() <= open_file_budget();
+    let decoders = decoder_bytes(plan, keep_files_open);
+    let window_bytes = window_budgets(plan, options.memory_limit, decoders)?;
+    // As merge_files: window_budgets refused a limit below twice the decoders.
+    let rest = options.memory_limit.saturating_sub(decoders);
+    let group_cap = (rest / 4 / (super::writer::ROW_GROUPS_IN_FLIGHT + 1) / 2).max(1 << 20);
+    Ok(DryRun {
+        memory_limit: options.memory_limit,
+        keep_files_open,
+        decoder_bytes: decoders,
+        window_bytes,
+        row_group_bytes: options.writer.row_group_bytes.min(group_cap),
+        piece_bytes: (rest / 16).max(1 << 20),
+    })
+}

@@ -4,19 +4,34 @@
 //!     SortPreservingMergeExec (round robin off) vs CoRankMergeExec with the CPU engine and
 //!     with the GPU engine (where one is usable), same partitions, same machine;
 //! (b) SQL `SELECT * FROM t ORDER BY k` over 16 sorted Parquet files (lineitem-like
-//!     columns, zstd), end to end: stock DataFusion vs DataFusion with corank registered.
+//!     columns, zstd), end to end: stock DataFusion vs DataFusion with corank registered,
+//!     and the floor: the same scan without `ORDER BY` (decoding the files on every core),
+//!     which no merge can beat; the last column says how close each case comes to it.
 //!
-//!   cargo bench --bench operator -- [ROWS_PER_PARTITION [PARQUET_ROWS]]
-//! Defaults: 16M rows per partition x 16 partitions; 12M Parquet rows. Each figure is the
-//! median of 3 runs after one warm-up.
+//! Each run drains the output stream and records the total time and the time to its first
+//! batch (from `execute` in memory, from `ctx.sql` in SQL): the "first batch" rows. Outputs
+//! are checked equal before a time counts: the warm-up run of every case digests its
+//! output (row count, the key column in output order, and an order-free hash of every
+//! row's values), and every case of a group must match the first (the floor only by rows
+//! and values: it is not sorted).
+//!
+//!   cargo bench --bench operator -- [ROWS_PER_PARTITION [PARQUET_ROWS[,PARQUET_ROWS..] [RUNS]]]
+//! Defaults: 16M rows per partition x 16 partitions; 12M Parquet rows; 5 runs. Each figure
+//! is the median of RUNS runs after one warm-up (one run for 64M Parquet rows and more);
+//! the cases of (a), and those of (b), run in turn within each round (the order reversed
+//! every other round), so that load from other processes falls on stock and corank alike.
+//! ROWS_PER_PARTITION 0 skips (a).
 
 use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::row::{RowConverter, SortField};
 use corank::datafusion::{session_context, CoRankMergeExec, MergeSettings};
 use corank::{Engine, EngineOptions};
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
-use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use datafusion::prelude::*;
 use datagen::{sorted_runs, KeyShape};
+use futures::future::BoxFuture;
+use futures::StreamExt;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -35,27 +50,134 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// Median of 3 timed runs after one warm-up; returns the time and the rows of the last run.
-fn time<F: FnMut() -> usize>(mut f: F) -> (Duration, usize) {
-    let rows = f();
-    let mut times = vec![];
-    for _ in 0..3 {
-        let t = Instant::now();
-        assert_eq!(f(), rows);
-        times.push(t.elapsed());
-    }
-    (median(times), rows)
+/// A case: opens its output stream.
+type Open<'a> = Box<dyn Fn() -> BoxFuture<'static, SendableRecordBatchStream> + 'a>;
+
+/// What the runs of a case measured: median total and first-batch times, rows, and the
+/// first batch's rows.
+struct Measured {
+    total: Duration,
+    first: Duration,
+    rows: usize,
+    first_rows: usize,
 }
 
-fn row(table: &mut Vec<String>, name: &str, rows: usize, d: Duration, base: Duration) {
-    table.push(format!(
-        "{:<44} {:>12} {:>10.1} {:>12.1} {:>8.2}x",
-        name,
-        rows,
-        d.as_secs_f64() * 1e3,
-        rows as f64 / d.as_secs_f64() / 1e6,
-        base.as_secs_f64() / d.as_secs_f64()
-    ));
+/// A case's output, digested: rows, a hash of the key column (column 0) in output order,
+/// and the wrapping sum of every row's hash (equal for the same rows in any order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Digest {
+    rows: usize,
+    keys_in_order: u64,
+    rows_any_order: u64,
+}
+
+fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+impl Digest {
+    fn add(&mut self, batch: &RecordBatch) {
+        let fields = batch.schema().fields().iter().map(|f| SortField::new(f.data_type().clone())).collect();
+        let converter = RowConverter::new(fields).unwrap();
+        let rows = converter.convert_columns(batch.columns()).unwrap();
+        let keys = RowConverter::new(vec![SortField::new(batch.column(0).data_type().clone())]).unwrap();
+        let key_rows = keys.convert_columns(&batch.columns()[..1]).unwrap();
+        for r in 0..batch.num_rows() {
+            self.keys_in_order = fnv1a(self.keys_in_order, key_rows.row(r).as_ref());
+            // Mixed so that a sum of row hashes does not cancel out.
+            let h = fnv1a(0xcbf2_9ce4_8422_2325, rows.row(r).as_ref());
+            self.rows_any_order = self.rows_any_order.wrapping_add(h.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (h >> 29));
+        }
+        self.rows += batch.num_rows();
+    }
+}
+
+/// One run: opens the stream and drains it; (total time, time to the first batch, rows,
+/// rows of the first batch), and the output's digest where asked (outside the timing's
+/// purpose: only the warm-up run digests).
+fn run_once(rt: &tokio::runtime::Runtime, open: &Open, digest: bool) -> (Duration, Duration, usize, usize, Digest) {
+    rt.block_on(async {
+        let t = Instant::now();
+        let mut stream = open().await;
+        let (mut rows, mut first, mut d) = (0, None, Digest::default());
+        while let Some(batch) = stream.next().await {
+            let batch = batch.unwrap();
+            let n = batch.num_rows();
+            first.get_or_insert((t.elapsed(), n));
+            rows += n;
+            if digest {
+                d.add(&batch);
+            }
+        }
+        let (first, first_rows) = first.unwrap_or((t.elapsed(), 0));
+        (t.elapsed(), first, rows, first_rows, d)
+    })
+}
+
+/// Every case once to warm up (its output digested and checked against the first case's;
+/// `unordered` cases by rows and values only), then `runs` rounds that run every case
+/// once, in turn (the order reversed every other round); medians per case.
+fn measure(rt: &tokio::runtime::Runtime, cases: &[Open], unordered: &[bool], names: &[String], runs: usize) -> Vec<Measured> {
+    let warm: Vec<_> = cases.iter().map(|open| run_once(rt, open, true)).collect();
+    let base = warm[0].4;
+    for ((w, &free), name) in warm.iter().zip(unordered).zip(names) {
+        let d = w.4;
+        assert_eq!((d.rows, d.rows_any_order), (base.rows, base.rows_any_order), "{name}: not the same rows as {}", names[0]);
+        if !free {
+            assert_eq!(d.keys_in_order, base.keys_in_order, "{name}: keys not in the order of {}", names[0]);
+        }
+    }
+    let mut samples: Vec<Vec<(Duration, Duration)>> = vec![vec![]; cases.len()];
+    for r in 0..runs {
+        let order: Vec<usize> = if r % 2 == 0 { (0..cases.len()).collect() } else { (0..cases.len()).rev().collect() };
+        for c in order {
+            let (total, first, rows, _, _) = run_once(rt, &cases[c], false);
+            assert_eq!(rows, warm[c].2, "every run returns the same rows");
+            samples[c].push((total, first));
+        }
+    }
+    samples
+        .into_iter()
+        .zip(warm)
+        .map(|(s, w)| Measured {
+            total: median(s.iter().map(|x| x.0).collect()),
+            first: median(s.iter().map(|x| x.1).collect()),
+            rows: w.2,
+            first_rows: w.3,
+        })
+        .collect()
+}
+
+/// The table rows of a group of cases (the first is the baseline; `floor`, where given,
+/// the case no merge can beat): throughput rows, then first-batch rows.
+fn table_rows(table: &mut Vec<String>, names: &[String], measured: &[Measured], floor: Option<usize>) {
+    let base = &measured[0];
+    for (name, m) in names.iter().zip(measured) {
+        let to_floor = floor.map_or("-".to_string(), |f| format!("{:.2}x", measured[f].total.as_secs_f64() / m.total.as_secs_f64()));
+        table.push(format!(
+            "{:<56} {:>12} {:>10.1} {:>12.1} {:>8.2}x {:>9}",
+            name,
+            m.rows,
+            m.total.as_secs_f64() * 1e3,
+            m.rows as f64 / m.total.as_secs_f64() / 1e6,
+            base.total.as_secs_f64() / m.total.as_secs_f64(),
+            to_floor
+        ));
+    }
+    for (name, m) in names.iter().zip(measured) {
+        table.push(format!(
+            "{:<56} {:>12} {:>10.2} {:>12} {:>8.2}x {:>9}",
+            format!("{name}, first batch"),
+            m.first_rows,
+            m.first.as_secs_f64() * 1e3,
+            "-",
+            base.first.as_secs_f64() / m.first.as_secs_f64(),
+            "-"
+        ));
+    }
 }
 
 /// Lineitem-like sorted files: l_orderkey (the key), l_partkey, l_quantity, l_extendedprice,
@@ -96,68 +218,88 @@ fn write_parquet(dir: &std::path::Path, files: usize, rows: usize) {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let rows: usize = args.first().and_then(|s| s.parse().ok()).unwrap_or(16 << 20);
-    let pq_rows: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(12 << 20);
+    let pq_sizes: Vec<usize> = args.get(1).map_or(vec![12 << 20], |s| s.split(',').filter_map(|x| x.parse().ok()).collect());
+    let runs: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5).max(1);
     let parts = 16;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let gpu = corank::engine::gpu_availability();
-    let mut table = vec![format!("{:<44} {:>12} {:>10} {:>12} {:>9}", "case", "rows", "ms", "M rows/s", "vs stock")];
+    let mut table = vec![format!("{:<56} {:>12} {:>10} {:>12} {:>9} {:>9}", "case", "rows", "ms", "M rows/s", "vs stock", "vs floor")];
 
     // (a) The operator in memory.
-    let runs = sorted_runs(KeyShape::U64, parts, rows, None, 42);
-    let (source, ordering) = spm::batched_source(&runs, &["k"], BATCH);
-    let ctx = spm::task_context(BATCH);
-    let run_plan = |plan: Arc<dyn ExecutionPlan>| -> usize {
-        rt.block_on(collect(plan, Arc::clone(&ctx))).unwrap().iter().map(|b| b.num_rows()).sum()
-    };
-    let spm: Arc<dyn ExecutionPlan> =
-        Arc::new(SortPreservingMergeExec::new(ordering.clone(), source.clone()).with_round_robin_repartition(false));
-    let (t_spm, n) = time(|| run_plan(Arc::clone(&spm)));
-    row(&mut table, &format!("(a) SPM, {parts} x {rows} in memory"), n, t_spm, t_spm);
-    let mut engines = vec![Engine::Cpu];
-    if gpu.is_ok() {
-        engines.push(Engine::Gpu);
+    if rows > 0 {
+        let data = sorted_runs(KeyShape::U64, parts, rows, None, 42);
+        let (source, ordering) = spm::batched_source(&data, &["k"], BATCH);
+        let ctx = spm::task_context(BATCH);
+        let plan_case = |plan: Arc<dyn ExecutionPlan>| -> Open {
+            let ctx = Arc::clone(&ctx);
+            Box::new(move || {
+                let stream = plan.execute(0, Arc::clone(&ctx)).unwrap();
+                Box::pin(async move { stream })
+            })
+        };
+        let mut names = vec![format!("(a) SPM, {parts} x {rows} in memory")];
+        let spm_plan = SortPreservingMergeExec::new(ordering.clone(), source.clone()).with_round_robin_repartition(false);
+        let mut cases = vec![plan_case(Arc::new(spm_plan))];
+        let mut engines = vec![Engine::Cpu];
+        if gpu.is_ok() {
+            engines.push(Engine::Gpu);
+        }
+        for engine in engines {
+            let settings =
+                MergeSettings { engine: EngineOptions::default().with_engine(engine).with_gpu_min_rows(0), window_rows: 1 << 20 };
+            names.push(format!("(a) CoRankMergeExec, engine {engine}"));
+            cases.push(plan_case(Arc::new(CoRankMergeExec::new(ordering.clone(), source.clone()).with_settings(settings))));
+        }
+        let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, runs);
+        table_rows(&mut table, &names, &measured, None);
     }
-    for engine in engines {
-        let settings = MergeSettings { engine: EngineOptions::default().with_engine(engine).with_gpu_min_rows(0), window_rows: 1 << 20 };
-        let node: Arc<dyn ExecutionPlan> = Arc::new(CoRankMergeExec::new(ordering.clone(), source.clone()).with_settings(settings));
-        let (t, n) = time(|| run_plan(Arc::clone(&node)));
-        row(&mut table, &format!("(a) CoRankMergeExec, engine {engine}"), n, t, t_spm);
-    }
-    drop((runs, source));
 
-    // (b) SQL over sorted Parquet files, end to end.
-    let dir = std::env::temp_dir().join(format!("corank-operator-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    write_parquet(&dir, 16, pq_rows / 16);
-    let ddl =
-        format!("CREATE EXTERNAL TABLE lineitem STORED AS PARQUET LOCATION '{}' WITH ORDER (l_orderkey ASC NULLS LAST)", dir.display());
-    let query = "SELECT * FROM lineitem ORDER BY l_orderkey ASC NULLS LAST";
-    let config = || SessionConfig::new().with_target_partitions(16).with_repartition_file_scans(false);
-    let run_sql = |ctx: &SessionContext| -> usize {
-        rt.block_on(async {
-            let batches = ctx.sql(query).await.unwrap().collect().await.unwrap();
-            batches.iter().map(|b| b.num_rows()).sum()
-        })
-    };
-    let stock = SessionContext::new_with_config(config());
-    rt.block_on(stock.sql(&ddl)).unwrap();
-    let (t_stock, n) = time(|| run_sql(&stock));
-    row(&mut table, "(b) SQL ORDER BY, 16 Parquet files, stock", n, t_stock, t_stock);
-    let mut engines = vec!["cpu"];
-    if gpu.is_ok() {
-        engines.push("gpu");
+    // (b) SQL over sorted Parquet files, end to end, at each size.
+    for pq_rows in pq_sizes {
+        let dir = std::env::temp_dir().join(format!("corank-operator-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_parquet(&dir, 16, pq_rows / 16);
+        let ddl =
+            format!("CREATE EXTERNAL TABLE lineitem STORED AS PARQUET LOCATION '{}' WITH ORDER (l_orderkey ASC NULLS LAST)", dir.display());
+        let sorted = "SELECT * FROM lineitem ORDER BY l_orderkey ASC NULLS LAST";
+        let scan = "SELECT * FROM lineitem";
+        let config = || SessionConfig::new().with_target_partitions(16).with_repartition_file_scans(false);
+        let sql_case = |ctx: SessionContext, query: &'static str| -> Open {
+            Box::new(move || {
+                let ctx = ctx.clone();
+                Box::pin(async move { ctx.sql(query).await.unwrap().execute_stream().await.unwrap() })
+            })
+        };
+        let stock = SessionContext::new_with_config(config());
+        rt.block_on(stock.sql(&ddl)).unwrap();
+        let mut names = vec!["(b) SQL ORDER BY, 16 Parquet files, stock".to_string()];
+        let mut cases = vec![sql_case(stock.clone(), sorted)];
+        let mut unordered = vec![false];
+        let mut engines = vec!["cpu"];
+        if gpu.is_ok() {
+            engines.push("gpu");
+        }
+        for engine in engines {
+            let ctx = session_context(config());
+            rt.block_on(ctx.sql(&ddl)).unwrap();
+            rt.block_on(ctx.sql(&format!("SET corank.engine = '{engine}'"))).unwrap();
+            names.push(format!("(b) SQL ORDER BY, 16 Parquet files, corank {engine}"));
+            cases.push(sql_case(ctx, sorted));
+            unordered.push(false);
+        }
+        names.push("(b) floor: the same scan, no ORDER BY, stock".to_string());
+        cases.push(sql_case(stock, scan));
+        unordered.push(true);
+        let floor = cases.len() - 1;
+        let size_runs = if pq_rows >= 64 << 20 { 1 } else { runs };
+        let measured = measure(&rt, &cases, &unordered, &names, size_runs);
+        table.push(format!("-- {pq_rows} Parquet rows, {size_runs} run(s)"));
+        table_rows(&mut table, &names, &measured, Some(floor));
+        std::fs::remove_dir_all(&dir).ok();
     }
-    for engine in engines {
-        let ctx = session_context(config());
-        rt.block_on(ctx.sql(&ddl)).unwrap();
-        rt.block_on(ctx.sql(&format!("SET corank.engine = '{engine}'"))).unwrap();
-        let (t, n) = time(|| run_sql(&ctx));
-        row(&mut table, &format!("(b) SQL ORDER BY, 16 Parquet files, corank {engine}"), n, t, t_stock);
-    }
-    std::fs::remove_dir_all(&dir).ok();
     println!("\n{}", table.join("\n"));
     println!(
-        "threads: {}, GPU: {}",
+        "runs: {runs} (medians), threads: {}, GPU: {}",
         rayon::current_num_threads(),
         match gpu {
             Ok(()) => corank::engine::gpu_device_name(0).unwrap_or_default(),

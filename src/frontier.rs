@@ -13,16 +13,31 @@
 //! ([`FrontierMerge::set_window_bytes`]), in the buffered batches' real memory as well, so
 //! wide rows (long strings) hold fewer rows.
 //!
-//! One round: (1) every input not exhausted holds at least one row (the caller pushes);
-//! (2) find `F`; (3) per input, the emittable prefix of its buffer (binary search);
-//! (4) merge those prefixes with the engine — an input's buffered batches are consecutive
-//! runs, inputs in order, so the merge's stability is the inputs' order; (5) gather, and
-//! drop what was emitted.
+//! One round: (1) every input not exhausted holds at least one row (the caller pushes; a
+//! caller may wait for fuller windows, [`FrontierMerge::ready_for`]); (2) find `F`; (3) per
+//! input, the emittable prefix of its buffer (binary search), moved out of the buffer into
+//! an owned [`RoundInput`] ([`FrontierMerge::take_round`], cheap); (4) merge those prefixes
+//! with the engine ([`RoundInput::merge`], the expensive part, on any thread) — an input's
+//! buffered batches are consecutive runs, inputs in order, so the merge's stability is the
+//! inputs' order; (5) gather.
+//!
+//! Pipelining: a caller may keep pushing batches while a taken round merges, and take the
+//! next round once it has. Rounds are emitted in the order they were taken, and that is the
+//! merge: after a take, every row still buffered or pushed later sorts after every row the
+//! round took, by `(key, input)` then position in the input. (A row `(k, j)` left in input
+//! `j`'s buffer is above `F` by (3). A row pushed later to input `j` has `k >= L_j` and
+//! `(L_j, j) >= F`, so it is above `F` or equals `F` with `j` the frontier's input, whose
+//! earlier rows the round took: it follows them in input order.) A take changes nothing a
+//! later push depends on but the buffers, so a take followed by pushes is the sequential
+//! rule with the merge deferred.
 
-use crate::api::{merge_columns, MergeOptions};
+use crate::api::MergeOptions;
+use crate::engine::merge_keys;
 use crate::error::{Error, Result};
 use crate::gather::gather;
+use crate::keys::encode_runs;
 use crate::options::{Engine, EngineOptions};
+use crate::order::ties::{resolve_ties, FullComparator};
 use crate::permutation::{Indices, Permutation};
 use crate::sort_key::SortKey;
 use arrow::array::{ArrayRef, RecordBatch};
@@ -61,12 +76,16 @@ struct Buffered {
     /// The memory this batch is counted at: a slice at its share of its buffers (which the
     /// slice keeps alive).
     bytes: usize,
+    /// The memory its buffers hold (`get_array_memory_size` when pushed; a slice keeps all
+    /// of its batch's buffers alive).
+    memory: usize,
 }
 
 impl Buffered {
     fn slice(&self, offset: usize, len: usize) -> Buffered {
         let bytes = self.bytes * len / self.batch.num_rows().max(1);
-        Buffered { batch: self.batch.slice(offset, len), keys: self.keys.iter().map(|k| k.slice(offset, len)).collect(), bytes }
+        let (batch, keys) = (self.batch.slice(offset, len), self.keys.iter().map(|k| k.slice(offset, len)).collect());
+        Buffered { batch, keys, bytes, memory: self.memory }
     }
 }
 
@@ -76,6 +95,8 @@ struct Input {
     rows: usize,
     /// Memory of the buffered rows (slices counted at their share of their buffers).
     bytes: usize,
+    /// Memory the buffered batches hold (a slice at its whole batch's).
+    memory: usize,
     exhausted: bool,
     /// Rows of this input already pushed (for error messages).
     rows_seen: usize,
@@ -124,6 +145,75 @@ impl MergedRound {
         };
         // Output batches carry the declared schema (metadata and nullability included).
         batches.into_iter().map(|b| Ok(b.with_schema(self.schema.clone())?)).collect()
+    }
+}
+
+/// One round's rows taken out of the buffers ([`FrontierMerge::take_round`]) and not yet
+/// merged: every input's emittable prefix as runs, inputs in order, with their key columns.
+/// It owns its rows, so it can merge on another thread while the caller keeps pushing
+/// batches into the buffers (the module doc says why that is safe).
+pub struct RoundInput {
+    runs: Vec<RecordBatch>,
+    keys: Vec<Vec<ArrayRef>>,
+    specs: Vec<SortKey>,
+    options: MergeOptions,
+    schema: SchemaRef,
+    /// Where each input's runs start in `runs`, then `runs.len()`.
+    input_starts: Vec<usize>,
+    rows: usize,
+    bytes: usize,
+}
+
+impl RoundInput {
+    /// Rows the round emits.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The memory of the round's rows: whole batches at their size, a batch cut at the
+    /// frontier at the cut's share of it (the rest of it stays counted in the buffer).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Step (4): merges the runs with the engine; the caller gathers ([`MergedRound::gather`]).
+    ///
+    /// The keys are encoded per batch, but merged per input: an input's batches are
+    /// consecutive pieces of one sorted run, so together they are one run of the merge
+    /// (`ceil(log2 k)` merge levels for `k` inputs, not for all the batches of the round),
+    /// and the result is the same (the stable merge of runs `A1, A2` with `A1 A2` sorted is
+    /// `A1 A2`; indices are global, in the batches' order either way). Otherwise as
+    /// [`crate::api::merge_columns`].
+    pub fn merge(self) -> Result<MergedRound> {
+        let RoundInput { runs, keys, specs, options, schema, input_starts, rows, .. } = self;
+        if rows == 0 {
+            let perm = Permutation { run_offsets: vec![0], indices: Indices::U32(vec![]), engine: Engine::Cpu, key_bytes: 0 };
+            return Ok(MergedRound { runs, perm, schema });
+        }
+        let encoded = encode_runs(&keys, &specs)?;
+        // The full comparator is only needed where keys may tie on different values.
+        let full = if encoded.exact { None } else { Some(FullComparator::new(&keys, &specs, &encoded.run_offsets)?) };
+        let mut input_offsets: Vec<usize> = input_starts.iter().map(|&r| encoded.run_offsets[r]).collect();
+        input_offsets.dedup(); // inputs with no rows this round
+        let (mut indices, engine) = merge_keys(&encoded.keys, &input_offsets, &options.engine)?;
+        if let Some(full) = &full {
+            resolve_ties(&mut indices, &encoded.keys, full);
+        }
+        let key_bytes = encoded.keys.key_bytes();
+        Ok(MergedRound { runs, perm: Permutation { run_offsets: encoded.run_offsets, indices, engine, key_bytes }, schema })
+    }
+
+    /// Steps (4) and (5): merges, then gathers the whole round into batches of the merge's
+    /// `batch_size` rows.
+    pub fn merge_gathered(self) -> Result<MergedChunk> {
+        let batch_size = self.options.batch_size;
+        let round = self.merge()?;
+        let rows = round.rows();
+        if rows == 0 {
+            return Ok(MergedChunk { batches: vec![], rows: 0, engine: Engine::Cpu, key_bytes: 0 });
+        }
+        let batches = round.gather(0, rows, batch_size)?;
+        Ok(MergedChunk { batches, rows, engine: round.perm.engine, key_bytes: rows * round.perm.key_bytes })
     }
 }
 
@@ -199,14 +289,30 @@ impl FrontierMerge {
         self.inputs.iter().all(|i| i.exhausted || i.rows > 0)
     }
 
+    /// Whether a round can run and every input not exhausted holds `target_rows` rows or
+    /// has a full window (it [`wants`](Self::wants) no more): the condition of a caller that
+    /// grows its rounds toward full windows. `ready_for(1)` is [`ready`](Self::ready).
+    pub fn ready_for(&self, target_rows: usize) -> bool {
+        (0..self.inputs.len()).all(|i| {
+            let input = &self.inputs[i];
+            input.exhausted || (input.rows > 0 && (input.rows >= target_rows || !self.wants(i)))
+        })
+    }
+
+    /// Rows buffered by input `i`.
+    pub fn buffered_rows(&self, i: usize) -> usize {
+        self.inputs[i].rows
+    }
+
     /// Whether every input is exhausted and everything was emitted.
     pub fn is_finished(&self) -> bool {
         self.inputs.iter().all(|i| i.exhausted && i.rows == 0)
     }
 
-    /// Memory held by buffered batches.
+    /// Memory held by buffered batches (a batch cut by a round at its whole size: the cut
+    /// keeps its buffers alive).
     pub fn buffered_bytes(&self) -> usize {
-        self.inputs.iter().flat_map(|i| &i.batches).map(|b| b.batch.get_array_memory_size()).sum()
+        self.inputs.iter().map(|i| i.memory).sum()
     }
 
     /// Turns the order check on or off for input `i` alone (the default is
@@ -243,12 +349,8 @@ impl FrontierMerge {
                 }
             }
             let spec_runs = [keys.clone()];
-            let encoded = crate::keys::encode_runs(&spec_runs, &self.specs)?;
-            let full = if encoded.exact {
-                None
-            } else {
-                Some(crate::order::ties::FullComparator::new(&spec_runs, &self.specs, &encoded.run_offsets)?)
-            };
+            let encoded = encode_runs(&spec_runs, &self.specs)?;
+            let full = if encoded.exact { None } else { Some(FullComparator::new(&spec_runs, &self.specs, &encoded.run_offsets)?) };
             crate::order::check::check_sorted(&encoded, full.as_ref(), &spec_runs).map_err(|e| match e {
                 Error::NotSorted { row, detail, .. } => Error::NotSorted { run: i, row: self.inputs[i].rows_seen + row, detail },
                 other => other,
@@ -261,7 +363,8 @@ impl FrontierMerge {
         input.rows += n;
         let bytes = batch.get_array_memory_size();
         input.bytes += bytes;
-        input.batches.push_back(Buffered { batch, keys, bytes });
+        input.memory += bytes;
+        input.batches.push_back(Buffered { batch, keys, bytes, memory: bytes });
         Ok(())
     }
 
@@ -278,22 +381,38 @@ impl FrontierMerge {
     /// Runs one round: merges and returns every buffered row that can be emitted now.
     /// Requires [`ready`](Self::ready).
     pub fn merge_round(&mut self) -> Result<MergedChunk> {
-        let round = self.merge_round_ungathered()?;
-        let rows = round.rows();
-        if rows == 0 {
-            return Ok(MergedChunk { batches: vec![], rows: 0, engine: Engine::Cpu, key_bytes: 0 });
-        }
-        let batches = round.gather(0, rows, self.options.batch_size)?;
-        Ok(MergedChunk { batches, rows, engine: round.perm.engine, key_bytes: rows * round.perm.key_bytes })
+        self.take_round()?.merge_gathered()
     }
 
     /// [`merge_round`](Self::merge_round) without the gather: the caller gathers the
     /// round's rows in pieces ([`MergedRound::gather`]).
     pub fn merge_round_ungathered(&mut self) -> Result<MergedRound> {
+        self.take_round()?.merge()
+    }
+
+    /// Steps (2) and (3) of a round: moves every buffered row that can be emitted now out of
+    /// the buffers, for [`RoundInput::merge`]. Cheap (a binary search per input, no copy of
+    /// the rows). Requires [`ready`](Self::ready); the caller may push more batches before
+    /// the round merges.
+    pub fn take_round(&mut self) -> Result<RoundInput> {
+        self.take_round_at_most(usize::MAX)
+    }
+
+    /// [`take_round`](Self::take_round) emitting about `max_rows` rows at most (a round
+    /// whose first output batch should come soon): at most `max_rows / inputs` rows of
+    /// each input, more only where rows tie on the key at that position. At least one row.
+    ///
+    /// A smaller frontier is as valid as `F`: with `F' <= F`, every row left or pushed later
+    /// is still above `F'` (or equals it, from `F'`'s input, after the rows taken). So `F'`
+    /// is the smallest of `F` and, for every input holding more than `m = max(1, max_rows /
+    /// inputs)` rows, `(key of its m-th row, input)`; each input then gives at most `m`
+    /// rows (plus ties), and the input defining `F'` at least one.
+    pub fn take_round_at_most(&mut self, max_rows: usize) -> Result<RoundInput> {
+        // (1) Every input not exhausted holds a row, so each has a last key.
         if !self.ready() {
             return Err(Error::InvalidArgument("an input that is not exhausted has no buffered rows".into()));
         }
-        // 1. The frontier: the smallest (last key, input) over inputs not exhausted.
+        // (2) The frontier: the smallest (last key, input) over inputs not exhausted.
         let mut frontier: Option<(OwnedRow, usize)> = None;
         for (i, input) in self.inputs.iter().enumerate() {
             if input.exhausted {
@@ -304,7 +423,23 @@ impl FrontierMerge {
                 frontier = Some((last, i));
             }
         }
-        // 2. Per input, the emittable prefix: (batches taken whole, rows of the next batch).
+        // The cap lowers it to the m-th row of any input holding more than m rows.
+        let m = (max_rows / self.inputs.len().max(1)).max(1);
+        for (i, input) in self.inputs.iter().enumerate() {
+            if input.rows <= m {
+                continue;
+            }
+            let (mut b, mut r) = (0, m - 1);
+            while r >= input.batches[b].batch.num_rows() {
+                r -= input.batches[b].batch.num_rows();
+                b += 1;
+            }
+            let key = self.row(&input.batches[b].keys, r)?;
+            if frontier.as_ref().is_none_or(|(f, fi)| (key.row(), i) < (f.row(), *fi)) {
+                frontier = Some((key, i));
+            }
+        }
+        // (3) Per input, the emittable prefix: (batches taken whole, rows of the next batch).
         let mut cuts = Vec::with_capacity(self.inputs.len());
         for (i, input) in self.inputs.iter().enumerate() {
             let Some((f, fi)) = &frontier else {
@@ -334,14 +469,20 @@ impl FrontierMerge {
             }
             cuts.push((whole, part));
         }
-        // 3. The runs: each input's emittable batches in order, inputs in order.
+        // The prefixes move out as runs: each input's emittable batches in order, inputs in
+        // order (the merge's stability).
         let mut runs: Vec<RecordBatch> = Vec::new();
         let mut run_keys: Vec<Vec<ArrayRef>> = Vec::new();
+        let mut bytes = 0;
+        let mut input_starts = Vec::with_capacity(self.inputs.len() + 1);
         for (input, &(whole, part)) in self.inputs.iter_mut().zip(&cuts) {
+            input_starts.push(runs.len());
             for _ in 0..whole {
                 let b = input.batches.pop_front().unwrap();
                 input.rows -= b.batch.num_rows();
                 input.bytes -= b.bytes;
+                input.memory -= b.memory;
+                bytes += b.memory;
                 runs.push(b.batch);
                 run_keys.push(b.keys);
             }
@@ -353,18 +494,16 @@ impl FrontierMerge {
                 input.bytes = input.bytes - front.bytes + tail.bytes;
                 input.batches.push_front(tail);
                 input.rows -= part;
+                bytes += head.bytes;
                 runs.push(head.batch);
                 run_keys.push(head.keys);
             }
         }
+        input_starts.push(runs.len());
         let rows: usize = runs.iter().map(|b| b.num_rows()).sum();
-        if rows == 0 {
-            let perm = Permutation { run_offsets: vec![0], indices: Indices::U32(vec![]), engine: Engine::Cpu, key_bytes: 0 };
-            return Ok(MergedRound { runs, perm, schema: self.schema.clone() });
-        }
-        // 4. Merge (the caller gathers).
+        // Pushed batches were checked (where asked) as they came: the merge checks nothing.
         let options = MergeOptions { engine: self.options.engine, check_sorted: false, batch_size: self.options.batch_size };
-        let perm = merge_columns(&run_keys, &self.specs, &options)?;
-        Ok(MergedRound { runs, perm, schema: self.schema.clone() })
+        let (specs, schema) = (self.specs.clone(), self.schema.clone());
+        Ok(RoundInput { runs, keys: run_keys, specs, options, schema, input_starts, rows, bytes })
     }
 }

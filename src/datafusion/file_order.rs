@@ -28,6 +28,7 @@ use arrow::array::{Array, ArrayRef};
 use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::row::{RowConverter, SortField};
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::common::Result;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
@@ -88,6 +89,34 @@ pub(crate) fn repair(input: &Arc<dyn ExecutionPlan>) -> Result<Repair> {
     }
     // Any other node: its partitions are not the scan's; only a sort helps.
     Ok(if input.children().into_iter().any(has_unproven_scan) { Repair::Sort } else { Repair::Proven })
+}
+
+/// `plan` with the declared order of every unproven Parquet scan below it dropped (a merge
+/// or sort below stops the search), for a sort that goes above them: DataFusion's `SortExec`
+/// passes its input through unsorted when the input's equivalence properties claim the
+/// order already, and an unproven scan claims it.
+///
+/// A node between that requires its input's order (a windowed aggregate, say) then fails
+/// DataFusion's plan check: it would have read rows the scan only claimed to be sorted.
+pub(crate) fn forget_unproven_order(plan: &Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    Arc::clone(plan)
+        .transform_down(|node| {
+            if sorts_itself(&node) {
+                return Ok(Transformed::new(node, false, TreeNodeRecursion::Jump));
+            }
+            let Some(scan) = node.downcast_ref::<DataSourceExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            let Some((config, _)) = scan.downcast_to_file_source::<ParquetSource>() else {
+                return Ok(Transformed::no(node));
+            };
+            if config.output_ordering.is_empty() || matches!(repair_scan(scan), Repair::Proven) {
+                return Ok(Transformed::no(node));
+            }
+            let config = FileScanConfigBuilder::from(config.clone()).with_output_ordering(vec![]).build();
+            Ok(Transformed::yes(Arc::new(scan.clone().with_data_source(Arc::new(config))) as Arc<dyn ExecutionPlan>))
+        })
+        .data()
 }
 
 fn has_unproven_scan(plan: &Arc<dyn ExecutionPlan>) -> bool {

@@ -15,7 +15,7 @@
 
 use super::config::CoRankConfig;
 use super::exec::{CoRankMergeExec, MergeSettings};
-use super::file_order::{repair, Repair};
+use super::file_order::{forget_unproven_order, repair, Repair};
 use super::stream::to_datafusion;
 use crate::keys::is_supported;
 use datafusion::common::config::ConfigOptions;
@@ -36,13 +36,16 @@ pub struct CoRankRule;
 /// `input`, or what replaces it so that each of its partitions is sorted by `expr`: the
 /// unproven Parquet files split into row-group runs, or a sort of each partition.
 fn sorted_input(input: &Arc<dyn ExecutionPlan>, expr: &LexOrdering, fetch: Option<usize>) -> Result<Arc<dyn ExecutionPlan>> {
-    let sort = || -> Arc<dyn ExecutionPlan> {
-        Arc::new(SortExec::new(expr.clone(), Arc::clone(input)).with_preserve_partitioning(true).with_fetch(fetch))
+    // The sort's input must not claim the order it is there to establish (a `SortExec`
+    // over an input claiming its order passes the input through).
+    let sort = || -> Result<Arc<dyn ExecutionPlan>> {
+        let unsorted = forget_unproven_order(input)?;
+        Ok(Arc::new(SortExec::new(expr.clone(), unsorted).with_preserve_partitioning(true).with_fetch(fetch)))
     };
     Ok(match repair(input)? {
         Repair::Proven => Arc::clone(input),
         Repair::Split(split) if split.equivalence_properties().ordering_satisfy(expr.clone())? => split,
-        Repair::Split(_) | Repair::Sort => sort(),
+        Repair::Split(_) | Repair::Sort => sort()?,
     })
 }
 

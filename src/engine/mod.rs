@@ -35,6 +35,20 @@ pub fn gpu_availability() -> std::result::Result<(), String> {
     Err("corank was built without the `gpu` feature".into())
 }
 
+/// Starts the GPU engine's start-up (the CUDA context of `options.device`, the cached
+/// kernels) on a background thread and returns at once, so that it overlaps the caller's
+/// own work, e.g. reading Parquet footers; the first GPU merge waits for what is still
+/// under way. Does nothing for `Engine::Cpu` or without the `gpu` feature. Errors are not
+/// reported here but by the merge, as without a warm-up (see `gpu::warm_up`).
+pub fn warm_up_gpu(options: &EngineOptions) {
+    #[cfg(feature = "gpu")]
+    if options.engine != Engine::Cpu {
+        gpu::warm_up(options.device);
+    }
+    #[cfg(not(feature = "gpu"))]
+    let _ = options;
+}
+
 /// The name of the GPU device `device`, where one is usable.
 pub fn gpu_device_name(device: usize) -> Result<String> {
     #[cfg(feature = "gpu")]

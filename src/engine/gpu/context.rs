@@ -5,7 +5,13 @@
 //!
 //! One merge runs at a time on a device (its state sits behind a mutex): the buffers are
 //! sized for the largest call so far and a second concurrent merge would need its own.
+//!
+//! [`warm_up`] creates a device's context and loads the modules whose cubins are in the disk
+//! cache on a background thread, so the caller overlaps that with its own work (reading
+//! Parquet footers): the first merge finds the context made (or waits for it: the context
+//! sits in a `OnceLock`, created once whoever asks first) and the modules loaded.
 
+use super::manifest::Family;
 use super::nvrtc::{Module, ModuleSpec};
 use super::transfer::Staging;
 use super::tuning::Arch;
@@ -13,6 +19,7 @@ use crate::{Error, Result};
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
 
 pub(crate) fn gpu_err(what: &str) -> impl Fn(result::DriverError) -> Error + '_ {
     move |e| Error::Gpu(format!("{what}: {e:?}"))
@@ -106,7 +113,9 @@ pub(crate) fn gpu(device: usize) -> Result<&'static Gpu> {
 
 impl Gpu {
     fn new(ordinal: usize) -> Result<Gpu> {
+        let t = Instant::now();
         let ctx = CudaContext::new(ordinal).map_err(gpu_err("creating the CUDA context"))?;
+        let created = t.elapsed();
         // SAFETY: the engine orders its work on its own streams and events and synchronizes
         // explicitly; it uses no cudarc safe buffer whose tracking this turns off.
         unsafe { ctx.disable_event_tracking() };
@@ -116,6 +125,10 @@ impl Gpu {
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(gpu_err("reading the shared memory per block"))?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        log::debug!(
+            "corank: CUDA device {ordinal} ({name}, sm_{major}{minor}): context created in {created:.1?}, ready in {:.1?}",
+            t.elapsed()
+        );
         Ok(Gpu {
             ctx,
             stream,
@@ -139,6 +152,51 @@ impl Gpu {
 
     pub fn cu_stream(&self) -> sys::CUstream {
         self.stream.cu_stream()
+    }
+}
+
+/// The modules [`warm_up`] loads when their cubins are cached: the production kernels with
+/// u32 indices, the most common key widths first.
+fn warm_up_specs() -> impl Iterator<Item = ModuleSpec> {
+    [8, 16, 4, 24, 32].into_iter().map(|key_bytes| ModuleSpec { family: Family::Production, key_bytes, index_bits: 32 })
+}
+
+/// Starts creating device `device`'s context, then loading the modules of
+/// [`warm_up_specs`] whose cubins the disk cache holds, on a background thread; returns at
+/// once. Once a process a device (later calls do nothing). Errors are not reported here:
+/// the context's (or its absence's) stays where the first merge finds and reports it, as
+/// without a warm-up; a module that does not load from the cache is built by the merge.
+pub(crate) fn warm_up(device: usize) {
+    static STARTED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    {
+        let mut started = STARTED.lock().unwrap_or_else(|p| p.into_inner());
+        if started.contains(&device) {
+            return;
+        }
+        started.push(device);
+    }
+    let spawned = std::thread::Builder::new().name(format!("corank-gpu{device}-warm-up")).spawn(move || {
+        let t = Instant::now();
+        let Ok(gpu) = gpu(device) else { return };
+        let mut loaded = 0;
+        for spec in warm_up_specs() {
+            let Ok(mut st) = gpu.lock() else { return };
+            if st.modules.contains_key(&spec) {
+                continue;
+            }
+            match Module::from_cache(&gpu.ctx, gpu.arch, spec) {
+                Ok(Some(m)) => {
+                    st.modules.insert(spec, Arc::new(m));
+                    loaded += 1;
+                }
+                Ok(None) => {}
+                Err(e) => log::debug!("corank: warm-up of device {device}: {e}"),
+            }
+        }
+        log::debug!("corank: warm-up of device {device} done in {:.1?} ({loaded} cached modules loaded)", t.elapsed());
+    });
+    if let Err(e) = spawned {
+        log::debug!("corank: no warm-up thread for device {device}: {e}");
     }
 }
 

@@ -20,13 +20,16 @@
 //! - `manifest`: every entry point, its module family, parameters and shared memory;
 //! - `tuning`: the kernels' policy per (architecture, key bytes, index bytes);
 //! - `nvrtc`: builds and loads a module (one family, key width, index width);
+//! - `kernel_cache`: NVRTC to a cubin for the device's architecture, and the cubins' disk
+//!   cache (`$CORANK_CACHE_DIR`, else `$XDG_CACHE_HOME/corank`, else `~/.cache/corank`);
 //! - `plan`: pure planning (kernel resolution, levels, tiles, grids, device bytes);
 //! - `launch`: the typed launcher, the one kernel launch;
 //! - `transfer`: keys up and indices down through two pinned staging buffers (the host
 //!   fills one while the other is in flight), the output mapped with huge pages by other
 //!   threads while the keys go up;
 //! - `context`: a context per device ordinal, created lazily, with its modules and a pool
-//!   of device buffers reused across calls;
+//!   of device buffers reused across calls, and [`warm_up`] to start that early on a
+//!   background thread;
 //! - `merge`: one merge, level by level; the last level runs in chunks so the download of
 //!   each chunk overlaps the merge of the next.
 //!
@@ -34,6 +37,7 @@
 //! caller merges on the CPU). GPU failures are returned, never panics.
 
 mod context;
+mod kernel_cache;
 mod launch;
 mod manifest;
 mod merge;
@@ -99,6 +103,16 @@ pub fn compile_all_kernels() -> Result<()> {
         return Err(Error::GpuUnavailable("the NVRTC library (libnvrtc) is not present".into()));
     }
     nvrtc::compile_all()
+}
+
+/// Starts the GPU engine's start-up for CUDA device `device` on a background thread and
+/// returns at once: the CUDA context is created and the production kernels whose cubins the
+/// disk cache holds are loaded while the caller does other work (reads Parquet footers).
+/// The first merge on the device waits for what is still under way; nothing is done twice.
+/// Errors are not returned here: a missing GPU or a failure is reported by the first merge,
+/// exactly as without a warm-up. Later calls for the same device do nothing.
+pub fn warm_up(device: usize) {
+    context::warm_up(device)
 }
 
 /// The name of CUDA device `device`; an ordinal with no device is `Error::GpuUnavailable`.

@@ -2,15 +2,24 @@
 //! for one key width and index width under one tuning policy, its sources (carried in the
 //! binary by `include_str!`) concatenated after a header of `#define`s. Loading a module
 //! finds its entry points and sets each one's shared-memory limit from the manifest.
+//!
+//! A module is compiled to a cubin for the device's architecture (`sm_XY`), kept in the
+//! disk cache of [`kernel_cache`](super::kernel_cache) so a later process only loads it.
+//! Where the cubin path fails for a reason other than a compile error of the sources (an
+//! NVRTC that does not know the architecture, a driver that refuses the cubin), the module
+//! is compiled to PTX for `compute_XY` and the driver compiles that, as before.
 
 use super::context::gpu_err;
+use super::kernel_cache::{self, CompileFailure, CubinRequest, Origin};
 use super::manifest::{Entry, Family};
 use super::tuning::{module_policy, Arch, Policy};
 use crate::{Error, Result};
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Which module: the kernel family, the key layout and the index width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -63,10 +72,34 @@ impl ModuleSpec {
         std::iter::once(header.as_str()).chain(self.family.sources().iter().copied()).collect::<Vec<_>>().join("\n")
     }
 
+    /// The program name NVRTC gets (without the `.cu`).
+    fn program_name(&self) -> String {
+        format!("corank_{}_k{}_i{}", self.family.name(), self.key_bytes, self.index_bits)
+    }
+
+    /// The request for this module's cubin for `arch` under `policy`.
+    pub fn cubin_request(&self, arch: Arch, policy: &Policy) -> CubinRequest {
+        let sm = format!("sm_{}{}", arch.major, arch.minor);
+        CubinRequest {
+            name: self.program_name(),
+            source: self.source(policy),
+            options: vec![format!("--gpu-architecture={sm}"), "--std=c++17".into()],
+            arch: sm,
+        }
+    }
+
+    /// This module's cubin for `arch` under `policy`: from the cache in `dir` when it holds
+    /// a valid entry, else compiled by NVRTC (and written there).
+    pub fn cubin(&self, arch: Arch, policy: &Policy, dir: Option<&Path>) -> std::result::Result<kernel_cache::Cubin, CompileFailure> {
+        let req = self.cubin_request(arch, policy);
+        let nvrtc = kernel_cache::nvrtc_version().map_err(CompileFailure::Other)?;
+        kernel_cache::cubin_through_cache(dir, &req, nvrtc, || kernel_cache::compile_cubin(&req))
+    }
+
     /// Compiles this module to PTX for `arch` under `policy`.
     pub fn compile(&self, arch: Arch, policy: &Policy) -> Result<Ptx> {
         let opts = CompileOptions {
-            name: Some(format!("corank_{}_k{}_i{}.cu", self.family.name(), self.key_bytes, self.index_bits)),
+            name: Some(format!("{}.cu", self.program_name())),
             options: vec![format!("--gpu-architecture={}", arch.compute()), "--std=c++17".into()],
             ..Default::default()
         };
@@ -85,11 +118,36 @@ pub(crate) struct Module {
 }
 
 impl Module {
-    /// Compiles `spec` for `arch` and loads it into `ctx`.
+    /// Compiles `spec` for `arch` (or takes its cubin from the disk cache) and loads it
+    /// into `ctx`.
     pub fn build(ctx: &Arc<CudaContext>, arch: Arch, spec: ModuleSpec) -> Result<Module> {
         let policy = module_policy(arch, spec.key_bytes, spec.index_bytes());
-        let ptx = spec.compile(arch, &policy)?;
-        let module = ctx.load_module(ptx).map_err(gpu_err("loading the kernels"))?;
+        let module = load(ctx, arch, spec, &policy, kernel_cache::default_dir().as_deref())?;
+        Module::with_functions(module, spec, policy)
+    }
+
+    /// Loads `spec` into `ctx` only if the disk cache holds its cubin for `arch`: `None`
+    /// where it does not (nothing is compiled) or the driver refuses it.
+    pub fn from_cache(ctx: &Arc<CudaContext>, arch: Arch, spec: ModuleSpec) -> Result<Option<Module>> {
+        let Some(dir) = kernel_cache::default_dir() else { return Ok(None) };
+        let Ok(nvrtc) = kernel_cache::nvrtc_version() else { return Ok(None) };
+        let policy = module_policy(arch, spec.key_bytes, spec.index_bytes());
+        let Some(cubin) = kernel_cache::read_cached(&dir, &spec.cubin_request(arch, &policy), nvrtc) else { return Ok(None) };
+        let t = Instant::now();
+        match ctx.load_module(Ptx::from_binary(cubin)) {
+            Ok(module) => {
+                log::debug!("corank: {}: cubin from the cache loaded in {:.1?} (warm-up)", spec.program_name(), t.elapsed());
+                Module::with_functions(module, spec, policy).map(Some)
+            }
+            Err(e) => {
+                log::debug!("corank: {}: the driver refused the cached cubin ({e:?})", spec.program_name());
+                Ok(None)
+            }
+        }
+    }
+
+    /// Finds `spec`'s entry points in `module` and allows each its dynamic shared memory.
+    fn with_functions(module: Arc<CudaModule>, spec: ModuleSpec, policy: Policy) -> Result<Module> {
         let mut functions = HashMap::new();
         for e in spec.family.entries() {
             let f = module.load_function(e.name).map_err(gpu_err("finding a kernel"))?;
@@ -123,6 +181,36 @@ impl Module {
     pub fn dynamic_shared_bytes(&self, entry: Entry) -> u32 {
         self.functions.get(&entry).map_or(0, |f| f.1)
     }
+}
+
+/// `spec`'s module loaded into `ctx`: its cubin for `arch` (from the cache in `dir`, else
+/// compiled), or where that fails for a reason other than the sources, its PTX.
+fn load(ctx: &Arc<CudaContext>, arch: Arch, spec: ModuleSpec, policy: &Policy, dir: Option<&Path>) -> Result<Arc<CudaModule>> {
+    let name = spec.program_name();
+    let t = Instant::now();
+    match spec.cubin(arch, policy, dir) {
+        Ok(cubin) => {
+            let got = t.elapsed();
+            let origin = if cubin.origin == Origin::Cache { "read from the cache" } else { "compiled" };
+            let t = Instant::now();
+            match ctx.load_module(Ptx::from_binary(cubin.bytes)) {
+                Ok(module) => {
+                    log::debug!("corank: {name}: cubin {origin} in {got:.1?}, loaded in {:.1?}", t.elapsed());
+                    return Ok(module);
+                }
+                Err(e) => log::warn!("corank: {name}: the driver refused the {origin} cubin ({e:?}); using PTX instead"),
+            }
+        }
+        Err(CompileFailure::Sources(msg)) => return Err(Error::Gpu(msg)),
+        Err(CompileFailure::Other(msg)) => log::warn!("corank: {name}: no cubin ({msg}); using PTX instead"),
+    }
+    let t = Instant::now();
+    let ptx = spec.compile(arch, policy)?;
+    let compiled = t.elapsed();
+    let t = Instant::now();
+    let module = ctx.load_module(ptx).map_err(gpu_err("loading the kernels"))?;
+    log::debug!("corank: {name}: PTX compiled in {compiled:.1?}, loaded (driver JIT) in {:.1?}", t.elapsed());
+    Ok(module)
 }
 
 /// Compiles every module (every family, key width and index width) through NVRTC, with

@@ -10,7 +10,14 @@
 //! `corank::merge` (GPU and CPU engines) and by DataFusion's `SortPreservingMergeExec` (round
 //! robin off), outputs compared.
 //!
-//! `CORANK_BENCH_SECTIONS` (comma-separated: `2way`, `kway`, `host`, `spm`; all by default) picks
+//! Then the payload gather (`gather`): 16 runs of 3 x u64 + a nullable i32, permuted by their
+//! merge, gathered by the CPU (`corank::gather::gather`, every core) and by the device
+//! (`gather_fixed_gpu`: payload and indices up, kernels, results down into pinned memory),
+//! the kernels alone and a device-to-device copy of the output bytes for scale; outputs
+//! checked equal before a time counts. It also measures the constants of the decision rule
+//! (`corank::engine::gpu::gather::H100_HOST`) and prints what the rule says for each size.
+//!
+//! `CORANK_BENCH_SECTIONS` (comma-separated: `2way`, `kway`, `host`, `spm`, `gather`; all by default) picks
 //! the parts to run, for tuning sweeps with `CORANK_GPU_TUNING` (`name=value,...`, passed to
 //! `corank::engine::gpu::tuning::set_overrides`; names in src/engine/gpu/tuning.rs). Runs on
 //! device 0.
@@ -60,7 +67,7 @@ fn main() {
         gpu::tuning::set_overrides(&overrides).expect("CORANK_GPU_TUNING");
         println!("tuning overrides: {overrides}");
     }
-    let sections = std::env::var("CORANK_BENCH_SECTIONS").unwrap_or_else(|_| "2way,kway,host,spm".into());
+    let sections = std::env::var("CORANK_BENCH_SECTIONS").unwrap_or_else(|_| "2way,kway,host,spm,gather".into());
     let run = |s: &str| sections.split(',').any(|x| x.trim() == s);
     let reps = 7;
     let n = 1usize << 28;
@@ -113,6 +120,7 @@ fn main() {
     if run("spm") {
         record_batches(n, &mut rows);
     }
+    let gather_table = if run("gather") { gather_section(reps) } else { Vec::new() };
     println!("\nKernels for u64 keys, u32 indices, {} threads a block:", gpu::tuning::THREADS);
     println!("| kernel | registers | dynamic shared bytes | blocks per SM |");
     println!("|---|---:|---:|---:|");
@@ -125,6 +133,114 @@ fn main() {
     for (c, ms, g, r) in rows {
         println!("| {c} | {ms:.3} | {g} | {r} |");
     }
+    for line in gather_table {
+        println!("{line}");
+    }
+}
+
+/// k runs of `n / k` rows: three u64 columns and an i32 column with 10% nulls, and the
+/// permutation of their merge by the first column (what a merge round gathers with).
+fn gather_data(n: usize, k: usize) -> (Vec<arrow::array::RecordBatch>, corank::Permutation) {
+    use arrow::array::{ArrayRef, Int32Array, RecordBatch, UInt64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let (keys, offsets) = data(n, k, u64::MAX, 21);
+    let indices = merge_cpu(&keys, &offsets);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("a", DataType::UInt64, false),
+        Field::new("b", DataType::UInt64, false),
+        Field::new("c", DataType::UInt64, false),
+        Field::new("d", DataType::Int32, true),
+    ]));
+    let runs: Vec<RecordBatch> = offsets
+        .par_windows(2)
+        .map(|w| {
+            let a = &keys[w[0]..w[1]];
+            let b: Vec<u64> = a.iter().map(|x| x.rotate_left(17)).collect();
+            let c: Vec<u64> = a.iter().map(|x| x ^ 0x5555_5555_5555_5555).collect();
+            let d: Int32Array = a.iter().map(|&x| (x % 10 != 0).then_some(x as i32)).collect();
+            let cols: Vec<ArrayRef> =
+                vec![Arc::new(UInt64Array::from(a.to_vec())), Arc::new(UInt64Array::from(b)), Arc::new(UInt64Array::from(c)), Arc::new(d)];
+            RecordBatch::try_new(schema.clone(), cols).unwrap()
+        })
+        .collect();
+    (runs, corank::Permutation { run_offsets: offsets, indices, engine: corank::Engine::Cpu, key_bytes: 8 })
+}
+
+/// The gather table (markdown lines): CPU against device for 1M, 16M and 64M rows, and the
+/// decision rule's constants measured in this run.
+fn gather_section(reps: usize) -> Vec<String> {
+    use gpu::gather::{gather_on_gpu_pays, H100_HOST};
+    const K: usize = 16;
+    const ROW_BYTES: usize = 3 * 8 + 4; // fixed-width payload bytes a row (the bitmap aside)
+    let columns = [0, 1, 2, 3];
+    let threads = rayon::current_num_threads();
+    let mut lines = vec![
+        String::new(),
+        format!("Payload gather, {K} runs of 3 x u64 + nullable i32 (10% nulls), permuted by their merge (u32 indices); median of 3, {threads} CPU threads"),
+        "| rows | payload MB | CPU gather ms (GB/s) | GPU end to end ms (GB/s) | CPU / GPU | GPU kernels ms | D2D copy of the output ms | model GPU ms | model CPU ms | rule says |".into(),
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|".into(),
+    ];
+    let median3 = |f: &mut dyn FnMut() -> f32| median((0..3).map(|_| f()).collect());
+    for n in [1usize << 20, 16 << 20, 64 << 20] {
+        let (runs, perm) = gather_data(n, K);
+        let bytes = n * ROW_BYTES;
+        // Outputs first, checked equal.
+        let cpu = corank::gather::gather(&runs, &perm, 8192).unwrap();
+        let ours = gpu::gather_fixed_gpu(&runs, &perm, &columns, &GpuOptions::default()).unwrap();
+        for (c, got) in ours.iter().enumerate() {
+            let parts: Vec<&dyn arrow::array::Array> = cpu.iter().map(|b| b.column(c).as_ref()).collect();
+            let want = arrow::compute::concat(&parts).unwrap();
+            assert_eq!(want.to_data(), got.to_data(), "column {c}: the device gather differs from the CPU gather at {n} rows");
+            assert_eq!(want.null_count(), got.null_count());
+        }
+        drop((cpu, ours));
+        let cpu_ms = median3(&mut || {
+            let s = Instant::now();
+            let out = corank::gather::gather(&runs, &perm, 8192).unwrap();
+            let ms = s.elapsed().as_secs_f32() * 1000.0;
+            drop(out);
+            ms
+        });
+        let gpu_ms = median3(&mut || {
+            let s = Instant::now();
+            let out = gpu::gather_fixed_gpu(&runs, &perm, &columns, &GpuOptions::default()).unwrap();
+            let ms = s.elapsed().as_secs_f32() * 1000.0;
+            drop(out);
+            ms
+        });
+        let kernel_ms = median3(&mut || bench::gather_fixed_timed(&runs, &perm, &columns).unwrap().1);
+        let copy_ms = median(bench::time_copy(bytes + n / 8, reps).unwrap());
+        let gbs = |ms: f64| bytes as f64 / ms / 1e6;
+        lines.push(format!(
+            "| {}M | {} | {cpu_ms:.1} ({:.1}) | {gpu_ms:.1} ({:.1}) | {:.2} | {kernel_ms:.2} | {copy_ms:.2} | {:.1} | {:.1} | {} |",
+            n >> 20,
+            bytes / 1_000_000,
+            gbs(cpu_ms),
+            gbs(gpu_ms),
+            cpu_ms / gpu_ms,
+            H100_HOST.gpu_ms(n, ROW_BYTES, 4),
+            H100_HOST.cpu_ms(n, ROW_BYTES, threads),
+            if gather_on_gpu_pays(n, ROW_BYTES, 4, threads) { "GPU" } else { "CPU" },
+        ));
+    }
+    // The rule's constants, measured here.
+    let probe = 512usize << 20;
+    let src = vec![0x5au8; probe];
+    let up_ms = median(bench::time_staged_upload(&src, 3).unwrap()) as f64;
+    drop(src);
+    let (_, down) = bench::time_pinned(probe, 3).unwrap();
+    let down_ms = median(down);
+    let (alloc_ms, free_ms) = bench::time_pinned_alloc((64 * ROW_BYTES) << 20).unwrap();
+    lines.push(String::new());
+    lines.push(format!(
+        "Constants: pageable upload through the pinned staging buffers {:.1} GB/s; pinned D2H {:.1} GB/s (512 MiB); a cold pinned allocation of the 64M-row output ({} MiB) {alloc_ms:.0} ms, its free {free_ms:.0} ms (the gather's pool reuses it after the first call); in use (gather.rs H100_HOST): {:?}",
+        probe as f64 / up_ms / 1e6,
+        probe as f64 / down_ms / 1e6,
+        64 * ROW_BYTES,
+        H100_HOST
+    ));
+    lines
 }
 
 /// From host memory: 2^28 u64 keys up, 2^28 u32 indices down, against the PCIe floor; then

@@ -203,3 +203,53 @@ pub fn time_pinned(bytes: usize, reps: usize) -> Result<(Vec<f32>, Vec<f32>)> {
     }
     Ok((up, down))
 }
+
+/// [`super::gather_fixed_gpu`] on device 0, also returning the kernels' time in ms (CUDA
+/// events around each column's kernels; the host waits for them, so the call itself is
+/// slower than an untimed one: time the end to end separately).
+pub fn gather_fixed_timed(
+    runs: &[arrow::array::RecordBatch],
+    perm: &crate::permutation::Permutation,
+    columns: &[usize],
+) -> Result<(Vec<arrow::array::ArrayRef>, f32)> {
+    let mut ms = 0.0;
+    let options = super::GpuOptions { device: DEVICE, ..super::GpuOptions::default() };
+    let out = super::gather::gather_timed(runs, perm, columns, &options, Some(&mut ms))?;
+    Ok((out, ms))
+}
+
+/// Milliseconds of each of `reps` uploads of `src` (pageable host memory) to the device
+/// through the engine's pinned staging buffers (as the gather and the merge send data up),
+/// after a warm-up.
+pub fn time_staged_upload(src: &[u8], reps: usize) -> Result<Vec<f32>> {
+    let gpu = gpu(DEVICE)?;
+    let mut st = gpu.lock()?;
+    let s = gpu.cu_stream();
+    let d = DeviceBytes::new(src.len().max(1))?;
+    let mut times = Vec::new();
+    for r in 0..=reps {
+        let t = std::time::Instant::now();
+        upload(s, st.staging()?, src, d.0)?;
+        // SAFETY: the engine's stream.
+        unsafe { result::stream::synchronize(s) }.map_err(gpu_err("uploading"))?;
+        if r > 0 {
+            times.push(t.elapsed().as_secs_f32() * 1000.0);
+        }
+    }
+    Ok(times)
+}
+
+/// Milliseconds to allocate (cuMemHostAlloc) and free `bytes` of pinned host memory, the cost
+/// the gather's output pool saves after the first call.
+pub fn time_pinned_alloc(bytes: usize) -> Result<(f32, f32)> {
+    let gpu = gpu(DEVICE)?;
+    let _st = gpu.lock()?;
+    let t = std::time::Instant::now();
+    // SAFETY: a plain pinned allocation in the context bound to this thread, freed below.
+    let p = unsafe { result::malloc_host(bytes, 0) }.map_err(gpu_err("allocating pinned memory"))?;
+    let alloc = t.elapsed().as_secs_f32() * 1000.0;
+    let t = std::time::Instant::now();
+    // SAFETY: allocated just above, never used, freed once.
+    unsafe { result::free_host(p) }.map_err(gpu_err("freeing pinned memory"))?;
+    Ok((alloc, t.elapsed().as_secs_f32() * 1000.0))
+}

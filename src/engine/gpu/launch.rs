@@ -66,6 +66,12 @@ pub(crate) enum Args {
     PartitionKWayCoarse { level: LevelArg, coarse: DevPtr, count: u64, coarse_start: DevPtr },
     /// `partition_kway`: splits out, boundary count, the coarse splits and table.
     PartitionKWay { level: LevelArg, splits: DevPtr, boundaries: u64, coarse: DevPtr, coarse_start: DevPtr },
+    /// `gather_values_i32/i64`: `n` values of `width` bytes from `src` to `dst` by the
+    /// indices at `idx` (u64 when `wide`), `total` input values, the error word.
+    GatherValues { src: DevPtr, dst: DevPtr, idx: DevPtr, n: u64, total: u64, width: u32, error: DevPtr, wide: bool },
+    /// `gather_validity_i32/i64`: the bitmap of `n` outputs into `out` (u32 words) from
+    /// `bits` and the run table `runs` of `nruns` runs (cuda/gather.cu).
+    GatherValidity { bits: DevPtr, runs: DevPtr, nruns: u32, out: DevPtr, idx: DevPtr, n: u64, total: u64, error: DevPtr, wide: bool },
 }
 
 impl Args {
@@ -76,6 +82,8 @@ impl Args {
             Args::Partition2Way { .. } => Params::Partition2Way,
             Args::PartitionKWayCoarse { .. } => Params::PartitionKWayCoarse,
             Args::PartitionKWay { .. } => Params::PartitionKWay,
+            Args::GatherValues { wide, .. } => Params::GatherValues { wide: *wide },
+            Args::GatherValidity { wide, .. } => Params::GatherValidity { wide: *wide },
         }
     }
 }
@@ -118,11 +126,18 @@ impl Launcher<'_> {
             Args::PartitionKWay { level, splits, boundaries, coarse, coarse_start } => {
                 vec![arg(level), arg(splits), arg(boundaries), arg(coarse), arg(coarse_start)]
             }
+            Args::GatherValues { src, dst, idx, n, total, width, error, wide: _ } => {
+                vec![arg(src), arg(dst), arg(idx), arg(n), arg(total), arg(width), arg(error)]
+            }
+            Args::GatherValidity { bits, runs, nruns, out, idx, n, total, error, wide: _ } => {
+                vec![arg(bits), arg(runs), arg(nruns), arg(out), arg(idx), arg(n), arg(total), arg(error)]
+            }
         };
         // SAFETY: `f` is a function of the loaded `module`, which outlives this call. `ptrs`
         // holds one pointer per parameter of `entry`'s CUDA signature, each to a live local
         // of the type the kernel declares (LevelArg has the layout of `Level`, asserted on
-        // both sides; device pointers and counts are u64); cuLaunchKernel copies the values
+        // both sides; device pointers and counts are u64, the gather's width and run count
+        // u32); cuLaunchKernel copies the values
         // before it returns. The device addresses in them are allocations of this context
         // that the caller keeps alive until the stream has run the kernel. `shared` is the
         // manifest's size, which the module allowed for this entry at load time.

@@ -20,6 +20,7 @@ const MERGE_CIRCULAR: &str = include_str!("../../../cuda/merge_circular.cu");
 const MERGE_TILED: &str = include_str!("../../../cuda/merge_tiled.cu");
 const MERGE_KWAY: &str = include_str!("../../../cuda/merge_kway.cu");
 const PARTITION: &str = include_str!("../../../cuda/partition.cu");
+const GATHER: &str = include_str!("../../../cuda/gather.cu");
 
 /// A module family: the kernels compiled together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,15 +29,19 @@ pub(crate) enum Family {
     Production,
     /// The book's basic and circular-buffer kernels.
     Book,
+    /// The payload gather (values and validity bitmaps, both index widths in one module;
+    /// built with key_bytes 8 and index_bits 32, which it does not read).
+    Gather,
 }
 
 impl Family {
-    pub const ALL: [Family; 2] = [Family::Production, Family::Book];
+    pub const ALL: [Family; 3] = [Family::Production, Family::Book, Family::Gather];
 
     pub fn name(self) -> &'static str {
         match self {
             Family::Production => "production",
             Family::Book => "book",
+            Family::Gather => "gather",
         }
     }
 
@@ -46,6 +51,7 @@ impl Family {
         match self {
             Family::Production => &[COMMON, CTA_MERGE, CO_RANK, MERGE_TILED, MERGE_KWAY, PARTITION],
             Family::Book => &[COMMON, CTA_MERGE, CO_RANK, MERGE_BASIC, MERGE_CIRCULAR],
+            Family::Gather => &[COMMON, GATHER],
         }
     }
 
@@ -68,6 +74,12 @@ pub(crate) enum Params {
     PartitionKWayCoarse,
     /// `(Level L, u64 *splits, u64 nboundaries, const u64 *coarse, const u64 *cstart)`
     PartitionKWay,
+    /// `(const u8 *src, u8 *dst, const u32 *idx, u64 n, u64 total, u32 width, u32 *error)`
+    /// (`const u64 *idx` when `wide`)
+    GatherValues { wide: bool },
+    /// `(const u8 *bits, const u64 *runs, u32 nruns, u32 *out, const u32 *idx, u64 n,
+    /// u64 total, u32 *error)` (`const u64 *idx` when `wide`)
+    GatherValidity { wide: bool },
 }
 
 /// An entry point's shared memory.
@@ -94,6 +106,10 @@ pub(crate) enum Entry {
     PartitionKWay,
     Partition2Way,
     MergeKWay,
+    GatherValues32,
+    GatherValues64,
+    GatherValidity32,
+    GatherValidity64,
 }
 
 /// What the host knows about one entry point.
@@ -113,8 +129,8 @@ const fn entry_point(entry: Entry, name: &'static str, family: Family, params: P
 
 /// Every entry point, in [`Entry`] order (the bench's kernel report lists them so).
 #[rustfmt::skip]
-pub(crate) const MANIFEST: [EntryPoint; 10] = {
-    use Family::{Book, Production};
+pub(crate) const MANIFEST: [EntryPoint; 14] = {
+    use Family::{Book, Gather, Production};
     [
         entry_point(Entry::MergeBasic, "merge_basic", Book, Params::Level, Shared::Static),
         entry_point(Entry::MergeTiledOnly, "merge_tiled_only", Production, Params::LevelSplits, Shared::TiledTile),
@@ -126,6 +142,10 @@ pub(crate) const MANIFEST: [EntryPoint; 10] = {
         entry_point(Entry::PartitionKWay, "partition_kway", Production, Params::PartitionKWay, Shared::Static),
         entry_point(Entry::Partition2Way, "partition_2way", Production, Params::Partition2Way, Shared::Static),
         entry_point(Entry::MergeKWay, "merge_kway", Production, Params::LevelSplits, Shared::KWayTiles),
+        entry_point(Entry::GatherValues32, "gather_values_i32", Gather, Params::GatherValues { wide: false }, Shared::Static),
+        entry_point(Entry::GatherValues64, "gather_values_i64", Gather, Params::GatherValues { wide: true }, Shared::Static),
+        entry_point(Entry::GatherValidity32, "gather_validity_i32", Gather, Params::GatherValidity { wide: false }, Shared::Static),
+        entry_point(Entry::GatherValidity64, "gather_validity_i64", Gather, Params::GatherValidity { wide: true }, Shared::Static),
     ]
 };
 
@@ -202,6 +222,18 @@ mod tests {
                     Params::Partition2Way => "Level L, u64 *splits, u64 nboundaries, u64 tile",
                     Params::PartitionKWayCoarse => "Level L, u64 *coarse, u64 ncoarse, const u64 *cstart",
                     Params::PartitionKWay => "Level L, u64 *splits, u64 nboundaries, const u64 *coarse, const u64 *cstart",
+                    Params::GatherValues { wide: false } => {
+                        "const u8 *src, u8 *dst, const u32 *idx, u64 n, u64 total, u32 width, u32 *error"
+                    }
+                    Params::GatherValues { wide: true } => {
+                        "const u8 *src, u8 *dst, const u64 *idx, u64 n, u64 total, u32 width, u32 *error"
+                    }
+                    Params::GatherValidity { wide: false } => {
+                        "const u8 *bits, const u64 *runs, u32 nruns, u32 *out, const u32 *idx, u64 n, u64 total, u32 *error"
+                    }
+                    Params::GatherValidity { wide: true } => {
+                        "const u8 *bits, const u64 *runs, u32 nruns, u32 *out, const u64 *idx, u64 n, u64 total, u32 *error"
+                    }
                 };
                 let found = defined.iter().find(|(n, _)| n == e.name);
                 assert_eq!(found.map(|(_, p)| p.as_str()), Some(expected), "{} in the {} sources", e.name, f.name());

@@ -37,6 +37,7 @@
 //! caller merges on the CPU). GPU failures are returned, never panics.
 
 mod context;
+pub mod gather;
 mod kernel_cache;
 mod launch;
 mod manifest;
@@ -53,6 +54,7 @@ use crate::keys::KeyColumn;
 pub use crate::options::Kernel;
 use crate::permutation::Indices;
 use crate::{Error, Result};
+pub use gather::{gather_fixed_gpu, gather_on_gpu_pays};
 
 /// Options of the GPU engine.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -112,15 +112,37 @@ fn par_copy(src: &[MaybeUninit<u8>], dst: &mut [MaybeUninit<u8>]) {
 /// buffers: while one piece is in flight the host fills the other. The copies are queued,
 /// not waited for: work queued after them on `stream` sees the keys.
 pub(crate) fn upload(stream: sys::CUstream, staging: &mut Staging, src: &[u8], dst: DevPtr) -> Result<()> {
-    for (p, piece) in src.chunks(STAGE_BYTES).enumerate() {
+    upload_slices(stream, staging, &[src], dst)
+}
+
+/// Copies the concatenation of `srcs` (host, any memory) to the device at `dst` on
+/// `stream`, as [`upload`] does one slice: a staging buffer is filled from as many slices
+/// as it holds, so many small slices (the runs of a payload column) still go up in
+/// `STAGE_BYTES` pieces with the host filling one buffer while the other is in flight.
+pub(crate) fn upload_slices(stream: sys::CUstream, staging: &mut Staging, srcs: &[&[u8]], dst: DevPtr) -> Result<()> {
+    let total: usize = srcs.iter().map(|s| s.len()).sum();
+    let (mut slice, mut within) = (0, 0); // where the next piece's bytes start
+    for (p, start) in (0..total).step_by(STAGE_BYTES).enumerate() {
+        let len = STAGE_BYTES.min(total - start);
         let s = p % 2;
-        par_copy(as_uninit(piece), staging.host_buffer(s, piece.len())?);
-        // SAFETY: the staging buffer holds `piece.len()` bytes the host has just written and
-        // stays untouched until the event recorded next completes (host_buffer waits for
-        // it); `dst` is a device allocation of at least src.len() bytes, of which this piece
-        // covers [p * STAGE_BYTES, p * STAGE_BYTES + piece.len()).
+        let buf = staging.host_buffer(s, len)?;
+        let mut filled = 0;
+        while filled < len {
+            let src = &srcs[slice][within..];
+            let take = src.len().min(len - filled);
+            par_copy(as_uninit(&src[..take]), &mut buf[filled..filled + take]);
+            filled += take;
+            within += take;
+            if within == srcs[slice].len() {
+                (slice, within) = (slice + 1, 0);
+            }
+        }
+        // SAFETY: the staging buffer holds `len` bytes the host has just written and stays
+        // untouched until the event recorded next completes (host_buffer waits for it);
+        // `dst` is a device allocation of at least `total` bytes, of which this piece covers
+        // [start, start + len).
         unsafe {
-            sys::cuMemcpyHtoDAsync_v2(dst + (p * STAGE_BYTES) as u64, staging.bufs[s].ptr as *const c_void, piece.len(), stream)
+            sys::cuMemcpyHtoDAsync_v2(dst + start as u64, staging.bufs[s].ptr as *const c_void, len, stream)
                 .result()
                 .map_err(gpu_err("copying to the device"))?;
             result::event::record(staging.events[s], stream).map_err(gpu_err("recording an event"))?;

@@ -165,6 +165,13 @@ pub struct RoundInput {
 }
 
 impl RoundInput {
+    /// The round merged on the CPU whatever the frontier's engine (a round too small for a
+    /// GPU's launch and transfer latency to pay).
+    pub fn on_cpu(mut self) -> Self {
+        self.options.engine.engine = Engine::Cpu;
+        self
+    }
+
     /// Rows the round emits.
     pub fn rows(&self) -> usize {
         self.rows

@@ -199,8 +199,8 @@ impl MergeTask {
     /// No barrier: every input is pulled at once and each batch goes into the frontier as
     /// it arrives. The first round starts as soon as every live input holds a batch (until
     /// then an input holding one is not pulled further, as in stock SPM), emits about one
-    /// output batch and, on the CPU, merges right here (as SPM merges), so the first batch
-    /// comes when SPM's would. Each later round waits until every live input holds a target
+    /// output batch and merges right here on the CPU (as SPM merges; with any engine, unless
+    /// a GPU is required), so the first batch comes when SPM's would. Each later round waits until every live input holds a target
     /// number of rows (or a full window) and is taken here (cheap: the frontier and the
     /// emittable prefixes move out of the buffers), then merged and gathered on a blocking
     /// thread, while this task keeps pulling inputs into the windows and sending the
@@ -230,6 +230,7 @@ impl MergeTask {
             Engine::Auto if settings.engine.on_gpu_failure == OnGpuFailure::Error => Some(true),
             Engine::Auto => None,
         };
+        let gpu_required = settings.engine.on_gpu_failure == OnGpuFailure::Error;
         let mut gpu_check = gpu.is_none().then(|| tokio::task::spawn_blocking(crate::engine::gpu_availability));
         let mut merging: Option<Merging> = None;
         let mut merged: Option<Outgoing> = None;
@@ -302,8 +303,11 @@ impl MergeTask {
                 }
                 .clamp(1, window_rows);
                 let bytes = round.bytes();
-                if first_round && (!gpu || cpu_round(&settings.engine, round.rows())) {
-                    // About one output batch, on the CPU: merged here, sent first thing.
+                if first_round && (!gpu || !gpu_required || cpu_round(&settings.engine, round.rows())) {
+                    // About one output batch, on the CPU: merged here, sent first thing
+                    // (a GPU's launch and transfer latency would delay the first batch
+                    // past SPM's; only a GPU required (`OnGpuFailure::Error`) takes it).
+                    let round = if gpu_required { round } else { round.on_cpu() };
                     let started = Instant::now();
                     let chunk = round.merge_gathered().map_err(to_datafusion)?;
                     record_round(&metrics, &chunk, started.elapsed());

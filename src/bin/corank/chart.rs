@@ -2,6 +2,7 @@
 
 use crate::bench::Measurement;
 use corank::{Error, Result};
+use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 use std::path::Path;
@@ -19,32 +20,54 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
+/// The chart's size in pixels.
+const SIZE: (u32, u32) = (960, 560);
+/// Pixels of the margin and of the x axis' label area (tick labels, then the axis title).
+const MARGIN: u32 = 16;
+const X_LABEL_AREA: u32 = 48;
+
 pub fn draw(path: &Path, results: &[Measurement]) -> Result<()> {
     if results.is_empty() {
         return Err(Error::InvalidArgument("no measurements to chart".into()));
     }
     let err = |e: &dyn std::fmt::Display| Error::File { path: path.to_path_buf(), detail: format!("drawing the chart: {e}") };
-    plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).map_err(|_| err(&"the embedded font is invalid"))?;
+    register_font().map_err(|e| err(&e))?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(path, "drawing the chart", e))?;
     }
+    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
+    plot(&root, results).map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+fn register_font() -> std::result::Result<(), &'static str> {
+    plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).map_err(|_| "the embedded font is invalid")
+}
+
+/// Draws the chart of `results` (not empty) on `root`.
+fn plot<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, results: &[Measurement]) -> std::result::Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
     let rate = |m: &Measurement| m.rows as f64 / m.seconds / 1e6;
     let max_rate = results.iter().map(rate).fold(0.0, f64::max) * 1.15;
     let min_rows = results.iter().map(|m| m.rows).min().unwrap_or(1) as f64 / 1e6;
     let max_rows = results.iter().map(|m| m.rows).max().unwrap_or(1) as f64 / 1e6;
-    let root = BitMapBackend::new(path, (960, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(root)
         .caption("Merging 16 sorted Parquet files into one (higher is better)", ("sans-serif", 24))
-        .margin(16)
-        .x_label_area_size(48)
+        .margin(MARGIN)
+        .x_label_area_size(X_LABEL_AREA)
         .y_label_area_size(64)
-        .build_cartesian_2d((min_rows * 0.8..max_rows * 1.25).log_scale(), 0.0..max_rate)
+        .build_cartesian_2d((min_rows * 0.8..max_rows * 1.25).log_scale().with_key_points(x_ticks(results)), 0.0..max_rate)
         .map_err(|e| err(&e))?;
+    // The x axis is labelled at the measured sizes (a log axis over less than a decade has
+    // no key points of its own, so it had no labels).
     chart
         .configure_mesh()
-        .x_desc("input rows (millions, log scale)")
+        .x_desc("input rows (log scale)")
         .y_desc("million rows / s")
+        .x_label_formatter(&|millions: &f64| show_rows(millions * 1e6))
+        .y_label_formatter(&|rate: &f64| format!("{rate:.*}", decimals(max_rate / 10.0)))
         .label_style(("sans-serif", 16))
         .draw()
         .map_err(|e| err(&e))?;
@@ -72,6 +95,106 @@ pub fn draw(path: &Path, results: &[Measurement]) -> Result<()> {
         .label_font(("sans-serif", 16))
         .draw()
         .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
     Ok(())
+}
+
+/// The x axis' ticks: every measured size, in millions of rows, ascending.
+fn x_ticks(results: &[Measurement]) -> Vec<f64> {
+    let mut sizes: Vec<usize> = results.iter().map(|m| m.rows).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes.into_iter().map(|rows| rows as f64 / 1e6).collect()
+}
+
+/// Decimals that tell apart values `step` apart: 0 for 1 and more, 1 for 0.1, 2 for 0.05.
+fn decimals(step: f64) -> usize {
+    if step.is_finite() && step > 0.0 {
+        (-step.log10()).ceil().clamp(0.0, 6.0) as usize
+    } else {
+        1
+    }
+}
+
+/// A size as a tick label: `1M`, `20M`, `2.5M`, `250k`, `100`.
+pub fn show_rows(rows: f64) -> String {
+    let rows = rows.round();
+    let (value, unit) = if rows >= 1e9 {
+        (rows / 1e9, "G")
+    } else if rows >= 1e6 {
+        (rows / 1e6, "M")
+    } else if rows >= 1e3 {
+        (rows / 1e3, "k")
+    } else {
+        (rows, "")
+    };
+    // Up to two decimals, trailing zeros dropped.
+    let text = format!("{value:.2}");
+    format!("{}{unit}", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(rows: usize, contender: &str, seconds: f64) -> Measurement {
+        Measurement { rows, contender: contender.into(), seconds }
+    }
+
+    #[test]
+    fn sizes_label_the_x_axis() {
+        assert_eq!(show_rows(1e6), "1M");
+        assert_eq!(show_rows(20e6), "20M");
+        assert_eq!(show_rows(2_500_000.0), "2.5M");
+        assert_eq!(show_rows(999_999.6), "1M");
+        assert_eq!(show_rows(999_000.0), "999k");
+        assert_eq!(show_rows(250_000.0), "250k");
+        assert_eq!(show_rows(100.0), "100");
+        assert_eq!(show_rows(1.2e9), "1.2G");
+        assert_eq!([decimals(3.0), decimals(0.5), decimals(0.039), decimals(0.0), decimals(f64::NAN)], [0, 1, 2, 1, 1]);
+        let results = [at(4_000_000, "a", 1.0), at(1_000_000, "a", 0.5), at(1_000_000, "b", 0.4), at(10_000_000, "b", 2.0)];
+        assert_eq!(x_ticks(&results), vec![1.0, 4.0, 10.0]);
+        assert_eq!(x_ticks(&results).iter().map(|m| show_rows(m * 1e6)).collect::<Vec<_>>(), ["1M", "4M", "10M"]);
+    }
+
+    /// Dark pixels in the band of the x axis' tick labels: below the tick marks, above
+    /// the axis title.
+    fn dark_pixels_under_the_plot(results: &[Measurement]) -> usize {
+        register_font().unwrap();
+        let (w, h) = SIZE;
+        let mut buffer = vec![0u8; (w * h * 3) as usize];
+        {
+            let root = BitMapBackend::with_buffer(&mut buffer, SIZE).into_drawing_area();
+            plot(&root, results).unwrap();
+            root.present().unwrap();
+        }
+        let top = h - MARGIN - X_LABEL_AREA + 8; // below the tick marks
+        let bottom = top + 18; // above the axis title
+        let mut dark = 0;
+        for y in top..bottom {
+            for x in 0..w {
+                let p = ((y * w + x) * 3) as usize;
+                dark += usize::from(buffer[p..p + 3].iter().all(|&c| c < 128));
+            }
+        }
+        dark
+    }
+
+    #[test]
+    fn the_chart_has_x_tick_labels() {
+        let results = [
+            at(1_000_000, "corank-cpu", 0.5),
+            at(4_000_000, "corank-cpu", 1.5),
+            at(1_000_000, "duckdb", 0.6),
+            at(4_000_000, "duckdb", 2.0),
+        ];
+        let with_labels = dark_pixels_under_the_plot(&results);
+        // "1M" and "4M" at 16 px: well over a hundred dark pixels.
+        assert!(with_labels > 100, "{with_labels} dark pixels where the x tick labels go");
+        // The file is written too.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/chart.png");
+        draw(&path, &results).unwrap();
+        assert!(std::fs::read(&path).unwrap().starts_with(b"\x89PNG"), "not a PNG");
+        assert!(draw(&path, &[]).is_err());
+    }
 }

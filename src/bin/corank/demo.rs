@@ -75,7 +75,9 @@ pub fn run(args: DemoArgs) -> Result<()> {
         max_row_group_bytes: 128 << 20,
         memory_limit: 2 << 30,
         quiet: false,
-        verbose: false,
+        verbose: 0,
+        json: false,
+        dry_run: false,
     };
     let shown: Vec<String> = paths.iter().map(|p| p.strip_prefix(&dir).unwrap_or(p).display().to_string()).collect();
     println!("$ corank merge {} -o merged.parquet --check-sorted", shown.join(" "));

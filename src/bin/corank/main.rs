@@ -1,7 +1,7 @@
 //! `corank`: merge sorted Parquet files into one sorted Parquet file.
 //!
 //! ```text
-//! corank merge INPUT... -o OUTPUT [--by "k DESC NULLS LAST, j"] [--engine auto|gpu|cpu]
+//! corank merge INPUT... -o OUTPUT [--by "k DESC NULLS LAST, j"] [--engine auto|gpu|cpu] [--json] [--dry-run]
 //! corank demo       # generate sorted files, merge, verify (no GPU needed)
 //! corank bench      # corank against DataFusion, DuckDB and Polars; table and PNG chart
 //! ```
@@ -9,12 +9,15 @@
 //! Exit codes: 0 success, 1 failure (I/O, bad Parquet, schemas that differ, GPU, stdout,
 //! internal errors), 2 usage (bad arguments, unknown sort column or one of a type corank
 //! cannot sort by, output exists without `--force` or is not a regular file), 3 an input is
-//! not sorted.
+//! not sorted. With `--json` an error is also one JSON object on stdout:
+//! `{"ok":false,"error":"...","exit_code":2}`. Logs (`RUST_LOG`, `-v`) go to stderr.
 
 mod bench;
 mod chart;
 mod datagen;
 mod demo;
+mod json;
+mod logging;
 mod merge;
 #[path = "../../show_bytes.rs"]
 mod show_bytes;
@@ -159,6 +162,14 @@ fn one_line_usage_error(text: &str) -> String {
     }
 }
 
+/// With `--json`, an error as one JSON object on stdout too (the message stays on stderr).
+fn print_json_error(message: &str, code: u8) {
+    use std::io::Write;
+    let line = json::Json::object().field("ok", false).field("error", message).field("exit_code", code).to_line();
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -169,10 +180,19 @@ fn main() -> ExitCode {
         Err(e) => {
             // A usage error on one line, as every other error: clap's message with the lines
             // it names arguments on (a missing one), without its tip and usage lines.
-            eprintln!("corank: error: {} (see corank --help)", one_line_usage_error(&e.to_string()));
+            let message = one_line_usage_error(&e.to_string());
+            eprintln!("corank: error: {message} (see corank --help)");
+            if std::env::args_os().skip(1).any(|a| a == "--json") {
+                print_json_error(&message, 2);
+            }
             return ExitCode::from(2);
         }
     };
+    let (verbose, json) = match &cli.command {
+        Command::Merge(args) => (args.verbose, args.json),
+        _ => (0, false),
+    };
+    logging::init(verbose);
     // Ctrl-C (or SIGTERM, SIGHUP) during a merge removes the temporary output file.
     corank::parquet::interrupt::remove_temp_file_on_signal();
     let result = match cli.command {
@@ -184,8 +204,12 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("corank: error: {}", error_message(&e));
-            ExitCode::from(exit_code(&e))
+            let (message, code) = (error_message(&e), exit_code(&e));
+            eprintln!("corank: error: {message}");
+            if json {
+                print_json_error(&message, code);
+            }
+            ExitCode::from(code)
         }
     }
 }

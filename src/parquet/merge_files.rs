@@ -30,6 +30,7 @@
 //! while it reads); a run closes its file as soon as its last row is read.
 
 use super::inputs::{conform, MergePlan, Run};
+use super::passthrough::{key_converter, schedule, verify_block, Passthrough, Verified};
 use super::writer::{SortedParquetWriter, WriterSettings, Written};
 use crate::error::{Error, Result};
 use crate::frontier::{FrontierMerge, FrontierOptions, DEFAULT_WINDOW_ROWS};
@@ -37,6 +38,7 @@ use crate::options::{Engine, EngineOptions};
 use crate::show_bytes::show_bytes;
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::datatypes::DataType;
+use arrow::row::{OwnedRow, RowConverter};
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
 use parquet::file::metadata::KeyValue;
 use rayon::prelude::*;
@@ -52,11 +54,13 @@ pub struct MergeFilesOptions {
     /// Approximate cap on the memory the merge holds, in bytes.
     pub memory_limit: usize,
     pub writer: WriterSettings,
+    /// Whether row groups that need no merge are copied unchanged ([`super::passthrough`]).
+    pub passthrough: Passthrough,
 }
 
 impl Default for MergeFilesOptions {
     fn default() -> Self {
-        Self { engine: EngineOptions::default(), memory_limit: 2 << 30, writer: WriterSettings::default() }
+        Self { engine: EngineOptions::default(), memory_limit: 2 << 30, writer: WriterSettings::default(), passthrough: Passthrough::Auto }
     }
 }
 
@@ -95,6 +99,13 @@ pub struct MergeSummary {
     pub input_bytes: u64,
     pub output_bytes: u64,
     pub output_row_groups: usize,
+    /// Rows copied unchanged, not decoded nor re-encoded ([`super::passthrough`]).
+    pub passthrough_rows: usize,
+    /// Row groups copied unchanged (each one of `output_row_groups`).
+    pub passthrough_row_groups: usize,
+    /// Of those, row groups that kept a codec other than the output's
+    /// ([`Passthrough::Always`]).
+    pub passthrough_codec_kept_row_groups: usize,
     pub rounds_cpu: usize,
     pub rounds_gpu: usize,
     /// The largest window of any run, in bytes.
@@ -245,21 +256,13 @@ pub fn open_file_budget() -> usize {
     }
 }
 
-/// Where the merge loop takes each run's batches from.
+/// Where the merge loop takes each run's batches from (`None`: the run has no rows in the
+/// phase).
 enum Sources<'a> {
     /// A decoding thread per run, each a batch ahead.
-    Threads(Vec<mpsc::Receiver<Result<Option<RunBatch>>>>),
+    Threads(Vec<Option<mpsc::Receiver<Result<Option<RunBatch>>>>>),
     /// Read in the merge loop (too many runs for a thread each).
-    Inline(Vec<RunReader<'a>>),
-}
-
-impl Sources<'_> {
-    fn len(&self) -> usize {
-        match self {
-            Sources::Threads(r) => r.len(),
-            Sources::Inline(r) => r.len(),
-        }
-    }
+    Inline(Vec<Option<RunReader<'a>>>),
 }
 
 /// A batch of a run, and whether it is the run's last (so the merge can mark the run
@@ -396,8 +399,81 @@ fn kept_metadata(plan: &MergePlan) -> Vec<KeyValue> {
     kept
 }
 
+/// What the merge loop sends the writer thread.
+enum ToWriter {
+    Rows(Vec<RecordBatch>),
+    /// A row group copied unchanged: the index of its block in the schedule.
+    Block(usize),
+    Finish,
+}
+
+/// The `(key, run)` of a row, and where it comes from (for messages): the last row of the
+/// output so far, or the first row of a piece about to follow it.
+struct Mark {
+    row: OwnedRow,
+    run: usize,
+    /// The file and row group holding the row.
+    file: usize,
+    row_group: usize,
+}
+
+impl Mark {
+    /// Whether `self` may follow `before` in the output: `(key, run)` not below.
+    fn follows(&self, before: &Mark) -> bool {
+        match self.row.row().cmp(&before.row.row()) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Equal => self.run >= before.run,
+            std::cmp::Ordering::Less => false,
+        }
+    }
+}
+
+/// The error for a piece that starts below the output's last row (see
+/// [`super::passthrough`]): within one run, the run is not sorted; across runs, the
+/// statistics that placed the pieces do not match the rows.
+fn junction_error(plan: &MergePlan, before: &Mark, after: &Mark) -> Error {
+    let path = |m: &Mark| plan.files[m.file].path.clone();
+    if before.run == after.run {
+        Error::FileNotSorted {
+            path: path(after),
+            row_group: after.row_group,
+            row: 0,
+            detail: format!("the row group starts below the last key of row group {}", before.row_group),
+        }
+    } else {
+        Error::File {
+            path: path(after),
+            detail: format!(
+                "row group {} starts below a row of {} row group {} although their statistics put it after: the statistics do not match the rows (merge with passthrough never)",
+                after.row_group,
+                path(before).display(),
+                before.row_group
+            ),
+        }
+    }
+}
+
+/// The part of `run` in a phase: row groups `range` of it (`None` when empty).
+fn sub_run(run: &Run, range: &std::ops::Range<usize>) -> Option<Run> {
+    if range.is_empty() {
+        return None;
+    }
+    let rows: usize = run.row_group_rows[range.clone()].iter().sum();
+    Some(Run {
+        file: run.file,
+        row_groups: run.row_groups[range.clone()].to_vec(),
+        row_group_rows: run.row_group_rows[range.clone()].to_vec(),
+        declared: run.declared,
+        decoded_bytes: (run.decoded_bytes as u128 * rows as u128 / run.rows().max(1) as u128) as u64,
+        decoder_bytes: run.decoder_bytes,
+    })
+}
+
 /// Merges the runs of `plan` into `output`. `progress` is called after every piece written
 /// with the rows written so far. On any error the output is left as it was.
+///
+/// Row groups that need no merge are copied unchanged where `options.passthrough` allows
+/// ([`super::passthrough`]): the merge then runs in phases between them.
 pub fn merge_files(
     plan: &MergePlan,
     output: &Path,
@@ -414,8 +490,9 @@ pub fn merge_files(
     // data, encoded pages).
     let group_cap = (rest / 4 / (super::writer::ROW_GROUPS_IN_FLIGHT + 1) / 2).max(1 << 20);
     writer_settings.row_group_bytes = writer_settings.row_group_bytes.min(group_cap);
+    let row_group_rows = writer_settings.row_group_rows;
     let piece_bytes = (rest / 16).max(1 << 20);
-    let writer = SortedParquetWriter::create(
+    let mut writer = SortedParquetWriter::create(
         output,
         plan.schema.clone(),
         super::writer::common_parquet_schema(&plan.files, &plan.schema),
@@ -424,29 +501,36 @@ pub fn merge_files(
         plan.total_rows,
         writer_settings,
     )?;
+    let schedule = schedule(plan, options.passthrough, options.writer.compression, writer.parquet_schema(), row_group_rows);
+    match &schedule.off {
+        Some(why) => log::info!("no row group copied unchanged: {why}"),
+        None => log::info!(
+            "{} of {} rows in {} row groups copied unchanged, the rest merged in {} phases",
+            schedule.rows(),
+            plan.total_rows,
+            schedule.blocks.len(),
+            schedule.phases.iter().filter(|p| p.iter().any(|r| !r.is_empty())).count()
+        ),
+    }
+    writer.reserve_row_groups(2 * schedule.blocks.len());
+    let converter = key_converter(plan)?;
 
     let key_index: Vec<usize> = plan.keys.iter().map(|k| plan.schema.index_of(&k.column)).collect::<Result<_, _>>()?;
     let key_types: Vec<_> = key_index.iter().map(|&i| plan.schema.field(i).data_type().clone()).collect();
     let batch_size = 8192;
     let frontier_options = FrontierOptions { engine: options.engine, window_rows: MAX_WINDOW_ROWS, batch_size, check_sorted: true };
-    let mut frontier = FrontierMerge::new(plan.schema.clone(), &key_types, plan.keys.clone(), plan.runs.len(), frontier_options)?;
-    for (i, &budget) in budgets.iter().enumerate() {
-        frontier.set_window_bytes(i, budget, ROUND_BYTES_PER_ROW);
-    }
-    let readers: Vec<RunReader> =
-        plan.runs.iter().zip(&budgets).map(|(run, &budget)| RunReader::new(run, plan, budget, keep_open)).collect();
+    // The runs' parts in each phase.
+    let phase_runs: Vec<Vec<Option<Run>>> =
+        schedule.phases.iter().map(|p| plan.runs.iter().zip(p).map(|(run, range)| sub_run(run, range)).collect()).collect();
 
     // The writer thread: one piece in flight between it and the merge. It renames the
     // output into place only on `Finish`; if the merge fails, the channel closes without
     // it and the temporary file is removed.
-    enum ToWriter {
-        Rows(Vec<RecordBatch>),
-        Finish,
-    }
     let (to_writer, from_merge) = mpsc::sync_channel::<ToWriter>(1);
     let (mut rounds_cpu, mut rounds_gpu) = (0, 0);
     let (mut read_time, mut merge_time) = (Duration::ZERO, Duration::ZERO);
     let expected_rows = plan.total_rows;
+    let schedule = &schedule;
     let written: Result<(Written, Duration)> = std::thread::scope(|scope| {
         let writer_thread = scope.spawn(move || -> Result<Option<(Written, Duration)>> {
             let mut writer = writer;
@@ -458,6 +542,15 @@ pub fn merge_files(
                         for b in batches {
                             writer.write(b)?;
                         }
+                        busy += t.elapsed();
+                        progress(writer.rows());
+                    }
+                    ToWriter::Block(k) => {
+                        let t = Instant::now();
+                        let b = &schedule.blocks[k];
+                        let footer =
+                            schedule.footers[b.file].as_ref().ok_or_else(|| Error::Internal("a block without its footer".into()))?;
+                        writer.append_row_group(&plan.files[b.file].path, footer, b.row_group, b.codec_kept)?;
                         busy += t.elapsed();
                         progress(writer.rows());
                     }
@@ -478,88 +571,66 @@ pub fn merge_files(
             }
             Ok(None)
         });
-        // The readers: with few runs, each decodes on its own thread, a batch ahead of the
-        // merge (decoding overlaps merging and writing); with many, in the merge loop, in
-        // parallel.
-        let mut sources = if readers.len() <= MAX_READER_THREADS {
-            let receivers = readers
-                .into_iter()
-                .map(|mut reader| {
-                    // Rendezvous: the thread holds at most the one batch it decoded ahead.
-                    let (send, receive) = mpsc::sync_channel::<Result<Option<RunBatch>>>(0);
-                    scope.spawn(move || loop {
-                        let next = reader.next_batch();
-                        let last = !matches!(next, Ok(Some((_, false))));
-                        // A closed channel means the merge stopped (an error): stop too.
-                        if send.send(next).is_err() || last {
-                            break;
+        // The blocks' key columns, decoded and checked ahead of the merge, a few in parallel.
+        let (verified_tx, verified) = mpsc::sync_channel::<Result<Verified>>(64);
+        if !schedule.blocks.is_empty() {
+            let converter = &converter;
+            scope.spawn(move || {
+                for chunk in schedule.blocks.chunks(rayon::current_num_threads().max(1)) {
+                    let results: Vec<Result<Verified>> = chunk.par_iter().map(|b| verify_block(plan, b, converter)).collect();
+                    for r in results {
+                        let failed = r.is_err();
+                        if verified_tx.send(r).is_err() || failed {
+                            return;
                         }
-                    });
-                    receive
-                })
-                .collect();
-            Sources::Threads(receivers)
+                    }
+                }
+            });
         } else {
-            Sources::Inline(readers)
-        };
+            drop(verified_tx);
+        }
         let merged = (|| -> Result<()> {
-            while !frontier.is_finished() {
-                // 1. Fill every window that wants rows.
-                let t = Instant::now();
-                loop {
-                    let wanted: Vec<usize> = (0..sources.len()).filter(|&i| frontier.wants(i)).collect();
-                    if wanted.is_empty() {
-                        break;
-                    }
-                    let batches: Vec<(usize, Result<Option<RunBatch>>)> = match &mut sources {
-                        Sources::Threads(receivers) => wanted.iter().map(|&i| (i, receivers[i].recv().unwrap_or(Ok(None)))).collect(),
-                        Sources::Inline(readers) => {
-                            let mut slots: Vec<(usize, &mut RunReader)> =
-                                readers.iter_mut().enumerate().filter(|(i, _)| wanted.binary_search(i).is_ok()).collect();
-                            slots.par_iter_mut().map(|(i, r)| (*i, r.next_batch())).collect()
-                        }
+            let mut last: Option<Mark> = None;
+            for (k, runs) in phase_runs.iter().enumerate() {
+                if runs.iter().any(Option::is_some) {
+                    let mut phase = Phase {
+                        plan,
+                        runs,
+                        budgets: &budgets,
+                        keep_open,
+                        key_index: &key_index,
+                        key_types: &key_types,
+                        frontier_options: frontier_options.clone(),
+                        piece_bytes,
+                        converter: &converter,
+                        to_writer: &to_writer,
                     };
-                    for (i, batch) in batches {
-                        match batch? {
-                            None => frontier.finish_input(i),
-                            Some((b, last)) => {
-                                let b = conform(b, &plan.schema)?;
-                                let keys: Vec<ArrayRef> = key_index.iter().map(|&c| b.column(c).clone()).collect();
-                                frontier.push(i, b, keys).map_err(|e| not_sorted_in_file(e, plan, i))?;
-                                if last {
-                                    frontier.finish_input(i);
-                                }
-                            }
-                        }
-                    }
-                }
-                read_time += t.elapsed();
-                // 2. Merge what the frontier lets out; 3. gather it in pieces for the writer.
-                let t = Instant::now();
-                let round = frontier.merge_round_ungathered()?;
-                match round.perm.engine {
-                    Engine::Gpu => rounds_gpu += 1,
-                    _ => rounds_cpu += 1,
-                }
-                let rows = round.rows();
-                let round_bytes: usize = round.runs.iter().map(batch_bytes).sum();
-                let piece_rows = (piece_bytes / (round_bytes / rows.max(1)).max(1)).max(batch_size) / batch_size * batch_size;
-                let mut at = 0;
-                while at < rows {
-                    let end = (at + piece_rows).min(rows);
-                    let piece = round.gather(at, end, batch_size)?;
-                    at = end;
-                    if to_writer.send(ToWriter::Rows(piece)).is_err() {
+                    let done = phase.run(&mut last, &mut read_time, &mut merge_time, &mut rounds_cpu, &mut rounds_gpu)?;
+                    if !done {
                         return Ok(()); // the writer failed; its error is reported below
                     }
                 }
-                merge_time += t.elapsed();
+                if let Some(b) = schedule.blocks.get(k) {
+                    let t = Instant::now();
+                    let v = verified.recv().unwrap_or_else(|_| Err(Error::Internal("the block checker stopped".into())))?;
+                    read_time += t.elapsed();
+                    let first = Mark { row: v.first, run: b.run, file: b.file, row_group: b.row_group };
+                    if let Some(before) = &last {
+                        if !first.follows(before) {
+                            return Err(junction_error(plan, before, &first));
+                        }
+                    }
+                    last = Some(Mark { row: v.last, ..first });
+                    if to_writer.send(ToWriter::Block(k)).is_err() {
+                        return Ok(());
+                    }
+                }
             }
             let _ = to_writer.send(ToWriter::Finish);
             Ok(())
         })();
         drop(to_writer);
-        drop(sources); // reader threads still running see their channel close and stop
+        drop(verified); // the checker, if still running, sees its channel close and stops
         let written = writer_thread.join().map_err(|_| Error::Internal("the writer thread panicked".into()))?;
         merged?;
         written?.ok_or_else(|| Error::Internal("the writer stopped before the end".into()))
@@ -572,6 +643,9 @@ pub fn merge_files(
         input_bytes: plan.total_bytes,
         output_bytes: written.bytes,
         output_row_groups: written.row_groups,
+        passthrough_rows: written.passthrough_rows,
+        passthrough_row_groups: written.passthrough_row_groups,
+        passthrough_codec_kept_row_groups: written.codec_kept_row_groups,
         rounds_cpu,
         rounds_gpu,
         window_bytes: budgets.iter().copied().max().unwrap_or(0),
@@ -583,11 +657,176 @@ pub fn merge_files(
     })
 }
 
-/// Names the file, row group and row of an order violation in run `i`.
-fn not_sorted_in_file(e: Error, plan: &MergePlan, i: usize) -> Error {
+/// One phase of a merge: the runs' parts between two copied row groups, merged through a
+/// frontier merge of their own and sent to the writer in pieces.
+struct Phase<'a> {
+    plan: &'a MergePlan,
+    /// Per run, its part in this phase.
+    runs: &'a [Option<Run>],
+    budgets: &'a [usize],
+    keep_open: bool,
+    key_index: &'a [usize],
+    key_types: &'a [DataType],
+    frontier_options: FrontierOptions,
+    piece_bytes: usize,
+    converter: &'a RowConverter,
+    to_writer: &'a mpsc::SyncSender<ToWriter>,
+}
+
+impl Phase<'_> {
+    /// Runs the phase; `last` is the output's last row before it and after it. `false`
+    /// when the writer stopped (its error is reported by its thread).
+    fn run(
+        &mut self,
+        last: &mut Option<Mark>,
+        read_time: &mut Duration,
+        merge_time: &mut Duration,
+        rounds_cpu: &mut usize,
+        rounds_gpu: &mut usize,
+    ) -> Result<bool> {
+        let plan = self.plan;
+        let n = plan.runs.len();
+        let batch_size = self.frontier_options.batch_size;
+        let mut frontier = FrontierMerge::new(plan.schema.clone(), self.key_types, plan.keys.clone(), n, self.frontier_options.clone())?;
+        for (i, &budget) in self.budgets.iter().enumerate() {
+            frontier.set_window_bytes(i, budget, ROUND_BYTES_PER_ROW);
+            if self.runs[i].is_none() {
+                frontier.finish_input(i);
+            }
+        }
+        // Per run: whether its first row in this phase was checked against `last`, and the
+        // key of its last row pushed.
+        let mut started = vec![false; n];
+        let mut last_keys: Vec<Option<Vec<ArrayRef>>> = vec![None; n];
+        let runs = self.runs;
+        let mut readers: Vec<Option<RunReader>> =
+            runs.iter().zip(self.budgets).map(|(r, &budget)| r.as_ref().map(|r| RunReader::new(r, plan, budget, self.keep_open))).collect();
+        let outcome = std::thread::scope(|scope| -> Result<bool> {
+            // The readers: with few runs, each decodes on its own thread, a batch ahead of
+            // the merge (decoding overlaps merging and writing); with many, in the merge
+            // loop, in parallel.
+            let live = readers.iter().filter(|r| r.is_some()).count();
+            let mut sources = if live <= MAX_READER_THREADS {
+                let receivers = readers
+                    .iter_mut()
+                    .map(|slot| {
+                        let mut reader = slot.take()?;
+                        // Rendezvous: the thread holds at most the one batch it decoded ahead.
+                        let (send, receive) = mpsc::sync_channel::<Result<Option<RunBatch>>>(0);
+                        scope.spawn(move || loop {
+                            let next = reader.next_batch();
+                            let last = !matches!(next, Ok(Some((_, false))));
+                            // A closed channel means the merge stopped (an error): stop too.
+                            if send.send(next).is_err() || last {
+                                break;
+                            }
+                        });
+                        Some(receive)
+                    })
+                    .collect();
+                Sources::Threads(receivers)
+            } else {
+                Sources::Inline(std::mem::take(&mut readers))
+            };
+            while !frontier.is_finished() {
+                // 1. Fill every window that wants rows.
+                let t = Instant::now();
+                loop {
+                    let wanted: Vec<usize> = (0..n).filter(|&i| frontier.wants(i)).collect();
+                    if wanted.is_empty() {
+                        break;
+                    }
+                    let batches: Vec<(usize, Result<Option<RunBatch>>)> = match &mut sources {
+                        Sources::Threads(receivers) => {
+                            wanted.iter().map(|&i| (i, receivers[i].as_ref().map_or(Ok(None), |r| r.recv().unwrap_or(Ok(None))))).collect()
+                        }
+                        Sources::Inline(readers) => {
+                            let mut slots: Vec<(usize, &mut RunReader)> = readers
+                                .iter_mut()
+                                .enumerate()
+                                .filter(|(i, _)| wanted.binary_search(i).is_ok())
+                                .filter_map(|(i, r)| r.as_mut().map(|r| (i, r)))
+                                .collect();
+                            slots.par_iter_mut().map(|(i, r)| (*i, r.next_batch())).collect()
+                        }
+                    };
+                    for (i, batch) in batches {
+                        let run = runs[i].as_ref().expect("only runs with rows in the phase are read");
+                        match batch? {
+                            None => frontier.finish_input(i),
+                            Some((b, is_last)) => {
+                                let b = conform(b, &plan.schema)?;
+                                let keys: Vec<ArrayRef> = self.key_index.iter().map(|&c| b.column(c).clone()).collect();
+                                if b.num_rows() > 0 {
+                                    if !started[i] {
+                                        started[i] = true;
+                                        if let Some(before) = last.as_ref() {
+                                            let first = self.mark(&keys, 0, i, run.file, run.row_groups[0])?;
+                                            if !first.follows(before) {
+                                                return Err(junction_error(plan, before, &first));
+                                            }
+                                        }
+                                    }
+                                    let end = b.num_rows() - 1;
+                                    last_keys[i] = Some(keys.iter().map(|k| k.slice(end, 1)).collect());
+                                }
+                                frontier.push(i, b, keys).map_err(|e| not_sorted_in_file(e, plan, run))?;
+                                if is_last {
+                                    frontier.finish_input(i);
+                                }
+                            }
+                        }
+                    }
+                }
+                *read_time += t.elapsed();
+                // 2. Merge what the frontier lets out; 3. gather it in pieces for the writer.
+                let t = Instant::now();
+                let round = frontier.merge_round_ungathered()?;
+                match round.perm.engine {
+                    Engine::Gpu => *rounds_gpu += 1,
+                    _ => *rounds_cpu += 1,
+                }
+                let rows = round.rows();
+                let round_bytes: usize = round.runs.iter().map(batch_bytes).sum();
+                let piece_rows = (self.piece_bytes / (round_bytes / rows.max(1)).max(1)).max(batch_size) / batch_size * batch_size;
+                let mut at = 0;
+                while at < rows {
+                    let end = (at + piece_rows).min(rows);
+                    let piece = round.gather(at, end, batch_size)?;
+                    at = end;
+                    if self.to_writer.send(ToWriter::Rows(piece)).is_err() {
+                        return Ok(false);
+                    }
+                }
+                *merge_time += t.elapsed();
+            }
+            drop(sources); // reader threads still running see their channel close and stop
+            Ok(true)
+        })?;
+        // The phase's last row: the largest (key, run) of the runs' last rows.
+        for (i, keys) in last_keys.iter().enumerate() {
+            let Some(keys) = keys else { continue };
+            let run = runs[i].as_ref().expect("a run with rows in the phase");
+            let mark = self.mark(keys, 0, i, run.file, *run.row_groups.last().expect("a run has row groups"))?;
+            if last.as_ref().is_none_or(|l| mark.follows(l)) {
+                *last = Some(mark);
+            }
+        }
+        Ok(outcome)
+    }
+
+    fn mark(&self, keys: &[ArrayRef], row: usize, run: usize, file: usize, row_group: usize) -> Result<Mark> {
+        let columns: Vec<ArrayRef> = keys.iter().map(|k| k.slice(row, 1)).collect();
+        let rows = self.converter.convert_columns(&columns)?;
+        Ok(Mark { row: rows.row(0).owned(), run, file, row_group })
+    }
+}
+
+/// Names the file, row group and row of an order violation in `run` (the part of a run
+/// that a phase reads).
+fn not_sorted_in_file(e: Error, plan: &MergePlan, run: &Run) -> Error {
     match e {
         Error::NotSorted { row, detail, .. } => {
-            let run = &plan.runs[i];
             let (row_group, row) = run.locate(row);
             let float_key = plan.keys.iter().any(|k| {
                 plan.schema

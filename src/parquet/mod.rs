@@ -2,6 +2,7 @@
 //!
 //! - [`inputs`]: expand the inputs, settle the key, split files into sorted runs;
 //! - [`merge_files`](mod@merge_files): stream the runs through the frontier merge;
+//! - [`passthrough`]: row groups that need no merge, copied unchanged;
 //! - [`writer`]: the output (temporary file, parallel column encoding, rename);
 //! - [`order_by`]: sort keys as a SQL `ORDER BY` list;
 //! - [`sorting_columns`]: the order a row group's metadata declares.
@@ -12,10 +13,12 @@ pub mod inputs;
 pub mod interrupt;
 pub mod merge_files;
 pub mod order_by;
+pub mod passthrough;
 pub mod sorting_columns;
 pub mod writer;
 
 pub use inputs::{expand_inputs, plan_merge, MergePlan};
 pub use merge_files::{merge_files, MergeFilesOptions, MergeSummary};
 pub use order_by::parse_order_by;
+pub use passthrough::Passthrough;
 pub use writer::{parse_compression, WriterSettings};

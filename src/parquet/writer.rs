@@ -15,7 +15,9 @@
 //! Arrow data (the bytes of the batches' slices), whichever comes first, and never into more
 //! than [`MAX_ROW_GROUPS`]. Their columns are encoded and compressed in parallel
 //! (one task per leaf column, arrow-rs's `ArrowRowGroupWriterFactory`), several row groups
-//! at once, and appended in order.
+//! at once, and appended in order. A row group that needs no merge is copied from its input
+//! as it is ([`SortedParquetWriter::append_row_group`], see [`super::passthrough`]): the
+//! row group being filled is written first, short if need be.
 //! Every row group carries the merge key as `sorting_columns`; the inputs' key-value
 //! metadata is kept.
 //!
@@ -37,7 +39,9 @@ use parquet::arrow::arrow_writer::{
 };
 use parquet::arrow::{encode_arrow_schema, ArrowSchemaConverter, ArrowWriter, ARROW_SCHEMA_META_KEY as ARROW_SCHEMA_KEY};
 use parquet::basic::Compression;
-use parquet::file::metadata::{KeyValue, SortingColumn};
+use parquet::bloom_filter::Sbbf;
+use parquet::column::writer::ColumnCloseResult;
+use parquet::file::metadata::{KeyValue, ParquetMetaData, SortingColumn};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::SchemaDescriptor;
@@ -89,6 +93,11 @@ pub struct Written {
     pub rows: usize,
     pub row_groups: usize,
     pub bytes: u64,
+    /// Rows and row groups copied unchanged ([`SortedParquetWriter::append_row_group`]).
+    pub passthrough_rows: usize,
+    pub passthrough_row_groups: usize,
+    /// Of those, row groups whose codec differs from the output's.
+    pub codec_kept_row_groups: usize,
 }
 
 /// Most row groups a Parquet file holds (its row group ordinal is an `i16`).
@@ -120,6 +129,12 @@ pub struct SortedParquetWriter {
     /// Per top-level column, the most distinct values a narrow dictionary column held in
     /// one row group (see [`widened_dictionary_keys`]).
     max_distinct: Vec<usize>,
+    /// Row groups still to come besides the merged rows' (copied ones, and the short ones
+    /// cut before them): cuts on bytes leave room for them.
+    reserved_row_groups: usize,
+    passthrough_rows: usize,
+    passthrough_row_groups: usize,
+    codec_kept_row_groups: usize,
 }
 
 /// Row groups encoded at once (each a task per column): enough to keep every core busy
@@ -436,6 +451,10 @@ impl SortedParquetWriter {
             row_groups_started: 0,
             in_flight: VecDeque::new(),
             max_distinct: vec![0; schema.fields().len()],
+            reserved_row_groups: 0,
+            passthrough_rows: 0,
+            passthrough_row_groups: 0,
+            codec_kept_row_groups: 0,
             schema,
         })
     }
@@ -464,7 +483,69 @@ impl SortedParquetWriter {
     /// leaves room for the rest in full row groups within [`MAX_ROW_GROUPS`].
     fn may_cut_on_bytes(&self) -> bool {
         let rest = self.expected_rows.saturating_sub(self.rows());
-        self.row_groups_started + 1 + rest.div_ceil(self.settings.row_group_rows) <= MAX_ROW_GROUPS
+        self.row_groups_started + 1 + rest.div_ceil(self.settings.row_group_rows) + self.reserved_row_groups <= MAX_ROW_GROUPS
+    }
+
+    /// The output's Parquet schema (what [`append_row_group`](Self::append_row_group)
+    /// requires of a copied row group's columns).
+    pub fn parquet_schema(&self) -> &SchemaDescriptor {
+        self.writer.schema_descr()
+    }
+
+    /// Leaves room for `n` more row groups than the merged rows need (see
+    /// [`append_row_group`](Self::append_row_group)).
+    pub fn reserve_row_groups(&mut self, n: usize) {
+        self.reserved_row_groups = n;
+    }
+
+    /// Writes the rows buffered so far as a row group (short if need be), then row group `g`
+    /// of the file at `source` (`footer` its metadata, with page indexes where it has them)
+    /// as it is: its column chunks copied byte for byte, not decoded. Its columns must be the
+    /// output's ([`parquet_schema`](Self::parquet_schema)). `codec_kept`: its codec is not
+    /// the output's (counted for the summary).
+    pub fn append_row_group(&mut self, source: &Path, footer: &ParquetMetaData, g: usize, codec_kept: bool) -> Result<()> {
+        self.flush_row_group()?;
+        while !self.in_flight.is_empty() {
+            self.append_oldest()?;
+        }
+        if self.row_groups_started >= MAX_ROW_GROUPS {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a Parquet file holds at most {MAX_ROW_GROUPS} row groups; merge without passthrough or with larger row groups",
+                self.target.display()
+            )));
+        }
+        let target = self.target.clone();
+        let context = format!("copying row group {g} of {}", source.display());
+        let err = |e: parquet::errors::ParquetError| Error::parquet(&target, context.clone(), e);
+        let file = File::open(source).map_err(|e| Error::io(source, context.clone(), e))?;
+        let rg = footer.row_group(g);
+        let rows = rg.num_rows().max(0) as usize;
+        let mut row_group = self.writer.next_row_group().map_err(err)?;
+        for (c, column) in rg.columns().iter().enumerate() {
+            let bloom_filter = if column.bloom_filter_offset().is_some() {
+                Sbbf::read_from_column_chunk(column, &file).map_err(|e| Error::parquet(source, context.clone(), e))?
+            } else {
+                None
+            };
+            let close = ColumnCloseResult {
+                bytes_written: column.compressed_size().max(0) as u64,
+                rows_written: rows as u64,
+                metadata: column.clone(),
+                bloom_filter,
+                column_index: footer.column_index().and_then(|ci| ci.get(g)).and_then(|row| row.get(c)).cloned(),
+                offset_index: footer.offset_index().and_then(|oi| oi.get(g)).and_then(|row| row.get(c)).cloned(),
+            };
+            row_group.append_column(&file, close).map_err(err)?;
+        }
+        row_group.close().map_err(err)?;
+        self.rows += rows;
+        self.row_groups += 1;
+        self.row_groups_started += 1;
+        self.reserved_row_groups = self.reserved_row_groups.saturating_sub(2);
+        self.passthrough_rows += rows;
+        self.passthrough_row_groups += 1;
+        self.codec_kept_row_groups += usize::from(codec_kept);
+        Ok(())
     }
 
     /// Rows written so far (in finished row groups, in flight and buffered).
@@ -548,6 +629,13 @@ impl SortedParquetWriter {
                 Error::io(&target, "", e.error)
             }
         })?;
-        Ok(Written { rows: self.rows, row_groups: self.row_groups, bytes })
+        Ok(Written {
+            rows: self.rows,
+            row_groups: self.row_groups,
+            bytes,
+            passthrough_rows: self.passthrough_rows,
+            passthrough_row_groups: self.passthrough_row_groups,
+            codec_kept_row_groups: self.codec_kept_row_groups,
+        })
     }
 }

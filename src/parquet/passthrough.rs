@@ -183,12 +183,19 @@ fn narrow_dictionary(dt: &DataType) -> bool {
     matches!(dt, DataType::Dictionary(k, _) if matches!(k.as_ref(), DataType::Int8 | DataType::UInt8 | DataType::Int16 | DataType::UInt16))
 }
 
+/// Per key column the row groups' sort-order lows and highs, and per row group whether
+/// its statistics bound it and are exact.
+type Bounds = (Vec<ArrayRef>, Vec<ArrayRef>, Vec<bool>, Vec<bool>);
+
+/// The highest high end so far with its run, and the highest of the other runs.
+type Highest<'a> = (Option<(&'a Point, usize)>, Option<&'a Point>);
+
 /// Key ranges of every row group of `file` (`None` where the statistics cannot bound it).
 fn file_ranges(plan: &MergePlan, file: &InputFile, run_of: &dyn Fn(usize) -> usize, converter: &RowConverter) -> Vec<Range2> {
     let row_groups = file.metadata.metadata().row_groups();
     let n = row_groups.len();
     let unbounded = || Range2 { lo: Point::Below, hi: Point::Above, exact: false };
-    let columns = || -> Option<(Vec<ArrayRef>, Vec<ArrayRef>, Vec<bool>, Vec<bool>)> {
+    let columns = || -> Option<Bounds> {
         // Per key column: the sort-order low and high of every row group, and exactness.
         let (mut lows, mut highs) = (Vec::new(), Vec::new());
         let mut exact = vec![true; n];
@@ -347,7 +354,7 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
     let mut by_lo: Vec<usize> = (0..groups.len()).collect();
     by_lo.sort_by(|&a, &b| groups[a].range.lo.cmp(&groups[b].range.lo));
     // best[i]: the highest `hi` among by_lo[..=i], and the highest of a run other than its.
-    let mut best: Vec<(Option<(&Point, usize)>, Option<&Point>)> = Vec::with_capacity(by_lo.len());
+    let mut best: Vec<Highest> = Vec::with_capacity(by_lo.len());
     let mut top: Option<(&Point, usize)> = None;
     let mut second: Option<&Point> = None;
     for &i in &by_lo {
@@ -449,7 +456,7 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
             while end < members.len() && slot_of[members[end]] == slot {
                 end += 1;
             }
-            if slot % 2 == 0 {
+            if slot.is_multiple_of(2) {
                 phases[slot / 2][run] = groups[members[at]].pos..groups[members[end - 1]].pos + 1;
             }
             at = end;

@@ -123,8 +123,12 @@ fn permutation(runs: &[RecordBatch], wide: bool, rng: &mut Rng) -> Permutation {
     }
     let n = *run_offsets.last().unwrap();
     let mut idx: Vec<u64> = (0..n as u64).collect();
-    for i in (1..n).rev() {
-        idx.swap(i, rng.below(i as u64 + 1) as usize);
+    // One run: the identity (the only merge of one run, and what the CPU gather assumes: it
+    // returns the run as it is); `one_run_shuffled` covers other orders of one run.
+    if runs.len() > 1 {
+        for i in (1..n).rev() {
+            idx.swap(i, rng.below(i as u64 + 1) as usize);
+        }
     }
     let indices = if wide { Indices::U64(idx) } else { Indices::U32(idx.into_iter().map(|i| i as u32).collect()) };
     Permutation { run_offsets, indices, engine: Engine::Cpu, key_bytes: 8 }
@@ -197,6 +201,32 @@ fn larger_inputs() {
         let rs = runs(&sizes, &mut rng);
         let perm = permutation(&rs, wide, &mut rng);
         check(&rs, &perm, &format!("sizes {sizes:?}"));
+    }
+}
+
+/// One run in a random order, against arrow's `take` (the CPU gather takes one run's
+/// permutation to be the identity).
+#[test]
+fn one_run_shuffled() {
+    if !gpu_or_skip("one_run_shuffled") {
+        return;
+    }
+    let mut rng = Rng(23);
+    for (len, wide) in [(1usize, false), (37, true), (5000, false)] {
+        let rs = runs(&[len], &mut rng);
+        let mut idx: Vec<u64> = (0..len as u64).collect();
+        for i in (1..len).rev() {
+            idx.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let take = arrow::array::UInt64Array::from(idx.clone());
+        let indices = if wide { Indices::U64(idx) } else { Indices::U32(idx.into_iter().map(|i| i as u32).collect()) };
+        let perm = Permutation { run_offsets: vec![0, len], indices, engine: Engine::Cpu, key_bytes: 8 };
+        let columns: Vec<usize> = (0..KINDS).collect();
+        let got = gather_fixed_gpu(&rs, &perm, &columns, &GpuOptions::default()).unwrap();
+        for c in columns {
+            let want = arrow::compute::take(rs[0].column(c).as_ref(), &take, None).unwrap();
+            assert_same(&want, &got[c], &format!("one run of {len}, column {c}"));
+        }
     }
 }
 

@@ -59,26 +59,36 @@ pub fn fixed_width(data_type: &DataType) -> Option<usize> {
 // The decision rule.
 
 /// What the device gather and the CPU gather cost on one host, for [`gather_on_gpu_pays`].
+///
+/// The device's time is a fixed cost plus the bytes that cross PCIe (up and down together:
+/// the download of one column overlaps the upload of the next, so one combined rate fits
+/// better than two); the CPU's is the output payload bytes over its gather rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GatherCosts {
-    /// Effective host-to-device rate of pageable host data through the pinned staging
-    /// buffers (host copies into staging overlapped with the DMA), GB/s.
-    pub up_gbps: f64,
-    /// Device-to-host rate into pinned memory, GB/s.
-    pub down_gbps: f64,
-    /// Fixed cost of one call (launches, events, synchronization, array wrapping), ms.
+    /// Fixed cost of one device gather (launches, synchronization, the pipeline's first
+    /// staging fill, array wrapping), ms.
     pub fixed_ms: f64,
-    /// The CPU gather's rate ([`crate::gather::gather`], arrow's `interleave` on every core
-    /// of the host), in output payload bytes per second with `cpu_threads` threads, GB/s.
+    /// Bytes up plus bytes down per second, end to end (pageable payload through the pinned
+    /// staging buffers, indices, results into pooled pinned memory), GB/s.
+    pub moved_gbps: f64,
+    /// The CPU gather's rate ([`crate::gather::gather`], arrow's `interleave` on
+    /// `cpu_threads` threads), in output payload bytes per second, GB/s.
     pub cpu_gbps: f64,
     /// The threads `cpu_gbps` was measured with.
     pub cpu_threads: usize,
 }
 
-/// Measured on the H100 host (16 cores) with `cargo bench --bench gpu` (its `gather`
-/// section, docs/PERFORMANCE.md "Device gather of fixed-width payload columns"): the rates
-/// are those of the end-to-end gathers of 16M and 64M rows there (3 x u64 + nullable i32).
-pub const H100_HOST: GatherCosts = GatherCosts { up_gbps: 20.0, down_gbps: 50.0, fixed_ms: 2.0, cpu_gbps: 6.0, cpu_threads: 16 };
+/// Measured on the H100 host (NVIDIA H100 80GB HBM3, 16 cores) on 2026-11-22 with
+/// `CORANK_BENCH_SECTIONS=gather cargo bench --bench gpu` (docs/PERFORMANCE.md, "Device
+/// gather of fixed-width payload columns"): 16 runs of 3 x u64 + nullable i32 permuted by
+/// their merge, u32 indices. `fixed_ms` and `moved_gbps` are the line through the end-to-end
+/// device times at 1M rows (4.4 ms, 63 MB moved) and 16M rows (25.6 ms, 1007 MB moved), the
+/// sizes around the crossover; at 64M rows the device was faster than this line (69.8 ms
+/// against 93.5), so the rule errs toward the CPU there, where the GPU wins anyway.
+/// `cpu_gbps`: the CPU gather's 11.3 GB/s at 16M and 64M rows (12.0 at 1M). The device
+/// figures assume a warm pinned pool: the first call's cold pinned allocation of a 64M-row
+/// output (1.8 GiB) took 747 ms.
+pub const H100_HOST: GatherCosts = GatherCosts { fixed_ms: 3.0, moved_gbps: 44.5, cpu_gbps: 11.3, cpu_threads: 16 };
 
 impl GatherCosts {
     /// Milliseconds the device gather of `rows` output rows of `payload_bytes_per_row`
@@ -86,9 +96,8 @@ impl GatherCosts {
     /// rows: a merge's permutation), `index_bytes` per row of indices up (0 where the indices
     /// are already on the device), the payload down.
     pub fn gpu_ms(&self, rows: usize, payload_bytes_per_row: usize, index_bytes: usize) -> f64 {
-        let up = (rows * (payload_bytes_per_row + index_bytes)) as f64;
-        let down = (rows * payload_bytes_per_row) as f64;
-        self.fixed_ms + up / (self.up_gbps * 1e6) + down / (self.down_gbps * 1e6)
+        let moved = (rows * (2 * payload_bytes_per_row + index_bytes)) as f64;
+        self.fixed_ms + moved / (self.moved_gbps * 1e6)
     }
 
     /// Milliseconds the CPU gather of the same rows takes on `threads` threads (its rate

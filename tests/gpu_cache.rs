@@ -7,7 +7,8 @@
 //! GPU tests skip without a GPU unless `CORANK_REQUIRE_GPU=1`. `startup_breakdown` is
 //! ignored by default: run it alone, in its own process, to print where start-up goes
 //! (`--ignored --exact startup_breakdown --nocapture`; `CORANK_CACHE_DIR` picks the cache,
-//! `CORANK_BREAKDOWN_NO_WARM_UP=1` leaves the warm-up out).
+//! `CORANK_BREAKDOWN_NO_WARM_UP=1` leaves the warm-up out, `CORANK_BREAKDOWN_BUSY_MS=N`
+//! keeps the caller busy N ms between the warm-up and the first merge).
 
 use corank::engine::cpu::merge_cpu;
 use corank::engine::{gpu_availability, gpu_device_name, merge_keys, warm_up_gpu};
@@ -143,9 +144,24 @@ fn startup_breakdown() {
     if log::set_logger(logger).is_ok() {
         log::set_max_level(log::LevelFilter::Debug);
     }
+    // The process-wide one-time costs the first GPU use pays before the context, timed
+    // one by one (the engine pays them in `gpu_availability`, on the warm-up thread when
+    // there is one).
+    let t = Instant::now();
+    // SAFETY: only loads libcuda (dlopen).
+    let cuda = unsafe { cudarc::driver::sys::is_culib_present() };
+    let dl_cuda = t.elapsed();
+    let t = Instant::now();
+    // SAFETY: only loads libnvrtc (dlopen).
+    let _ = unsafe { cudarc::nvrtc::sys::is_culib_present() };
+    let dl_nvrtc = t.elapsed();
+    let t = Instant::now();
+    let _ = cuda && cudarc::driver::result::init().is_ok();
+    let cu_init = t.elapsed();
     if !gpu_or_skip("startup_breakdown") {
         return;
     }
+    eprintln!("startup_breakdown: dlopen libcuda {dl_cuda:.1?}, dlopen libnvrtc {dl_nvrtc:.1?}, cuInit {cu_init:.1?}");
     let options = strict_gpu();
     let warm = std::env::var("CORANK_BREAKDOWN_NO_WARM_UP").as_deref() != Ok("1");
     let t = Instant::now();
@@ -153,6 +169,9 @@ fn startup_breakdown() {
         warm_up_gpu(&options);
     }
     let call = t.elapsed();
+    // The caller's own work the warm-up overlaps (reading Parquet footers), simulated.
+    let busy_ms: u64 = std::env::var("CORANK_BREAKDOWN_BUSY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    std::thread::sleep(std::time::Duration::from_millis(busy_ms));
     let (keys, offsets) = sorted_runs(8, 250, 3); // 2,000 rows
     let keys = KeyColumn::U64(keys);
     let t = Instant::now();
@@ -165,9 +184,30 @@ fn startup_breakdown() {
     merge_keys(&keys, &offsets, &options).unwrap();
     let second = t.elapsed();
     eprintln!(
-        "startup_breakdown on {name}: warm-up {} (call {call:.2?}); context ready after {context:.1?}; first merge {first:.1?}; \
-         second merge {second:.2?}; total {:.1?}",
+        "startup_breakdown on {name}: warm-up {} (call {call:.2?}), then {busy_ms} ms busy; context ready after {context:.1?}; \
+         first merge {first:.1?}; second merge {second:.2?}; total {:.1?}",
         if warm { "on" } else { "off" },
         start.elapsed()
     );
+}
+
+/// What a process's exit costs once it holds a context, staging buffers and a module:
+/// merges once, prints its own time, then returns from the test (the normal exit, through
+/// the driver's teardown) or, with `CORANK_EXIT_PROBE=fast`, leaves by `_exit`. The caller
+/// times the process from outside; the difference is the exit.
+#[test]
+#[ignore = "a measurement: run alone, see the file's header"]
+fn exit_probe() {
+    let start = Instant::now();
+    if !gpu_or_skip("exit_probe") {
+        return;
+    }
+    let (keys, offsets) = sorted_runs(8, 250, 4);
+    merge_keys(&KeyColumn::U64(keys), &offsets, &strict_gpu()).unwrap();
+    eprintln!("exit_probe: in-process {:.1?}", start.elapsed());
+    if std::env::var("CORANK_EXIT_PROBE").as_deref() == Ok("fast") {
+        // SAFETY: ends the process at once, skipping atexit handlers (nothing of this
+        // process needs them: its output is written by eprintln, unbuffered).
+        unsafe { libc::_exit(0) };
+    }
 }

@@ -162,10 +162,11 @@ fn warm_up_specs() -> impl Iterator<Item = ModuleSpec> {
 }
 
 /// Starts creating device `device`'s context, then loading the modules of
-/// [`warm_up_specs`] whose cubins the disk cache holds, on a background thread; returns at
-/// once. Once a process a device (later calls do nothing). Errors are not reported here:
-/// the context's (or its absence's) stays where the first merge finds and reports it, as
-/// without a warm-up; a module that does not load from the cache is built by the merge.
+/// [`warm_up_specs`] whose cubins the disk cache holds and allocating the pinned staging
+/// buffers, on a background thread; returns at once. Once a process a device (later calls
+/// do nothing). Errors are not reported here: the context's (or its absence's) stays where
+/// the first merge finds and reports it, as without a warm-up; a module that does not load
+/// from the cache is built by the merge.
 pub(crate) fn warm_up(device: usize) {
     static STARTED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
     {
@@ -191,6 +192,11 @@ pub(crate) fn warm_up(device: usize) {
                 }
                 Ok(None) => {}
                 Err(e) => log::debug!("corank: warm-up of device {device}: {e}"),
+            }
+        }
+        if let Ok(mut st) = gpu.lock() {
+            if let Err(e) = st.staging() {
+                log::debug!("corank: warm-up of device {device}: {e}");
             }
         }
         log::debug!("corank: warm-up of device {device} done in {:.1?} ({loaded} cached modules loaded)", t.elapsed());
@@ -253,7 +259,12 @@ impl State {
     pub fn staging(&mut self) -> Result<&mut Staging> {
         let staging = match self.staging.take() {
             Some(s) => s,
-            None => Staging::new()?,
+            None => {
+                let t = Instant::now();
+                let s = Staging::new()?;
+                log::debug!("corank: pinned staging buffers allocated in {:.1?}", t.elapsed());
+                s
+            }
         };
         Ok(self.staging.insert(staging))
     }

@@ -455,3 +455,49 @@ fn rust_log_and_verbose_log_on_stderr() {
         assert!(stderr.contains("no usable GPU"), "{stderr}");
     }
 }
+
+/// `--passthrough`: two files whose keys do not overlap (the second's first key equals the
+/// first's last: the earlier input's rows come first, so both copy) are copied row group by
+/// row group under `auto` (same codec), merged under `never`; the JSON summary, the summary
+/// line and the dry run say so, and both outputs hold the oracle's rows.
+#[test]
+fn passthrough_is_reported_and_switched_off_by_never() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys: Keys = vec![("k".into(), SortOptions { descending: false, nulls_first: false })];
+    let batch = |lo: u64| {
+        let k: ArrayRef = Arc::new(UInt64Array::from_iter_values(lo..lo + 1000));
+        let v: ArrayRef = Arc::new(StringArray::from_iter_values((lo..lo + 1000).map(|x| format!("v{x}"))));
+        RecordBatch::try_from_iter([("k", k), ("v", v)]).unwrap()
+    };
+    let zstd = Compression::ZSTD(ZstdLevel::try_new(3).unwrap());
+    let (a, b) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
+    write_file(&a, &[batch(0), batch(1000)], &keys, zstd);
+    write_file(&b, &[batch(1999), batch(3000)], &keys, zstd);
+    let inputs = [read_rows(&a), read_rows(&b)].concat();
+    let all = concat_batches(&inputs[0].schema(), &inputs).unwrap();
+    let order = UInt64Array::from_iter_values(oracle(&inputs, &keys).into_iter().map(|i| i as u64));
+    let expected = arrow::compute::take_record_batch(&all, &order).unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+
+    let dry = corank(&["merge", a, b, "-o", dir.path().join("dry.parquet").to_str().unwrap(), "--dry-run"]);
+    assert!(dry.status.success(), "{}", text(&dry.stderr));
+    let plan = text(&dry.stdout);
+    assert!(plan.contains("passthrough auto: 4,000 rows in 4 row groups copied untouched"), "{plan}");
+    assert_eq!(plan.lines().filter(|l| l.starts_with("copy: ")).count(), 4, "{plan}");
+
+    for (mode, copied) in [("auto", 4000u64), ("never", 0)] {
+        let out = dir.path().join(format!("{mode}.parquet"));
+        let res = corank(&["merge", a, b, "-o", out.to_str().unwrap(), "--passthrough", mode, "--json"]);
+        assert!(res.status.success(), "{mode}: {}", text(&res.stderr));
+        let v: Value = serde_json::from_str(text(&res.stdout).trim()).unwrap();
+        assert_eq!(v["passthrough"], mode);
+        assert_eq!(v["passthrough_rows"].as_u64(), Some(copied), "{v}");
+        assert_eq!(v["passthrough_row_groups"].as_u64(), Some(copied / 1000), "{v}");
+        let got = concat_batches(&expected.schema(), &read_rows(&out)).unwrap();
+        assert_eq!(got, expected, "{mode}");
+    }
+    let line = corank(&["merge", a, b, "-o", dir.path().join("line.parquet").to_str().unwrap()]);
+    assert!(text(&line.stdout).contains("; 4,000 rows in 4 row groups copied untouched"), "{}", text(&line.stdout));
+    let bad = corank(&["merge", a, b, "-o", dir.path().join("bad.parquet").to_str().unwrap(), "--passthrough", "sometimes"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+}

@@ -481,6 +481,11 @@ pub fn merge_files(
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<MergeSummary> {
     let start = Instant::now();
+    // The GPU's start-up (context, cached kernels) overlaps opening the inputs and the
+    // writer where a round may go to the GPU; a small `Auto` merge never touches it.
+    if options.engine.engine == Engine::Gpu || (options.engine.engine == Engine::Auto && plan.total_rows >= options.engine.gpu_min_rows) {
+        crate::engine::warm_up_gpu(&options.engine);
+    }
     let keep_open = plan.runs.len() <= open_file_budget();
     let decoders = decoder_bytes(plan, keep_open);
     let budgets = window_budgets(plan, options.memory_limit, decoders)?;

@@ -73,6 +73,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         compression: "zstd(3)".into(),
         row_group_size: 1 << 20,
         max_row_group_bytes: 128 << 20,
+        passthrough: corank::parquet::Passthrough::Auto,
         memory_limit: 2 << 30,
         quiet: false,
         verbose: 0,

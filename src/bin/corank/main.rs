@@ -78,7 +78,7 @@ impl EngineArgs {
     }
 }
 
-fn parse_named<T: std::str::FromStr<Err = corank::Error>>(s: &str) -> Result<T, String> {
+pub fn parse_named<T: std::str::FromStr<Err = corank::Error>>(s: &str) -> Result<T, String> {
     s.parse().map_err(|e: corank::Error| e.to_string())
 }
 

@@ -4,11 +4,12 @@
 
 use crate::json::Json;
 use crate::show_bytes::show_bytes;
-use crate::{parse_bytes, parse_count, EngineArgs};
+use crate::{parse_bytes, parse_count, parse_named, EngineArgs};
 use clap::{ArgAction, Args};
 use corank::parquet::inputs::{expand_inputs_excluding, plan_merge_with, show_keys, PlanOptions};
 use corank::parquet::merge_files::{dry_run, DryRun};
-use corank::parquet::{merge_files, parse_order_by, MergeFilesOptions, MergePlan, MergeSummary, WriterSettings};
+use corank::parquet::passthrough::{schedule_for, Schedule};
+use corank::parquet::{merge_files, parse_order_by, MergeFilesOptions, MergePlan, MergeSummary, Passthrough, WriterSettings};
 use corank::{Engine, Error, OnGpuFailure, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
@@ -45,6 +46,10 @@ pub struct MergeArgs {
     /// gzip(0..9), brotli or brotli(0..11).
     #[arg(long, default_value = "zstd(3)")]
     pub compression: String,
+    /// Row groups that overlap no other input are copied as they are, not decoded: auto
+    /// (where their codec is the output's), always (keeping their codec), never.
+    #[arg(long, default_value = "auto", value_parser = parse_named::<Passthrough>)]
+    pub passthrough: Passthrough,
     /// Most rows per output row group.
     #[arg(long, default_value = "1M", value_parser = parse_count)]
     pub row_group_size: usize,
@@ -79,10 +84,11 @@ pub fn run(args: MergeArgs) -> Result<()> {
     if args.dry_run {
         let plan = dry_run(&prepared.plan, &prepared.options)?;
         let engine = planned_engine(&args, &prepared.plan)?;
+        let copies = schedule_for(&prepared.plan, &prepared.options)?;
         let text = if args.json {
-            dry_run_json(&args, &prepared, &plan, &engine).to_line()
+            dry_run_json(&args, &prepared, &plan, &engine, &copies).to_line()
         } else {
-            dry_run_text(&args, &prepared, &plan, &engine)
+            dry_run_text(&args, &prepared, &plan, &engine, &copies)
         };
         return print_stdout(&text, "the plan (nothing was written)");
     }
@@ -95,7 +101,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
     }
     if args.verbose > 0 {
         eprintln!(
-            "reading {:.2?}, merging {:.2?} ({} cpu + {} gpu rounds), writing {:.2?} (its own thread); window up to {} per run; {} output row groups; peak memory {}",
+            "reading {:.2?}, merging {:.2?} ({} cpu + {} gpu rounds), writing {:.2?} (its own thread); window up to {} per run; {} output row groups; peak memory {}; {}",
             summary.read_time,
             summary.merge_time,
             summary.rounds_cpu,
@@ -103,7 +109,8 @@ pub fn run(args: MergeArgs) -> Result<()> {
             summary.write_time,
             show_bytes(summary.window_bytes as u64),
             summary.output_row_groups,
-            summary.peak_memory.map_or("unknown".into(), show_bytes)
+            summary.peak_memory.map_or("unknown".into(), show_bytes),
+            show_untouched(&summary)
         );
     }
     Ok(())
@@ -145,12 +152,20 @@ pub fn prepare(args: &MergeArgs) -> Result<Prepared> {
     corank::parquet::writer::check_output(&args.output, args.force)?;
     if args.engine.engine == Engine::Gpu {
         corank::engine::gpu_availability().map_err(Error::GpuUnavailable)?;
-        corank::engine::gpu_device_name(args.engine.device)?;
+        // The CUDA context and the cached kernels start on a background thread while the
+        // footers are read (`--engine auto` starts them in merge_files, once the rows are
+        // known to reach --gpu-min-rows).
+        if !args.dry_run {
+            corank::engine::warm_up_gpu(&args.engine.options());
+        }
     }
     // The output is never an input (compared by device and inode), with or without --force.
     let paths = expand_inputs_excluding(&args.inputs, &args.output)?;
     // 2. Footers: schemas, key, runs.
     let plan = plan_merge_with(&paths, by, &PlanOptions { union_by_name: args.union_by_name })?;
+    if args.engine.engine == Engine::Gpu {
+        corank::engine::gpu_device_name(args.engine.device)?; // waits for the context
+    }
     log::info!(
         "merging {} rows of {} files as {} runs by {} into {}",
         plan.total_rows,
@@ -168,7 +183,7 @@ pub fn prepare(args: &MergeArgs) -> Result<Prepared> {
             row_group_bytes: args.max_row_group_bytes,
             overwrite: args.force,
         },
-        passthrough: Default::default(), // issue 13 item 1: the lead adds --passthrough
+        passthrough: args.passthrough,
     };
     Ok(Prepared { plan, options })
 }
@@ -222,8 +237,9 @@ pub fn show_rate(rows_per_sec: f64) -> String {
 }
 
 /// `merged 10,000,000 rows (16 files, 16 runs) into out.parquet: 1.2 GiB in, 1.1 GiB out, 5.31 M rows/s, engine gpu, 1.88 s`
+/// (with `; 3,000,000 rows in 3 row groups copied untouched` where passthrough copied any)
 pub fn summary_line(s: &MergeSummary, output: &std::path::Path) -> String {
-    format!(
+    let mut line = format!(
         "merged {} rows ({} files, {} runs) into {}: {} in, {} out, {:.2} M rows/s, engine {}, {:.2} s",
         group_digits(s.rows),
         s.input_files,
@@ -234,7 +250,25 @@ pub fn summary_line(s: &MergeSummary, output: &std::path::Path) -> String {
         s.rows as f64 / s.elapsed.as_secs_f64().max(1e-9) / 1e6,
         s.engine(),
         s.elapsed.as_secs_f64()
-    )
+    );
+    if s.passthrough_rows > 0 {
+        line += &format!("; {}", show_untouched(s));
+    }
+    line
+}
+
+/// `3,000,000 rows in 3 row groups copied untouched (1 kept its codec)`, or `no row group
+/// copied untouched`.
+fn show_untouched(s: &MergeSummary) -> String {
+    if s.passthrough_row_groups == 0 {
+        return "no row group copied untouched".into();
+    }
+    let kept = match s.passthrough_codec_kept_row_groups {
+        0 => String::new(),
+        n => format!(" ({n} kept {} codec)", if n == 1 { "its" } else { "their" }),
+    };
+    let groups = s.passthrough_row_groups;
+    format!("{} rows in {groups} row group{} copied untouched{kept}", group_digits(s.passthrough_rows), if groups == 1 { "" } else { "s" })
 }
 
 /// The codecs `--compression` names, for its error message.
@@ -327,6 +361,14 @@ pub fn summary_json(s: &MergeSummary, args: &MergeArgs, prepared: &Prepared) -> 
         .field("window_bytes", s.window_bytes)
         .field("memory_limit", prepared.options.memory_limit)
         .field("peak_memory_bytes", s.peak_memory)
+        .field("passthrough", show_passthrough(prepared.options.passthrough))
+        .field("passthrough_rows", s.passthrough_rows)
+        .field("passthrough_row_groups", s.passthrough_row_groups)
+        .field("passthrough_codec_kept_row_groups", s.passthrough_codec_kept_row_groups)
+}
+
+fn show_passthrough(p: Passthrough) -> String {
+    p.to_string()
 }
 
 /// The engine a merge would use, as far as it is known before the first round.
@@ -401,7 +443,7 @@ fn show_row_groups(groups: &[usize]) -> String {
 }
 
 /// The dry run for people: the runs, the memory plan, the engine, the output settings.
-fn dry_run_text(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &PlannedEngine) -> String {
+fn dry_run_text(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &PlannedEngine, copies: &Schedule) -> String {
     let (plan, options) = (&prepared.plan, &prepared.options);
     let mut out = format!(
         "dry run, nothing written: would merge {} rows ({} files, {} runs, {} in) by {} into {}\n",
@@ -424,7 +466,29 @@ fn dry_run_text(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &Pl
             if run.declared { ", sorting_columns declare the key" } else { "" }
         );
     }
-    // Passthrough row groups (issue 13, item 1) are to be listed here, after the runs.
+    // Row groups copied untouched (passthrough), after the runs.
+    match (&copies.off, copies.blocks.is_empty()) {
+        (Some(why), _) => out += &format!("passthrough {}: no row group copied ({why})\n", options.passthrough),
+        (None, true) => out += &format!("passthrough {}: no row group lies apart from the other inputs' rows\n", options.passthrough),
+        (None, false) => {
+            out += &format!(
+                "passthrough {}: {} rows in {} row groups copied untouched\n",
+                options.passthrough,
+                group_digits(copies.rows()),
+                copies.blocks.len()
+            );
+            for block in &copies.blocks {
+                out += &format!(
+                    "copy: run {}, {}, row group {}, {} rows{}\n",
+                    block.run,
+                    plan.files[block.file].path.display(),
+                    block.row_group,
+                    group_digits(block.rows),
+                    if block.codec_kept { ", keeping its codec" } else { "" }
+                );
+            }
+        }
+    }
     let windows: usize = dry.window_bytes.iter().sum();
     out += &format!(
         "memory: limit {}; Parquet decoders {}; windows {} in all, up to {} a run; output row groups up to {} rows and {}; round pieces of {}; input files {}\n",
@@ -443,7 +507,7 @@ fn dry_run_text(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &Pl
 }
 
 /// The dry run as one JSON object (`--dry-run --json`).
-fn dry_run_json(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &PlannedEngine) -> Json {
+fn dry_run_json(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &PlannedEngine, copies: &Schedule) -> Json {
     let (plan, options) = (&prepared.plan, &prepared.options);
     let files: Vec<Json> = plan
         .files
@@ -489,13 +553,37 @@ fn dry_run_json(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &Pl
         .field("by", show_keys(&plan.keys))
         .field("files", Json::Array(files))
         .field("runs", Json::Array(runs))
-        // Passthrough row groups (issue 13, item 1) are to be added here, beside the runs.
+        .field("passthrough", passthrough_json(prepared, copies))
         .field("memory", memory)
         .field("engine", engine.engine)
         .field("gpu_device", engine.device.clone())
         .field("gpu_unavailable", engine.gpu_unavailable.clone())
         .field("compression", show_compression(options.writer.compression))
         .field("row_group_rows", options.writer.row_group_rows)
+}
+
+/// The row groups a dry run would copy untouched: the mode, the rows and row groups, each
+/// copy, and why none is copied where passthrough is off.
+fn passthrough_json(prepared: &Prepared, copies: &Schedule) -> Json {
+    let blocks: Vec<Json> = copies
+        .blocks
+        .iter()
+        .map(|b| {
+            Json::object()
+                .field("run", b.run)
+                .field("file", b.file)
+                .field("path", prepared.plan.files[b.file].path.as_path())
+                .field("row_group", b.row_group)
+                .field("rows", b.rows)
+                .field("codec_kept", b.codec_kept)
+        })
+        .collect();
+    Json::object()
+        .field("mode", show_passthrough(prepared.options.passthrough))
+        .field("rows", copies.rows())
+        .field("row_groups", copies.blocks.len())
+        .field("off", copies.off.clone())
+        .field("blocks", Json::Array(blocks))
 }
 
 /// `10,000,000`.

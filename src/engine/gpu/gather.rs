@@ -621,7 +621,7 @@ mod tests {
     fn size_classes_cover_and_waste_little() {
         for bytes in [0, 1, 4096, 2 << 20, (2 << 20) + 1, 100 << 20, 1 << 30, (1 << 30) + 1, 3_000_000_000] {
             let c = size_class(bytes);
-            assert!(c >= bytes && c % (2 << 20) == 0, "{bytes} -> {c}");
+            assert!(c >= bytes && c.is_multiple_of(2 << 20), "{bytes} -> {c}");
             assert!(c as f64 <= (bytes.max(2 << 20) as f64) * 1.25 + (2 << 20) as f64, "{bytes} -> {c}");
         }
     }

@@ -11,22 +11,9 @@ use corank::keys::{KeyColumn, KeyWord};
 use corank::Kernel;
 use corank::{Error, Indices};
 
-fn gpu_or_skip(test: &str) -> bool {
-    match gpu::availability() {
-        Ok(()) => true,
-        Err(e) => {
-            if std::env::var("CORANK_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("{test}: CORANK_REQUIRE_GPU=1 but no GPU: {e}");
-            }
-            eprintln!("{test}: skipped, no GPU: {e}");
-            false
-        }
-    }
-}
-
-fn small_only() -> bool {
-    std::env::var("CORANK_GPU_SMALL").as_deref() == Ok("1")
-}
+#[path = "common/gpu.rs"]
+mod gpu_common;
+use gpu_common::{gpu_or_skip, small_only};
 
 #[test]
 fn compile_all_kernels_with_nvrtc() {

@@ -17,22 +17,9 @@ use corank::engine::gpu::{self, gather_fixed_gpu, gather_on_gpu_pays, GpuOptions
 use corank::{Engine, Error, Indices, Permutation};
 use std::sync::Arc;
 
-fn gpu_or_skip(test: &str) -> bool {
-    match gpu::availability() {
-        Ok(()) => true,
-        Err(e) => {
-            if std::env::var("CORANK_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("{test}: CORANK_REQUIRE_GPU=1 but no GPU: {e}");
-            }
-            eprintln!("{test}: skipped, no GPU: {e}");
-            false
-        }
-    }
-}
-
-fn small_only() -> bool {
-    std::env::var("CORANK_GPU_SMALL").as_deref() == Ok("1")
-}
+#[path = "common/gpu.rs"]
+mod gpu_common;
+use gpu_common::{gpu_or_skip, small_only};
 
 /// xorshift64*: deterministic test data without extra dependencies.
 struct Rng(u64);

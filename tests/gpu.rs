@@ -13,7 +13,7 @@ use corank::{Error, Indices};
 
 #[path = "common/gpu.rs"]
 mod gpu_common;
-use gpu_common::{gpu_or_skip, small_only};
+use gpu_common::{gpu_or_skip, small_only, Rng};
 
 #[test]
 fn compile_all_kernels_with_nvrtc() {
@@ -70,20 +70,6 @@ fn device_choice() {
     }
     // One run or none: still an error for a missing device.
     assert!(gpu::merge_gpu(&KeyColumn::U64(vec![1, 2]), &[0, 2], &GpuOptions { device: devices, ..GpuOptions::default() }).is_err());
-}
-
-/// xorshift64*: deterministic test data without extra dependencies.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 /// Key makers: a u64 "value" (whose range sets how many duplicates) to a key of each width.

@@ -19,21 +19,7 @@ use std::sync::Arc;
 
 #[path = "common/gpu.rs"]
 mod gpu_common;
-use gpu_common::{gpu_or_skip, small_only};
-
-/// xorshift64*: deterministic test data without extra dependencies.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+use gpu_common::{gpu_or_skip, small_only, Rng};
 
 /// The column kinds of the test schema, one per width (and then some).
 const KINDS: usize = 14;

@@ -21,3 +21,19 @@ pub fn gpu_or_skip(test: &str) -> bool {
 pub fn small_only() -> bool {
     std::env::var("CORANK_GPU_SMALL").as_deref() == Ok("1")
 }
+
+/// xorshift64*: deterministic test data without extra dependencies.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}

@@ -67,7 +67,7 @@ fn main() {
         gpu::tuning::set_overrides(&overrides).expect("CORANK_GPU_TUNING");
         println!("tuning overrides: {overrides}");
     }
-    let sections = std::env::var("CORANK_BENCH_SECTIONS").unwrap_or_else(|_| "2way,kway,host,spm,gather".into());
+    let sections = std::env::var("CORANK_BENCH_SECTIONS").unwrap_or_else(|_| "2way,kway,host,spm,gather,multi".into());
     let run = |s: &str| sections.split(',').any(|x| x.trim() == s);
     let reps = 7;
     let n = 1usize << 28;
@@ -121,6 +121,7 @@ fn main() {
         record_batches(n, &mut rows);
     }
     let gather_table = if run("gather") { gather_section(reps) } else { Vec::new() };
+    let multi_table = if run("multi") { multi_gpu_section() } else { Vec::new() };
     println!("\nKernels for u64 keys, u32 indices, {} threads a block:", gpu::tuning::THREADS);
     println!("| kernel | registers | dynamic shared bytes | blocks per SM |");
     println!("|---|---:|---:|---:|");
@@ -133,9 +134,60 @@ fn main() {
     for (c, ms, g, r) in rows {
         println!("| {c} | {ms:.3} | {g} | {r} |");
     }
-    for line in gather_table {
+    for line in gather_table.into_iter().chain(multi_table) {
         println!("{line}");
     }
+}
+
+/// Issue 15: the host path for 2^29 u64 keys in 16 runs on one GPU and on every GPU here
+/// (two or more), each against the PCIe floor of its configuration measured in the same run
+/// (pinned copies on all its devices at once: 8 bytes a key up, 4 down). "Encode + host
+/// path" starts from Arrow UInt64 arrays (key encoding on the CPU, then the merge).
+fn multi_gpu_section() -> Vec<String> {
+    use arrow::array::{ArrayRef, UInt64Array};
+    use corank::{Devices, SortKey};
+    use std::sync::Arc;
+    const REPS: usize = 3;
+    let count = (0..).take_while(|&d| gpu::device_name(d).is_ok()).count();
+    let (n, k) = (1usize << 29, 16);
+    let mut lines = vec![
+        format!("\nMulti-GPU host path, 2^29 u64 keys in {k} runs -> u32 indices, median of {REPS} ({count} device(s) here)"),
+        "| GPUs | PCIe floor ms | host path ms | of floor | encode + host path ms | host path vs 1 GPU | encode + host vs 1 GPU |".into(),
+        "|---:|---:|---:|---:|---:|---:|---:|".into(),
+    ];
+    let (keys, offsets) = data(n, k, u64::MAX, 29);
+    let runs: Vec<Vec<ArrayRef>> =
+        offsets.windows(2).map(|w| vec![Arc::new(UInt64Array::from(keys[w[0]..w[1]].to_vec())) as ArrayRef]).collect();
+    let col = KeyColumn::U64(keys);
+    let expect = gpu::merge_gpu(&col, &offsets, &GpuOptions::default()).unwrap();
+    let mut base: Option<(f64, f64)> = None;
+    let configs: Vec<usize> = if count >= 2 { vec![1, count] } else { vec![1] };
+    for d in configs {
+        let ordinals: Vec<usize> = (0..d).collect();
+        let (up, down) = bench::time_pinned_on(&ordinals, n * 8 / d, REPS).unwrap();
+        let floor = median(up) + median(down) * 0.5;
+        let options = GpuOptions { devices: Devices::from_ordinals(&ordinals).unwrap(), ..GpuOptions::default() };
+        let got = gpu::merge_gpu(&col, &offsets, &options).unwrap(); // warm-up, and the check
+        assert!(got == expect, "{d} GPUs: the result differs from one GPU's");
+        drop(got);
+        let mut host = Vec::new();
+        let mut full = Vec::new();
+        for _ in 0..REPS {
+            let t = Instant::now();
+            let out = gpu::merge_gpu(&col, &offsets, &options).unwrap();
+            host.push(t.elapsed().as_secs_f32() * 1000.0);
+            drop(out);
+            let t = Instant::now();
+            let encoded = corank::keys::encode_runs(&runs, &[SortKey::asc("k")]).unwrap();
+            let out = gpu::merge_gpu(&encoded.keys, &encoded.run_offsets, &options).unwrap();
+            full.push(t.elapsed().as_secs_f32() * 1000.0);
+            assert_eq!(out.len(), n);
+        }
+        let (host, full) = (median(host), median(full));
+        let (h1, f1) = *base.get_or_insert((host, full));
+        lines.push(format!("| {d} | {floor:.1} | {host:.1} | {:.2} | {full:.1} | {:.2}x | {:.2}x |", floor / host, h1 / host, f1 / full));
+    }
+    lines
 }
 
 /// k runs of `n / k` rows: three u64 columns and an i32 column with 10% nulls, and the

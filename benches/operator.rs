@@ -25,7 +25,7 @@
 use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow::row::{RowConverter, SortField};
 use corank::datafusion::{session_context, CoRankMergeExec, MergeSettings};
-use corank::{Engine, EngineOptions};
+use corank::{Devices, Engine, EngineOptions};
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use datafusion::prelude::*;
@@ -244,10 +244,17 @@ fn main() {
         if gpu.is_ok() {
             engines.push(Engine::Gpu);
         }
-        for engine in engines {
-            let settings =
-                MergeSettings { engine: EngineOptions::default().with_engine(engine).with_gpu_min_rows(0), window_rows: 1 << 20 };
-            names.push(format!("(a) CoRankMergeExec, engine {engine}"));
+        // With two or more GPUs, the GPU engine also on all of them (each round split).
+        let gpus = (0..).take_while(|&d| corank::engine::gpu_device_name(d).is_ok()).count();
+        let mut configs: Vec<(Engine, Devices)> = engines.iter().map(|&e| (e, Devices::One(0))).collect();
+        if gpu.is_ok() && gpus >= 2 {
+            configs.push((Engine::Gpu, Devices::All));
+        }
+        for (engine, devices) in configs {
+            let options = EngineOptions::default().with_engine(engine).with_devices(devices).with_gpu_min_rows(0);
+            let settings = MergeSettings { engine: options, window_rows: 1 << 20 };
+            let on = if devices == Devices::All { format!(", all {gpus} GPUs") } else { String::new() };
+            names.push(format!("(a) CoRankMergeExec, engine {engine}{on}"));
             cases.push(plan_case(Arc::new(CoRankMergeExec::new(ordering.clone(), source.clone()).with_settings(settings))));
         }
         let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, runs);

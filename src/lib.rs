@@ -48,6 +48,6 @@ pub mod sort_key;
 pub use api::{merge, merge_columns, merge_permutation, MergeOptions};
 pub use error::{Error, Result};
 pub use gather::gather;
-pub use options::{Engine, EngineOptions, Kernel, OnGpuFailure, GPU_MIN_ROWS};
+pub use options::{Devices, Engine, EngineOptions, Kernel, OnGpuFailure, GPU_MIN_ROWS};
 pub use permutation::{Indices, Permutation};
 pub use sort_key::SortKey;

@@ -3,8 +3,8 @@
 //!
 //! One struct, [`EngineOptions`], is embedded in [`crate::MergeOptions`] (the batch API),
 //! [`crate::frontier::FrontierOptions`] (the streaming merge), the DataFusion settings
-//! (`corank.engine`, `corank.kernel`, `corank.device`, `corank.gpu_min_rows`) and the
-//! command line (`--engine`, `--kernel`, `--device`, `--gpu-min-rows`), with one default each.
+//! (`corank.engine`, `corank.kernel`, `corank.devices`, `corank.gpu_min_rows`) and the
+//! command line (`--engine`, `--kernel`, `--devices`, `--gpu-min-rows`), with one default each.
 //! The library reads no environment variable: the command line and the tests do.
 
 use crate::error::{Error, Result};
@@ -57,8 +57,8 @@ pub enum OnGpuFailure {
 pub struct EngineOptions {
     pub engine: Engine,
     pub kernel: Kernel,
-    /// The CUDA device ordinal the GPU engine uses.
-    pub device: usize,
+    /// The CUDA devices the GPU engine uses (device 0 unless set).
+    pub devices: Devices,
     /// `Engine::Auto` uses the GPU for merges (or streaming rounds) of at least this many rows.
     pub gpu_min_rows: usize,
     pub on_gpu_failure: OnGpuFailure,
@@ -66,7 +66,13 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        Self { engine: Engine::Auto, kernel: Kernel::Auto, device: 0, gpu_min_rows: GPU_MIN_ROWS, on_gpu_failure: OnGpuFailure::UseCpu }
+        Self {
+            engine: Engine::Auto,
+            kernel: Kernel::Auto,
+            devices: Devices::One(0),
+            gpu_min_rows: GPU_MIN_ROWS,
+            on_gpu_failure: OnGpuFailure::UseCpu,
+        }
     }
 }
 
@@ -79,8 +85,13 @@ impl EngineOptions {
         self.kernel = kernel;
         self
     }
+    /// Uses the one CUDA device `device`.
     pub fn with_device(mut self, device: usize) -> Self {
-        self.device = device;
+        self.devices = Devices::One(device);
+        self
+    }
+    pub fn with_devices(mut self, devices: Devices) -> Self {
+        self.devices = devices;
         self
     }
     pub fn with_gpu_min_rows(mut self, rows: usize) -> Self {
@@ -123,16 +134,153 @@ named!(Engine, "engine", Auto = "auto", Cpu = "cpu", Gpu = "gpu");
 named!(Kernel, "kernel", Auto = "auto", Basic = "basic", Tiled = "tiled", Circular = "circular", KWay = "kway");
 
 /// The engine's name, then the kernel and device where they are not the defaults
-/// (`gpu`, `gpu kernel=kway device=1`), as EXPLAIN shows it.
+/// (`gpu`, `gpu kernel=kway devices=0,1`), as EXPLAIN shows it.
 impl std::fmt::Display for EngineOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.engine)?;
         if self.kernel != Kernel::Auto {
             write!(f, " kernel={}", self.kernel)?;
         }
-        if self.device != 0 {
-            write!(f, " device={}", self.device)?;
+        if self.devices != Devices::One(0) {
+            write!(f, " devices={}", self.devices)?;
         }
         Ok(())
+    }
+}
+
+/// The CUDA devices the GPU engine merges on: one (the default, device 0), a set, or every
+/// device present. With more than one, the output is cut into one contiguous range per
+/// device by co-rank and each device merges only its inputs' slices (`engine::gpu`).
+///
+/// Spelled as the settings and flags take it: `0`, `0,1`, `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Devices {
+    /// One device ordinal.
+    One(usize),
+    /// Several devices: bit `d` set for ordinal `d` (ordinals below 64), at least two bits.
+    Set(u64),
+    /// Every device present (at least one).
+    All,
+}
+
+impl Default for Devices {
+    fn default() -> Self {
+        Devices::One(0)
+    }
+}
+
+impl Devices {
+    /// The most ordinals a set holds.
+    pub const MAX_ORDINALS: usize = 64;
+
+    /// The devices of `ordinals` (duplicates ignored): `One` for one ordinal, else `Set`.
+    /// An empty list, or an ordinal of 64 or more in a list of several, is an error.
+    pub fn from_ordinals(ordinals: &[usize]) -> Result<Devices> {
+        let mut mask = 0u64;
+        for &d in ordinals {
+            if d >= Self::MAX_ORDINALS {
+                if ordinals.iter().all(|&o| o == d) {
+                    return Ok(Devices::One(d));
+                }
+                return Err(Error::InvalidArgument(format!(
+                    "device ordinal {d} in a list: lists take ordinals below {}",
+                    Self::MAX_ORDINALS
+                )));
+            }
+            mask |= 1 << d;
+        }
+        match mask.count_ones() {
+            0 => Err(Error::InvalidArgument("no device given (an ordinal such as 0, a list such as 0,1, or all)".into())),
+            1 => Ok(Devices::One(mask.trailing_zeros() as usize)),
+            _ => Ok(Devices::Set(mask)),
+        }
+    }
+
+    /// The ordinals, in increasing order, given the number of devices present (`All` is
+    /// every one of them; the others are returned as they are, whether present or not).
+    pub fn ordinals(self, present: usize) -> Vec<usize> {
+        match self {
+            Devices::One(d) => vec![d],
+            Devices::Set(mask) => (0..Self::MAX_ORDINALS).filter(|d| mask >> d & 1 == 1).collect(),
+            Devices::All => (0..present).collect(),
+        }
+    }
+
+    /// The first device: the one that serves single-device work (the payload gather, the
+    /// device name in reports).
+    pub fn first(self) -> usize {
+        match self {
+            Devices::One(d) => d,
+            Devices::Set(mask) => mask.trailing_zeros() as usize,
+            Devices::All => 0,
+        }
+    }
+}
+
+impl std::fmt::Display for Devices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Devices::All => f.write_str("all"),
+            d => {
+                let list: Vec<String> = d.ordinals(0).iter().map(|o| o.to_string()).collect();
+                f.write_str(&list.join(","))
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for Devices {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("all") {
+            return Ok(Devices::All);
+        }
+        let ordinals = s
+            .split(',')
+            .map(|part| {
+                part.trim().parse::<usize>().map_err(|_| {
+                    Error::InvalidArgument(format!("invalid devices '{s}': a device ordinal (0), a list of them (0,1) or all"))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Devices::from_ordinals(&ordinals)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_parse_and_print() {
+        for (text, devices, shown) in [
+            ("0", Devices::One(0), "0"),
+            ("3", Devices::One(3), "3"),
+            ("0,1", Devices::Set(0b11), "0,1"),
+            (" 2, 0 ,2", Devices::Set(0b101), "0,2"),
+            ("1,1", Devices::One(1), "1"),
+            ("ALL", Devices::All, "all"),
+            ("100", Devices::One(100), "100"),
+        ] {
+            let parsed: Devices = text.parse().unwrap();
+            assert_eq!(parsed, devices, "{text}");
+            assert_eq!(parsed.to_string(), shown);
+            assert_eq!(shown.parse::<Devices>().unwrap(), devices);
+        }
+        for bad in ["", "x", "0,", "-1", "0,64", "1;2", "0, all"] {
+            assert!(bad.parse::<Devices>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn devices_ordinals_and_first() {
+        assert_eq!(Devices::One(2).ordinals(1), vec![2]);
+        assert_eq!(Devices::Set(0b1010).ordinals(1), vec![1, 3]);
+        assert_eq!(Devices::All.ordinals(3), vec![0, 1, 2]);
+        assert_eq!(Devices::All.ordinals(0), Vec::<usize>::new());
+        assert_eq!((Devices::One(2).first(), Devices::Set(0b1010).first(), Devices::All.first()), (2, 1, 0));
+        assert_eq!(EngineOptions::default().with_device(1).devices, Devices::One(1));
+        assert_eq!(EngineOptions::default().with_devices(Devices::All).to_string(), "auto devices=all");
     }
 }

@@ -117,3 +117,92 @@ fn k_way_wide_keys() {
     co_rank_k(4, &[&a, &b], &mut split);
     assert_eq!(split, [3, 1]);
 }
+
+/// What a split merge (one output range per device) computes with `split_output`: each
+/// part merges its slices of the runs, its positions mapped back to global indices.
+fn merge_by_parts<T: corank::keys::KeyWord>(keys: &[T], offsets: &[usize], parts: usize) -> Vec<usize> {
+    use corank::engine::co_rank::split_output;
+    let cuts = split_output(keys, offsets, parts);
+    assert_eq!(cuts.len(), parts + 1);
+    assert!(cuts[0].iter().all(|&c| c == 0));
+    assert_eq!(cuts[parts], offsets.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>());
+    let n = keys.len();
+    let mut out = Vec::with_capacity(n);
+    for p in 0..parts {
+        // Range p has its share of the output, and every run's slice is in bounds.
+        let len: usize = cuts[p + 1].iter().zip(&cuts[p]).map(|(hi, lo)| hi - lo).sum();
+        assert_eq!(len, n * (p + 1) / parts - n * p / parts, "part {p} of {parts}");
+        let (mut part_keys, mut part_offsets, mut global) = (Vec::new(), vec![0], Vec::new());
+        for r in 0..offsets.len() - 1 {
+            assert!(cuts[p][r] <= cuts[p + 1][r]);
+            let (lo, hi) = (offsets[r] + cuts[p][r], offsets[r] + cuts[p + 1][r]);
+            part_keys.extend_from_slice(&keys[lo..hi]);
+            global.extend(lo..hi);
+            part_offsets.push(part_keys.len());
+        }
+        let local = corank::engine::cpu::merge_cpu(&part_keys, &part_offsets).to_vec();
+        out.extend(local.into_iter().map(|i| global[i]));
+    }
+    out
+}
+
+/// The co-rank split of the multi-GPU merge: for any number of parts (more parts than rows
+/// included: empty ranges), cuts inside runs of equal keys, empty runs and k from 1 to 64,
+/// the parts merged separately give exactly the whole merge.
+#[test]
+fn split_output_parts_merge_to_the_whole() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for case in 0..300 {
+        let k = 1 + (next() % 64) as usize;
+        // Few distinct values in most cases: cuts fall inside runs of equal keys.
+        let range = [1, 2, 3, 10, u64::MAX][case % 5];
+        let mut keys = Vec::new();
+        let mut offsets = vec![0];
+        for _ in 0..k {
+            let len = match next() % 5 {
+                0 => 0,
+                1 => 1,
+                _ => (next() % 200) as usize,
+            };
+            let mut run: Vec<u64> = (0..len).map(|_| next() % range.max(1)).collect();
+            run.sort();
+            keys.extend(run);
+            offsets.push(keys.len());
+        }
+        let whole = corank::engine::cpu::merge_cpu(&keys, &offsets).to_vec();
+        for parts in [1, 2, 3, 7, keys.len() + 2] {
+            assert_eq!(merge_by_parts(&keys, &offsets, parts), whole, "case {case}: k = {k}, {parts} parts");
+        }
+    }
+    // No runs, no rows.
+    assert_eq!(merge_by_parts::<u64>(&[], &[0], 2), Vec::<usize>::new());
+    assert_eq!(corank::engine::co_rank::split_output::<u64>(&[], &[0], 3), vec![Vec::<usize>::new(); 4]);
+    // All equal keys in two runs, two parts: the first part is the whole first run.
+    let cuts = corank::engine::co_rank::split_output(&[5u64; 10], &[0, 5, 10], 2);
+    assert_eq!(cuts, vec![vec![0, 0], vec![5, 0], vec![5, 5]]);
+}
+
+/// Wide keys (two and four words) split as the one-word ones.
+#[test]
+fn split_output_wide_keys() {
+    let keys: Vec<[u64; 2]> = (0..300u64).map(|i| [i % 3, i / 7]).collect();
+    let mut runs: Vec<Vec<[u64; 2]>> = keys.chunks(70).map(|c| c.to_vec()).collect();
+    for r in &mut runs {
+        r.sort();
+    }
+    let mut offsets = vec![0];
+    for r in &runs {
+        offsets.push(offsets.last().unwrap() + r.len());
+    }
+    let flat: Vec<[u64; 2]> = runs.concat();
+    let whole = corank::engine::cpu::merge_cpu(&flat, &offsets).to_vec();
+    for parts in 1..6 {
+        assert_eq!(merge_by_parts(&flat, &offsets, parts), whole, "{parts} parts");
+    }
+}

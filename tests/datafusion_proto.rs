@@ -4,7 +4,7 @@
 use arrow::array::{Int64Array, RecordBatch};
 use arrow::compute::SortOptions;
 use corank::datafusion::{CoRankCodec, CoRankMergeExec, MergeSettings};
-use corank::{Engine, EngineOptions, Kernel, OnGpuFailure};
+use corank::{Devices, Engine, EngineOptions, Kernel, OnGpuFailure};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
@@ -45,6 +45,21 @@ async fn plan_with_the_node_round_trips() {
     assert_eq!(a, b);
     let k: Vec<i64> = b.iter().flat_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec()).collect();
     assert_eq!(k, [9, 8, 7, 7, 7]);
+}
+
+/// Every form of the device choice travels (one ordinal, a set, all).
+#[test]
+fn devices_travel() {
+    let schema = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new("k", arrow::datatypes::DataType::Int64, false)]));
+    for devices in [Devices::One(7), Devices::Set(0b1011), Devices::All] {
+        let source = MemorySourceConfig::try_new_exec(&[vec![]], schema.clone(), None).unwrap();
+        let ordering = LexOrdering::new([PhysicalSortExpr::new(col("k", &schema).unwrap(), SortOptions::default())]).unwrap();
+        let settings = MergeSettings { engine: EngineOptions::default().with_devices(devices), window_rows: 10 };
+        let plan: Arc<dyn ExecutionPlan> = Arc::new(CoRankMergeExec::new(ordering, source).with_settings(settings.clone()));
+        let bytes = physical_plan_to_bytes_with_extension_codec(plan, &CoRankCodec).unwrap();
+        let back = physical_plan_from_bytes_with_extension_codec(&bytes, &TaskContext::default(), &CoRankCodec).unwrap();
+        assert_eq!(back.downcast_ref::<CoRankMergeExec>().unwrap().settings(), &settings, "{devices}");
+    }
 }
 
 #[test]

@@ -188,22 +188,23 @@ async fn settings_show_and_set_under_their_full_names() {
         ("corank.enabled", "true"),
         ("corank.engine", "auto"),
         ("corank.kernel", "auto"),
-        ("corank.device", "0"),
+        ("corank.devices", "0"),
         ("corank.window_rows", "1048576"),
         ("corank.gpu_min_rows", &corank::GPU_MIN_ROWS.to_string()),
         ("corank.check_sorted", "false"),
     ] {
         assert_eq!(value(&all, name).as_deref(), Some(default), "SHOW ALL: {name}\n{all:?}");
     }
-    for bare in ["enabled", "engine", "kernel", "device", "window_rows", "gpu_min_rows", "check_sorted"] {
+    for bare in ["enabled", "engine", "kernel", "devices", "window_rows", "gpu_min_rows", "check_sorted"] {
         assert!(value(&all, bare).is_none(), "SHOW ALL lists '{bare}' without its prefix");
     }
     // SHOW one setting, before and after SET.
     assert_eq!(show(&ctx, "SHOW corank.window_rows").await.unwrap(), [("corank.window_rows".to_string(), "1048576".to_string())]);
     ctx.sql("SET corank.window_rows = 4096").await.unwrap();
-    // The kernel and the device reach the node's settings (the CPU engine ignores them).
+    // The kernel and the devices reach the node's settings (the CPU engine ignores them).
     ctx.sql("SET corank.kernel = 'KWay'").await.unwrap();
-    ctx.sql("SET corank.device = 3").await.unwrap();
+    ctx.sql("SET corank.devices = '3, 1'").await.unwrap();
+    assert_eq!(value(&show(&ctx, "SHOW corank.devices").await.unwrap(), "corank.devices").as_deref(), Some("1,3"));
     assert_eq!(show(&ctx, "SHOW corank.window_rows").await.unwrap(), [("corank.window_rows".to_string(), "4096".to_string())]);
     // Bad values are errors at SET, and leave the setting as it was.
     let err = ctx.sql("SET corank.engine = 'nope'").await.unwrap_err().to_string();
@@ -215,7 +216,9 @@ async fn settings_show_and_set_under_their_full_names() {
         "SET corank.window_rows = 0",
         "SET corank.window_rows = 'many'",
         "SET corank.enabled = 'maybe'",
-        "SET corank.device = -1",
+        "SET corank.devices = -1",
+        "SET corank.devices = '0,x'",
+        "SET corank.device = 1",
         "SET corank.nope = 1",
     ] {
         assert!(ctx.sql(bad).await.is_err(), "{bad} was accepted");
@@ -231,7 +234,7 @@ async fn settings_show_and_set_under_their_full_names() {
     let merge = plan.downcast_ref::<CoRankMergeExec>().expect("the merge at the top");
     assert_eq!(merge.settings().engine.engine, corank::Engine::Cpu);
     assert_eq!(merge.settings().window_rows, 4096);
-    assert_eq!((merge.settings().engine.kernel, merge.settings().engine.device), (corank::Kernel::KWay, 3));
+    assert_eq!((merge.settings().engine.kernel, merge.settings().engine.devices), (corank::Kernel::KWay, corank::Devices::Set(0b1010)));
     let metrics = merge.metrics().unwrap();
     assert!(metrics.sum_by_name("rounds_cpu").is_some_and(|m| m.as_usize() > 0), "{metrics}");
     assert_eq!(metrics.sum_by_name("rounds_gpu").map(|m| m.as_usize()), Some(0));

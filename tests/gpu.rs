@@ -8,7 +8,7 @@
 use corank::engine::cpu::merge_cpu;
 use corank::engine::gpu::{self, GpuOptions};
 use corank::keys::{KeyColumn, KeyWord};
-use corank::Kernel;
+use corank::{Devices, Kernel};
 use corank::{Error, Indices};
 
 #[path = "common/gpu.rs"]
@@ -41,7 +41,7 @@ fn bad_tuning_overrides_are_errors() {
     }
 }
 
-/// `GpuOptions::device` picks the device: every device present merges like the CPU engine,
+/// `GpuOptions::devices` picks the device: every device present merges like the CPU engine,
 /// and an ordinal past the last device is `Error::GpuUnavailable` naming it (never a panic).
 #[test]
 fn device_choice() {
@@ -55,21 +55,101 @@ fn device_choice() {
     while let Ok(name) = gpu::device_name(devices) {
         assert!(!name.is_empty());
         for kernel in [Kernel::Auto, Kernel::KWay, Kernel::Circular] {
-            let got = gpu::merge_gpu(&col, &offsets, &GpuOptions { kernel, device: devices, ..GpuOptions::default() }).unwrap();
+            let got =
+                gpu::merge_gpu(&col, &offsets, &GpuOptions { kernel, devices: Devices::One(devices), ..GpuOptions::default() }).unwrap();
             assert!(got == expect, "device {devices}, {kernel:?}: differs from the CPU engine");
         }
         devices += 1;
     }
     assert!(devices >= 1);
     for device in [devices, devices + 7, usize::MAX] {
-        match gpu::merge_gpu(&col, &offsets, &GpuOptions { device, ..GpuOptions::default() }) {
+        match gpu::merge_gpu(&col, &offsets, &GpuOptions { devices: Devices::One(device), ..GpuOptions::default() }) {
             Err(Error::GpuUnavailable(m)) => assert!(m.contains(&device.to_string()), "{m}"),
             other => panic!("device {device} of {devices}: expected GpuUnavailable, got {other:?}"),
         }
         assert!(matches!(gpu::device_name(device), Err(Error::GpuUnavailable(_))));
     }
     // One run or none: still an error for a missing device.
-    assert!(gpu::merge_gpu(&KeyColumn::U64(vec![1, 2]), &[0, 2], &GpuOptions { device: devices, ..GpuOptions::default() }).is_err());
+    assert!(gpu::merge_gpu(&KeyColumn::U64(vec![1, 2]), &[0, 2], &GpuOptions { devices: Devices::One(devices), ..GpuOptions::default() })
+        .is_err());
+}
+
+/// The merge split across devices (one output range per device by co-rank, each device
+/// merging only its slices of the runs, its indices made global on the device): equal to the
+/// CPU engine for every key width and index width, k from 2 to 64, empty runs, few and many
+/// distinct keys (cuts inside runs of equal keys). The split runs over device 0 repeated
+/// (so any GPU machine tests it), and over all devices where there are two or more.
+#[test]
+fn split_merge_matches_the_cpu() {
+    if !gpu_or_skip("split_merge_matches_the_cpu") {
+        return;
+    }
+    let count = (0..).take_while(|&d| gpu::device_name(d).is_ok()).count();
+    let mut splits: Vec<Vec<usize>> = vec![vec![0, 0], vec![0, 0, 0]];
+    if count >= 2 {
+        splits.push((0..count).collect());
+    } else {
+        eprintln!("split_merge_matches_the_cpu: one GPU; the split runs over device 0 repeated only");
+    }
+    let cases: &[(usize, usize, u64)] = &[(2, 5000, u64::MAX), (3, 4000, 3), (16, 3000, 1000), (64, 700, 10), (64, 1, u64::MAX)];
+    for &(k, per, range) in cases {
+        let lens: Vec<usize> = (0..k).map(|r| if r % 7 == 3 { 0 } else { per + r * 13 }).collect();
+        split_case::<u32>(&lens, range, &splits, count);
+        split_case::<u64>(&lens, range, &splits, count);
+        split_case::<[u64; 2]>(&lens, range, &splits, count);
+        split_case::<[u64; 3]>(&lens, range, &splits, count);
+        split_case::<[u64; 4]>(&lens, range, &splits, count);
+    }
+    if !small_only() {
+        // Large enough for every download chunk to hold rows (the rebase runs per chunk).
+        let lens = vec![1 << 18; 16];
+        split_case::<u64>(&lens, u64::MAX, &splits, count);
+        split_case::<u64>(&lens, 100, &splits, count);
+    }
+}
+
+fn split_case<T: TestKey>(lens: &[usize], range: u64, splits: &[Vec<usize>], count: usize) {
+    let (keys, offsets) = runs::<T>(lens, range, lens.len() as u64 * 31 + range);
+    let expect = merge_cpu(&keys, &offsets).to_vec();
+    let col = T::column(keys);
+    for wide in [false, true] {
+        let options = GpuOptions { force_u64_indices: wide, ..GpuOptions::default() };
+        for devices in splits {
+            let got = gpu::bench::merge_split_on(&col, &offsets, devices, &options).unwrap();
+            assert!(matches!((&got, wide), (Indices::U64(_), true) | (Indices::U32(_), false)), "index width");
+            assert!(
+                got.to_vec() == expect,
+                "{} runs, range {range}, {} key bytes, wide {wide}, devices {devices:?}",
+                lens.len(),
+                col.key_bytes()
+            );
+        }
+        if count >= 2 {
+            for devices in [Devices::All, Devices::Set(0b11)] {
+                let got = gpu::merge_gpu(&col, &offsets, &GpuOptions { devices, ..options.clone() }).unwrap();
+                assert!(got.to_vec() == expect, "merge_gpu on {devices}: differs from the CPU engine");
+            }
+        }
+    }
+}
+
+/// A device set naming a missing device is `Error::GpuUnavailable` naming it, before any
+/// work (never a panic, never a partial result).
+#[test]
+fn split_merge_with_a_missing_device() {
+    if !gpu_or_skip("split_merge_with_a_missing_device") {
+        return;
+    }
+    let (keys, offsets) = runs::<u64>(&[300, 500], 1000, 7);
+    let col = KeyColumn::U64(keys);
+    let missing = (0..).take_while(|&d| gpu::device_name(d).is_ok()).count();
+    let devices = Devices::from_ordinals(&[0, missing]).unwrap();
+    match gpu::merge_gpu(&col, &offsets, &GpuOptions { devices, ..GpuOptions::default() }) {
+        Err(Error::GpuUnavailable(m)) => assert!(m.contains(&missing.to_string()), "{m}"),
+        other => panic!("devices {devices}: expected GpuUnavailable, got {other:?}"),
+    }
+    assert!(gpu::bench::merge_split_on(&col, &offsets, &[], &GpuOptions::default()).is_err());
+    assert!(gpu::bench::merge_split_on(&col, &[0, 5], &[0, 0], &GpuOptions::default()).is_err());
 }
 
 /// Key makers: a u64 "value" (whose range sets how many duplicates) to a key of each width.

@@ -76,7 +76,7 @@ fn warm_up_then_merge_matches_the_cpu() {
 /// it, as without a warm-up; `Engine::Cpu` starts nothing.
 #[test]
 fn errors_are_reported_by_the_merge_as_before() {
-    let missing = EngineOptions { device: 999, ..strict_gpu() };
+    let missing = EngineOptions { devices: corank::Devices::One(999), ..strict_gpu() };
     warm_up_gpu(&missing);
     warm_up_gpu(&EngineOptions { engine: Engine::Cpu, ..EngineOptions::default() });
     match gpu_device_name(999) {

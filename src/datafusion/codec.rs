@@ -7,10 +7,12 @@
 //! as a protobuf `PhysicalSortExprNodeCollection`. Version 2 adds a flags byte after
 //! `gpu_min_rows` (bit 0: `check_sorted`, bit 1: GPU failures are errors); version 3 adds the
 //! kernel (u8: 0 auto, 1 basic, 2 tiled, 3 circular, 4 kway) and the device (u32) after the
-//! flags. Versions 1 and 2 still decode (kernel auto, device 0).
+//! flags; version 4 has the devices instead of the device: a tag (u8: 0 one ordinal, 1 a set,
+//! 2 all) and a u64 (the ordinal, the set's bit mask, 0). Versions 1 to 3 still decode
+//! (kernel auto and device 0 where they have none).
 
 use super::exec::{CoRankMergeExec, MergeSettings};
-use crate::options::{Engine, EngineOptions, Kernel, OnGpuFailure};
+use crate::options::{Devices, Engine, EngineOptions, Kernel, OnGpuFailure};
 use datafusion::common::{plan_err, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::LexOrdering;
@@ -23,8 +25,9 @@ use prost::Message;
 use std::sync::Arc;
 
 const MAGIC: &[u8; 4] = b"CRNK";
-const VERSION: u8 = 3;
-/// The header of a version 1 encoding; version 2 adds the flags byte, version 3 five more.
+const VERSION: u8 = 4;
+/// The header of a version 1 encoding; version 2 adds the flags byte, version 3 five more,
+/// version 4 ten more.
 const HEADER: usize = 4 + 1 + 1 + 8 * 3;
 const CHECK_SORTED: u8 = 1;
 const GPU_FAILURE_IS_ERROR: u8 = 2;
@@ -49,14 +52,24 @@ impl PhysicalExtensionCodec for CoRankCodec {
         if buf.len() < HEADER || &buf[..4] != MAGIC {
             return plan_err!("not a CoRankMergeExec encoding ({} bytes)", buf.len());
         }
-        let (header, flags, kernel, device) = match buf[4] {
-            1 => (HEADER, 0, 0, 0),
-            2 if buf.len() > HEADER => (HEADER + 1, buf[HEADER], 0, 0),
+        let (header, flags, kernel, devices) = match buf[4] {
+            1 => (HEADER, 0, 0, Devices::One(0)),
+            2 if buf.len() > HEADER => (HEADER + 1, buf[HEADER], 0, Devices::One(0)),
             3 if buf.len() > HEADER + 6 => {
                 let device = u32::from_le_bytes(buf[HEADER + 2..HEADER + 6].try_into().expect("4 bytes"));
-                (HEADER + 6, buf[HEADER], buf[HEADER + 1], device as usize)
+                (HEADER + 6, buf[HEADER], buf[HEADER + 1], Devices::One(device as usize))
             }
-            2 | 3 => return plan_err!("not a CoRankMergeExec encoding ({} bytes)", buf.len()),
+            4 if buf.len() > HEADER + 11 => {
+                let value = u64::from_le_bytes(buf[HEADER + 3..HEADER + 11].try_into().expect("8 bytes"));
+                let devices = match (buf[HEADER + 2], value) {
+                    (0, d) => Devices::One(d as usize),
+                    (1, mask) if mask.count_ones() >= 2 => Devices::Set(mask),
+                    (2, 0) => Devices::All,
+                    (tag, value) => return plan_err!("invalid devices (tag {tag}, value {value}) in a CoRankMergeExec encoding"),
+                };
+                (HEADER + 11, buf[HEADER], buf[HEADER + 1], devices)
+            }
+            2..=4 => return plan_err!("not a CoRankMergeExec encoding ({} bytes)", buf.len()),
             v => return plan_err!("CoRankMergeExec encoding version {v} is not supported (expected 1 to {VERSION})"),
         };
         let [input] = inputs else {
@@ -74,7 +87,7 @@ impl PhysicalExtensionCodec for CoRankCodec {
             f => Some(f as usize),
         };
         let on_gpu_failure = if flags & GPU_FAILURE_IS_ERROR != 0 { OnGpuFailure::Error } else { OnGpuFailure::UseCpu };
-        let engine = EngineOptions { engine, kernel, device, gpu_min_rows: u64_at(2) as usize, on_gpu_failure };
+        let engine = EngineOptions { engine, kernel, devices, gpu_min_rows: u64_at(2) as usize, on_gpu_failure };
         let settings = MergeSettings { engine, window_rows: u64_at(1) as usize };
         let nodes = PhysicalSortExprNodeCollection::decode(&buf[header..])
             .map_err(|e| datafusion::common::DataFusionError::Plan(format!("CoRankMergeExec sort expressions: {e}")))?;
@@ -110,10 +123,13 @@ impl PhysicalExtensionCodec for CoRankCodec {
         let strict = settings.engine.on_gpu_failure == OnGpuFailure::Error;
         buf.push(if merge.check_sorted() { CHECK_SORTED } else { 0 } | if strict { GPU_FAILURE_IS_ERROR } else { 0 });
         buf.push(code(&Kernel::ALL, settings.engine.kernel));
-        let Ok(device) = u32::try_from(settings.engine.device) else {
-            return plan_err!("CoRankMergeExec device {} does not fit the encoding", settings.engine.device);
+        let (tag, value) = match settings.engine.devices {
+            Devices::One(d) => (0u8, d as u64),
+            Devices::Set(mask) => (1, mask),
+            Devices::All => (2, 0),
         };
-        buf.extend_from_slice(&device.to_le_bytes());
+        buf.push(tag);
+        buf.extend_from_slice(&value.to_le_bytes());
         let nodes = serialize_physical_sort_exprs(merge.expr().iter().cloned(), self, proto_converter)?;
         PhysicalSortExprNodeCollection { physical_sort_expr_nodes: nodes }
             .encode(buf)

@@ -1,6 +1,6 @@
 //! corank's settings as a DataFusion `ConfigExtension`, so SQL can say
 //! `SET corank.enabled = false`, `SET corank.engine = 'cpu'`, `SET corank.window_rows = 65536`,
-//! `SET corank.kernel = 'tiled'`, `SET corank.device = 1`, `SET corank.gpu_min_rows = 1048576`,
+//! `SET corank.kernel = 'tiled'`, `SET corank.devices = '0,1'`, `SET corank.gpu_min_rows = 1048576`,
 //! `SET corank.check_sorted = true`.
 //!
 //! Written out rather than with DataFusion's `extensions_options!` macro, whose entries carry
@@ -10,7 +10,7 @@
 //! a query runs).
 
 use crate::frontier::DEFAULT_WINDOW_ROWS;
-use crate::options::{Engine, Kernel, GPU_MIN_ROWS};
+use crate::options::{Devices, Engine, Kernel, GPU_MIN_ROWS};
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigField, ExtensionOptions};
 use datafusion::common::{config_err, Result};
 use std::any::Any;
@@ -25,8 +25,8 @@ pub struct CoRankConfig {
     pub engine: String,
     /// GPU kernel: 'auto', 'basic', 'tiled', 'circular' or 'kway'.
     pub kernel: String,
-    /// CUDA device ordinal of the GPU engine.
-    pub device: usize,
+    /// CUDA devices of the GPU engine: an ordinal ('0'), a list ('0,1') or 'all'.
+    pub devices: String,
     /// Rows buffered per input partition before each merge round.
     pub window_rows: usize,
     /// With engine 'auto', merge rounds of at least this many rows run on the GPU.
@@ -41,7 +41,7 @@ impl Default for CoRankConfig {
             enabled: true,
             engine: Engine::Auto.to_string(),
             kernel: Kernel::Auto.to_string(),
-            device: 0,
+            devices: Devices::default().to_string(),
             window_rows: DEFAULT_WINDOW_ROWS,
             gpu_min_rows: GPU_MIN_ROWS,
             check_sorted: false,
@@ -53,7 +53,7 @@ impl CoRankConfig {
     /// The settings' names (without the prefix) and descriptions, in `SHOW ALL` order.
     const ENTRIES: [(&'static str, &'static str); 7] = [
         ("check_sorted", "Check every input partition's order while merging: an unsorted input is an error naming the partition and row."),
-        ("device", "CUDA device ordinal the GPU engine uses."),
+        ("devices", "CUDA devices the GPU engine uses: an ordinal ('0'), a list ('0,1': each merge round is split across them) or 'all'."),
         ("enabled", "Replace plan-level SortPreservingMergeExec nodes with CoRankMergeExec, and check that the Parquet files below a merge are sorted as declared."),
         ("engine", "Merge engine: 'auto' (the GPU for rounds of at least gpu_min_rows where one is usable), 'cpu' or 'gpu'."),
         ("gpu_min_rows", "With engine 'auto', merge rounds of at least this many rows run on the GPU."),
@@ -67,7 +67,7 @@ impl CoRankConfig {
             "enabled" => self.enabled.to_string(),
             "engine" => self.engine.clone(),
             "kernel" => self.kernel.clone(),
-            "device" => self.device.to_string(),
+            "devices" => self.devices.clone(),
             "gpu_min_rows" => self.gpu_min_rows.to_string(),
             _ => self.window_rows.to_string(),
         }
@@ -94,7 +94,13 @@ impl ExtensionOptions for CoRankConfig {
             "enabled" => ConfigField::set(&mut self.enabled, "", value),
             "check_sorted" => ConfigField::set(&mut self.check_sorted, "", value),
             "gpu_min_rows" => ConfigField::set(&mut self.gpu_min_rows, "", value),
-            "device" => ConfigField::set(&mut self.device, "", value),
+            "devices" => match value.parse::<Devices>() {
+                Ok(devices) => {
+                    self.devices = devices.to_string();
+                    Ok(())
+                }
+                Err(_) => config_err!("invalid devices '{value}' for corank.devices (an ordinal such as 0, a list such as 0,1, or all)"),
+            },
             "window_rows" => {
                 let mut rows = 0usize;
                 ConfigField::set(&mut rows, "", value)?;
@@ -119,7 +125,7 @@ impl ExtensionOptions for CoRankConfig {
                 Err(_) => config_err!("unknown kernel '{value}' for corank.kernel (auto, basic, tiled, circular or kway)"),
             },
             _ => config_err!(
-                "unknown setting corank.{name} (corank.enabled, corank.engine, corank.kernel, corank.device, corank.window_rows, corank.gpu_min_rows, corank.check_sorted)"
+                "unknown setting corank.{name} (corank.enabled, corank.engine, corank.kernel, corank.devices, corank.window_rows, corank.gpu_min_rows, corank.check_sorted)"
             ),
         }
     }

@@ -27,8 +27,8 @@ use std::sync::Arc;
 /// The merge settings a node carries (from [`CoRankConfig`] when the rule made it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MergeSettings {
-    /// Engine, kernel, device and `gpu_min_rows` (`corank.engine`, `corank.kernel`,
-    /// `corank.device`, `corank.gpu_min_rows`).
+    /// Engine, kernel, devices and `gpu_min_rows` (`corank.engine`, `corank.kernel`,
+    /// `corank.devices`, `corank.gpu_min_rows`).
     pub engine: EngineOptions,
     /// Rows buffered per input partition before a round (`corank.window_rows`).
     pub window_rows: usize,
@@ -46,7 +46,7 @@ impl TryFrom<&CoRankConfig> for MergeSettings {
         let engine = EngineOptions {
             engine: c.engine.parse()?,
             kernel: c.kernel.parse()?,
-            device: c.device,
+            devices: c.devices.parse()?,
             gpu_min_rows: c.gpu_min_rows,
             ..EngineOptions::default()
         };

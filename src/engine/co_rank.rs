@@ -74,3 +74,27 @@ pub fn co_rank_k<T: KeyWord>(k: usize, runs: &[&[T]], split: &mut [usize]) {
     }
     debug_assert_eq!(remaining, 0);
 }
+
+/// The cut of a stable merge's output into `parts` contiguous ranges of (nearly) equal
+/// length, as input bounds: `cuts[p][r]` is how many rows of run `r` the first `p` ranges
+/// take (row offsets within the run), for `p` in `0..=parts`. Range `p` is output positions
+/// `[n * p / parts, n * (p + 1) / parts)`, and its rows are exactly run `r`'s rows
+/// `cuts[p][r]..cuts[p + 1][r]` for every run: merged stably in run order, they are that range
+/// of the whole merge (ties go to the earlier run on both sides of a cut, so a cut inside a
+/// run of equal keys splits it as the whole merge would). What the multi-GPU merge gives
+/// each device; a range may be empty (`parts > n`).
+///
+/// `run_offsets` are the runs' starts in `keys` and then the total, as the engines take them.
+pub fn split_output<T: KeyWord>(keys: &[T], run_offsets: &[usize], parts: usize) -> Vec<Vec<usize>> {
+    assert!(parts >= 1, "at least one part");
+    assert_eq!(run_offsets.last().copied().unwrap_or(0), keys.len(), "run offsets must end at the key count");
+    let runs: Vec<&[T]> = run_offsets.windows(2).map(|w| &keys[w[0]..w[1]]).collect();
+    let n = keys.len();
+    (0..=parts)
+        .map(|p| {
+            let mut split = vec![0; runs.len()];
+            co_rank_k(n * p / parts, &runs, &mut split);
+            split
+        })
+        .collect()
+}

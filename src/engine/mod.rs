@@ -18,7 +18,7 @@ pub mod gpu;
 
 use crate::error::{Error, Result};
 use crate::keys::KeyColumn;
-use crate::options::{Engine, EngineOptions, OnGpuFailure};
+use crate::options::{Devices, Engine, EngineOptions, OnGpuFailure};
 use crate::permutation::Indices;
 use crate::with_key_column;
 
@@ -35,7 +35,7 @@ pub fn gpu_availability() -> std::result::Result<(), String> {
     Err("corank was built without the `gpu` feature".into())
 }
 
-/// Starts the GPU engine's start-up (the CUDA context of `options.device`, the cached
+/// Starts the GPU engine's start-up (the CUDA contexts of `options.devices`, the cached
 /// kernels) on a background thread and returns at once, so that it overlaps the caller's
 /// own work, e.g. reading Parquet footers; the first GPU merge waits for what is still
 /// under way. Does nothing for `Engine::Cpu` or without the `gpu` feature. Errors are not
@@ -43,7 +43,7 @@ pub fn gpu_availability() -> std::result::Result<(), String> {
 pub fn warm_up_gpu(options: &EngineOptions) {
     #[cfg(feature = "gpu")]
     if options.engine != Engine::Cpu {
-        gpu::warm_up(options.device);
+        gpu::warm_up_devices(options.devices);
     }
     #[cfg(not(feature = "gpu"))]
     let _ = options;
@@ -57,9 +57,18 @@ pub fn gpu_device_name(device: usize) -> Result<String> {
     Err(Error::GpuUnavailable(gpu_availability().unwrap_err() + &format!(" (device {device})")))
 }
 
+/// The devices `devices` names (`All`: every one present), each as "ORDINAL NAME", joined
+/// with ", ": what reports print. An absent or unusable device is an error naming it.
+pub fn gpu_devices_shown(devices: Devices) -> Result<String> {
+    #[cfg(feature = "gpu")]
+    return gpu::devices_shown(devices);
+    #[cfg(not(feature = "gpu"))]
+    Err(Error::GpuUnavailable(gpu_availability().unwrap_err() + &format!(" (devices {devices})")))
+}
+
 #[cfg(feature = "gpu")]
 fn merge_on_gpu(keys: &KeyColumn, run_offsets: &[usize], options: &EngineOptions) -> Result<Indices> {
-    let gpu_options = gpu::GpuOptions { kernel: options.kernel, device: options.device, ..gpu::GpuOptions::default() };
+    let gpu_options = gpu::GpuOptions { kernel: options.kernel, devices: options.devices, ..gpu::GpuOptions::default() };
     gpu::merge_gpu(keys, run_offsets, &gpu_options)
 }
 

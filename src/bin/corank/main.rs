@@ -55,9 +55,10 @@ pub struct EngineArgs {
     /// GPU kernel: auto (the fastest measured), basic, tiled, circular or kway.
     #[arg(long, default_value = "auto", value_parser = parse_named::<corank::Kernel>)]
     pub kernel: corank::Kernel,
-    /// CUDA device ordinal of the GPU engine.
-    #[arg(long, default_value_t = 0)]
-    pub device: usize,
+    /// CUDA devices of the GPU engine: an ordinal (0), a list (0,1: each merge round is
+    /// split across them) or all.
+    #[arg(long, visible_alias = "device", default_value = "0", value_parser = parse_named::<corank::Devices>)]
+    pub devices: corank::Devices,
     /// With --engine auto, rounds of at least this many rows merge on the GPU.
     #[arg(long, default_value_t = corank::GPU_MIN_ROWS, value_parser = parse_count)]
     pub gpu_min_rows: usize,
@@ -71,7 +72,7 @@ impl EngineArgs {
         corank::EngineOptions {
             engine: self.engine,
             kernel: self.kernel,
-            device: self.device,
+            devices: self.devices,
             gpu_min_rows: self.gpu_min_rows,
             on_gpu_failure: if strict { corank::OnGpuFailure::Error } else { corank::OnGpuFailure::UseCpu },
         }

@@ -164,7 +164,7 @@ pub fn prepare(args: &MergeArgs) -> Result<Prepared> {
     // 2. Footers: schemas, key, runs.
     let plan = plan_merge_with(&paths, by, &PlanOptions { union_by_name: args.union_by_name })?;
     if args.engine.engine == Engine::Gpu {
-        corank::engine::gpu_device_name(args.engine.device)?; // waits for the context
+        corank::engine::gpu_devices_shown(args.engine.devices)?; // waits for the contexts
     }
     log::info!(
         "merging {} rows of {} files as {} runs by {} into {}",
@@ -376,7 +376,7 @@ pub struct PlannedEngine {
     /// `cpu`, `gpu`, or `gpu+cpu` (`--engine auto` with a usable GPU: rounds of
     /// `--gpu-min-rows` rows and more on the GPU, smaller ones on the CPU).
     pub engine: &'static str,
-    /// The GPU's name, where one would be used.
+    /// The GPUs, "ORDINAL NAME" each, where one would be used.
     pub device: Option<String>,
     /// Why no GPU is usable, where `--engine auto` falls back to the CPU.
     pub gpu_unavailable: Option<String>,
@@ -392,23 +392,20 @@ fn planned_engine(args: &MergeArgs, plan: &MergePlan) -> Result<PlannedEngine> {
     Ok(match options.engine {
         Engine::Cpu => planned("cpu", None, None, "cpu (--engine cpu)".into()),
         Engine::Gpu => {
-            let name = corank::engine::gpu_device_name(options.device)?;
-            planned("gpu", Some(name.clone()), None, format!("gpu (--engine gpu): device {} {name}", options.device))
+            let name = corank::engine::gpu_devices_shown(options.devices)?;
+            planned("gpu", Some(name.clone()), None, format!("gpu (--engine gpu): device {name}"))
         }
         Engine::Auto => match corank::engine::gpu_availability()
-            .and_then(|()| corank::engine::gpu_device_name(options.device).map_err(|e| e.to_string()))
+            .and_then(|()| corank::engine::gpu_devices_shown(options.devices).map_err(|e| e.to_string()))
         {
             Err(why) if strict => return Err(Error::GpuUnavailable(why)),
             Err(why) => {
                 log::info!("corank: no usable GPU ({why}); the merge would run on the CPU");
                 planned("cpu", None, Some(why.clone()), format!("cpu (--engine auto: no usable GPU: {why})"))
             }
-            Ok(name) if strict => planned(
-                "gpu",
-                Some(name.clone()),
-                None,
-                format!("gpu (CORANK_REQUIRE_GPU=1: every round): device {} {name}", options.device),
-            ),
+            Ok(name) if strict => {
+                planned("gpu", Some(name.clone()), None, format!("gpu (CORANK_REQUIRE_GPU=1: every round): device {name}"))
+            }
             Ok(_) if plan.total_rows < options.gpu_min_rows => planned(
                 "cpu",
                 None,
@@ -424,9 +421,8 @@ fn planned_engine(args: &MergeArgs, plan: &MergePlan) -> Result<PlannedEngine> {
                 Some(name.clone()),
                 None,
                 format!(
-                    "gpu+cpu (--engine auto: rounds of {} rows and more on device {} {name}, smaller ones on the CPU)",
+                    "gpu+cpu (--engine auto: rounds of {} rows and more on device {name}, smaller ones on the CPU)",
                     group_digits(options.gpu_min_rows),
-                    options.device
                 ),
             ),
         },

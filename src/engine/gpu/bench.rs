@@ -1,5 +1,5 @@
 //! Timings for benches/gpu.rs (device-resident data, CUDA events), kept out of the merge's
-//! path. Not a stable API. Everything runs on device 0.
+//! path. Not a stable API. Everything runs on device 0 unless it takes devices.
 
 use super::context::{gpu, gpu_err};
 use super::manifest::{Family, MANIFEST};
@@ -84,7 +84,7 @@ pub fn time_device_merge(keys: &KeyColumn, run_offsets: &[usize], kernel: Kernel
     let gpu = gpu(DEVICE)?;
     let mut st = gpu.lock()?;
     let st = &mut *st;
-    let planned = prepare(gpu, st, keys, bounds, kernel, n > u32::MAX as usize)?;
+    let planned = prepare(gpu, st, keys.key_bytes(), bounds, kernel, n > u32::MAX as usize)?;
     let src = key_bytes(keys);
     let keys0 = st.buffer(super::context::Slot::Keys0, src.len())?;
     upload(gpu.cu_stream(), st.staging()?, src, keys0)?;
@@ -92,7 +92,7 @@ pub fn time_device_merge(keys: &KeyColumn, run_offsets: &[usize], kernel: Kernel
     let mut times = Vec::new();
     for r in 0..=reps {
         e0.record(gpu.cu_stream())?;
-        run_levels(gpu, st, &planned, n, keys0, &[])?;
+        run_levels(gpu, st, &planned, n, keys0, &[], None)?;
         e1.record(gpu.cu_stream())?;
         let ms = e0.until(&e1)?;
         if r > 0 {
@@ -213,7 +213,7 @@ pub fn gather_fixed_timed(
     columns: &[usize],
 ) -> Result<(Vec<arrow::array::ArrayRef>, f32)> {
     let mut ms = 0.0;
-    let options = super::GpuOptions { device: DEVICE, ..super::GpuOptions::default() };
+    let options = super::GpuOptions { devices: crate::Devices::One(DEVICE), ..super::GpuOptions::default() };
     let out = super::gather::gather_timed(runs, perm, columns, &options, Some(&mut ms))?;
     Ok((out, ms))
 }
@@ -252,4 +252,76 @@ pub fn time_pinned_alloc(bytes: usize) -> Result<(f32, f32)> {
     // SAFETY: allocated just above, never used, freed once.
     unsafe { result::free_host(p) }.map_err(gpu_err("freeing pinned memory"))?;
     Ok((alloc, t.elapsed().as_secs_f32() * 1000.0))
+}
+
+/// Milliseconds of pinned host-to-device and of device-to-host copies of `bytes` on every
+/// device of `devices` at once (threads released together by a barrier; each time is the
+/// slowest device's), `reps` each after a warm-up: the PCIe floor of a multi-GPU
+/// configuration, each device over its own link.
+pub fn time_pinned_on(devices: &[usize], bytes: usize, reps: usize) -> Result<(Vec<f32>, Vec<f32>)> {
+    let barrier = std::sync::Barrier::new(devices.len());
+    let per_device: Vec<Result<Vec<[f32; 2]>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = devices
+            .iter()
+            .map(|&device| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    // Every thread takes part in every barrier, also after an error, so none
+                    // waits for ever.
+                    let setup = (|| -> Result<_> {
+                        let gpu = gpu(device)?;
+                        let st = gpu.lock()?;
+                        Ok((gpu, st, DeviceBytes::new(bytes)?, PinnedBytes::new(bytes)?))
+                    })();
+                    let mut times = Vec::new();
+                    let mut failure = None;
+                    for r in 0..=reps {
+                        let mut rep = [0f32; 2];
+                        for (dir, t) in rep.iter_mut().enumerate() {
+                            barrier.wait();
+                            let Ok((gpu, _lock, d, h)) = &setup else { continue };
+                            let stream = gpu.cu_stream();
+                            let start = std::time::Instant::now();
+                            // SAFETY: `h` and `d` both hold `bytes` bytes of this device's
+                            // context (bound by the lock held in `setup`) and outlive the copy,
+                            // which the synchronize below finishes.
+                            let copied = unsafe {
+                                if dir == 0 {
+                                    sys::cuMemcpyHtoDAsync_v2(d.0, h.0 as *const _, bytes, stream).result()
+                                } else {
+                                    sys::cuMemcpyDtoHAsync_v2(h.0 as *mut _, d.0, bytes, stream).result()
+                                }
+                                .and_then(|()| result::stream::synchronize(stream))
+                            };
+                            if let Err(e) = copied {
+                                failure.get_or_insert(Error::Gpu(format!("CUDA device {device}: copy: {e:?}")));
+                            }
+                            *t = start.elapsed().as_secs_f32() * 1000.0;
+                        }
+                        if r > 0 {
+                            times.push(rep);
+                        }
+                    }
+                    match (setup, failure) {
+                        (Err(e), _) | (Ok(_), Some(e)) => Err(e),
+                        (Ok(_), None) => Ok(times),
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Internal("a timing thread panicked".into())))).collect()
+    });
+    let per_device = per_device.into_iter().collect::<Result<Vec<_>>>()?;
+    let slowest = |dir: usize| (0..reps).map(|r| per_device.iter().map(|t| t[r][dir]).fold(0f32, f32::max)).collect();
+    Ok((slowest(0), slowest(1)))
+}
+
+/// [`super::merge_gpu`] split across `devices`, where an ordinal may repeat (its parts then
+/// run one after the other): the split merge on a machine with one GPU, for the tests.
+pub fn merge_split_on(keys: &KeyColumn, run_offsets: &[usize], devices: &[usize], options: &super::GpuOptions) -> Result<crate::Indices> {
+    nonempty_bounds(keys.len(), run_offsets)?; // the offsets' checks, as merge_gpu makes them
+    if devices.is_empty() {
+        return Err(Error::InvalidArgument("no device to split the merge across".into()));
+    }
+    super::multi::merge_split(keys, run_offsets, devices, options)
 }

@@ -59,6 +59,8 @@ pub(crate) enum Slot {
     Coarse,
     /// Level metadata (bounds and tile tables).
     Meta,
+    /// A split merge's rebase table (cuda/rebase.cu).
+    Rebase,
 }
 
 /// A device's mutable state: modules, buffer pool, staging buffers.
@@ -87,18 +89,28 @@ type Devices = Vec<OnceLock<std::result::Result<Gpu, String>>>;
 
 static DEVICES: OnceLock<std::result::Result<Devices, String>> = OnceLock::new();
 
-/// The context of CUDA device `device`, created on first use. An ordinal past the device
-/// count, or a device whose context cannot be created, is `Error::GpuUnavailable`.
-pub(crate) fn gpu(device: usize) -> Result<&'static Gpu> {
+/// The per-ordinal slots, the device count read once.
+fn devices() -> Result<&'static Devices> {
     // Never panics: the driver's presence is checked before any call into it.
     super::availability().map_err(Error::GpuUnavailable)?;
-    let devices = DEVICES
+    DEVICES
         .get_or_init(|| {
             let count = result::device::get_count().map_err(|e| format!("counting CUDA devices: {e:?}"))?;
             Ok((0..count.max(0)).map(|_| OnceLock::new()).collect())
         })
         .as_ref()
-        .map_err(|e| Error::GpuUnavailable(e.clone()))?;
+        .map_err(|e| Error::GpuUnavailable(e.clone()))
+}
+
+/// How many CUDA devices there are (`Error::GpuUnavailable` without a driver).
+pub(crate) fn device_count() -> Result<usize> {
+    Ok(devices()?.len())
+}
+
+/// The context of CUDA device `device`, created on first use. An ordinal past the device
+/// count, or a device whose context cannot be created, is `Error::GpuUnavailable`.
+pub(crate) fn gpu(device: usize) -> Result<&'static Gpu> {
+    let devices = devices()?;
     let Some(slot) = devices.get(device) else {
         return Err(Error::GpuUnavailable(format!(
             "CUDA device {device} does not exist ({} device{} here, ordinals from 0)",

@@ -301,7 +301,7 @@ fn index_bytes(indices: &Indices) -> &[u8] {
 }
 
 /// Gathers the fixed-width columns `columns` (indices into the runs' schema) of `runs` in
-/// the order of `perm` on GPU `options.device`: one array per column, `perm.len()` rows,
+/// the order of `perm` on the first GPU of `options.devices`: one array per column, `perm.len()` rows,
 /// identical to what [`crate::gather::gather`] produces for those columns (values and
 /// validity), the arrays' buffers in pinned host memory.
 ///
@@ -429,15 +429,16 @@ pub(crate) fn gather_timed(
             out_bits: if nullable { words * 4 } else { 0 },
         });
     }
-    let gpu = gpu(options.device)?;
+    let device = options.devices.first();
+    let gpu = gpu(device)?;
     let mut st = gpu.lock()?;
     let module = st.module(gpu, ModuleSpec { family: Family::Gather, key_bytes: 8, index_bits: 32 })?;
-    let base = device_buffer(options.device, layout.0)?;
+    let base = device_buffer(device, layout.0)?;
     // The outputs live here, outside the queued work, so that on error the copies into them
     // are finished (below) before they are dropped.
     let mut blocks = Vec::with_capacity(plans.len());
     for p in &plans {
-        blocks.push(PinnedBlock::new(options.device, p.out_values + p.out_bits)?);
+        blocks.push(PinnedBlock::new(device, p.out_values + p.out_bits)?);
     }
     let mut error = 0u32;
     let res = run(gpu, &mut st, &module, &plans, &blocks, perm, total, base, dev_idx, dev_error, wide, kernel_ms, &mut error);

@@ -72,6 +72,9 @@ pub(crate) enum Args {
     /// `gather_validity_i32/i64`: the bitmap of `n` outputs into `out` (u32 words) from
     /// `bits` and the run table `runs` of `nruns` runs (cuda/gather.cu).
     GatherValidity { bits: DevPtr, runs: DevPtr, nruns: u32, out: DevPtr, idx: DevPtr, n: u64, total: u64, error: DevPtr, wide: bool },
+    /// `rebase_indices`: indices `[begin, end)` at `idx` made global by the slice table
+    /// `bounds` / `delta` of `nruns` slices (cuda/rebase.cu).
+    RebaseIndices { idx: DevPtr, begin: u64, end: u64, bounds: DevPtr, delta: DevPtr, nruns: u32 },
 }
 
 impl Args {
@@ -84,6 +87,7 @@ impl Args {
             Args::PartitionKWay { .. } => Params::PartitionKWay,
             Args::GatherValues { wide, .. } => Params::GatherValues { wide: *wide },
             Args::GatherValidity { wide, .. } => Params::GatherValidity { wide: *wide },
+            Args::RebaseIndices { .. } => Params::RebaseIndices,
         }
     }
 }
@@ -132,11 +136,14 @@ impl Launcher<'_> {
             Args::GatherValidity { bits, runs, nruns, out, idx, n, total, error, wide: _ } => {
                 vec![arg(bits), arg(runs), arg(nruns), arg(out), arg(idx), arg(n), arg(total), arg(error)]
             }
+            Args::RebaseIndices { idx, begin, end, bounds, delta, nruns } => {
+                vec![arg(idx), arg(begin), arg(end), arg(bounds), arg(delta), arg(nruns)]
+            }
         };
         // SAFETY: `f` is a function of the loaded `module`, which outlives this call. `ptrs`
         // holds one pointer per parameter of `entry`'s CUDA signature, each to a live local
         // of the type the kernel declares (LevelArg has the layout of `Level`, asserted on
-        // both sides; device pointers and counts are u64, the gather's width and run count
+        // both sides; device pointers and counts are u64, the gather's width and run counts
         // u32); cuLaunchKernel copies the values
         // before it returns. The device addresses in them are allocations of this context
         // that the caller keeps alive until the stream has run the kernel. `shared` is the

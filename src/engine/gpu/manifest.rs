@@ -21,11 +21,13 @@ const MERGE_TILED: &str = include_str!("../../../cuda/merge_tiled.cu");
 const MERGE_KWAY: &str = include_str!("../../../cuda/merge_kway.cu");
 const PARTITION: &str = include_str!("../../../cuda/partition.cu");
 const GATHER: &str = include_str!("../../../cuda/gather.cu");
+const REBASE: &str = include_str!("../../../cuda/rebase.cu");
 
 /// A module family: the kernels compiled together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Family {
-    /// Tiled and k-way merges and their grid-level partitions.
+    /// Tiled and k-way merges, their grid-level partitions, and the rebase of a device's
+    /// indices in a multi-GPU merge.
     Production,
     /// The book's basic and circular-buffer kernels.
     Book,
@@ -49,7 +51,7 @@ impl Family {
     /// primitives first; partition.cu uses merge_kway.cu's KWAY_TILE).
     pub fn sources(self) -> &'static [&'static str] {
         match self {
-            Family::Production => &[COMMON, CTA_MERGE, CO_RANK, MERGE_TILED, MERGE_KWAY, PARTITION],
+            Family::Production => &[COMMON, CTA_MERGE, CO_RANK, MERGE_TILED, MERGE_KWAY, PARTITION, REBASE],
             Family::Book => &[COMMON, CTA_MERGE, CO_RANK, MERGE_BASIC, MERGE_CIRCULAR],
             Family::Gather => &[COMMON, GATHER],
         }
@@ -80,6 +82,8 @@ pub(crate) enum Params {
     /// `(const u8 *bits, const u64 *runs, u32 nruns, u32 *out, const u32 *idx, u64 n,
     /// u64 total, u32 *error)` (`const u64 *idx` when `wide`)
     GatherValidity { wide: bool },
+    /// `(index_t *idx, u64 begin, u64 end, const u64 *bounds, const u64 *delta, u32 nruns)`
+    RebaseIndices,
 }
 
 /// An entry point's shared memory.
@@ -110,6 +114,7 @@ pub(crate) enum Entry {
     GatherValues64,
     GatherValidity32,
     GatherValidity64,
+    RebaseIndices,
 }
 
 /// What the host knows about one entry point.
@@ -129,7 +134,7 @@ const fn entry_point(entry: Entry, name: &'static str, family: Family, params: P
 
 /// Every entry point, in [`Entry`] order (the bench's kernel report lists them so).
 #[rustfmt::skip]
-pub(crate) const MANIFEST: [EntryPoint; 14] = {
+pub(crate) const MANIFEST: [EntryPoint; 15] = {
     use Family::{Book, Gather, Production};
     [
         entry_point(Entry::MergeBasic, "merge_basic", Book, Params::Level, Shared::Static),
@@ -146,6 +151,7 @@ pub(crate) const MANIFEST: [EntryPoint; 14] = {
         entry_point(Entry::GatherValues64, "gather_values_i64", Gather, Params::GatherValues { wide: true }, Shared::Static),
         entry_point(Entry::GatherValidity32, "gather_validity_i32", Gather, Params::GatherValidity { wide: false }, Shared::Static),
         entry_point(Entry::GatherValidity64, "gather_validity_i64", Gather, Params::GatherValidity { wide: true }, Shared::Static),
+        entry_point(Entry::RebaseIndices, "rebase_indices", Production, Params::RebaseIndices, Shared::Static),
     ]
 };
 
@@ -234,6 +240,7 @@ mod tests {
                     Params::GatherValidity { wide: true } => {
                         "const u8 *bits, const u64 *runs, u32 nruns, u32 *out, const u64 *idx, u64 n, u64 total, u32 *error"
                     }
+                    Params::RebaseIndices => "index_t *idx, u64 begin, u64 end, const u64 *bounds, const u64 *delta, u32 nruns",
                 };
                 let found = defined.iter().find(|(n, _)| n == e.name);
                 assert_eq!(found.map(|(_, p)| p.as_str()), Some(expected), "{} in the {} sources", e.name, f.name());

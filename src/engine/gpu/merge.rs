@@ -2,6 +2,9 @@
 //! partition where the kernel reads one, then the block-level merge), download the
 //! indices.
 //!
+//! A part of a merge split across devices ([`super::multi`]) goes the same way, with its
+//! indices made global on the device after each chunk of the last level (cuda/rebase.cu).
+//!
 //! Device memory per call (pooled, reused across calls): the input keys (never written,
 //! so a device-resident input can be merged again), two intermediate key buffers when the
 //! tree has more than two levels (one when it has two), one or two index buffers, the
@@ -14,7 +17,7 @@ use super::nvrtc::{Module, ModuleSpec};
 use super::plan::{
     blocks_for_threads, blocks_for_warps, chunk_blocks, device_bytes, metadata, nonempty_bounds, plan, resolve, KernelKind, LevelPlan,
 };
-use super::transfer::{download, prefault, upload, upload_now, DownloadOrder, Output};
+use super::transfer::{download, prefault, upload_now, upload_slices, DownloadOrder, Output};
 use super::tuning::DOWNLOAD_CHUNKS;
 use super::GpuOptions;
 use crate::keys::KeyColumn;
@@ -22,6 +25,7 @@ use crate::options::Kernel;
 use crate::permutation::Indices;
 use crate::{Error, Result};
 use cudarc::driver::{result, sys};
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 /// The raw bytes of the keys (what goes up).
@@ -55,36 +59,66 @@ pub(crate) struct Planned {
     pub levels: Vec<LevelPlan>,
 }
 
-/// Plans the merge of the non-empty runs `bounds` (at least two) of `keys` with `kernel`,
-/// building the module it needs. The plan takes its tile sizes from the module's policy,
-/// so the two always agree.
+/// Plans the merge of the non-empty runs `bounds` (at least two) of keys of `key_bytes`
+/// bytes with `kernel`, building the module it needs. The plan takes its tile sizes from
+/// the module's policy, so the two always agree.
 pub(crate) fn prepare(
     gpu: &Gpu,
     st: &mut State,
-    keys: &KeyColumn,
+    key_bytes: usize,
     bounds: Vec<u64>,
     kernel: Kernel,
     wide_indices: bool,
 ) -> Result<Planned> {
     let kind = resolve(kernel, bounds.len() - 1);
-    let spec = ModuleSpec { family: kind.family(), key_bytes: keys.key_bytes(), index_bits: if wide_indices { 64 } else { 32 } };
+    let spec = ModuleSpec { family: kind.family(), key_bytes, index_bits: if wide_indices { 64 } else { 32 } };
     let module = st.module(gpu, spec)?;
     let levels = plan(kind, &module.policy, bounds);
     Ok(Planned { module, kind, levels })
 }
 
-/// Stable merge on the GPU (see [`super::merge_gpu`]).
+/// Stable merge on the GPU (see [`super::merge_gpu`]): on one device, or split across
+/// several ([`super::multi`]).
 pub(crate) fn merge(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions) -> Result<Indices> {
     let n = keys.len();
     let bounds = nonempty_bounds(n, run_offsets)?;
-    let gpu = gpu(options.device)?;
+    let devices = super::multi::resolve_devices(options.devices)?;
+    if devices.len() > 1 {
+        return super::multi::merge_split(keys, run_offsets, &devices, options);
+    }
+    let gpu = gpu(devices[0])?;
     if bounds.len() <= 2 {
         return Ok(identity(n)); // zero or one non-empty run: already in order
     }
     let wide = n > u32::MAX as usize || options.force_u64_indices;
+    let mut out = Output::with_capacity(n, if wide { 8 } else { 4 });
+    let part = Part { srcs: &[key_bytes(keys)], key_bytes: keys.key_bytes(), n, bounds, wide_indices: wide, rebase: None };
+    merge_part(gpu, &part, out.bytes(), options)?;
+    // SAFETY: merge_part returned Ok, so its download wrote every byte of `out.bytes()`.
+    Ok(unsafe { out.assume_init() })
+}
+
+/// What one device merges: the keys of its runs (the concatenation of `srcs`, `n` keys), the
+/// non-empty runs' bounds in that concatenation (at least two runs), and for a part of a
+/// split merge the table that makes its indices global.
+pub(crate) struct Part<'a> {
+    pub srcs: &'a [&'a [u8]],
+    pub key_bytes: usize,
+    pub n: usize,
+    pub bounds: Vec<u64>,
+    /// u64 indices (the whole merge's width: its total is past u32, or they were asked for).
+    pub wide_indices: bool,
+    /// For each non-empty run, the global index of its first row minus its local start
+    /// (cuda/rebase.cu); `None` when the local positions are the global indices.
+    pub rebase: Option<Vec<u64>>,
+}
+
+/// Merges `part` on `gpu` into `dst` (the bytes of `part.n` indices of the part's width).
+/// On an error the device is left clean for the next call.
+pub(crate) fn merge_part(gpu: &Gpu, part: &Part, dst: &mut [MaybeUninit<u8>], options: &GpuOptions) -> Result<()> {
     let mut st = gpu.lock()?;
-    let res = prepare(gpu, &mut st, keys, bounds, options.kernel, wide)
-        .and_then(|planned| merge_planned(gpu, &mut st, &planned, keys, options.overlap_download));
+    let res = prepare(gpu, &mut st, part.key_bytes, part.bounds.clone(), options.kernel, part.wide_indices)
+        .and_then(|planned| merge_planned(gpu, &mut st, &planned, part, dst, options.overlap_download));
     if res.is_err() {
         // Leave a clean state for the next call: finish or abandon what was queued on any
         // stream (the download has its own) before the pool frees what it used.
@@ -120,10 +154,18 @@ impl Drop for ChunkEvents {
     }
 }
 
-fn merge_planned(gpu: &Gpu, st: &mut State, planned: &Planned, keys: &KeyColumn, overlap_download: bool) -> Result<Indices> {
-    let n = keys.len();
+fn merge_planned(
+    gpu: &Gpu,
+    st: &mut State,
+    planned: &Planned,
+    part: &Part,
+    dst: &mut [MaybeUninit<u8>],
+    overlap_download: bool,
+) -> Result<()> {
+    let n = part.n;
     let spec = planned.module.spec;
     let (kb, ib) = (spec.key_bytes, spec.index_bytes());
+    debug_assert_eq!(dst.len(), n * ib);
     // Refuse what cannot fit (the pool's own buffers count as free: they are reused).
     let need = device_bytes(kb, ib, n, &planned.levels);
     let (free, _) = result::mem_get_info().map_err(gpu_err("reading free device memory"))?;
@@ -136,32 +178,49 @@ fn merge_planned(gpu: &Gpu, st: &mut State, planned: &Planned, keys: &KeyColumn,
     if need > free + st.slot_bytes(Slot::Keys0) && st.pooled_bytes() > 0 {
         st.release(); // start over rather than fragment
     }
-    let src = key_bytes(keys);
-    let keys0 = st.buffer(Slot::Keys0, src.len())?;
+    let keys0 = st.buffer(Slot::Keys0, n * kb)?;
+    // The rebase table of a split merge: the runs' local bounds, then their deltas.
+    let rebase = match &part.rebase {
+        Some(delta) => {
+            let table: Vec<u64> = part.bounds.iter().chain(delta).copied().collect();
+            let ptr = st.buffer(Slot::Rebase, table.len() * 8)?;
+            upload_now(gpu.cu_stream(), &table, ptr)?;
+            Some(RebaseTable { bounds: ptr, delta: ptr + part.bounds.len() as u64 * 8, nruns: delta.len() as u32 })
+        }
+        None => None,
+    };
     // The output is a fresh allocation: its first touch costs a page fault per 4 KiB, which
     // slowed the download's drain copies (2^28 indices: 95 ms for the whole host path with
     // them, 77 ms without, on the H200 host). Other threads map it with huge pages while the
     // keys go up and the merge runs.
-    let mut out = Output::with_capacity(n, ib);
     let dl = gpu.ctx.new_stream().map_err(gpu_err("creating a stream"))?;
     let events = ChunkEvents::new(if overlap_download { DOWNLOAD_CHUNKS } else { 0 })?;
-    let dst = out.bytes();
     let (idx, chunk_ends) = std::thread::scope(|scope| {
         prefault(scope, &mut *dst);
-        upload(gpu.cu_stream(), st.staging()?, src, keys0)?;
-        run_levels(gpu, st, planned, n, keys0, &events.0)
+        upload_slices(gpu.cu_stream(), st.staging()?, part.srcs, keys0)?;
+        run_levels(gpu, st, planned, n, keys0, &events.0, rebase.as_ref())
     })?;
     let order = DownloadOrder { main: gpu.cu_stream(), chunk_events: &events.0, chunk_ends: &chunk_ends };
     download(dl.cu_stream(), st.staging()?, idx, dst, ib, &order)?;
-    dl.synchronize().map_err(gpu_err("finishing the download"))?;
-    // SAFETY: download returned Ok, so it wrote every byte of `out.bytes()`.
-    Ok(unsafe { out.assume_init() })
+    dl.synchronize().map_err(gpu_err("finishing the download"))
 }
+
+/// Where a split merge's rebase table sits on the device (see cuda/rebase.cu).
+pub(crate) struct RebaseTable {
+    bounds: DevPtr,
+    delta: DevPtr,
+    nruns: u32,
+}
+
+/// Most blocks of a rebase launch (it loops over the rest).
+const REBASE_MAX_BLOCKS: u64 = 4096;
 
 /// Queues every level on the device: input keys at `keys0` (read only), `n` keys. Returns
 /// the device address of the final indices. When `chunk_events` is given, the last level
 /// is launched in that many chunks of blocks, each followed by its event, and the output
 /// position each chunk completes is returned alongside (for overlapping the download).
+/// With `rebase`, each chunk's indices (or the last level's) are made global right after
+/// it, before its event.
 pub(crate) fn run_levels(
     gpu: &Gpu,
     st: &mut State,
@@ -169,6 +228,7 @@ pub(crate) fn run_levels(
     n: usize,
     keys0: DevPtr,
     chunk_events: &[sys::CUevent],
+    rebase: Option<&RebaseTable>,
 ) -> Result<(DevPtr, Vec<u64>)> {
     let Planned { module, kind, levels } = planned;
     let stream = gpu.cu_stream();
@@ -216,6 +276,14 @@ pub(crate) fn run_levels(
             level.block_offset = b0;
             let args = if kind.partitioned() { Args::LevelSplits(level, splits) } else { Args::Level(level) };
             launcher.launch(entry, b1 - b0, args)?;
+            if let (true, Some(t)) = (last, rebase) {
+                // The last level writes its output in order, one group: this launch's blocks
+                // completed outputs [block_output(b0), block_output(b1)).
+                let (begin, end) = (l.block_output(b0), l.block_output(b1));
+                let blocks = blocks_for_threads(end - begin, module.policy.threads).min(REBASE_MAX_BLOCKS);
+                let args = Args::RebaseIndices { idx: out_idx, begin, end, bounds: t.bounds, delta: t.delta, nruns: t.nruns };
+                launcher.launch(Entry::RebaseIndices, blocks, args)?;
+            }
             if chunked {
                 // SAFETY: an event of this context (ChunkEvents) recorded on the engine's stream.
                 unsafe { result::event::record(chunk_events[c], stream) }.map_err(gpu_err("recording an event"))?;

@@ -31,7 +31,9 @@
 //!   of device buffers reused across calls, and [`warm_up`] to start that early on a
 //!   background thread;
 //! - `merge`: one merge, level by level; the last level runs in chunks so the download of
-//!   each chunk overlaps the merge of the next.
+//!   each chunk overlaps the merge of the next;
+//! - `multi`: a merge split across several devices: one output range per device by
+//!   co-rank, each device merging only its slices of the runs (`GpuOptions::devices`).
 //!
 //! An input that does not fit in free device memory is refused with [`Error::Gpu`] (the
 //! caller merges on the CPU). GPU failures are returned, never panics.
@@ -42,6 +44,7 @@ mod kernel_cache;
 mod launch;
 mod manifest;
 mod merge;
+mod multi;
 mod nvrtc;
 mod plan;
 mod transfer;
@@ -51,7 +54,7 @@ pub mod tuning;
 pub mod bench;
 
 use crate::keys::KeyColumn;
-pub use crate::options::Kernel;
+pub use crate::options::{Devices, Kernel};
 use crate::permutation::Indices;
 use crate::{Error, Result};
 pub use gather::{gather_fixed_gpu, gather_on_gpu_pays};
@@ -66,13 +69,15 @@ pub struct GpuOptions {
     /// Use the u64-index kernels even when the total fits u32 (tests the path that inputs
     /// of more than u32::MAX keys take, at sizes a test can afford).
     pub force_u64_indices: bool,
-    /// The CUDA device ordinal (0 is the first device).
-    pub device: usize,
+    /// The CUDA devices: one ordinal (the default, device 0), a set, or all of them. With
+    /// more than one the merge is split across them (`multi`); the payload gather uses the
+    /// first.
+    pub devices: Devices,
 }
 
 impl Default for GpuOptions {
     fn default() -> Self {
-        GpuOptions { kernel: Kernel::Auto, overlap_download: true, force_u64_indices: false, device: 0 }
+        GpuOptions { kernel: Kernel::Auto, overlap_download: true, force_u64_indices: false, devices: Devices::One(0) }
     }
 }
 
@@ -117,14 +122,41 @@ pub fn warm_up(device: usize) {
     context::warm_up(device)
 }
 
+/// [`warm_up`] for every device of `devices` (`All`: the count is read on the background
+/// thread too).
+pub fn warm_up_devices(devices: Devices) {
+    match devices {
+        Devices::All => {
+            let spawned = std::thread::Builder::new().name("corank-gpu-warm-up".into()).spawn(|| {
+                if let Ok(count) = context::device_count() {
+                    (0..count).for_each(context::warm_up);
+                }
+            });
+            if let Err(e) = spawned {
+                log::debug!("corank: no warm-up thread: {e}");
+            }
+        }
+        d => d.ordinals(0).into_iter().for_each(context::warm_up),
+    }
+}
+
+/// The devices `devices` names, each as "ORDINAL NAME", joined with ", "; an absent or
+/// unusable device is `Error::GpuUnavailable` naming it.
+pub fn devices_shown(devices: Devices) -> Result<String> {
+    let shown: Vec<String> =
+        multi::resolve_devices(devices)?.into_iter().map(|d| Ok(format!("{d} {}", context::gpu(d)?.name))).collect::<Result<_>>()?;
+    Ok(shown.join(", "))
+}
+
 /// The name of CUDA device `device`; an ordinal with no device is `Error::GpuUnavailable`.
 pub fn device_name(device: usize) -> Result<String> {
     Ok(context::gpu(device)?.name.clone())
 }
 
 /// Stable merge of the sorted runs `keys[run_offsets[r]..run_offsets[r + 1]]` on the GPU
-/// `options.device`, returning the global index of every output row, identical to
-/// [`crate::engine::cpu::merge_cpu`] (u32 indices while the total fits, u64 beyond).
+/// `options.devices` (split across them where there are several), returning the global
+/// index of every output row, identical to [`crate::engine::cpu::merge_cpu`] (u32 indices
+/// while the total fits, u64 beyond).
 pub fn merge_gpu(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions) -> Result<Indices> {
     merge::merge(keys, run_offsets, options)
 }

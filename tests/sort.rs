@@ -211,7 +211,7 @@ fn api_edge_sizes() {
         for n_keys in 1..=3 {
             for _ in 0..6 {
                 case += 1;
-                check_case(case * 1_000_003 + n as u64, n, n_keys, [0.0, 0.1, 0.5][case as usize % 3], case % 2 == 0);
+                check_case(case * 1_000_003 + n as u64, n, n_keys, [0.0, 0.1, 0.5][case as usize % 3], case.is_multiple_of(2));
             }
         }
     }

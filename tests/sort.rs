@@ -303,6 +303,27 @@ fn measure_sort_cpu() {
         let t = best(&mut || assert!(sort_cpu_with_tile(&keys, tile) == reference));
         println!("sort_cpu tile {tile:5}: {t:.3} s");
     }
+    // The levels alone: the tiles as (key, position) pairs sorted unstably (what sort_cpu
+    // does) or stably by key only, then merge_cpu of the sorted tiles.
+    let tile_pairs = || -> Vec<(u64, u32)> { keys.par_iter().enumerate().map(|(i, &k)| (k, i as u32)).collect() };
+    let t = best(&mut || {
+        let mut p = tile_pairs();
+        p.par_chunks_mut(SORT_TILE).for_each(|c| c.sort_unstable());
+        std::hint::black_box(&p);
+    });
+    let u = best(&mut || {
+        let mut p = tile_pairs();
+        p.par_chunks_mut(SORT_TILE).for_each(|c| c.sort_by_key(|p| p.0));
+        std::hint::black_box(&p);
+    });
+    println!("tile level alone, tiles of {SORT_TILE} pairs: sort_unstable of (key, position) {t:.3} s, stable sort_by_key {u:.3} s");
+    let mut tiled = keys.clone();
+    tiled.par_chunks_mut(SORT_TILE).for_each(|c| c.sort_unstable());
+    let offsets: Vec<usize> = (0..=n).step_by(SORT_TILE).collect();
+    let t = best(&mut || {
+        std::hint::black_box(corank::engine::cpu::merge_cpu(&tiled, &offsets));
+    });
+    println!("merge level alone (merge_cpu of the {} sorted tiles): {t:.3} s", offsets.len() - 1);
     let pairs = || -> Vec<(u64, u32)> { keys.par_iter().enumerate().map(|(i, &k)| (k, i as u32)).collect() };
     let t = best(&mut || {
         let mut p = pairs();

@@ -24,11 +24,12 @@ use rayon::prelude::*;
 use std::borrow::Cow;
 
 /// Rows per tile of the tile level, a power of two; the GPU sort will use the same tile (one
-/// thread block's shared memory). Measured on 2^24 random `u64` keys on the 2-core machine
-/// (shared with builds, so ±15%): 1024 to 16384 rows all took 1.2–1.7 s, 8192 about 15%
-/// faster than 4096 in one run and 5% slower in another. 4096 is the largest tile whose keys
-/// and `u32` positions fit one block's shared memory for every key width (32-byte keys:
-/// 4096 × 36 B = 144 KiB, under the 227 KiB of an H100/H200 block; 8192 would need 288 KiB).
+/// thread block's shared memory). Measured on 2^24 random `u64` keys on the 2-core machine,
+/// three runs shared with other builds (times varied 2x between runs): within a run, tiles
+/// of 1024 to 16384 rows were within 30% of each other, 8192 0–15% faster than 4096 in two
+/// runs and 4% slower in one (one merge level fewer). 4096 is the largest tile whose keys and
+/// `u32` positions fit one block's shared memory for every key width (32-byte keys: 4096 ×
+/// 36 B = 144 KiB, under the 227 KiB of an H100/H200 block; 8192 would need 288 KiB).
 pub const SORT_TILE: usize = 4096;
 
 /// The stable sort of `keys`: for every output row, the input position of its key (equal
@@ -54,7 +55,8 @@ fn sort_tiles<T: KeyWord, I: RowIndex>(keys: &[T], tile: usize) -> Vec<I> {
     let mut sorted: Vec<T> = vec![T::default(); n];
     let mut idx: Vec<I> = vec![I::default(); n];
     // 1. Every tile sorted as (key, position) pairs in a scratch buffer per task. The
-    //    positions are distinct, so the unstable sort of the pairs is the stable sort by key.
+    //    positions are distinct, so the unstable sort of the pairs is the stable sort by key
+    //    (measured about 5% faster than a stable sort of the pairs by key alone).
     sorted.par_chunks_mut(tile).zip(idx.par_chunks_mut(tile)).enumerate().for_each_init(
         || Vec::with_capacity(tile),
         |pairs: &mut Vec<(T, I)>, (t, (out_k, out_i))| {

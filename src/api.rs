@@ -67,7 +67,7 @@ pub fn merge_columns(runs: &[Vec<ArrayRef>], keys: &[SortKey], options: &MergeOp
 }
 
 /// Checks that every run has run 0's columns (names and types) and finds the sort columns.
-fn key_columns(runs: &[RecordBatch], keys: &[SortKey]) -> Result<Vec<Vec<ArrayRef>>> {
+pub(crate) fn key_columns(runs: &[RecordBatch], keys: &[SortKey]) -> Result<Vec<Vec<ArrayRef>>> {
     if keys.is_empty() {
         return Err(Error::InvalidArgument("at least one sort key is required".into()));
     }

@@ -28,7 +28,7 @@
 //! keep the column's declared type.
 
 use crate::error::{Error, Result};
-use crate::permutation::Permutation;
+use crate::permutation::{Indices, Permutation};
 use arrow::array::{
     new_empty_array, Array, ArrayRef, AsArray, DictionaryArray, PrimitiveArray, RecordBatch, RecordBatchOptions, UInt32Array,
 };
@@ -86,8 +86,8 @@ pub fn gather(runs: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Re
     }
     let schema = merged_schema(runs);
     let runs: Vec<RecordBatch> = runs.iter().map(|b| b.clone().with_schema(schema.clone())).collect::<Result<_, _>>()?;
-    if runs.len() == 1 {
-        // One run: the merge is the identity; slice without copying.
+    if runs.len() == 1 && perm.len() == runs[0].num_rows() && is_identity(&perm.indices) {
+        // One run merged: the identity; slice without copying. (A sort of one batch is not.)
         let n = runs[0].num_rows();
         return Ok((0..n).step_by(batch_size).map(|s| runs[0].slice(s, batch_size.min(n - s))).collect());
     }
@@ -98,6 +98,14 @@ pub fn gather(runs: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Re
         .map(|s| gatherer.gather_range(s, (s + batch_size).min(perm.len())))
         .collect::<std::result::Result<_, ArrowError>>()?;
     Ok(pieces.into_iter().flatten().collect())
+}
+
+/// Whether output row `i` is input row `i` for every `i`.
+fn is_identity(indices: &Indices) -> bool {
+    match indices {
+        Indices::U32(v) => v.par_iter().enumerate().all(|(i, &x)| x as usize == i),
+        Indices::U64(v) => v.par_iter().enumerate().all(|(i, &x)| x as usize == i),
+    }
 }
 
 /// The id of a null key in [`DictColumn::ids`].

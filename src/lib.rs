@@ -43,6 +43,7 @@ pub mod parquet;
 pub mod permutation;
 #[cfg(feature = "parquet")]
 mod show_bytes;
+pub mod sort;
 pub mod sort_key;
 
 pub use api::{merge, merge_columns, merge_permutation, MergeOptions};
@@ -50,4 +51,5 @@ pub use error::{Error, Result};
 pub use gather::gather;
 pub use options::{Devices, Engine, EngineOptions, Kernel, OnGpuFailure, GPU_MIN_ROWS};
 pub use permutation::{Indices, Permutation};
+pub use sort::{sort_batches, sort_columns, sort_permutation, SortBatchesOptions};
 pub use sort_key::SortKey;

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 const MIN_CHUNK: usize = 1 << 14;
 
 /// A permutation index type: `u32` while the total fits, `u64` beyond.
-pub trait RowIndex: Copy + Send + Sync + Default + 'static {
+pub trait RowIndex: Copy + Ord + Send + Sync + Default + 'static {
     fn from_usize(i: usize) -> Self;
 }
 impl RowIndex for u32 {
@@ -44,9 +44,20 @@ pub fn merge_cpu<T: KeyWord>(keys: &[T], run_offsets: &[usize]) -> Indices {
 }
 
 fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec<I> {
+    let idx: Vec<I> = (0..keys.len()).into_par_iter().map(I::from_usize).collect();
+    merge_runs(Cow::Borrowed(keys), idx, run_offsets)
+}
+
+/// The merge tree from given start indices: stable merge of the sorted runs
+/// `keys[run_offsets[r]..run_offsets[r + 1]]` whose rows carry `idx` (same length as
+/// `keys`); returns `idx` in merged order. Ties go to the earlier run, so the result is
+/// stable with respect to the runs' order whatever `idx` holds. Borrowed keys are only read;
+/// owned keys' buffer becomes the second level's output (one allocation fewer). The sort
+/// ([`super::sort`]) starts it from its sorted tiles and their positions.
+pub(crate) fn merge_runs<T: KeyWord, I: RowIndex>(keys: Cow<[T]>, mut idx: Vec<I>, run_offsets: &[usize]) -> Vec<I> {
     let n = keys.len();
     assert_eq!(*run_offsets.last().unwrap_or(&0), n, "run offsets must end at the key count");
-    let mut idx: Vec<I> = (0..n).into_par_iter().map(I::from_usize).collect();
+    assert_eq!(idx.len(), n, "one start index per key");
     // Drop empty runs: they contribute nothing and only add levels.
     let mut bounds: Vec<usize> = Vec::with_capacity(run_offsets.len());
     bounds.push(0);
@@ -59,8 +70,9 @@ fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec
         return idx; // zero or one non-empty run: already in order
     }
     // The first level reads the input keys in place; later levels ping-pong between two
-    // buffers (the second is allocated only if there is a second level).
-    let mut src_keys: Cow<[T]> = Cow::Borrowed(keys);
+    // buffers (the input's own when owned, else a second one allocated only if there is a
+    // second level).
+    let mut src_keys: Cow<[T]> = keys;
     let mut dst_keys: Vec<T> = vec![T::default(); n];
     let mut dst_idx: Vec<I> = vec![I::default(); n];
     let chunk = (n / (rayon::current_num_threads() * 8)).max(MIN_CHUNK);

@@ -15,6 +15,7 @@ pub mod co_rank;
 pub mod cpu;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+pub mod sort;
 
 use crate::error::{Error, Result};
 use crate::keys::KeyColumn;

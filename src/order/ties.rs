@@ -1,10 +1,11 @@
 //! Exact resolution of rows whose keys tie but whose sort values may differ (string
 //! prefixes, or columns past the key budget).
 //!
-//! Invariant used: the engines merge stably by key words, so rows with equal words form a
-//! contiguous segment of the output, ordered by global index (run, then row). Because the
+//! Invariant used: the engines merge (and sort, [`crate::engine::sort`]) stably by key words,
+//! so rows with equal words form a contiguous segment of the output, ordered by global index
+//! (run, then row; for a sort, input position), though not by their full values. Because the
 //! key order is consistent with the sort order, sorting each such segment stably by the full
-//! comparator yields the exact stable merge.
+//! comparator yields the exact stable merge (or sort).
 
 use crate::error::Result;
 use crate::keys::KeyColumn;
@@ -12,6 +13,7 @@ use crate::permutation::{locate, Indices};
 use crate::sort_key::SortKey;
 use arrow::array::ArrayRef;
 use arrow::row::{RowConverter, Rows, SortField};
+use rayon::prelude::*;
 use std::cmp::Ordering;
 
 /// The full sort order of any two input rows: arrow-row bytes of the key columns, per run.
@@ -39,22 +41,36 @@ impl FullComparator {
     }
 }
 
-/// Sorts every segment of equal key words in `indices` stably by the full comparator.
+/// Segments at least this long are sorted by several threads.
+const PAR_SEGMENT: usize = 1 << 15;
+
+/// Sorts every segment of equal key words in `indices` stably by the full comparator, the
+/// segments in parallel (and long ones on several threads each).
 pub fn resolve_ties(indices: &mut Indices, keys: &KeyColumn, full: &FullComparator) {
-    fn run<I: Copy + Into<u64> + TryFrom<u64>>(idx: &mut [I], keys: &KeyColumn, full: &FullComparator) {
+    fn run<I: Copy + Send + Into<u64>>(idx: &mut [I], keys: &KeyColumn, full: &FullComparator) {
         let g = |x: I| -> usize { x.into() as usize };
-        let mut start = 0;
-        while start < idx.len() {
-            let mut end = start + 1;
-            while end < idx.len() && keys.words_equal(g(idx[start]), g(idx[end])) {
+        // The segments of more than one row, as disjoint slices.
+        let mut segments: Vec<&mut [I]> = Vec::new();
+        let mut rest = idx;
+        while !rest.is_empty() {
+            let mut end = 1;
+            while end < rest.len() && keys.words_equal(g(rest[0]), g(rest[end])) {
                 end += 1;
             }
-            if end - start > 1 {
-                // Already ordered by global index; a stable sort keeps that for equal rows.
-                idx[start..end].sort_by(|&a, &b| full.cmp(g(a), g(b)));
+            let (segment, tail) = std::mem::take(&mut rest).split_at_mut(end);
+            if end > 1 {
+                segments.push(segment);
             }
-            start = end;
+            rest = tail;
         }
+        // Each is already ordered by global index; a stable sort keeps that for equal rows.
+        segments.into_par_iter().for_each(|segment| {
+            if segment.len() >= PAR_SEGMENT {
+                segment.par_sort_by(|&a, &b| full.cmp(g(a), g(b)));
+            } else {
+                segment.sort_by(|&a, &b| full.cmp(g(a), g(b)));
+            }
+        });
     }
     match indices {
         Indices::U32(v) => run(v, keys, full),

@@ -312,9 +312,10 @@ async fn check_sorted_names_the_partition_and_row() {
     let err = ctx.sql(sql).await.unwrap().collect().await.unwrap_err().to_string();
     assert!(err.contains("input partition 1 is not sorted") && err.contains("row 3"), "{err}");
 
-    // The setting travels with the node through the proto codec (version 3 of its
-    // encoding); a version 2 encoding (flags, no kernel and device) keeps it, and a version 1
-    // encoding (no flags byte) still decodes, without the check.
+    // The setting travels with the node through the proto codec (version 4 of its
+    // encoding); a version 3 encoding (one device as a u32) and a version 2 encoding (flags,
+    // no kernel and device) keep it, and a version 1 encoding (no flags byte) still decodes,
+    // without the check.
     let plan = ctx.sql(sql).await.unwrap().create_physical_plan().await.unwrap();
     let merge = find_merge(&plan).unwrap();
     assert!(merge.check_sorted());
@@ -324,14 +325,23 @@ async fn check_sorted_names_the_partition_and_row() {
     let inputs = [Arc::clone(merge.input())];
     let back = CoRankCodec.try_decode(&bytes, &inputs, &ctx.task_ctx(), &converter).unwrap();
     assert!(back.downcast_ref::<CoRankMergeExec>().unwrap().check_sorted());
+    // Version 4: flags at 30, kernel at 31, the devices' tag at 32 and their u64 at 33..41.
+    assert_eq!((bytes[4], bytes[32]), (4, 0), "version 4, one device");
+    let mut v3 = bytes.clone();
+    v3[4] = 3;
+    let device = u64::from_le_bytes(bytes[33..41].try_into().unwrap()) as u32;
+    v3.splice(32..41, device.to_le_bytes());
+    let back = CoRankCodec.try_decode(&v3, &inputs, &ctx.task_ctx(), &converter).unwrap();
+    assert!(back.downcast_ref::<CoRankMergeExec>().unwrap().check_sorted());
+    assert_eq!(back.downcast_ref::<CoRankMergeExec>().unwrap().settings(), merge.settings());
     let mut v2 = bytes.clone();
     v2[4] = 2;
-    v2.drain(31..36);
+    v2.drain(31..41);
     let back = CoRankCodec.try_decode(&v2, &inputs, &ctx.task_ctx(), &converter).unwrap();
     assert!(back.downcast_ref::<CoRankMergeExec>().unwrap().check_sorted());
     let mut v1 = bytes.clone();
     v1[4] = 1;
-    v1.drain(30..36);
+    v1.drain(30..41);
     let back = CoRankCodec.try_decode(&v1, &inputs, &ctx.task_ctx(), &converter).unwrap();
     let back = back.downcast_ref::<CoRankMergeExec>().unwrap();
     assert!(!back.check_sorted());

@@ -18,10 +18,11 @@
 //! missing statistics, files that cannot be read here (other object stores).
 //!
 //! The repair, below a merge: a file that is not one run becomes one partition per run of
-//! row groups (each an access plan of those row groups), when the path from the merge down
-//! to the scan passes only nodes that keep partitions and order (projections, filters,
-//! unions, batch coalescing); otherwise, or where a row group itself may be unsorted, a
-//! sort of each partition goes below the merge.
+//! row groups (each an access plan of those row groups, and the byte range that selects the
+//! same row groups, which is what survives a plan codec: Ballista's executors), when the
+//! path from the merge down to the scan passes only nodes that keep partitions and order
+//! (projections, filters, unions, batch coalescing); otherwise, or where a row group itself
+//! may be unsorted, a sort of each partition goes below the merge.
 
 use crate::parquet::sorting_columns::{declared_order, DeclaredOrder};
 use arrow::array::{Array, ArrayRef};
@@ -30,7 +31,7 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::common::Result;
-use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::listing::{FileRange, PartitionedFile};
 use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
@@ -40,7 +41,7 @@ use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
 use datafusion::physical_plan::ExecutionPlan;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
-use parquet::file::metadata::ParquetMetaData;
+use parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -140,6 +141,29 @@ type Order = Vec<(String, SortOptions)>;
 struct Runs {
     row_groups: usize,
     runs: Vec<Vec<usize>>,
+    /// Each run's byte range (see [`row_group_range`]), `None` where a row group has no
+    /// columns to place it by.
+    ranges: Vec<Option<(i64, i64)>>,
+}
+
+/// Where DataFusion's Parquet opener places a row group when it prunes by a byte range: the
+/// first column's dictionary page, else its first data page (`None`: no columns).
+pub(crate) fn row_group_start(rg: &RowGroupMetaData) -> Option<i64> {
+    (rg.num_columns() > 0).then(|| {
+        let c = rg.column(0);
+        c.dictionary_page_offset().unwrap_or_else(|| c.data_page_offset())
+    })
+}
+
+/// The byte range that selects row groups `first..=last` of a file (`starts`: every row
+/// group's start, `file_size` its length): from `first`'s start up to the next row group's
+/// start after `last`'s, or the end of the file. Row groups do not overlap, so exactly the
+/// row groups that start in between are read: `first..=last`, and any row group between
+/// them that another restriction (an access plan) leaves out.
+pub(crate) fn row_group_range(starts: &[Option<i64>], first: usize, last: usize, file_size: u64) -> Option<(i64, i64)> {
+    let (start, last_start) = (starts[first]?, starts[last]?);
+    let end = starts.iter().flatten().copied().filter(|&s| s > last_start).min().unwrap_or(file_size as i64);
+    Some((start, end.max(last_start + 1)))
 }
 
 fn repair_scan(scan: &DataSourceExec) -> Repair {
@@ -167,12 +191,11 @@ fn repair_scan(scan: &DataSourceExec) -> Repair {
         for file in group.iter() {
             let plan = file.extension::<ParquetAccessPlan>();
             let runs = match plan {
-                Some(_) if file.range.is_some() => return Repair::Sort,
                 Some(plan) if local => file_runs(file, Some(plan), &orders),
                 None if local => {
                     let path = file.path().to_string();
                     let runs = whole.entry(path).or_insert_with(|| file_runs(file, None, &orders));
-                    runs.as_ref().map(|r| Runs { row_groups: r.row_groups, runs: r.runs.clone() })
+                    runs.as_ref().map(|r| Runs { row_groups: r.row_groups, runs: r.runs.clone(), ranges: r.ranges.clone() })
                 }
                 _ => None,
             };
@@ -211,8 +234,8 @@ fn repair_scan(scan: &DataSourceExec) -> Repair {
                 }
                 done.push(path);
             }
-            for run in &runs.runs {
-                run_groups.push(FileGroup::new(vec![run_file(file, planned, runs.row_groups, run)]));
+            for (run, range) in runs.runs.iter().zip(&runs.ranges) {
+                run_groups.push(FileGroup::new(vec![run_file(file, planned, runs.row_groups, run, *range)]));
             }
         }
         if kept.len() == group.len() {
@@ -226,9 +249,16 @@ fn repair_scan(scan: &DataSourceExec) -> Repair {
     Repair::Split(Arc::new(scan.clone().with_data_source(Arc::new(config))))
 }
 
-/// One run of a file as a piece: the whole file (no byte range) with an access plan of the
-/// run's row groups (keeping a row selection the piece had).
-fn run_file(file: &PartitionedFile, planned: Option<&ParquetAccessPlan>, row_groups: usize, run: &[usize]) -> PartitionedFile {
+/// One run of a file as a piece: the file with an access plan of the run's row groups
+/// (keeping a row selection the piece had) and the byte range of the run, which selects the
+/// same row groups where the access plan is lost (datafusion-proto does not encode it).
+fn run_file(
+    file: &PartitionedFile,
+    planned: Option<&ParquetAccessPlan>,
+    row_groups: usize,
+    run: &[usize],
+    range: Option<(i64, i64)>,
+) -> PartitionedFile {
     let mut plan = ParquetAccessPlan::new_none(row_groups);
     for &g in run {
         match planned {
@@ -237,7 +267,7 @@ fn run_file(file: &PartitionedFile, planned: Option<&ParquetAccessPlan>, row_gro
         }
     }
     let mut piece = file.clone();
-    piece.range = None;
+    piece.range = range.map(|(start, end)| FileRange { start, end });
     // The file's statistics still bound a run's values, but no longer count its rows.
     piece.statistics = piece.statistics.take().map(|s| Arc::new(s.as_ref().clone().to_inexact()));
     piece.with_extension(plan)
@@ -264,8 +294,9 @@ fn local_path(location: &str) -> std::path::PathBuf {
     std::path::PathBuf::from(String::from_utf8_lossy(&out).into_owned())
 }
 
-/// The runs of `file`'s selected row groups (those of `plan`, or all), `None` if the file
-/// cannot be read or a row group's `sorting_columns` contradict an order.
+/// The runs of `file`'s selected row groups (those of `plan` that start in the piece's byte
+/// range if it has one, or all), `None` if the file cannot be read or a row group's
+/// `sorting_columns` contradict an order.
 fn file_runs(file: &PartitionedFile, plan: Option<&ParquetAccessPlan>, orders: &[Order]) -> Option<Runs> {
     let path = local_path(file.path().as_ref());
     let handle = std::fs::File::open(&path).ok()?;
@@ -278,7 +309,16 @@ fn file_runs(file: &PartitionedFile, plan: Option<&ParquetAccessPlan>, orders: &
     if plan.is_some_and(|p| p.len() != n) {
         return None;
     }
-    let selected: Vec<usize> = (0..n).filter(|&g| plan.is_none_or(|p| p.should_scan(g)) && parquet.row_group(g).num_rows() > 0).collect();
+    let starts: Vec<Option<i64>> = parquet.row_groups().iter().map(row_group_start).collect();
+    // A piece with an access plan reads the planned row groups that start in its range (as
+    // DataFusion's opener prunes); without one, the whole file is taken (its byte-range
+    // pieces are replaced together).
+    let in_range = |g: usize| match (&file.range, plan) {
+        (Some(r), Some(_)) => starts[g].is_none_or(|s| r.start <= s && s < r.end),
+        _ => true,
+    };
+    let selected: Vec<usize> =
+        (0..n).filter(|&g| plan.is_none_or(|p| p.should_scan(g)) && in_range(g) && parquet.row_group(g).num_rows() > 0).collect();
     if !row_groups_sorted(parquet, &selected, orders) {
         return None;
     }
@@ -290,7 +330,9 @@ fn file_runs(file: &PartitionedFile, plan: Option<&ParquetAccessPlan>, orders: &
             _ => runs.push(vec![g]),
         }
     }
-    Some(Runs { row_groups: n, runs })
+    let size = file.object_meta.size;
+    let ranges = runs.iter().map(|run| row_group_range(&starts, run[0], run[run.len() - 1], size)).collect();
+    Some(Runs { row_groups: n, runs, ranges })
 }
 
 /// Whether every selected row group is sorted by the orders as far as metadata tells: where

@@ -7,6 +7,7 @@
 //! every file must carry the same) or declared by the caller, who then vouches for it as
 //! with `CREATE EXTERNAL TABLE .. WITH ORDER`.
 
+use super::file_order::{row_group_range, row_group_start};
 use crate::error::{Error, Result};
 use crate::parquet::sorting_columns::{declared_order, DeclaredOrder};
 use crate::sort_key::SortKey;
@@ -33,6 +34,8 @@ struct FileInfo {
     size: u64,
     /// Row counts of the file's row groups.
     row_groups: Vec<usize>,
+    /// Where each row group starts (`file_order::row_group_start`).
+    starts: Vec<Option<i64>>,
 }
 
 /// Sorted row groups of Parquet files as sorted partitions.
@@ -73,8 +76,10 @@ impl SortedRowGroupsTable {
             let meta = builder.metadata();
             let parquet_schema = meta.file_metadata().schema_descr();
             let mut row_groups = Vec::with_capacity(meta.num_row_groups());
+            let mut starts = Vec::with_capacity(meta.num_row_groups());
             for (g, rg) in meta.row_groups().iter().enumerate() {
                 row_groups.push(rg.num_rows() as usize);
+                starts.push(row_group_start(rg));
                 if declared.is_some() {
                     continue;
                 }
@@ -95,7 +100,7 @@ impl SortedRowGroupsTable {
                     Some(_) => {}
                 }
             }
-            files.push(FileInfo { path: path.clone(), size, row_groups });
+            files.push(FileInfo { path: path.clone(), size, row_groups, starts });
         }
         let schema = schema.expect("at least one file");
         let order = order.ok_or_else(|| Error::InvalidArgument("the files have no row groups and no declared order".into()))?;
@@ -110,6 +115,12 @@ impl SortedRowGroupsTable {
     /// The sort order of every row group.
     pub fn order(&self) -> &[SortKey] {
         &self.order
+    }
+
+    /// The Parquet files, in the order given (a plan codec that ships the table, as
+    /// Ballista's logical codec must, sends these and [`Self::order`]).
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.files.iter().map(|f| f.path.as_path())
     }
 
     /// Non-empty row groups, hence partitions of a scan.
@@ -138,7 +149,10 @@ impl TableProvider for SortedRowGroupsTable {
         let options = state.table_options().parquet.clone();
         let source = Arc::new(ParquetSource::new(Arc::clone(&self.schema)).with_table_parquet_options(options));
         // One file group (partition) per non-empty row group: the file, with an access
-        // plan that reads only that row group.
+        // plan that reads only that row group. The access plan does not survive a plan
+        // codec (datafusion-proto drops a file's extensions, so a Ballista executor would
+        // read the whole file in every partition); the byte range from this row group's
+        // first page up to the next row group's does, and selects the same row group.
         let mut groups = Vec::new();
         for f in &self.files {
             let path = f.path.canonicalize().map_err(datafusion::common::DataFusionError::IoError)?;
@@ -148,7 +162,10 @@ impl TableProvider for SortedRowGroupsTable {
                 }
                 let mut plan = ParquetAccessPlan::new_none(f.row_groups.len());
                 plan.scan(g);
-                let file = PartitionedFile::new(path.to_string_lossy().to_string(), f.size).with_extension(plan);
+                let mut file = PartitionedFile::new(path.to_string_lossy().to_string(), f.size).with_extension(plan);
+                if let Some((start, end)) = row_group_range(&f.starts, g, g, f.size) {
+                    file = file.with_range(start, end);
+                }
                 groups.push(FileGroup::new(vec![file]));
             }
         }

@@ -75,15 +75,19 @@ fn skewed_runs() {
     check_all_k(&[5, 6, 7], &[1, 2, 3, 4]);
 }
 
-#[test]
-fn k_way_against_brute_force() {
-    let mut seed = 0x9e3779b97f4a7c15u64;
-    let mut next = move || {
+/// xorshift64: deterministic test data without extra dependencies.
+fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
         seed
-    };
+    }
+}
+
+#[test]
+fn k_way_against_brute_force() {
+    let mut next = xorshift(0x9e3779b97f4a7c15);
     for _ in 0..200 {
         let k = (next() % 9 + 1) as usize;
         let domain = next() % 20 + 1;
@@ -151,13 +155,7 @@ fn merge_by_parts<T: corank::keys::KeyWord>(keys: &[T], offsets: &[usize], parts
 /// the parts merged separately give exactly the whole merge.
 #[test]
 fn split_output_parts_merge_to_the_whole() {
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
     for case in 0..300 {
         let k = 1 + (next() % 64) as usize;
         // Few distinct values in most cases: cuts fall inside runs of equal keys.

@@ -17,7 +17,14 @@
 //! checked equal before a time counts. It also measures the constants of the decision rule
 //! (`corank::engine::gpu::gather::H100_HOST`) and prints what the rule says for each size.
 //!
-//! `CORANK_BENCH_SECTIONS` (comma-separated: `2way`, `kway`, `host`, `spm`, `gather`; all by default) picks
+//! The sort (`sort`, issue 14): 2^28 u64 keys in one unsorted run, random and duplicate-heavy,
+//! sorted on the device (tiles in shared memory, then the merge tree with the tiled or the
+//! k-way kernel), against the copy; run `bash .gpu/remote cub` in the same call for CUB's
+//! radix sort of the same kind of keys. Indices checked equal to the CPU sort. And the sort
+//! from host memory (`sort_gpu`: keys up, sort, indices down) against the PCIe floor.
+//!
+//! `CORANK_BENCH_SECTIONS` (comma-separated: `2way`, `kway`, `host`, `spm`, `gather`, `multi`,
+//! `sort`; all by default) picks
 //! the parts to run, for tuning sweeps with `CORANK_GPU_TUNING` (`name=value,...`, passed to
 //! `corank::engine::gpu::tuning::set_overrides`; names in src/engine/gpu/tuning.rs). Runs on
 //! device 0.
@@ -67,7 +74,7 @@ fn main() {
         gpu::tuning::set_overrides(&overrides).expect("CORANK_GPU_TUNING");
         println!("tuning overrides: {overrides}");
     }
-    let sections = std::env::var("CORANK_BENCH_SECTIONS").unwrap_or_else(|_| "2way,kway,host,spm,gather,multi".into());
+    let sections = std::env::var("CORANK_BENCH_SECTIONS").unwrap_or_else(|_| "2way,kway,host,spm,gather,multi,sort".into());
     let run = |s: &str| sections.split(',').any(|x| x.trim() == s);
     let reps = 7;
     let n = 1usize << 28;
@@ -114,6 +121,9 @@ fn main() {
             format!("{:.2}  (single-pass {:.2}x faster)", gbs(circ) / copy_gbs, circ / single),
         ));
     }
+    if run("sort") {
+        sort_section(n, reps, &mut rows, &gbs, copy_gbs);
+    }
     if run("host") {
         host_path(n, &mut rows, &gbs);
     }
@@ -136,6 +146,53 @@ fn main() {
     }
     for line in gather_table.into_iter().chain(multi_table) {
         println!("{line}");
+    }
+}
+
+/// Issue 14: the stable sort of `n` u64 keys (one unsorted run) on the device, every merge
+/// kernel that suits the tree, then from host memory; indices checked against the CPU sort.
+fn sort_section(n: usize, reps: usize, rows: &mut Vec<(String, f64, String, String)>, gbs: &dyn Fn(f64) -> f64, copy_gbs: f64) {
+    for (label, range) in [("random", u64::MAX), ("dup-heavy (1000 values)", 1000)] {
+        let mut rng = 0x9e3779b97f4a7c15u64 ^ range;
+        let keys: Vec<u64> = (0..n)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                if range == u64::MAX {
+                    rng
+                } else {
+                    rng % range
+                }
+            })
+            .collect();
+        let expect = corank::engine::sort::sort_cpu(&keys);
+        let col = KeyColumn::U64(keys);
+        for (name, kernel) in [("tiles + tiled tree (default)", Kernel::Auto), ("tiles + k-way tree", Kernel::KWay)] {
+            let (times, got) = bench::time_device_sort(&col, kernel, reps).unwrap();
+            assert!(got == expect, "sort {label} {name}: differs from the CPU sort");
+            let ms = median(times);
+            rows.push((format!("sort {label}: {name}"), ms, format!("{:.0}", gbs(ms)), format!("{:.2}", gbs(ms) / copy_gbs)));
+        }
+        // From host memory: keys up, sort, indices down (wall clock), against the pinned floor.
+        let (up, down) = bench::time_pinned(n * 8, reps).unwrap();
+        let floor = median(up) + median(down) / 2.0;
+        let options = GpuOptions::default();
+        let _ = gpu::sort_gpu(&col, &options).unwrap();
+        let mut times = Vec::new();
+        for _ in 0..reps {
+            let t = Instant::now();
+            let got = gpu::sort_gpu(&col, &options).unwrap();
+            times.push(t.elapsed().as_secs_f32() * 1e3);
+            assert!(got == expect, "sort_gpu {label}: differs from the CPU sort");
+        }
+        let ms = median(times);
+        rows.push((
+            format!("sort {label}: from host memory (sort_gpu)"),
+            ms,
+            format!("{:.0}", gbs(ms)),
+            format!("PCIe floor {floor:.1} ms: {:.2} of it", floor / ms),
+        ));
     }
 }
 

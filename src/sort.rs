@@ -25,8 +25,8 @@ use arrow::array::{ArrayRef, RecordBatch};
 /// How to sort (named so as not to clash with arrow's per-column `SortOptions`).
 #[derive(Debug, Clone)]
 pub struct SortBatchesOptions {
-    /// Which engine sorts. The GPU sort is not built yet: see
-    /// [`sort_keys`](crate::engine::sort::sort_keys) for what each choice does today.
+    /// Which engine sorts ([`sort_keys`](crate::engine::sort::sort_keys): the same choice
+    /// as the merge's, `gpu_min_rows` and the CPU fallback included).
     pub engine: EngineOptions,
     /// Rows per output batch of [`sort_batches`].
     pub batch_size: usize,

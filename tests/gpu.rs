@@ -452,3 +452,127 @@ fn more_than_u32_max_keys_u64_indices() {
         seen[word] |= 1 << bit;
     }
 }
+
+/// The GPU sort (tiles sorted in shared memory, then the co-rank merge tree): equal to the
+/// CPU sort for every key width and index width; sizes 0, 1, the tile ± 1, two tiles ± 1
+/// and random; random, few-valued, all-equal, sorted and reverse-sorted keys; every kernel
+/// of the merge levels.
+#[test]
+fn sort_matches_the_cpu() {
+    if !gpu_or_skip("sort_matches_the_cpu") {
+        return;
+    }
+    // The GPU tile is 2048 or 4096 keys on sm_90 (fewer on smaller devices): cover both.
+    let mut sizes = vec![0, 1, 2, 31, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8193, 12289, 40_000];
+    if !small_only() {
+        sizes.extend([300_000, 1 << 20]);
+    }
+    for &n in &sizes {
+        for shape in [SortShape::Random, SortShape::FewValues, SortShape::AllEqual, SortShape::Sorted, SortShape::Reverse] {
+            sort_case::<u32>(n, shape, &[Kernel::Auto]);
+            sort_case::<u64>(n, shape, &[Kernel::Auto]);
+            sort_case::<[u64; 2]>(n, shape, &[Kernel::Auto]);
+            sort_case::<[u64; 3]>(n, shape, &[Kernel::Auto]);
+            sort_case::<[u64; 4]>(n, shape, &[Kernel::Auto]);
+        }
+    }
+    // Every kernel of the merge levels.
+    for n in [9000, 70_000] {
+        sort_case::<u64>(n, SortShape::FewValues, &[Kernel::Tiled, Kernel::KWay, Kernel::Basic, Kernel::Circular]);
+        sort_case::<[u64; 2]>(n, SortShape::Random, &[Kernel::Tiled, Kernel::KWay, Kernel::Basic, Kernel::Circular]);
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum SortShape {
+    Random,
+    FewValues,
+    AllEqual,
+    Sorted,
+    Reverse,
+}
+
+fn sort_case<T: TestKey>(n: usize, shape: SortShape, kernels: &[Kernel]) {
+    let mut rng = Rng(n as u64 * 7919 + shape as u64 + 1);
+    let range = match shape {
+        SortShape::FewValues => 5,
+        SortShape::AllEqual => 1,
+        _ => u64::MAX,
+    };
+    let mut keys: Vec<T> = (0..n).map(|_| T::make(rng.below(range), &mut rng, range < 64)).collect();
+    match shape {
+        SortShape::Sorted => keys.sort(),
+        SortShape::Reverse => keys.sort_by(|a, b| b.cmp(a)),
+        _ => {}
+    }
+    let expect = corank::engine::sort::sort_cpu(&keys).to_vec();
+    let col = T::column(keys);
+    for &kernel in kernels {
+        for wide in [false, true] {
+            let options = GpuOptions { kernel, force_u64_indices: wide, ..GpuOptions::default() };
+            let got = gpu::sort_gpu(&col, &options).unwrap();
+            assert!(matches!((&got, wide), (Indices::U64(_), true) | (Indices::U32(_), false)), "index width");
+            assert!(
+                got.to_vec() == expect,
+                "{n} keys of {} bytes, {shape:?}, {kernel:?}, wide {wide}: differs from the CPU sort",
+                col.key_bytes()
+            );
+        }
+    }
+}
+
+/// The sort through the engine choice and the API: `Engine::Gpu` sorts batches on the GPU,
+/// equal to the CPU engine's result.
+#[test]
+fn sort_batches_on_the_gpu() {
+    use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use corank::sort::{sort_batches, SortBatchesOptions};
+    use corank::{Engine, SortKey};
+    use std::sync::Arc;
+    if !gpu_or_skip("sort_batches_on_the_gpu") {
+        return;
+    }
+    let mut rng = Rng(99);
+    let batches: Vec<RecordBatch> = (0..5)
+        .map(|b| {
+            let n = 3000 + b * 1111;
+            let k: Int64Array = (0..n).map(|_| if rng.below(10) == 0 { None } else { Some(rng.below(50) as i64 - 25) }).collect();
+            let s: StringArray = (0..n).map(|_| Some(format!("s{}", rng.below(7)))).collect();
+            RecordBatch::try_from_iter([("k", Arc::new(k) as ArrayRef), ("s", Arc::new(s) as ArrayRef)]).unwrap()
+        })
+        .collect();
+    let keys = [SortKey::desc("k"), SortKey::asc("s")];
+    let cpu = sort_batches(&batches, &keys, &SortBatchesOptions::default().with_engine(Engine::Cpu)).unwrap();
+    let gpu = sort_batches(&batches, &keys, &SortBatchesOptions::default().with_engine(Engine::Gpu)).unwrap();
+    assert_eq!(cpu, gpu);
+}
+
+/// More than 2^31 keys with u64 indices (behind `CORANK_GPU_HUGE=1`, like the merge's).
+#[test]
+fn sort_more_than_2_pow_31_keys() {
+    if !gpu_or_skip("sort_more_than_2_pow_31_keys") || small_only() {
+        return;
+    }
+    if std::env::var("CORANK_GPU_HUGE").as_deref() != Ok("1") {
+        eprintln!("sort_more_than_2_pow_31_keys: set CORANK_GPU_HUGE=1 (needs ~40 GB device and host memory)");
+        return;
+    }
+    let n = (1usize << 31) + (1 << 20);
+    let mut rng = Rng(5);
+    let keys: Vec<u32> = (0..n).map(|_| rng.below(1 << 20) as u32).collect();
+    let col = KeyColumn::U32(keys);
+    let got = gpu::sort_gpu(&col, &GpuOptions { force_u64_indices: true, ..GpuOptions::default() }).unwrap();
+    let Indices::U64(v) = &got else { panic!("expected u64 indices") };
+    let KeyColumn::U32(keys) = &col else { unreachable!() };
+    assert_eq!(v.len(), n);
+    for w in v.windows(2) {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        assert!(keys[a] < keys[b] || (keys[a] == keys[b] && a < b));
+    }
+    let mut seen = vec![0u64; n.div_ceil(64)];
+    for &i in v {
+        let (word, bit) = (i as usize / 64, i % 64);
+        assert!(seen[word] & (1 << bit) == 0, "index {i} twice");
+        seen[word] |= 1 << bit;
+    }
+}

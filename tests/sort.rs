@@ -8,7 +8,9 @@
 //!   property tests, 1–3 columns, ASC/DESC, nulls first/last, sizes 0, 1, SORT_TILE ± 1,
 //!   2·SORT_TILE ± 1 and random, input random, already sorted or reverse sorted, all equal
 //!   or with many duplicates, split into random batches (empty ones included);
-//! - the engine choice: the GPU sort is not built, so `Engine::Gpu` is an error.
+//! - the engine choice: `Engine::Gpu` sorts on the GPU where one is usable and is an error
+//!   naming why where none is (CI); `Auto` falls back to the CPU (the GPU sort itself is
+//!   tested against `sort_cpu` in tests/gpu.rs, on the GPU machine).
 
 mod common;
 
@@ -99,26 +101,33 @@ proptest! {
 // ---------------------------------------------------------------- the engine choice
 
 #[test]
-fn gpu_sort_is_not_built_yet() {
+fn engine_choice_of_the_sort() {
     let keys = KeyColumn::U64(vec![3, 1, 2]);
+    let gpu = corank::engine::gpu_availability();
     for options in [
         EngineOptions::default().with_engine(Engine::Gpu),
         EngineOptions::default().with_engine(Engine::Gpu).with_on_gpu_failure(OnGpuFailure::Error),
         EngineOptions::default().with_engine(Engine::Auto).with_on_gpu_failure(OnGpuFailure::Error),
     ] {
-        match sort_keys(&keys, &options) {
-            Err(Error::GpuUnavailable(m)) => assert!(m.contains("not implemented"), "{m}"),
-            other => panic!("{options:?}: expected GpuUnavailable, got {other:?}"),
+        match (sort_keys(&keys, &options), &gpu) {
+            (Ok((indices, ran)), Ok(())) => assert_eq!((indices.to_vec(), ran), (vec![1, 2, 0], Engine::Gpu)),
+            (Err(Error::GpuUnavailable(m)), Err(why)) => assert_eq!(&m, why),
+            (other, _) => panic!("{options:?} with GPU availability {gpu:?}: got {other:?}"),
         }
     }
+    // Auto below gpu_min_rows, and Cpu: the CPU sort.
     for engine in [Engine::Cpu, Engine::Auto] {
         let (indices, ran) = sort_keys(&keys, &EngineOptions::default().with_engine(engine)).unwrap();
         assert_eq!((indices.to_vec(), ran), (vec![1, 2, 0], Engine::Cpu));
     }
-    // Through the API, the same error, nothing sorted.
+    // Through the API: without a GPU the same error, nothing sorted.
     let batch = RecordBatch::try_from_iter([("k", Arc::new(UInt64Array::from(vec![2, 1])) as ArrayRef)]).unwrap();
-    let err = sort_batches(&[batch], &[SortKey::asc("k")], &SortBatchesOptions::default().with_engine(Engine::Gpu)).unwrap_err();
-    assert!(matches!(err, Error::GpuUnavailable(_)), "{err}");
+    let sorted = sort_batches(&[batch], &[SortKey::asc("k")], &SortBatchesOptions::default().with_engine(Engine::Gpu));
+    match (sorted, &gpu) {
+        (Ok(out), Ok(())) => assert_eq!(out[0].column(0).as_primitive::<UInt64Type>().values().to_vec(), vec![1, 2]),
+        (Err(e), Err(_)) => assert!(matches!(e, Error::GpuUnavailable(_)), "{e}"),
+        (other, _) => panic!("GPU availability {gpu:?}: got {other:?}"),
+    }
 }
 
 // ---------------------------------------------------------------- the API

@@ -78,33 +78,57 @@ fn merge_on_gpu(_: &KeyColumn, _: &[usize], _: &EngineOptions) -> Result<Indices
     Err(Error::GpuUnavailable(gpu_availability().unwrap_err()))
 }
 
+#[cfg(feature = "gpu")]
+pub(crate) fn sort_on_gpu(keys: &KeyColumn, options: &EngineOptions) -> Result<Indices> {
+    let gpu_options = gpu::GpuOptions { kernel: options.kernel, devices: options.devices, ..gpu::GpuOptions::default() };
+    gpu::sort_gpu(keys, &gpu_options)
+}
+
+#[cfg(not(feature = "gpu"))]
+pub(crate) fn sort_on_gpu(_: &KeyColumn, _: &EngineOptions) -> Result<Indices> {
+    Err(Error::GpuUnavailable(gpu_availability().unwrap_err()))
+}
+
 /// Merges sorted runs of keys with the chosen engine; returns the indices and the engine
 /// that ran (`Cpu` or `Gpu`).
 pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], options: &EngineOptions) -> Result<(Indices, Engine)> {
+    let cpu = || merge_on_cpu(keys, run_offsets).0;
+    choose_engine(options, keys.len(), "merging", cpu, || merge_on_gpu(keys, run_offsets, options))
+}
+
+/// Runs one job of `rows` keys on the engine the options choose (the module doc): `cpu` and
+/// `gpu` run it on each engine, `doing` names it in the log lines ("merging", "sorting").
+pub(crate) fn choose_engine(
+    options: &EngineOptions,
+    rows: usize,
+    doing: &str,
+    cpu: impl FnOnce() -> Indices,
+    gpu: impl FnOnce() -> Result<Indices>,
+) -> Result<(Indices, Engine)> {
     static NO_GPU: std::sync::Once = std::sync::Once::new();
     let strict = options.on_gpu_failure == OnGpuFailure::Error;
     match options.engine {
-        Engine::Cpu => Ok(merge_on_cpu(keys, run_offsets)),
+        Engine::Cpu => Ok((cpu(), Engine::Cpu)),
         Engine::Gpu => {
             gpu_availability().map_err(Error::GpuUnavailable)?;
-            Ok((merge_on_gpu(keys, run_offsets, options)?, Engine::Gpu))
+            Ok((gpu()?, Engine::Gpu))
         }
         Engine::Auto => {
             if let Err(why) = gpu_availability() {
                 if strict {
                     return Err(Error::GpuUnavailable(why));
                 }
-                NO_GPU.call_once(|| log::info!("corank: no usable GPU ({why}); merging on the CPU"));
-                return Ok(merge_on_cpu(keys, run_offsets));
+                NO_GPU.call_once(|| log::info!("corank: no usable GPU ({why}); {doing} on the CPU"));
+                return Ok((cpu(), Engine::Cpu));
             }
-            if keys.len() < options.gpu_min_rows && !strict {
-                return Ok(merge_on_cpu(keys, run_offsets));
+            if rows < options.gpu_min_rows && !strict {
+                return Ok((cpu(), Engine::Cpu));
             }
-            match merge_on_gpu(keys, run_offsets, options) {
+            match gpu() {
                 Ok(indices) => Ok((indices, Engine::Gpu)),
                 Err(e) if !strict => {
-                    log::warn!("corank: GPU merge failed ({e}); merging on the CPU instead");
-                    Ok(merge_on_cpu(keys, run_offsets))
+                    log::warn!("corank: GPU {doing} failed ({e}); {doing} on the CPU instead");
+                    Ok((cpu(), Engine::Cpu))
                 }
                 Err(e) => Err(e),
             }

@@ -3,8 +3,9 @@
 //! 1. **Tiles.** The keys are cut into tiles of [`SORT_TILE`] consecutive rows (the last one
 //!    shorter) and every tile is sorted on its own, in parallel on rayon threads: the pairs
 //!    (key, input position) are sorted by key, then position, so equal keys keep their input
-//!    order within the tile. The GPU sort will sort the same tiles, one per thread block, in
-//!    shared memory.
+//!    order within the tile. The GPU sort ([`super::gpu`], cuda/sort_tiles.cu) sorts tiles
+//!    one per thread block in shared memory, then merges them with the same tree on the
+//!    device.
 //! 2. **Merge tree.** The sorted tiles are runs: the merge tree of the CPU engine
 //!    ([`super::cpu`], stable pairwise merges of adjacent runs found by co-rank) merges them,
 //!    starting from the tiles' positions instead of identity indices.
@@ -15,16 +16,16 @@
 //! keys in input order. The tile size changes only the speed, never the result.
 
 use super::cpu::{merge_runs, RowIndex};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::keys::{KeyColumn, KeyWord};
-use crate::options::{Engine, EngineOptions, OnGpuFailure};
+use crate::options::{Engine, EngineOptions};
 use crate::permutation::Indices;
 use crate::with_key_column;
 use rayon::prelude::*;
 use std::borrow::Cow;
 
-/// Rows per tile of the tile level, a power of two; the GPU sort will use the same tile (one
-/// thread block's shared memory). Measured on 2^24 random `u64` keys on the 2-core machine,
+/// Rows per tile of the CPU tile level, a power of two (the GPU's tile is its policy's,
+/// `Policy::sort_tile`, 4096 for keys of up to 8 bytes on sm_90). Measured on 2^24 random `u64` keys on the 2-core machine,
 /// three runs shared with other builds (times varied 2x between runs): within a run, tiles
 /// of 1024 to 16384 rows were within 30% of each other, 8192 0–15% faster than 4096 in two
 /// runs and 4% slower in one (one merge level fewer). 4096 is the largest tile whose keys and
@@ -75,22 +76,10 @@ fn sort_tiles<T: KeyWord, I: RowIndex>(keys: &[T], tile: usize) -> Vec<I> {
     merge_runs(Cow::Owned(sorted), idx, &offsets)
 }
 
-/// Sorts keys with the chosen engine; returns the indices (for every output row its input
-/// position, stable) and the engine that ran.
-///
-/// The GPU sort is not built yet, so today every sort runs on the CPU engine where the
-/// options allow it: `Engine::Cpu`, and `Engine::Auto` with `OnGpuFailure::UseCpu` (the
-/// default). `Engine::Gpu`, and `Engine::Auto` with `OnGpuFailure::Error` (which forbids
-/// the CPU), return [`Error::GpuUnavailable`] saying so, never a silent CPU sort.
+/// Sorts keys with the chosen engine (the choice of [`super::merge_keys`]: `gpu_min_rows`,
+/// the fallback to the CPU by `OnGpuFailure`); returns the indices (for every output row its
+/// input position, stable) and the engine that ran. Both engines return the same indices.
 pub fn sort_keys(keys: &KeyColumn, options: &EngineOptions) -> Result<(Indices, Engine)> {
-    static NO_GPU_SORT: std::sync::Once = std::sync::Once::new();
-    const NOT_BUILT: &str = "the GPU sort is not implemented yet (use the CPU engine)";
-    match (options.engine, options.on_gpu_failure) {
-        (Engine::Cpu, _) => {}
-        (Engine::Gpu, _) | (Engine::Auto, OnGpuFailure::Error) => return Err(Error::GpuUnavailable(NOT_BUILT.into())),
-        (Engine::Auto, OnGpuFailure::UseCpu) => {
-            NO_GPU_SORT.call_once(|| log::info!("corank: {NOT_BUILT}; sorting on the CPU"));
-        }
-    }
-    Ok((with_key_column!(keys, v => sort_cpu(v)), Engine::Cpu))
+    let cpu = || with_key_column!(keys, v => sort_cpu(v));
+    super::choose_engine(options, keys.len(), "sorting", cpu, || super::sort_on_gpu(keys, options))
 }

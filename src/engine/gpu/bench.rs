@@ -92,7 +92,7 @@ pub fn time_device_merge(keys: &KeyColumn, run_offsets: &[usize], kernel: Kernel
     let mut times = Vec::new();
     for r in 0..=reps {
         e0.record(gpu.cu_stream())?;
-        run_levels(gpu, st, &planned, n, keys0, &[], None)?;
+        run_levels(gpu, st, &planned, n, keys0, 0, &[], None)?;
         e1.record(gpu.cu_stream())?;
         let ms = e0.until(&e1)?;
         if r > 0 {
@@ -100,6 +100,53 @@ pub fn time_device_merge(keys: &KeyColumn, run_offsets: &[usize], kernel: Kernel
         }
     }
     Ok(times)
+}
+
+/// Milliseconds of each of `reps` sorts of `keys` on the device (uploaded once, restored by
+/// a device copy before each sort, which sorts in place; timed from the first kernel to the
+/// last, with events), after one warm-up sort. Returns the times and the indices of the
+/// last sort, for checking.
+pub fn time_device_sort(keys: &KeyColumn, kernel: Kernel, reps: usize) -> Result<(Vec<f32>, crate::Indices)> {
+    use super::sort::{prepare_sort, queue_sort};
+    let n = keys.len();
+    if n == 0 {
+        return Err(Error::InvalidArgument("time_device_sort needs keys".into()));
+    }
+    let gpu = gpu(DEVICE)?;
+    let mut st = gpu.lock()?;
+    let st = &mut *st;
+    let wide = n > u32::MAX as usize;
+    let plan = prepare_sort(gpu, st, keys.key_bytes(), n, wide, kernel)?;
+    let src = key_bytes(keys);
+    let pristine = DeviceBytes::new(src.len())?;
+    upload(gpu.cu_stream(), st.staging()?, src, pristine.0)?;
+    let keys0 = st.buffer(super::context::Slot::Keys0, src.len())?;
+    let (e0, e1) = (Event::new()?, Event::new()?);
+    let mut times = Vec::new();
+    let mut last = 0;
+    for r in 0..=reps {
+        // SAFETY: both allocations hold src.len() bytes and outlive the copy (the event wait
+        // below finishes it, on the same stream).
+        unsafe { result::memcpy_dtod_async(keys0, pristine.0, src.len(), gpu.cu_stream()) }.map_err(gpu_err("copy"))?;
+        e0.record(gpu.cu_stream())?;
+        last = queue_sort(gpu, st, &plan, keys0, &[])?.0;
+        e1.record(gpu.cu_stream())?;
+        let ms = e0.until(&e1)?;
+        if r > 0 {
+            times.push(ms);
+        }
+    }
+    let ib = if wide { 8 } else { 4 };
+    let mut host = vec![0u8; n * ib];
+    // SAFETY: `last` holds n indices of `ib` bytes (the sort's output, finished: the event
+    // wait above), `host` n * ib writable bytes.
+    unsafe { result::memcpy_dtoh_sync(&mut host, last) }.map_err(gpu_err("reading the indices"))?;
+    let indices = if wide {
+        crate::Indices::U64(host.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect())
+    } else {
+        crate::Indices::U32(host.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect())
+    };
+    Ok((times, indices))
 }
 
 /// Per entry point of the manifest, for `key_bytes`-byte keys and u32 indices: its name,

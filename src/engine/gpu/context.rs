@@ -45,7 +45,7 @@ impl Drop for DevBuf {
 /// Buffer slots of the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Slot {
-    /// The input keys (never written by a merge).
+    /// The input keys (never written by a merge; the sort sorts its tiles there in place).
     Keys0,
     /// Intermediate keys of the tree's levels, ping-ponged.
     Keys1,

@@ -75,6 +75,9 @@ pub(crate) enum Args {
     /// `rebase_indices`: indices `[begin, end)` at `idx` made global by the slice table
     /// `bounds` / `delta` of `nruns` slices (cuda/rebase.cu).
     RebaseIndices { idx: DevPtr, begin: u64, end: u64, bounds: DevPtr, delta: DevPtr, nruns: u32 },
+    /// `sort_tiles`: the `n` keys at `keys` sorted in place tile by tile, their input
+    /// positions to `idx` (cuda/sort_tiles.cu).
+    SortTiles { keys: DevPtr, idx: DevPtr, n: u64 },
 }
 
 impl Args {
@@ -88,6 +91,7 @@ impl Args {
             Args::GatherValues { wide, .. } => Params::GatherValues { wide: *wide },
             Args::GatherValidity { wide, .. } => Params::GatherValidity { wide: *wide },
             Args::RebaseIndices { .. } => Params::RebaseIndices,
+            Args::SortTiles { .. } => Params::SortTiles,
         }
     }
 }
@@ -139,6 +143,7 @@ impl Launcher<'_> {
             Args::RebaseIndices { idx, begin, end, bounds, delta, nruns } => {
                 vec![arg(idx), arg(begin), arg(end), arg(bounds), arg(delta), arg(nruns)]
             }
+            Args::SortTiles { keys, idx, n } => vec![arg(keys), arg(idx), arg(n)],
         };
         // SAFETY: `f` is a function of the loaded `module`, which outlives this call. `ptrs`
         // holds one pointer per parameter of `entry`'s CUDA signature, each to a live local

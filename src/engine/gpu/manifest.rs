@@ -22,6 +22,7 @@ const MERGE_KWAY: &str = include_str!("../../../cuda/merge_kway.cu");
 const PARTITION: &str = include_str!("../../../cuda/partition.cu");
 const GATHER: &str = include_str!("../../../cuda/gather.cu");
 const REBASE: &str = include_str!("../../../cuda/rebase.cu");
+const SORT_TILES: &str = include_str!("../../../cuda/sort_tiles.cu");
 
 /// A module family: the kernels compiled together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,16 +35,19 @@ pub(crate) enum Family {
     /// The payload gather (values and validity bitmaps, both index widths in one module;
     /// built with key_bytes 8 and index_bits 32, which it does not read).
     Gather,
+    /// The tile level of the sort (its merge levels are the production module's).
+    Sort,
 }
 
 impl Family {
-    pub const ALL: [Family; 3] = [Family::Production, Family::Book, Family::Gather];
+    pub const ALL: [Family; 4] = [Family::Production, Family::Book, Family::Gather, Family::Sort];
 
     pub fn name(self) -> &'static str {
         match self {
             Family::Production => "production",
             Family::Book => "book",
             Family::Gather => "gather",
+            Family::Sort => "sort",
         }
     }
 
@@ -54,6 +58,7 @@ impl Family {
             Family::Production => &[COMMON, CTA_MERGE, CO_RANK, MERGE_TILED, MERGE_KWAY, PARTITION, REBASE],
             Family::Book => &[COMMON, CTA_MERGE, CO_RANK, MERGE_BASIC, MERGE_CIRCULAR],
             Family::Gather => &[COMMON, GATHER],
+            Family::Sort => &[COMMON, CTA_MERGE, CO_RANK, SORT_TILES],
         }
     }
 
@@ -84,6 +89,8 @@ pub(crate) enum Params {
     GatherValidity { wide: bool },
     /// `(index_t *idx, u64 begin, u64 end, const u64 *bounds, const u64 *delta, u32 nruns)`
     RebaseIndices,
+    /// `(Key *keys, index_t *idx, u64 n)`
+    SortTiles,
 }
 
 /// An entry point's shared memory.
@@ -95,6 +102,8 @@ pub(crate) enum Shared {
     TiledTile,
     /// Two padded tiles of keys and indices (merge_kway.cu).
     KWayTiles,
+    /// One padded tile of keys and one of u32 positions (sort_tiles.cu).
+    SortTile,
 }
 
 /// The entry points, one per `extern "C" __global__` function in `cuda/`.
@@ -115,6 +124,7 @@ pub(crate) enum Entry {
     GatherValidity32,
     GatherValidity64,
     RebaseIndices,
+    SortTiles,
 }
 
 /// What the host knows about one entry point.
@@ -134,8 +144,8 @@ const fn entry_point(entry: Entry, name: &'static str, family: Family, params: P
 
 /// Every entry point, in [`Entry`] order (the bench's kernel report lists them so).
 #[rustfmt::skip]
-pub(crate) const MANIFEST: [EntryPoint; 15] = {
-    use Family::{Book, Gather, Production};
+pub(crate) const MANIFEST: [EntryPoint; 16] = {
+    use Family::{Book, Gather, Production, Sort};
     [
         entry_point(Entry::MergeBasic, "merge_basic", Book, Params::Level, Shared::Static),
         entry_point(Entry::MergeTiledOnly, "merge_tiled_only", Production, Params::LevelSplits, Shared::TiledTile),
@@ -152,6 +162,7 @@ pub(crate) const MANIFEST: [EntryPoint; 15] = {
         entry_point(Entry::GatherValidity32, "gather_validity_i32", Gather, Params::GatherValidity { wide: false }, Shared::Static),
         entry_point(Entry::GatherValidity64, "gather_validity_i64", Gather, Params::GatherValidity { wide: true }, Shared::Static),
         entry_point(Entry::RebaseIndices, "rebase_indices", Production, Params::RebaseIndices, Shared::Static),
+        entry_point(Entry::SortTiles, "sort_tiles", Sort, Params::SortTiles, Shared::SortTile),
     ]
 };
 
@@ -178,6 +189,7 @@ impl EntryPoint {
             Shared::Static => 0,
             Shared::TiledTile => policy.tiled_shared_bytes(key_bytes, index_bytes),
             Shared::KWayTiles => policy.kway_shared_bytes(key_bytes, index_bytes),
+            Shared::SortTile => policy.sort_shared_bytes(key_bytes),
         }
     }
 }
@@ -241,6 +253,7 @@ mod tests {
                         "const u8 *bits, const u64 *runs, u32 nruns, u32 *out, const u64 *idx, u64 n, u64 total, u32 *error"
                     }
                     Params::RebaseIndices => "index_t *idx, u64 begin, u64 end, const u64 *bounds, const u64 *delta, u32 nruns",
+                    Params::SortTiles => "Key *keys, index_t *idx, u64 n",
                 };
                 let found = defined.iter().find(|(n, _)| n == e.name);
                 assert_eq!(found.map(|(_, p)| p.as_str()), Some(expected), "{} in the {} sources", e.name, f.name());

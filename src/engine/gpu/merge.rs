@@ -129,10 +129,10 @@ pub(crate) fn merge_part(gpu: &Gpu, part: &Part, dst: &mut [MaybeUninit<u8>], op
 }
 
 /// The chunk events of an overlapped download, destroyed on drop.
-struct ChunkEvents(Vec<sys::CUevent>);
+pub(crate) struct ChunkEvents(pub Vec<sys::CUevent>);
 
 impl ChunkEvents {
-    fn new(n: usize) -> Result<ChunkEvents> {
+    pub fn new(n: usize) -> Result<ChunkEvents> {
         let mut events = ChunkEvents(Vec::with_capacity(n));
         for _ in 0..n {
             let e = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(gpu_err("creating events"))?;
@@ -198,7 +198,7 @@ fn merge_planned(
     let (idx, chunk_ends) = std::thread::scope(|scope| {
         prefault(scope, &mut *dst);
         upload_slices(gpu.cu_stream(), st.staging()?, part.srcs, keys0)?;
-        run_levels(gpu, st, planned, n, keys0, &events.0, rebase.as_ref())
+        run_levels(gpu, st, planned, n, keys0, 0, &events.0, rebase.as_ref())
     })?;
     let order = DownloadOrder { main: gpu.cu_stream(), chunk_events: &events.0, chunk_ends: &chunk_ends };
     download(dl.cu_stream(), st.staging()?, idx, dst, ib, &order)?;
@@ -215,18 +215,22 @@ pub(crate) struct RebaseTable {
 /// Most blocks of a rebase launch (it loops over the rest).
 const REBASE_MAX_BLOCKS: u64 = 4096;
 
-/// Queues every level on the device: input keys at `keys0` (read only), `n` keys. Returns
+/// Queues every level on the device: input keys at `keys0` (read only), `n` keys, and their
+/// indices at `in_idx0`, or 0 when an index is the key's position (a merge; the sort passes
+/// its tiles' positions, and its first level then loads them). Returns
 /// the device address of the final indices. When `chunk_events` is given, the last level
 /// is launched in that many chunks of blocks, each followed by its event, and the output
 /// position each chunk completes is returned alongside (for overlapping the download).
 /// With `rebase`, each chunk's indices (or the last level's) are made global right after
 /// it, before its event.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_levels(
     gpu: &Gpu,
     st: &mut State,
     planned: &Planned,
     n: usize,
     keys0: DevPtr,
+    in_idx0: DevPtr,
     chunk_events: &[sys::CUevent],
     rebase: Option<&RebaseTable>,
 ) -> Result<(DevPtr, Vec<u64>)> {
@@ -242,7 +246,7 @@ pub(crate) fn run_levels(
     let idx0 = st.buffer(Slot::Idx0, n * ib)?;
     let idx1 = if levels.len() > 1 { st.buffer(Slot::Idx1, n * ib)? } else { 0 };
     let launcher = Launcher { module, stream };
-    let (mut in_keys, mut in_idx) = (keys0, 0);
+    let (mut in_keys, mut in_idx) = (keys0, in_idx0);
     let mut chunk_ends = Vec::new();
     for (li, (l, off)) in levels.iter().zip(&offsets).enumerate() {
         let last = li + 1 == levels.len();
@@ -270,7 +274,7 @@ pub(crate) fn run_levels(
         // Grid level: the split of every tile boundary, for the kernels that read one.
         let splits = if kind.partitioned() { partition(&launcher, st, l, level, at(off.coarse_start))? } else { 0 };
         // Block level: the merge, in chunks of blocks on the last level when asked.
-        let entry = merge_entry(*kind, li == 0, last);
+        let entry = merge_entry(*kind, li == 0 && in_idx0 == 0, last);
         let chunked = last && !chunk_events.is_empty();
         for (c, (b0, b1)) in chunk_blocks(l.total_tiles(), if chunked { chunk_events.len() } else { 1 }).into_iter().enumerate() {
             level.block_offset = b0;

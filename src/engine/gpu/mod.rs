@@ -32,6 +32,8 @@
 //!   background thread;
 //! - `merge`: one merge, level by level; the last level runs in chunks so the download of
 //!   each chunk overlaps the merge of the next;
+//! - `sort`: the stable sort: tiles sorted in shared memory (cuda/sort_tiles.cu), then
+//!   merged by the tree of `merge`;
 //! - `multi`: a merge split across several devices: one output range per device by
 //!   co-rank, each device merging only its slices of the runs (`GpuOptions::devices`).
 //!
@@ -47,6 +49,7 @@ mod merge;
 mod multi;
 mod nvrtc;
 mod plan;
+mod sort;
 mod transfer;
 pub mod tuning;
 
@@ -159,4 +162,12 @@ pub fn device_name(device: usize) -> Result<String> {
 /// while the total fits, u64 beyond).
 pub fn merge_gpu(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions) -> Result<Indices> {
     merge::merge(keys, run_offsets, options)
+}
+
+/// Stable sort of `keys` on the first GPU of `options.devices`: for every output row the
+/// input position of its key, equal keys in input order, identical to
+/// [`crate::engine::sort::sort_cpu`] (u32 indices while the count fits, u64 beyond).
+/// Tiles sorted in shared memory, then merged by the pairwise co-rank tree (`sort`).
+pub fn sort_gpu(keys: &KeyColumn, options: &GpuOptions) -> Result<Indices> {
+    sort::sort(keys, options)
 }

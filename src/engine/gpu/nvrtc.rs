@@ -57,7 +57,7 @@ impl ModuleSpec {
             "#define KEY_WORDS {words}\n#define KEY_WORD_BITS {word_bits}\n#define INDEX_BITS {}\n\
              #define THREADS {}\n#define IPT_BASIC {}\n#define IPT_TILED {}\n#define IPT_CIRC {}\n\
              #define CIRC_SLOTS {}\n#define CIRC_TILES {}\n#define IPT_KWAY {}\n#define KWAY_COARSE {}\n\
-             #define TILED_MIN_BLOCKS {}\n",
+             #define TILED_MIN_BLOCKS {}\n#define IPT_SORT {}\n",
             self.index_bits,
             p.threads,
             p.ipt_basic,
@@ -67,7 +67,8 @@ impl ModuleSpec {
             p.circ_tiles,
             p.ipt_kway,
             p.kway_coarse,
-            p.tiled_min_blocks
+            p.tiled_min_blocks,
+            p.ipt_sort
         );
         std::iter::once(header.as_str()).chain(self.family.sources().iter().copied()).collect::<Vec<_>>().join("\n")
     }

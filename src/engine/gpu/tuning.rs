@@ -71,6 +71,9 @@ pub struct Policy {
     /// The tiled kernel's `__launch_bounds__` minimum of resident blocks per multiprocessor
     /// (1: let the compiler choose the registers; more caps them, maybe with spills).
     pub tiled_min_blocks: u32,
+    /// Items per thread of the sort's tile level (cuda/sort_tiles.cu): a sorted tile is
+    /// `threads * ipt_sort` keys.
+    pub ipt_sort: u32,
 }
 
 impl Policy {
@@ -89,6 +92,17 @@ impl Policy {
     /// ping-pong of its shared-memory merge rounds).
     pub fn kway_shared_bytes(&self, key_bytes: usize, index_bytes: usize) -> u32 {
         2 * self.padded_slots(self.ipt_kway) * (key_bytes + index_bytes) as u32
+    }
+
+    /// Dynamic shared bytes of a sort-tile block: one padded tile of keys and one of u32
+    /// tile positions.
+    pub fn sort_shared_bytes(&self, key_bytes: usize) -> u32 {
+        self.padded_slots(self.ipt_sort) * (key_bytes + 4) as u32
+    }
+
+    /// Keys per sorted tile of the sort's tile level.
+    pub fn sort_tile(&self) -> u64 {
+        (self.threads * self.ipt_sort) as u64
     }
 
     /// Static shared bytes of the circular kernel's buffers (keys and indices, A and B).
@@ -111,6 +125,9 @@ fn sm90(key_bytes: usize) -> Policy {
         ipt_kway: 4,
         kway_coarse: 32,
         tiled_min_blocks: if narrow { 4 } else { 1 },
+        // Not tuned yet (docs/PERFORMANCE.md): 4096-key tiles of keys up to 8 bytes, the
+        // CPU sort's tile; 2048 for wider keys (registers: a thread holds its keys).
+        ipt_sort: if narrow { 16 } else { 8 },
     }
 }
 
@@ -124,6 +141,9 @@ fn fallback(arch: Arch, key_bytes: usize, index_bytes: usize) -> Policy {
     }
     while p.ipt_kway > 1 && p.kway_shared_bytes(key_bytes, index_bytes) > limit {
         p.ipt_kway /= 2;
+    }
+    while p.ipt_sort > 1 && p.sort_shared_bytes(key_bytes) > limit {
+        p.ipt_sort /= 2;
     }
     while p.ipt_circ > 1 && p.circular_shared_bytes(key_bytes, index_bytes) > STATIC_SHARED_LIMIT {
         p.ipt_circ /= 2;
@@ -141,7 +161,7 @@ pub fn policy(arch: Arch, key_bytes: usize, index_bytes: usize) -> Policy {
 }
 
 /// The names [`set_overrides`] accepts.
-const OVERRIDABLE: [&str; 6] = ["ipt_basic", "ipt_tiled", "ipt_circ", "circ_tiles", "ipt_kway", "tiled_min_blocks"];
+const OVERRIDABLE: [&str; 7] = ["ipt_basic", "ipt_tiled", "ipt_circ", "circ_tiles", "ipt_kway", "tiled_min_blocks", "ipt_sort"];
 
 /// The overrides in force, and whether a module was built with them (then they are fixed:
 /// a module and the plans of its merges must agree on the tile sizes).
@@ -154,7 +174,7 @@ static OVERRIDES: Mutex<Overrides> = Mutex::new(Overrides { values: Vec::new(), 
 
 /// Replaces policy values for every architecture and key width, for tuning sweeps:
 /// `name=value,...` with names `ipt_basic`, `ipt_tiled`, `ipt_circ`, `circ_tiles`,
-/// `ipt_kway`, `tiled_min_blocks` and values 1..=32 (an empty string: no overrides).
+/// `ipt_kway`, `tiled_min_blocks`, `ipt_sort` and values 1..=32 (an empty string: no overrides).
 /// Call it before the first GPU merge of the process; afterwards (kernels compiled) it is
 /// an error, as is a malformed string.
 pub fn set_overrides(spec: &str) -> Result<()> {
@@ -186,6 +206,7 @@ fn apply(mut p: Policy, overrides: &[(&'static str, u32)]) -> Policy {
             "circ_tiles" => p.circ_tiles = v,
             "ipt_kway" => p.ipt_kway = v,
             "tiled_min_blocks" => p.tiled_min_blocks = v,
+            "ipt_sort" => p.ipt_sort = v,
             _ => unreachable!("parse_overrides accepts only OVERRIDABLE names"),
         }
     }
@@ -251,6 +272,8 @@ mod tests {
         let p = policy(Arch::SM90, 8, 4);
         assert_eq!(p.tiled_shared_bytes(8, 4), 52224);
         assert_eq!(p.kway_shared_bytes(8, 4), 30720);
+        assert_eq!((p.sort_tile(), p.sort_shared_bytes(8)), (4096, 52224));
+        assert_eq!(policy(Arch::SM90, 32, 8).sort_tile(), 2048);
     }
 
     /// Any other architecture gets a policy whose tiles fit its shared memory.
@@ -264,6 +287,7 @@ mod tests {
                         let p = policy(arch, kb, ib);
                         assert!(p.tiled_shared_bytes(kb, ib) <= limit, "{arch:?} {kb} {ib}: {p:?}");
                         assert!(p.kway_shared_bytes(kb, ib) <= limit, "{arch:?} {kb} {ib}: {p:?}");
+                        assert!(p.sort_shared_bytes(kb) <= limit, "{arch:?} {kb}: {p:?}");
                         assert!(p.circular_shared_bytes(kb, ib) <= STATIC_SHARED_LIMIT);
                         assert!(p.ipt_tiled >= 1 && p.ipt_kway >= 1 && p.ipt_circ >= 1);
                         assert_eq!(p.threads % 32, 0);

@@ -82,15 +82,15 @@ enum Shape {
 }
 
 /// `n` rows of random key columns `k0..` in `shape`, and an `id` column numbering them
-/// from `first_id` (it pins stability).
+/// from `first_id` (it pins stability). Values from `domain` choices, nulls with
+/// probability `null_p`.
 fn batch(
     rng: &mut Rng,
     types: &[DataType],
     options: &[SortOptions],
     shape: Shape,
     n: usize,
-    domain: u64,
-    null_p: f64,
+    (domain, null_p): (u64, f64),
     first_id: u64,
 ) -> RecordBatch {
     let sorted = sorted_run(rng, types, options, n, domain, null_p, first_id);
@@ -127,7 +127,7 @@ fn make_case(seed: u64, rows: &[Vec<usize>], types: &[DataType], shape: Shape, d
         let batches: Vec<RecordBatch> = groups
             .iter()
             .map(|&n| {
-                let b = batch(&mut rng, types, &options, shape, n, domain, null_p, next_id);
+                let b = batch(&mut rng, types, &options, shape, n, (domain, null_p), next_id);
                 next_id += n as u64;
                 b
             })
@@ -232,13 +232,13 @@ fn sizes_zero_and_one_and_all_equal_keys() {
         sort_and_check(&case, &[], &format!("rows {rows:?}"));
     }
     // All keys equal: the output is the input order (stability), with and without spills.
-    let case = make_case(5, &[vec![3000], vec![2000, 4000]], &[DataType::Utf8, DataType::Int32], Shape::Random, 1, 0.0);
+    let case = make_case(5, &[vec![30_000], vec![20_000, 40_000]], &[DataType::Utf8, DataType::Int32], Shape::Random, 1, 0.0);
     sort_and_check(&case, &[], "all equal");
     let limit = smallest_limit(&case).to_string();
     let summary = sort_and_check(&case, &["--memory-limit", &limit], "all equal, spilled");
     assert!(summary["spill_runs"].as_u64().unwrap() > 1, "{summary}");
     let ids: Vec<u64> = case.expected.column_by_name("id").unwrap().as_primitive::<UInt64Type>().values().to_vec();
-    assert_eq!(ids, (0..9000).collect::<Vec<u64>>());
+    assert_eq!(ids, (0..90_000).collect::<Vec<u64>>());
 }
 
 /// A memory limit that holds a small part of the rows: many sorted runs spilled, merged

@@ -232,13 +232,13 @@ fn sizes_zero_and_one_and_all_equal_keys() {
         sort_and_check(&case, &[], &format!("rows {rows:?}"));
     }
     // All keys equal: the output is the input order (stability), with and without spills.
-    let case = make_case(5, &[vec![30_000], vec![20_000, 40_000]], &[DataType::Utf8, DataType::Int32], Shape::Random, 1, 0.0);
+    let case = make_case(5, &[vec![30_000], vec![20_000, 40_000]], &[DataType::Utf8], Shape::Random, 1, 0.0);
     sort_and_check(&case, &[], "all equal");
     let limit = smallest_limit(&case).to_string();
     let summary = sort_and_check(&case, &["--memory-limit", &limit], "all equal, spilled");
     assert!(summary["spill_runs"].as_u64().unwrap() > 1, "{summary}");
     let ids: Vec<u64> = case.expected.column_by_name("id").unwrap().as_primitive::<UInt64Type>().values().to_vec();
-    assert_eq!(ids, (0..90_000).collect::<Vec<u64>>());
+    assert!(ids.iter().copied().eq(0..90_000), "all keys equal, yet the order is not the input order");
 }
 
 /// A memory limit that holds a small part of the rows: many sorted runs spilled, merged

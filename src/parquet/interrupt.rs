@@ -12,6 +12,11 @@
 //! leaked for the life of the process, so the handler never reads freed memory. Then it
 //! restores the default action and raises the signal again, so the exit status still says
 //! which signal ended the process. One path is registered at a time: the newest writer's.
+//!
+//! An external sort's spill directory ([`SpillDirGuard`]) is registered the same way: the
+//! handler unlinks its spill files, whose names it can build without allocating
+//! ([`spill_file_name`]: `run-NNNNNN.parquet`, numbered from 0, as many as were announced
+//! with [`SpillDirGuard::announce`]), then removes the (then empty) directory.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,6 +53,102 @@ impl Drop for TempGuard {
     }
 }
 
+/// The registered spill directory: a leaked, NUL-terminated C string, or 0.
+static SPILL_DIR: AtomicUsize = AtomicUsize::new(0);
+/// How many spill files (`run-000000.parquet` on) the directory may hold.
+static SPILL_FILES: AtomicUsize = AtomicUsize::new(0);
+
+/// The name of spill file `i` in a spill directory (the handler builds the same name).
+pub(crate) fn spill_file_name(i: usize) -> String {
+    format!("run-{i:06}.parquet")
+}
+
+/// Keeps a spill directory registered until dropped (one at a time, the newest).
+#[derive(Debug)]
+pub(crate) struct SpillDirGuard(usize);
+
+impl SpillDirGuard {
+    /// Registers `dir` before it is created.
+    pub(crate) fn register(dir: &Path) -> SpillDirGuard {
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            if let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) {
+                // Paths longer than the handler's buffer are not registered (nothing to
+                // clean on a signal, as on other systems).
+                if c.as_bytes().len() + 32 <= SIGNAL_PATH_BYTES {
+                    SPILL_FILES.store(0, Ordering::SeqCst);
+                    // Leaked on purpose, as TempGuard's.
+                    let p = c.into_raw() as usize;
+                    SPILL_DIR.store(p, Ordering::SeqCst);
+                    return SpillDirGuard(p);
+                }
+            }
+        }
+        let _ = dir;
+        SpillDirGuard(0)
+    }
+
+    /// Announces spill files `0..n` (call before creating the last of them).
+    pub(crate) fn announce(&self, n: usize) {
+        if self.0 != 0 && SPILL_DIR.load(Ordering::SeqCst) == self.0 {
+            SPILL_FILES.fetch_max(n, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for SpillDirGuard {
+    fn drop(&mut self) {
+        let _ = SPILL_DIR.compare_exchange(self.0, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+}
+
+/// Bytes of the handler's buffer for a spill file's path.
+const SIGNAL_PATH_BYTES: usize = 4096;
+
+/// Unlinks the registered spill files and removes the directory (async-signal-safe: no
+/// allocation, only unlink and rmdir).
+#[cfg(unix)]
+fn remove_spill_dir() {
+    let dir = SPILL_DIR.load(Ordering::SeqCst);
+    if dir == 0 {
+        return;
+    }
+    // SAFETY: `dir` is a NUL-terminated string leaked for the life of the process.
+    let dir_bytes = unsafe { std::ffi::CStr::from_ptr(dir as *const libc::c_char) }.to_bytes();
+    let mut buf = [0u8; SIGNAL_PATH_BYTES];
+    let n = dir_bytes.len();
+    if n + 32 > SIGNAL_PATH_BYTES {
+        return;
+    }
+    buf[..n].copy_from_slice(dir_bytes);
+    let prefix = b"/run-";
+    buf[n..n + prefix.len()].copy_from_slice(prefix);
+    let at = n + prefix.len();
+    for i in 0..SPILL_FILES.load(Ordering::SeqCst) {
+        // The digits of i, at least 6 (as spill_file_name's {i:06}).
+        let mut digits = [b'0'; 20];
+        let mut len = 0;
+        let mut v = i;
+        while v > 0 || len < 6 {
+            digits[len] = b'0' + (v % 10) as u8;
+            v /= 10;
+            len += 1;
+        }
+        let mut end = at;
+        for d in digits[..len].iter().rev() {
+            buf[end] = *d;
+            end += 1;
+        }
+        let suffix = b".parquet\0";
+        buf[end..end + suffix.len()].copy_from_slice(suffix);
+        // SAFETY: `buf` holds a NUL-terminated path.
+        unsafe { libc::unlink(buf.as_ptr() as *const libc::c_char) };
+    }
+    // SAFETY: `dir` is NUL-terminated (see above).
+    unsafe { libc::rmdir(dir as *const libc::c_char) };
+}
+
 #[cfg(unix)]
 extern "C" fn on_signal(sig: libc::c_int) {
     let p = TEMP_PATH.load(Ordering::SeqCst);
@@ -57,6 +158,10 @@ extern "C" fn on_signal(sig: libc::c_int) {
         if p != 0 {
             libc::unlink(p as *const libc::c_char);
         }
+    }
+    remove_spill_dir();
+    // SAFETY: as above.
+    unsafe {
         libc::signal(sig, libc::SIG_DFL);
         libc::raise(sig);
     }

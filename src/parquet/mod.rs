@@ -2,6 +2,7 @@
 //!
 //! - [`inputs`]: expand the inputs, settle the key, split files into sorted runs;
 //! - [`merge_files`](mod@merge_files): stream the runs through the frontier merge;
+//! - [`sort_files`](mod@sort_files): unsorted files sorted into one (an external merge sort);
 //! - [`passthrough`]: row groups that need no merge, copied unchanged;
 //! - [`writer`]: the output (temporary file, parallel column encoding, rename);
 //! - [`order_by`]: sort keys as a SQL `ORDER BY` list;
@@ -14,6 +15,7 @@ pub mod interrupt;
 pub mod merge_files;
 pub mod order_by;
 pub mod passthrough;
+pub mod sort_files;
 pub mod sorting_columns;
 pub mod writer;
 
@@ -21,4 +23,5 @@ pub use inputs::{expand_inputs, plan_merge, MergePlan};
 pub use merge_files::{merge_files, MergeFilesOptions, MergeSummary};
 pub use order_by::parse_order_by;
 pub use passthrough::Passthrough;
+pub use sort_files::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortSummary};
 pub use writer::{parse_compression, WriterSettings};

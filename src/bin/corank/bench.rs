@@ -8,9 +8,14 @@
 //!   (`scan_parquet(..).sort(k, maintain_order=True).sink_parquet(..)`), through `python3`
 //!   when their packages import.
 //!
+//! With `--sort`, the same files are sorted by a column they are not sorted by
+//! (`--sort-key`, `l_partkey`): `corank sort` against the same DataFusion, DuckDB and Polars
+//! queries by that column.
+//!
 //! Every contender is a separate process, timed wall clock, one after another on the same
-//! files; every output is checked (row count, key order). Prints one table and draws a PNG
-//! chart of rows/s by engine and input size.
+//! files; every output is checked (row count, key order, and a checksum of the rows' key
+//! and `l_orderkey` that must equal the inputs'). Prints one table and draws a PNG chart of
+//! rows/s by engine and input size.
 
 use crate::datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
 use crate::merge::group_digits;
@@ -34,15 +39,24 @@ pub struct BenchArgs {
     /// Where datasets are generated (and reused) and outputs written.
     #[arg(long, default_value = "target/corank-bench")]
     pub dir: PathBuf,
-    /// The PNG chart to draw.
-    #[arg(long, default_value = "docs/cli_bench.png")]
-    pub chart: PathBuf,
+    /// The PNG chart to draw (default docs/cli_bench.png, with --sort docs/cli_sort_bench.png).
+    #[arg(long)]
+    pub chart: Option<PathBuf>,
     /// The Python that runs DuckDB and Polars.
     #[arg(long, default_value = "python3")]
     pub python: String,
     /// Contenders to run (default: all that are available).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Sort the files by --sort-key (`corank sort`) instead of merging them by their key.
+    #[arg(long)]
+    pub sort: bool,
+    /// The column `--sort` sorts by (one the files are not sorted by).
+    #[arg(long, default_value = "l_partkey")]
+    pub sort_key: String,
+    /// `--memory-limit` of corank (both commands).
+    #[arg(long, default_value = "2GiB")]
+    pub memory_limit: String,
 }
 
 /// Hidden: `corank datafusion-copy OUT KEY FILE...`, the stock DataFusion contender.
@@ -100,39 +114,47 @@ fn contenders(args: &BenchArgs) -> Vec<(String, String)> {
     all
 }
 
-fn command_for(contender: &str, python: &str, files: &[PathBuf], output: &Path) -> Command {
+fn command_for(contender: &str, args: &BenchArgs, files: &[PathBuf], output: &Path) -> Command {
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("corank"));
+    let (command, key) = if args.sort { ("sort", args.sort_key.as_str()) } else { ("merge", LINEITEM_KEY) };
     let mut cmd;
     match contender {
         "corank-gpu" | "corank-cpu" => {
             cmd = Command::new(exe);
-            cmd.args(["merge", "-q", "--force", "--by", LINEITEM_KEY, "--engine", &contender[7..], "--compression", "zstd(3)", "-o"]);
+            cmd.args([command, "-q", "--force", "--by", key, "--engine", &contender[7..], "--compression", "zstd(3)"]);
+            cmd.args(["--memory-limit", &args.memory_limit, "-o"]);
             cmd.arg(output);
             cmd.args(files);
         }
         "datafusion" => {
             cmd = Command::new(exe);
-            cmd.arg("datafusion-copy").arg(output).arg(LINEITEM_KEY).args(files);
+            cmd.arg("datafusion-copy").arg(output).arg(key).args(files);
         }
         other => {
-            cmd = Command::new(python);
-            cmd.args(["-c", if other == "duckdb" { DUCKDB } else { POLARS }]).arg(output).arg(LINEITEM_KEY).args(files);
+            cmd = Command::new(&args.python);
+            cmd.args(["-c", if other == "duckdb" { DUCKDB } else { POLARS }]).arg(output).arg(key).args(files);
         }
     }
     cmd
 }
 
-/// Rows of `path` and whether its key column is in order.
-fn check_output(path: &Path) -> Result<(usize, bool)> {
-    let (mut rows, mut last, mut sorted) = (0, i64::MIN, true);
-    for b in crate::demo::read_column(&[path.to_path_buf()], LINEITEM_KEY)? {
-        for &k in b.column(0).as_primitive::<Int64Type>().values() {
-            sorted &= k >= last;
-            last = k;
-            rows += 1;
-        }
+/// Rows of `paths`, whether their `key` column (Int64) is in order, and a checksum of the
+/// rows' (`key`, `l_orderkey`) pairs that does not depend on their order.
+fn check_output(paths: &[PathBuf], key: &str) -> Result<(usize, bool, u64)> {
+    let (mut rows, mut last, mut sorted, mut sum) = (0, i64::MIN, true, 0u64);
+    let keys = crate::demo::read_column(paths, key)?;
+    let orderkeys = crate::demo::read_column(paths, LINEITEM_KEY)?;
+    let orderkeys = orderkeys.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().iter().copied());
+    let keys = keys.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().iter().copied().collect::<Vec<_>>());
+    for (k, o) in keys.zip(orderkeys) {
+        sorted &= k >= last;
+        last = k;
+        rows += 1;
+        let mut h = (k as u64).wrapping_mul(0x9e3779b97f4a7c15) ^ (o as u64).rotate_left(29);
+        h ^= h >> 31;
+        sum = sum.wrapping_add(h.wrapping_mul(0xbf58476d1ce4e5b9));
     }
-    Ok((rows, sorted))
+    Ok((rows, sorted, sum))
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
@@ -153,12 +175,14 @@ pub fn run(args: BenchArgs) -> Result<()> {
         let total = per_file * args.files;
         let bytes: u64 = files.iter().filter_map(|f| f.metadata().ok()).map(|m| m.len()).sum();
         eprintln!("dataset: {} files, {} rows, {:.1} MiB", args.files, group_digits(total), bytes as f64 / (1 << 20) as f64);
+        let key = if args.sort { args.sort_key.as_str() } else { LINEITEM_KEY };
+        let (_, _, input_sum) = check_output(&files, key)?;
         // 2. Each contender, one run, output checked.
         for (name, _) in &contenders {
             let output = args.dir.join(format!("out-{name}.parquet"));
             let _ = std::fs::remove_file(&output);
             let t = Instant::now();
-            let status = command_for(name, &args.python, &files, &output).status();
+            let status = command_for(name, &args, &files, &output).status();
             let seconds = t.elapsed().as_secs_f64();
             match status {
                 Ok(s) if s.success() => {}
@@ -167,18 +191,29 @@ pub fn run(args: BenchArgs) -> Result<()> {
                     continue;
                 }
             }
-            let (out_rows, sorted) = check_output(&output)?;
-            if out_rows != total || !sorted {
-                return Err(Error::File { path: output, detail: format!("{name}: {out_rows} rows of {total}, sorted: {sorted}") });
+            let (out_rows, sorted, sum) = check_output(std::slice::from_ref(&output), key)?;
+            if out_rows != total || !sorted || sum != input_sum {
+                return Err(Error::File {
+                    path: output,
+                    detail: format!(
+                        "{name}: {out_rows} rows of {total}, sorted by {key}: {sorted}, rows as the inputs': {}",
+                        sum == input_sum
+                    ),
+                });
             }
             let _ = std::fs::remove_file(&output);
             eprintln!("{name:>11}: {seconds:.2} s");
             results.push(Measurement { rows: total, contender: name.clone(), seconds });
         }
     }
+    if args.sort {
+        println!("sort by {} (corank sort, --memory-limit {})", args.sort_key, args.memory_limit);
+    }
     print_table(&results, &contenders);
-    crate::chart::draw(&args.chart, &results)?;
-    println!("chart: {}", args.chart.display());
+    let chart =
+        args.chart.clone().unwrap_or_else(|| PathBuf::from(if args.sort { "docs/cli_sort_bench.png" } else { "docs/cli_bench.png" }));
+    crate::chart::draw(&chart, &results)?;
+    println!("chart: {}", chart.display());
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! corank merge INPUT... -o OUTPUT [--by "k DESC NULLS LAST, j"] [--engine auto|gpu|cpu] [--json] [--dry-run]
+//! corank sort INPUT... -o OUTPUT --by "k DESC NULLS LAST, j" [--memory-limit 2GiB] [--temp-dir DIR] [--json] [--dry-run]
 //! corank demo       # generate sorted files, merge, verify (no GPU needed)
 //! corank bench      # corank against DataFusion, DuckDB and Polars; table and PNG chart
 //! ```
@@ -21,6 +22,7 @@ mod logging;
 mod merge;
 #[path = "../../show_bytes.rs"]
 mod show_bytes;
+mod sort;
 
 use clap::{Args, Parser, Subcommand};
 use corank::Error;
@@ -37,6 +39,9 @@ struct Cli {
 enum Command {
     /// Merge sorted Parquet files (or files whose row groups are each sorted) into one sorted file.
     Merge(merge::MergeArgs),
+    /// Sort Parquet files in any order into one sorted file (stable; an external merge sort
+    /// in bounded memory, sorted runs spilled to a temporary directory).
+    Sort(sort::SortArgs),
     /// Generate sorted Parquet files in a temporary directory, merge them and verify the result.
     Demo(demo::DemoArgs),
     /// Compare corank with DataFusion, DuckDB and Polars on generated lineitem files.
@@ -191,13 +196,16 @@ fn main() -> ExitCode {
     };
     let (verbose, json) = match &cli.command {
         Command::Merge(args) => (args.verbose, args.json),
+        Command::Sort(args) => (args.verbose, args.json),
         _ => (0, false),
     };
     logging::init(verbose);
-    // Ctrl-C (or SIGTERM, SIGHUP) during a merge removes the temporary output file.
+    // Ctrl-C (or SIGTERM, SIGHUP) during a merge or a sort removes the temporary output
+    // file (and a sort's spill directory).
     corank::parquet::interrupt::remove_temp_file_on_signal();
     let result = match cli.command {
         Command::Merge(args) => merge::run(args),
+        Command::Sort(args) => sort::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Bench(args) => bench::run(args),
         Command::DatafusionCopy(args) => bench::datafusion_copy(args),

@@ -118,7 +118,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
 
 /// Prints `text` and a newline on stdout. A closed stdout (EPIPE) is not an error; another
 /// failure is, saying what could not be printed.
-fn print_stdout(text: &str, what: &str) -> Result<()> {
+pub fn print_stdout(text: &str, what: &str) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
         Ok(()) => Ok(()),
@@ -203,7 +203,7 @@ fn merge_prepared(args: &MergeArgs, prepared: &Prepared) -> Result<MergeSummary>
     result
 }
 
-fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
+pub fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
     // Hidden when stderr is not a terminal (indicatif checks) or with --quiet.
     let target = if quiet { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
     let bar = ProgressBar::with_draw_target(Some(total), target);
@@ -386,7 +386,13 @@ pub struct PlannedEngine {
 
 /// The engine of `corank merge` with these arguments, as the merge chooses it.
 fn planned_engine(args: &MergeArgs, plan: &MergePlan) -> Result<PlannedEngine> {
-    let options = args.engine.options();
+    planned_engine_for(&args.engine, plan)
+}
+
+/// The engine of a command with these engine flags over `plan`'s rows (`corank merge`,
+/// `corank sort`).
+pub fn planned_engine_for(engine: &EngineArgs, plan: &MergePlan) -> Result<PlannedEngine> {
+    let options = engine.options();
     let strict = options.on_gpu_failure == OnGpuFailure::Error;
     let planned = |engine, device: Option<String>, gpu_unavailable, note: String| PlannedEngine { engine, device, gpu_unavailable, note };
     Ok(match options.engine {

@@ -1,0 +1,712 @@
+//! Sorting Parquet files that are not sorted into one sorted Parquet file, in bounded
+//! memory: an external merge sort.
+//!
+//! 1. **Runs.** The inputs are read in order (files as given, row groups and rows in file
+//!    order) into chunks of up to [`SortPlan::chunk_bytes`]; each chunk is sorted stably
+//!    ([`crate::sort_permutation`], on the engine of [`SortFilesOptions::engine`]) and
+//!    written as a sorted **spill run** (`run-NNNNNN.parquet`, LZ4 by default) into a spill
+//!    directory of its own (`.corank-sort-<hex>` under [`SortFilesOptions::temp_dir`]).
+//!    When every row fits one chunk, the sorted chunk is the output and nothing is spilled.
+//! 2. **Merge.** The runs, in chunk order, are merged into the output by
+//!    [`merge_files`](super::merge_files()), which writes the output as a merge does (a
+//!    temporary file renamed into place when complete, `sorting_columns` set). Chunk `i`
+//!    holds rows that come before chunk `i + 1`'s in the input, and the merge breaks ties by
+//!    run, so the output is the **stable** sort of the concatenation of the inputs. When
+//!    the limit cannot hold a window of every run at once, neighbouring runs are first
+//!    merged into longer runs (a pass of its own, stable for the same reason) until it can.
+//!
+//! The spill directory is removed when the sort ends, whether it succeeds or fails, and by
+//! the signal handler of [`super::interrupt`] when a signal (Ctrl-C) ends the process.
+//!
+//! Memory (`memory_limit` = B): the inputs' Parquet decoders D (one file is read at a
+//! time); of the rest R = B − D, half for the chunk (its Arrow data plus
+//! [`SORT_BYTES_PER_ROW`] a row for the key words and the permutation), R/16 for a piece of
+//! the sorted chunk gathered for the writer, R/4 for the row groups being encoded; the rest
+//! is slack. The merge of the runs keeps to the same limit ([`super::merge_files`]'s module
+//! doc).
+
+use super::inputs::{conform, decoded_bytes, decoder_bytes, open_input, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
+use super::interrupt::{spill_file_name, SpillDirGuard};
+use super::merge_files::{merge_files, peak_memory, window_budgets, MergeFilesOptions, MergeSummary};
+use super::passthrough::Passthrough;
+use super::writer::{common_parquet_schema, SortedParquetWriter, WriterSettings, Written, ROW_GROUPS_IN_FLIGHT};
+use crate::error::{Error, Result};
+use crate::options::{Engine, EngineOptions};
+use crate::permutation::{Indices, Permutation};
+use crate::show_bytes::show_bytes;
+use crate::sort::{sort_permutation, SortBatchesOptions};
+use crate::sort_key::SortKey;
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::Compression;
+use parquet::file::metadata::KeyValue;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Bytes a chunk's row costs the sort on top of its own: key words (up to 32 bytes), the
+/// permutation and the engine's scratch.
+pub const SORT_BYTES_PER_ROW: usize = 64;
+/// Fewest rows a chunk must hold; a smaller memory limit is refused.
+pub const MIN_CHUNK_ROWS: usize = 1024;
+/// Rows per batch handed to the writer.
+const BATCH_ROWS: usize = 8192;
+
+/// Settings of a file sort.
+#[derive(Debug, Clone)]
+pub struct SortFilesOptions {
+    /// Which engine sorts the chunks and merges the runs.
+    pub engine: EngineOptions,
+    /// Approximate cap on the memory the sort holds, in bytes.
+    pub memory_limit: usize,
+    /// The output's settings.
+    pub writer: WriterSettings,
+    /// Where the spill directory goes; `None`: beside the output.
+    pub temp_dir: Option<PathBuf>,
+    /// The spill runs' codec (fast: they are read once).
+    pub spill_compression: Compression,
+}
+
+impl Default for SortFilesOptions {
+    fn default() -> Self {
+        Self {
+            engine: EngineOptions::default(),
+            memory_limit: 2 << 30,
+            writer: WriterSettings::default(),
+            temp_dir: None,
+            spill_compression: Compression::LZ4_RAW,
+        }
+    }
+}
+
+/// What a file sort will do, worked out from the footers before a row is read.
+#[derive(Debug, Clone)]
+pub struct SortPlan {
+    /// The inputs, their common schema and the key (a [`MergePlan`] whose runs are the
+    /// inputs' row groups; the sort does not need them sorted).
+    pub inputs: MergePlan,
+    /// Estimated memory of the inputs' Parquet decoders (the largest row group's).
+    pub decoder_bytes: usize,
+    /// Most bytes of a chunk (Arrow data plus [`SORT_BYTES_PER_ROW`] a row).
+    pub chunk_bytes: usize,
+    /// Rows per decoded input batch.
+    pub read_rows: usize,
+    /// Estimated number of chunks (1: no spill).
+    pub estimated_runs: usize,
+    /// Most bytes of Arrow data per row group of a spill run or a one-chunk output.
+    pub row_group_bytes: usize,
+    /// Bytes of each piece of a sorted chunk handed to the writer.
+    pub piece_bytes: usize,
+    /// Where the spill directory would go.
+    pub temp_dir: PathBuf,
+}
+
+/// What a finished sort did.
+#[derive(Debug, Clone)]
+pub struct SortSummary {
+    pub rows: usize,
+    pub input_files: usize,
+    pub input_bytes: u64,
+    pub output_bytes: u64,
+    pub output_row_groups: usize,
+    /// Sorted runs written in phase 1 (0 when the rows fit one chunk and went straight to
+    /// the output).
+    pub spill_runs: usize,
+    /// Bytes of those runs.
+    pub spill_bytes: u64,
+    /// Passes that merged neighbouring runs into longer ones before the final merge.
+    pub intermediate_passes: usize,
+    /// Runs the final merge read (1 without spill: the sorted chunk).
+    pub final_runs: usize,
+    /// Chunks sorted on the CPU and on the GPU.
+    pub sorts_cpu: usize,
+    pub sorts_gpu: usize,
+    /// Rounds of the merges (intermediate and final) on the CPU and the GPU.
+    pub rounds_cpu: usize,
+    pub rounds_gpu: usize,
+    /// The chunk budget in bytes.
+    pub chunk_bytes: usize,
+    pub elapsed: Duration,
+    /// Reading and decoding the inputs.
+    pub read_time: Duration,
+    /// Sorting the chunks (keys and permutation).
+    pub sort_time: Duration,
+    /// Gathering and writing the sorted chunks (spill runs, or the output).
+    pub spill_time: Duration,
+    /// The merges of the runs (intermediate and final).
+    pub merge_time: Duration,
+    /// The process's peak resident memory at the end ([`peak_memory`]).
+    pub peak_memory: Option<u64>,
+}
+
+impl SortSummary {
+    /// `gpu`, `cpu`, or `gpu+cpu` when sorts or rounds ran on both.
+    pub fn engine(&self) -> &'static str {
+        match (self.sorts_gpu + self.rounds_gpu > 0, self.sorts_cpu + self.rounds_cpu > 0) {
+            (true, true) => "gpu+cpu",
+            (true, false) => "gpu",
+            _ => "cpu",
+        }
+    }
+}
+
+/// Which phase a progress report is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortPhase {
+    /// Rows read and sorted into runs so far.
+    Runs,
+    /// Rows of the final output written so far.
+    Merge,
+}
+
+/// The directory the spill directory goes into: `temp_dir`, else the output's directory.
+fn spill_parent(output: &Path, temp_dir: Option<&Path>) -> PathBuf {
+    match temp_dir {
+        Some(d) => d.to_path_buf(),
+        None => match output.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        },
+    }
+}
+
+/// Opens the inputs, checks their schemas and the key (as [`plan_merge_with`] does, with the
+/// same errors), and sizes the chunks for `options.memory_limit`; a limit that cannot hold
+/// [`MIN_CHUNK_ROWS`] rows is refused with the limit that would do.
+pub fn plan_sort(
+    paths: &[PathBuf],
+    by: Option<Vec<SortKey>>,
+    plan_options: &PlanOptions,
+    output: &Path,
+    options: &SortFilesOptions,
+) -> Result<SortPlan> {
+    let inputs = plan_merge_with(paths, by, plan_options)?;
+    let decoders =
+        inputs.files.iter().flat_map(|f| (0..f.metadata.metadata().num_row_groups()).map(move |g| decoder_bytes(f, g))).max().unwrap_or(0)
+            as usize;
+    let row_bytes = inputs.row_bytes + SORT_BYTES_PER_ROW;
+    let rest = options.memory_limit.saturating_sub(decoders);
+    let chunk_bytes = rest / 2;
+    let needed = MIN_CHUNK_ROWS * row_bytes;
+    let row_group_bytes = options.writer.row_group_bytes.min((rest / 4 / (ROW_GROUPS_IN_FLIGHT + 1) / 2).max(1 << 20));
+    // The merge of two spilled runs needs their decoders within half the limit (estimated
+    // as the merge does: per column half its chunk of a row group, at most 512 KiB, and
+    // the decompression context).
+    let columns = inputs.files.first().map_or(1, |f| f.metadata.parquet_schema().num_columns().max(1));
+    let run_decoders = columns * ((row_group_bytes / columns).min(1 << 20) / 2 + super::inputs::DECODER_BYTES_PER_COLUMN as usize);
+    let spills = inputs.total_rows * row_bytes > chunk_bytes;
+    if chunk_bytes < needed || decoders > options.memory_limit / 2 || (spills && 4 * run_decoders > options.memory_limit) {
+        let at_least = (decoders + 2 * needed).max(2 * decoders).max(if spills { 4 * run_decoders } else { 0 });
+        return Err(Error::InvalidArgument(format!(
+            "`memory_limit` {} is too small to sort rows of about {} bytes with {} of Parquet decoders; it needs at least {}",
+            show_bytes(options.memory_limit as u64),
+            inputs.row_bytes,
+            show_bytes(decoders as u64),
+            show_bytes(at_least.next_multiple_of(1 << 20) as u64)
+        )));
+    }
+    let read_rows = (chunk_bytes / 8 / row_bytes).clamp(1, 65536);
+    let total = inputs.total_rows * row_bytes;
+    let estimated_runs = total.div_ceil(chunk_bytes).max(1);
+    Ok(SortPlan {
+        inputs,
+        decoder_bytes: decoders,
+        chunk_bytes,
+        read_rows,
+        estimated_runs,
+        row_group_bytes,
+        piece_bytes: (rest / 16).max(1 << 20),
+        temp_dir: spill_parent(output, options.temp_dir.as_deref()),
+    })
+}
+
+/// A spill directory: created empty, registered for the signal handler before it exists,
+/// removed with everything in it when dropped.
+struct SpillDir {
+    path: PathBuf,
+    guard: SpillDirGuard,
+    /// Spill files named so far (`run-000000.parquet` on).
+    next: usize,
+}
+
+impl SpillDir {
+    fn create(parent: &Path) -> Result<SpillDir> {
+        use std::hash::{BuildHasher, Hasher};
+        let context = "cannot create the spill directory (set the temporary directory with --temp-dir)";
+        for attempt in 0..64u32 {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(std::process::id());
+            h.write_u32(attempt);
+            h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+            let path = parent.join(format!(".corank-sort-{:016x}", h.finish()));
+            let guard = SpillDirGuard::register(&path);
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Ok(SpillDir { path, guard, next: 0 }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(parent, context, e)),
+            }
+        }
+        Err(Error::io(parent, context, std::io::Error::new(std::io::ErrorKind::AlreadyExists, "no free directory name")))
+    }
+
+    /// The path of the next spill file (announced to the signal handler first).
+    fn next_file(&mut self) -> PathBuf {
+        let i = self.next;
+        self.next += 1;
+        self.guard.announce(self.next);
+        self.path.join(spill_file_name(i))
+    }
+}
+
+impl Drop for SpillDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            log::warn!("cannot remove the spill directory {}: {e}", self.path.display());
+        }
+    }
+}
+
+/// The footer metadata the output keeps: the inputs' key-value pairs, the first file's value
+/// where they disagree (the Arrow schema is written anew), as a merge keeps them.
+fn kept_metadata(files: &[InputFile]) -> Vec<KeyValue> {
+    let mut kept: Vec<KeyValue> = Vec::new();
+    for f in files {
+        for kv in f.metadata.metadata().file_metadata().key_value_metadata().into_iter().flatten() {
+            if kv.key != "ARROW:schema" && !kept.iter().any(|k| k.key == kv.key) {
+                kept.push(kv.clone());
+            }
+        }
+    }
+    kept
+}
+
+/// Memory of a batch's rows (a slice at its share of its buffers).
+fn batch_bytes(b: &RecordBatch) -> usize {
+    b.columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size())).sum()
+}
+
+/// The inputs' rows in order, in batches of the plan's schema.
+struct InputReader<'a> {
+    plan: &'a SortPlan,
+    file: usize,
+    reader: Option<parquet::arrow::arrow_reader::ParquetRecordBatchReader>,
+    /// Rows read from the current file.
+    file_rows: usize,
+    rows: usize,
+}
+
+impl InputReader<'_> {
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        let files = &self.plan.inputs.files;
+        loop {
+            if self.file >= files.len() {
+                return Ok(None);
+            }
+            let f = &files[self.file];
+            if self.reader.is_none() {
+                let file = std::fs::File::open(&f.path).map_err(|e| Error::io(&f.path, "", e))?;
+                let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, f.metadata.clone())
+                    .with_batch_size(self.plan.read_rows)
+                    .build()
+                    .map_err(|e| Error::parquet(&f.path, "", e))?;
+                self.reader = Some(reader);
+                self.file_rows = 0;
+            }
+            match self.reader.as_mut().expect("opened above").next() {
+                Some(Ok(b)) => {
+                    self.file_rows += b.num_rows();
+                    self.rows += b.num_rows();
+                    return Ok(Some(conform(b, &self.plan.inputs.schema)?));
+                }
+                Some(Err(e)) => {
+                    return Err(Error::File { path: f.path.clone(), detail: format!("reading the rows after row {}: {e}", self.file_rows) })
+                }
+                None => {
+                    let expected = f.metadata.metadata().file_metadata().num_rows().max(0) as usize;
+                    if self.file_rows != expected {
+                        return Err(Error::File {
+                            path: f.path.clone(),
+                            detail: format!("the file ended after {} of the {expected} rows its metadata counts", self.file_rows),
+                        });
+                    }
+                    self.reader = None;
+                    self.file += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Sorts one chunk and writes it to `writer` in pieces; returns the engine that sorted.
+fn sort_chunk_into(
+    chunk: &[RecordBatch],
+    keys: &[SortKey],
+    engine: &EngineOptions,
+    piece_bytes: usize,
+    writer: &mut SortedParquetWriter,
+    sort_time: &mut Duration,
+    spill_time: &mut Duration,
+) -> Result<Engine> {
+    let t = Instant::now();
+    let options = SortBatchesOptions::default().with_engine_options(*engine).with_batch_size(BATCH_ROWS);
+    let perm = sort_permutation(chunk, keys, &options)?;
+    *sort_time += t.elapsed();
+    let t = Instant::now();
+    let rows = perm.len();
+    let bytes: usize = chunk.iter().map(batch_bytes).sum();
+    let piece_rows = (piece_bytes / (bytes / rows.max(1)).max(1)).max(BATCH_ROWS) / BATCH_ROWS * BATCH_ROWS;
+    let mut at = 0;
+    while at < rows {
+        let end = (at + piece_rows).min(rows);
+        let indices = match &perm.indices {
+            Indices::U32(v) => Indices::U32(v[at..end].to_vec()),
+            Indices::U64(v) => Indices::U64(v[at..end].to_vec()),
+        };
+        let part = Permutation { indices, ..perm.clone_without_indices() };
+        for b in crate::gather::gather(chunk, &part, BATCH_ROWS)? {
+            writer.write(b)?;
+        }
+        at = end;
+    }
+    *spill_time += t.elapsed();
+    Ok(perm.engine)
+}
+
+/// A sorted run written to the spill directory.
+struct SpilledRun {
+    path: PathBuf,
+    rows: usize,
+}
+
+/// Sorts the inputs of `plan` into `output` (see the module doc). `progress` is called with
+/// the phase and the rows done in it. On any error the output is left as it was and the
+/// spill directory is removed.
+pub fn sort_files(
+    plan: &SortPlan,
+    output: &Path,
+    options: &SortFilesOptions,
+    progress: &(dyn Fn(SortPhase, usize) + Sync),
+) -> Result<SortSummary> {
+    let start = Instant::now();
+    let inputs = &plan.inputs;
+    if options.engine.engine == Engine::Gpu || (options.engine.engine == Engine::Auto && inputs.total_rows >= options.engine.gpu_min_rows) {
+        crate::engine::warm_up_gpu(&options.engine);
+    }
+    super::writer::check_output(output, options.writer.overwrite)?;
+    let parquet_schema = common_parquet_schema(&inputs.files, &inputs.schema);
+    let metadata = kept_metadata(&inputs.files);
+    let mut spill_settings = options.writer.clone();
+    spill_settings.row_group_bytes = plan.row_group_bytes;
+    spill_settings.overwrite = false;
+    let mut output_settings = spill_settings.clone();
+    output_settings.overwrite = options.writer.overwrite;
+    spill_settings.compression = options.spill_compression;
+    // Created up front: a directory that cannot be written fails before any work.
+    let mut spill_dir = if plan.estimated_runs > 1 { Some(SpillDir::create(&plan.temp_dir)?) } else { None };
+
+    let mut summary = SortSummary {
+        rows: 0,
+        input_files: inputs.files.len(),
+        input_bytes: inputs.total_bytes,
+        output_bytes: 0,
+        output_row_groups: 0,
+        spill_runs: 0,
+        spill_bytes: 0,
+        intermediate_passes: 0,
+        final_runs: 1,
+        sorts_cpu: 0,
+        sorts_gpu: 0,
+        rounds_cpu: 0,
+        rounds_gpu: 0,
+        chunk_bytes: plan.chunk_bytes,
+        elapsed: Duration::ZERO,
+        read_time: Duration::ZERO,
+        sort_time: Duration::ZERO,
+        spill_time: Duration::ZERO,
+        merge_time: Duration::ZERO,
+        peak_memory: None,
+    };
+    let mut reader = InputReader { plan, file: 0, reader: None, file_rows: 0, rows: 0 };
+    let mut runs: Vec<SpilledRun> = Vec::new();
+    let mut chunk: Vec<RecordBatch> = Vec::new();
+    let mut chunk_bytes = 0;
+    let mut pending: Option<RecordBatch> = None;
+    let count_engine = |summary: &mut SortSummary, e: Engine| match e {
+        Engine::Gpu => summary.sorts_gpu += 1,
+        _ => summary.sorts_cpu += 1,
+    };
+    // Phase 1: chunks, sorted; each spilled unless it is the only one.
+    loop {
+        let t = Instant::now();
+        let mut done = false;
+        loop {
+            let next = match pending.take() {
+                Some(b) => Some(b),
+                None => reader.next_batch()?,
+            };
+            let Some(b) = next else {
+                done = true;
+                break;
+            };
+            let bytes = batch_bytes(&b) + b.num_rows() * SORT_BYTES_PER_ROW;
+            if !chunk.is_empty() && chunk_bytes + bytes > plan.chunk_bytes {
+                pending = Some(b);
+                break;
+            }
+            chunk_bytes += bytes;
+            if b.num_rows() > 0 {
+                chunk.push(b);
+            }
+        }
+        summary.read_time += t.elapsed();
+        if done && runs.is_empty() {
+            // Everything fits one chunk: sorted straight into the output.
+            let rows: usize = chunk.iter().map(RecordBatch::num_rows).sum();
+            check_rows(rows, inputs.total_rows, output)?;
+            let mut writer = SortedParquetWriter::create(
+                output,
+                inputs.schema.clone(),
+                parquet_schema.clone(),
+                &inputs.keys,
+                metadata.clone(),
+                rows,
+                output_settings.clone(),
+            )?;
+            if rows > 0 {
+                let e = sort_chunk_into(
+                    &chunk,
+                    &inputs.keys,
+                    &options.engine,
+                    plan.piece_bytes,
+                    &mut writer,
+                    &mut summary.sort_time,
+                    &mut summary.spill_time,
+                )?;
+                count_engine(&mut summary, e);
+            }
+            drop(chunk);
+            progress(SortPhase::Runs, rows);
+            let t = Instant::now();
+            let written = writer.finish()?;
+            summary.spill_time += t.elapsed();
+            progress(SortPhase::Merge, rows);
+            finish_summary(&mut summary, &written, start);
+            return Ok(summary);
+        }
+        if !chunk.is_empty() {
+            if spill_dir.is_none() {
+                spill_dir = Some(SpillDir::create(&plan.temp_dir)?);
+            }
+            let dir = spill_dir.as_mut().expect("created above");
+            let path = dir.next_file();
+            let rows: usize = chunk.iter().map(RecordBatch::num_rows).sum();
+            let mut writer = SortedParquetWriter::create(
+                &path,
+                inputs.schema.clone(),
+                parquet_schema.clone(),
+                &inputs.keys,
+                metadata.clone(),
+                rows,
+                spill_settings.clone(),
+            )?;
+            let e = sort_chunk_into(
+                &chunk,
+                &inputs.keys,
+                &options.engine,
+                plan.piece_bytes,
+                &mut writer,
+                &mut summary.sort_time,
+                &mut summary.spill_time,
+            )?;
+            count_engine(&mut summary, e);
+            chunk.clear();
+            chunk_bytes = 0;
+            let t = Instant::now();
+            let written = writer.finish()?;
+            summary.spill_time += t.elapsed();
+            summary.spill_bytes += written.bytes;
+            log::debug!("spill run {}: {} rows, {}", runs.len(), rows, show_bytes(written.bytes));
+            runs.push(SpilledRun { path, rows });
+            progress(SortPhase::Runs, reader.rows);
+        }
+        if done {
+            break;
+        }
+    }
+    let total: usize = runs.iter().map(|r| r.rows).sum();
+    check_rows(total, inputs.total_rows, output)?;
+    summary.spill_runs = runs.len();
+    let dir = spill_dir.as_mut().expect("runs were spilled");
+    log::info!("{} rows sorted into {} runs ({} spilled); merging", total, runs.len(), show_bytes(summary.spill_bytes));
+
+    // Phase 2: merge the runs, first into longer runs while the limit cannot hold them all.
+    let merge_options = MergeFilesOptions {
+        engine: options.engine,
+        memory_limit: options.memory_limit,
+        writer: spill_settings.clone(),
+        passthrough: Passthrough::Never,
+    };
+    let mut files: Vec<InputFile> = runs.iter().map(|r| open_input(&r.path)).collect::<Result<_>>()?;
+    loop {
+        let fan_in = max_fan_in(&files, inputs, &merge_options)?;
+        if fan_in >= files.len() {
+            break;
+        }
+        summary.intermediate_passes += 1;
+        // Where one merge of the first runs brings the rest within reach, only as many as
+        // needed; otherwise a pass over all runs, `fan_in` at a time. Groups are runs next to
+        // each other, so ties keep input order.
+        let group = if files.len() - fan_in < fan_in { files.len() - fan_in + 1 } else { fan_in };
+        log::info!("merge pass {}: {} runs, {} at a time", summary.intermediate_passes, files.len(), group);
+        let mut next = Vec::new();
+        let partial = files.len() - fan_in < fan_in;
+        for (g, group) in files.chunks(group).enumerate() {
+            if partial && g > 0 {
+                next.extend(group.iter().cloned());
+                continue;
+            }
+            if group.len() == 1 {
+                next.push(group[0].clone());
+                continue;
+            }
+            let path = dir.next_file();
+            let t = Instant::now();
+            let merged = merge_files(&runs_plan(group.to_vec(), inputs), &path, &merge_options, &|_| {})?;
+            summary.merge_time += t.elapsed();
+            add_rounds(&mut summary, &merged);
+            for f in group {
+                let _ = std::fs::remove_file(&f.path);
+            }
+            next.push(open_input(&path)?);
+        }
+        files = next;
+    }
+    summary.final_runs = files.len();
+    let mut final_options = merge_options.clone();
+    final_options.writer = output_settings;
+    let t = Instant::now();
+    let merged = merge_files(&runs_plan(files, inputs), output, &final_options, &|rows| progress(SortPhase::Merge, rows))?;
+    summary.merge_time += t.elapsed();
+    add_rounds(&mut summary, &merged);
+    summary.rows = merged.rows;
+    summary.output_bytes = merged.output_bytes;
+    summary.output_row_groups = merged.output_row_groups;
+    summary.elapsed = start.elapsed();
+    summary.peak_memory = peak_memory();
+    Ok(summary)
+}
+
+fn check_rows(rows: usize, expected: usize, output: &Path) -> Result<()> {
+    if rows != expected {
+        return Err(Error::Internal(format!(
+            "{}: read {rows} rows but the inputs' metadata counts {expected}; nothing written",
+            output.display()
+        )));
+    }
+    Ok(())
+}
+
+fn finish_summary(summary: &mut SortSummary, written: &Written, start: Instant) {
+    summary.rows = written.rows;
+    summary.output_bytes = written.bytes;
+    summary.output_row_groups = written.row_groups;
+    summary.elapsed = start.elapsed();
+    summary.peak_memory = peak_memory();
+}
+
+fn add_rounds(summary: &mut SortSummary, merged: &MergeSummary) {
+    summary.rounds_cpu += merged.rounds_cpu;
+    summary.rounds_gpu += merged.rounds_gpu;
+}
+
+/// The schema of the runs' merge: the inputs', with each dictionary column's key type the
+/// widest any run stored (a run's writer widens a key type its row groups outgrew).
+fn runs_schema(files: &[InputFile], schema: &SchemaRef) -> SchemaRef {
+    let width = |t: &DataType| match t {
+        DataType::Dictionary(k, _) => k.primitive_width().unwrap_or(0),
+        _ => 0,
+    };
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut t = f.data_type().clone();
+            for file in files {
+                if let Ok(g) = file.metadata.schema().field_with_name(f.name()) {
+                    if matches!(g.data_type(), DataType::Dictionary(..)) && width(g.data_type()) > width(&t) {
+                        t = g.data_type().clone();
+                    }
+                }
+            }
+            f.as_ref().clone().with_data_type(t)
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// A merge plan over sorted runs written by this module: one run per file (all its row
+/// groups: each file is sorted as a whole), in the given order.
+fn runs_plan(files: Vec<InputFile>, inputs: &MergePlan) -> MergePlan {
+    let mut runs = Vec::new();
+    let mut total_rows = 0;
+    let mut decoded = 0;
+    for (i, f) in files.iter().enumerate() {
+        let groups: Vec<usize> =
+            (0..f.metadata.metadata().num_row_groups()).filter(|&g| f.metadata.metadata().row_group(g).num_rows() > 0).collect();
+        if groups.is_empty() {
+            continue;
+        }
+        let row_group_rows: Vec<usize> = groups.iter().map(|&g| f.metadata.metadata().row_group(g).num_rows() as usize).collect();
+        let decoded_run: u64 = groups.iter().map(|&g| decoded_bytes(f, g)).sum();
+        total_rows += row_group_rows.iter().sum::<usize>();
+        decoded += decoded_run;
+        runs.push(Run {
+            file: i,
+            decoder_bytes: groups.iter().map(|&g| decoder_bytes(f, g)).max().unwrap_or(0),
+            row_groups: groups,
+            row_group_rows,
+            declared: true,
+            decoded_bytes: decoded_run,
+        });
+    }
+    MergePlan {
+        schema: runs_schema(&files, &inputs.schema),
+        keys: inputs.keys.clone(),
+        runs,
+        total_rows,
+        total_bytes: files.iter().map(|f| f.size).sum(),
+        row_bytes: (decoded / total_rows.max(1) as u64).max(1) as usize,
+        union_by_name: false,
+        files,
+    }
+}
+
+/// The most runs of `files` one merge can take within the memory limit (all of them when
+/// they fit); an error when not even two fit.
+fn max_fan_in(files: &[InputFile], inputs: &MergePlan, options: &MergeFilesOptions) -> Result<usize> {
+    let fits = |n: usize| -> Result<()> {
+        // The largest runs decide: take the n largest files.
+        let mut by_size: Vec<&InputFile> = files.iter().collect();
+        by_size.sort_by_key(|f| std::cmp::Reverse(f.size));
+        let plan = runs_plan(by_size.into_iter().take(n).cloned().collect(), inputs);
+        let keep_open = plan.runs.len() <= super::merge_files::open_file_budget();
+        let decoders = super::merge_files::decoder_bytes(&plan, keep_open);
+        window_budgets(&plan, options.memory_limit, decoders).map(|_| ())
+    };
+    if fits(files.len()).is_ok() {
+        return Ok(files.len());
+    }
+    // At least two runs per merge, or the sort cannot finish.
+    fits(2)?;
+    let (mut lo, mut hi) = (2, files.len());
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if fits(mid).is_ok() {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}

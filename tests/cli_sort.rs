@@ -1,0 +1,518 @@
+//! End-to-end tests of `corank sort`: Parquet files in any order sorted into one file and
+//! compared with the oracle (the stable sort of the inputs' concatenation by arrow-row
+//! bytes), in memory and with many spilled runs; every bad input of `corank merge` with
+//! its exit code and a one-line message; a spill directory that cannot be written; the
+//! spill directory removed after success, failure and SIGINT.
+
+mod common;
+
+use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt64Array};
+use arrow::compute::{concat_batches, take, SortOptions};
+use arrow::datatypes::{DataType, Int64Type, UInt64Type};
+use common::{key_types, oracle, random_array, sorted_run, Rng};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::metadata::SortingColumn;
+use parquet::file::properties::WriterProperties;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+type Keys = Vec<(String, SortOptions)>;
+
+fn corank(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corank")).args(args).env("CORANK_REQUIRE_GPU", "0").output().expect("the corank binary runs")
+}
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+/// Writes `groups` as one file, one row group per batch, `sorting` as `sorting_columns`.
+fn write_file(path: &Path, groups: &[RecordBatch], sorting: Option<&Keys>, compression: Compression) {
+    let schema = groups[0].schema();
+    let sorting = sorting.map(|keys| {
+        keys.iter()
+            .map(|(name, o)| SortingColumn {
+                column_idx: schema.index_of(name).unwrap() as i32,
+                descending: o.descending,
+                nulls_first: o.nulls_first,
+            })
+            .collect()
+    });
+    let props = WriterProperties::builder().set_sorting_columns(sorting).set_compression(compression).build();
+    let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props)).unwrap();
+    for g in groups {
+        w.write(g).unwrap();
+        w.flush().unwrap();
+    }
+    w.close().unwrap();
+}
+
+fn read_file(path: &Path) -> (Vec<RecordBatch>, Option<Vec<SortingColumn>>) {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();
+    let sorting = builder.metadata().row_groups().first().and_then(|g| g.sorting_columns().cloned());
+    (builder.build().unwrap().map(|b| b.unwrap()).collect(), sorting)
+}
+
+fn by_clause(keys: &Keys) -> String {
+    keys.iter()
+        .map(|(name, o)| {
+            format!("\"{name}\" {} NULLS {}", if o.descending { "DESC" } else { "ASC" }, if o.nulls_first { "FIRST" } else { "LAST" })
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+/// How a case's rows are laid out before the sort.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    Random,
+    /// Sorted by the key already (each file).
+    Sorted,
+    /// Sorted the other way.
+    Reversed,
+}
+
+/// `n` rows of random key columns `k0..` in `shape`, and an `id` column numbering them
+/// from `first_id` (it pins stability). Values from `domain` choices, nulls with
+/// probability `null_p`.
+fn batch(
+    rng: &mut Rng,
+    types: &[DataType],
+    options: &[SortOptions],
+    shape: Shape,
+    n: usize,
+    (domain, null_p): (u64, f64),
+    first_id: u64,
+) -> RecordBatch {
+    let sorted = sorted_run(rng, types, options, n, domain, null_p, first_id);
+    let keys: Vec<ArrayRef> = match shape {
+        Shape::Sorted => (0..types.len()).map(|i| sorted.column(i).clone()).collect(),
+        Shape::Reversed => {
+            let rev = UInt64Array::from_iter_values((0..n as u64).rev());
+            (0..types.len()).map(|i| take(sorted.column(i), &rev, None).unwrap()).collect()
+        }
+        Shape::Random => types.iter().map(|t| random_array(rng, t, n, domain, null_p)).collect(),
+    };
+    let mut fields: Vec<(String, ArrayRef, bool)> = keys.into_iter().enumerate().map(|(i, c)| (format!("k{i}"), c, true)).collect();
+    fields.push(("id".into(), Arc::new(UInt64Array::from_iter_values(first_id..first_id + n as u64)), true));
+    RecordBatch::try_from_iter_with_nullable(fields).unwrap()
+}
+
+/// A case: the inputs written, the expected output (the oracle's order) and the sort key.
+struct Case {
+    dir: tempfile::TempDir,
+    paths: Vec<PathBuf>,
+    keys: Keys,
+    expected: RecordBatch,
+}
+
+fn make_case(seed: u64, rows: &[Vec<usize>], types: &[DataType], shape: Shape, domain: u64, null_p: f64) -> Case {
+    let mut rng = Rng::new(seed);
+    let options: Vec<SortOptions> =
+        types.iter().map(|_| SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) }).collect();
+    let keys: Keys = options.iter().enumerate().map(|(i, o)| (format!("k{i}"), *o)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    let mut next_id = 0;
+    for (f, groups) in rows.iter().enumerate() {
+        let batches: Vec<RecordBatch> = groups
+            .iter()
+            .map(|&n| {
+                let b = batch(&mut rng, types, &options, shape, n, (domain, null_p), next_id);
+                next_id += n as u64;
+                b
+            })
+            .collect();
+        let path = dir.path().join(format!("in-{f:02}.parquet"));
+        write_file(&path, &batches, None, Compression::SNAPPY);
+        paths.push(path);
+    }
+    // The oracle over the inputs as read back (the types Parquet gives back).
+    let inputs: Vec<RecordBatch> = paths.iter().flat_map(|p| read_file(p).0).collect();
+    let schema = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&paths[0]).unwrap()).unwrap().schema().clone();
+    let all = concat_batches(&schema, &inputs).unwrap();
+    let order = UInt64Array::from_iter_values(oracle(std::slice::from_ref(&all), &keys).into_iter().map(|i| i as u64));
+    let columns = all.columns().iter().map(|c| take(c, &order, None).unwrap()).collect();
+    let expected = RecordBatch::try_new(schema, columns).unwrap();
+    Case { dir, paths, keys, expected }
+}
+
+/// Sorts the case with `extra` arguments; checks the output against the oracle (every
+/// column, row for row) and its `sorting_columns`; returns the JSON summary.
+fn sort_and_check(case: &Case, extra: &[&str], context: &str) -> serde_json::Value {
+    let output = case.dir.path().join("out.parquet");
+    let _ = std::fs::remove_file(&output);
+    let by = by_clause(&case.keys);
+    let mut args: Vec<&str> = vec!["sort"];
+    let paths: Vec<String> = case.paths.iter().map(|p| p.display().to_string()).collect();
+    args.extend(paths.iter().map(String::as_str));
+    let out_s = output.display().to_string();
+    args.extend(["-o", &out_s, "--by", &by, "--engine", "cpu", "--json"]);
+    args.extend(extra);
+    let out = corank(&args);
+    assert!(out.status.success(), "{context}: {args:?}\nstderr: {}", text(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    let (batches, sorting) = read_file(&output);
+    let got = concat_batches(&case.expected.schema(), &batches).unwrap();
+    assert_eq!(got.num_rows(), case.expected.num_rows(), "{context}");
+    assert_eq!(got.column_by_name("id").unwrap(), case.expected.column_by_name("id").unwrap(), "{context}: order differs from the oracle");
+    for (i, f) in case.expected.schema().fields().iter().enumerate() {
+        assert_eq!(got.column(i).as_ref(), case.expected.column(i).as_ref(), "{context}: column {}", f.name());
+    }
+    if got.num_rows() > 0 {
+        let schema = case.expected.schema();
+        let want: Vec<(usize, bool, bool)> =
+            case.keys.iter().map(|(n, o)| (schema.index_of(n).unwrap(), o.descending, o.nulls_first)).collect();
+        let have: Vec<(usize, bool, bool)> =
+            sorting.expect("sorting_columns").iter().map(|s| (s.column_idx as usize, s.descending, s.nulls_first)).collect();
+        assert_eq!(have, want, "{context}: sorting_columns");
+    }
+    assert_eq!(summary["rows"].as_u64(), Some(got.num_rows() as u64), "{context}");
+    // Nothing left beside the inputs and the output: no spill directory, no temporary file.
+    let left: Vec<String> = files_in(case.dir.path()).into_iter().filter(|f| !f.starts_with("in-")).collect();
+    assert_eq!(left, ["out.parquet"], "{context}: files left behind");
+    summary
+}
+
+/// The smallest `--memory-limit` the sort of `case` accepts, read from its refusal of 1 KiB.
+fn smallest_limit(case: &Case) -> usize {
+    let by = by_clause(&case.keys);
+    let out_s = case.dir.path().join("out.parquet").display().to_string();
+    let mut args: Vec<&str> = vec!["sort"];
+    let paths: Vec<String> = case.paths.iter().map(|p| p.display().to_string()).collect();
+    args.extend(paths.iter().map(String::as_str));
+    args.extend(["-o", &out_s, "--by", &by, "--memory-limit", "1KiB", "--force"]);
+    let out = corank(&args);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let at_least = stderr.split("it needs at least ").nth(1).unwrap_or_else(|| panic!("{stderr}")).trim();
+    let (num, unit) = at_least.split_once(' ').unwrap();
+    let scale = match unit {
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        _ => 1.0,
+    };
+    (num.parse::<f64>().unwrap() * scale).ceil() as usize
+}
+
+#[test]
+fn random_inputs_sort_like_the_oracle() {
+    let types = key_types();
+    for seed in 0..30 {
+        let mut rng = Rng::new(seed + 100);
+        let ncols = 1 + rng.below(3) as usize;
+        let key_types: Vec<DataType> = (0..ncols).map(|_| types[rng.below(types.len() as u64) as usize].clone()).collect();
+        let files = 1 + rng.below(4) as usize;
+        let rows: Vec<Vec<usize>> =
+            (0..files).map(|_| (0..1 + rng.below(3)).map(|_| [0, 1, 2, 7, 300, 1000][rng.below(6) as usize]).collect()).collect();
+        let shape = [Shape::Random, Shape::Random, Shape::Sorted, Shape::Reversed][rng.below(4) as usize];
+        let domain = [1, 3, 50, 1 << 40][rng.below(4) as usize];
+        let null_p = [0.0, 0.1, 0.9][rng.below(3) as usize];
+        let case = make_case(seed, &rows, &key_types, shape, domain, null_p);
+        let context = format!("seed {seed}: {key_types:?}, {:?}, {shape:?}, rows {rows:?}, domain {domain}, nulls {null_p}", case.keys);
+        let summary = sort_and_check(&case, &[], &context);
+        assert_eq!(summary["spill_runs"].as_u64(), Some(0), "{context}: {summary}");
+    }
+}
+
+#[test]
+fn sizes_zero_and_one_and_all_equal_keys() {
+    for (seed, rows) in [(1, vec![vec![0]]), (2, vec![vec![1]]), (3, vec![vec![0], vec![1], vec![0, 0]]), (4, vec![vec![1], vec![1]])] {
+        let case = make_case(seed, &rows, &[DataType::Int64], Shape::Random, 1 << 20, 0.3);
+        sort_and_check(&case, &[], &format!("rows {rows:?}"));
+    }
+    // All keys equal: the output is the input order (stability), with and without spills.
+    let case = make_case(5, &[vec![30_000], vec![20_000, 40_000]], &[DataType::Utf8], Shape::Random, 1, 0.0);
+    sort_and_check(&case, &[], "all equal");
+    let limit = smallest_limit(&case).to_string();
+    let summary = sort_and_check(&case, &["--memory-limit", &limit], "all equal, spilled");
+    assert!(summary["spill_runs"].as_u64().unwrap() > 1, "{summary}");
+    let ids: Vec<u64> = case.expected.column_by_name("id").unwrap().as_primitive::<UInt64Type>().values().to_vec();
+    assert!(ids.iter().copied().eq(0..90_000), "all keys equal, yet the order is not the input order");
+}
+
+/// A memory limit that holds a small part of the rows: many sorted runs spilled, merged
+/// (through intermediate passes where the limit holds too few runs at once), the result
+/// still the oracle's, in every shape and for several key types.
+#[test]
+fn small_memory_limit_spills_many_runs() {
+    let cases: [(u64, Vec<DataType>, Shape, u64); 5] = [
+        (10, vec![DataType::Int64], Shape::Random, 1 << 40),
+        (11, vec![DataType::Utf8, DataType::Float64], Shape::Random, 50),
+        (12, vec![DataType::UInt32], Shape::Sorted, 1000),
+        (13, vec![DataType::Int32, DataType::Utf8View], Shape::Reversed, 30),
+        (14, vec![DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)), DataType::Date32], Shape::Random, 20),
+    ];
+    let mut passes = 0;
+    for (seed, types, shape, domain) in cases {
+        let rows = vec![vec![20_000, 15_000], vec![0], vec![25_000], vec![1, 9_999]];
+        let case = make_case(seed, &rows, &types, shape, domain, 0.1);
+        let limit = smallest_limit(&case);
+        let context = format!("seed {seed}: {types:?} {shape:?} {:?}, limit {limit}", case.keys);
+        let summary = sort_and_check(&case, &["--memory-limit", &limit.to_string(), "-v"], &context);
+        let runs = summary["spill_runs"].as_u64().unwrap();
+        assert!(runs > 2, "{context}: {summary}");
+        assert!(summary["spill_bytes"].as_u64().unwrap() > 0, "{context}: {summary}");
+        passes += summary["intermediate_passes"].as_u64().unwrap();
+    }
+    assert!(passes > 0, "no case merged runs in an intermediate pass");
+}
+
+/// A small file with columns `k` (Int64) and `v` (Utf8).
+fn simple_file(path: &Path, groups: &[Vec<i64>], declared: bool) {
+    let batches: Vec<RecordBatch> = groups
+        .iter()
+        .map(|k| {
+            let v: Vec<String> = k.iter().map(|x| format!("v{x}")).collect();
+            RecordBatch::try_from_iter([
+                ("k", Arc::new(Int64Array::from(k.clone())) as ArrayRef),
+                ("v", Arc::new(StringArray::from(v)) as ArrayRef),
+            ])
+            .unwrap()
+        })
+        .collect();
+    let keys: Keys = vec![("k".into(), SortOptions { descending: false, nulls_first: false })];
+    write_file(path, &batches, declared.then_some(&keys), Compression::UNCOMPRESSED);
+}
+
+fn expect_failure(dir: &Path, args: &[&str], code: i32, needle: &str, left: &[&str]) {
+    let out = corank(args);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: stderr {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: not one line: {stderr}");
+    assert!(stderr.contains(needle), "{args:?}: '{needle}' not in: {stderr}");
+    assert_eq!(files_in(dir), left, "{args:?}: files left behind");
+}
+
+/// Every bad input of `corank merge` (tests/cli.rs) gets the same exit code and message
+/// from `corank sort`, and leaves no file behind.
+#[test]
+fn bad_inputs_get_merges_exit_codes_and_leave_no_output() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let p = |name: &str| dir.join(name).display().to_string();
+    simple_file(&dir.join("a.parquet"), &[vec![5, 3, 1]], false);
+    simple_file(&dir.join("b.parquet"), &[vec![2, 4]], true);
+    std::fs::write(dir.join("text.parquet"), "not parquet at all").unwrap();
+    let good = std::fs::read(dir.join("a.parquet")).unwrap();
+    std::fs::write(dir.join("trunc.parquet"), &good[..good.len() - 10]).unwrap();
+    let other = RecordBatch::try_from_iter([
+        ("k", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
+        ("v", Arc::new(StringArray::from(vec!["y"])) as ArrayRef),
+    ])
+    .unwrap();
+    write_file(&dir.join("other.parquet"), &[other], None, Compression::UNCOMPRESSED);
+    let base = ["a.parquet", "b.parquet", "other.parquet", "text.parquet", "trunc.parquet"];
+    let out = p("out.parquet");
+    let (a, b) = (p("a.parquet"), p("b.parquet"));
+
+    expect_failure(dir, &["sort", &a, &p("missing.parquet"), "-o", &out, "--by", "k"], 1, "missing.parquet: no such file", &base);
+    expect_failure(dir, &["sort", &a, &p("text.parquet"), "-o", &out, "--by", "k"], 1, "text.parquet", &base);
+    expect_failure(dir, &["sort", &a, &p("trunc.parquet"), "-o", &out, "--by", "k"], 1, "trunc.parquet", &base);
+    expect_failure(dir, &["sort", &a, &p("other.parquet"), "-o", &out, "--by", "k"], 1, "schema differs", &base);
+    expect_failure(dir, &["sort", &a, &b, "-o", &out, "--by", "nope"], 2, "sort column 'nope' is not in the inputs", &base);
+    // No --by and no sorting_columns to take the key from.
+    expect_failure(dir, &["sort", &a, &b, "-o", &out], 2, "no sorting_columns metadata; give the sort key with --by", &base);
+    expect_failure(dir, &["sort", &a, &b, "-o", &out, "--by", "k SIDEWAYS"], 2, "--by", &base);
+    expect_failure(dir, &["sort", &a, &b, "-o", &out, "--by", "k", "--compression", "zip"], 2, "--compression", &base);
+    expect_failure(dir, &["sort", &a, &b, "-o", &out, "--by", "k", "--spill-compression", "zip"], 2, "--spill-compression", &base);
+    expect_failure(
+        dir,
+        &["sort", &a, &b, "-o", &out, "--by", "k", "--memory-limit", "1KiB"],
+        2,
+        "--memory-limit 1.0 KiB is too small",
+        &base,
+    );
+    expect_failure(dir, &["sort", &a, &b, "-o", &out, "--no-such-flag"], 2, "--no-such-flag", &base);
+    expect_failure(dir, &["sort", &p("*.nothing"), "-o", &out, "--by", "k"], 1, "no file matches", &base);
+    expect_failure(dir, &["sort", &a, "-o", &a, "--by", "k", "--force"], 2, "is also an input", &base);
+    expect_failure(dir, &["sort", &a, "-o", "-", "--by", "k"], 2, "stdout is not supported", &base);
+    expect_failure(dir, &["sort", &a, "-o", dir.to_str().unwrap(), "--by", "k"], 2, "is a directory", &base);
+    // A sort key of a type corank cannot sort by.
+    let list = arrow::array::ListArray::from_iter_primitive::<Int64Type, _, _>([Some(vec![Some(1)])]);
+    let nested = RecordBatch::try_from_iter([("l", Arc::new(list) as ArrayRef)]).unwrap();
+    let nested_dir = tempfile::tempdir().unwrap();
+    write_file(&nested_dir.path().join("n.parquet"), &[nested], None, Compression::UNCOMPRESSED);
+    let n = nested_dir.path().join("n.parquet").display().to_string();
+    expect_failure(dir, &["sort", &n, "-o", &out, "--by", "l"], 2, "cannot encode as a sort key", &base);
+    // An existing output needs --force and stays untouched without it.
+    std::fs::write(dir.join("out.parquet"), "keep me").unwrap();
+    let mut with_out = base.to_vec();
+    with_out.push("out.parquet");
+    with_out.sort();
+    expect_failure(dir, &["sort", &a, &b, "-o", &out, "--by", "k"], 2, "exists; use --force", &with_out);
+    assert_eq!(std::fs::read(dir.join("out.parquet")).unwrap(), b"keep me");
+    // An output directory that does not exist: nothing written.
+    expect_failure(dir, &["sort", &a, &b, "-o", &p("no/such/dir/out.parquet"), "--by", "k"], 1, "cannot create", &with_out);
+    // The good case, with --force.
+    let ok = corank(&["sort", &a, &b, "-o", &out, "--force", "--by", "k"]);
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    let (batches, _) = read_file(&dir.join("out.parquet"));
+    let k: Vec<i64> = batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect();
+    assert_eq!(k, [1, 2, 3, 4, 5]);
+    assert!(text(&ok.stdout).starts_with("sorted 5 rows (2 files)"), "{}", text(&ok.stdout));
+    // --json errors: one object on stdout too.
+    let out_json = corank(&["sort", &a, &b, "-o", &out, "--by", "nope", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(text(&out_json.stdout).trim()).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["exit_code"], 2);
+    assert_eq!(corank(&["sort"]).status.code(), Some(2));
+}
+
+/// A spill directory that cannot be created (the temporary directory is a file, or does
+/// not exist, or is read-only): a clear error, exit 1, no output, nothing left anywhere.
+#[test]
+fn a_temp_dir_that_cannot_be_written_is_an_error() {
+    let case = make_case(20, &[vec![20_000], vec![20_000]], &[DataType::Int64], Shape::Random, 1 << 40, 0.0);
+    let limit = smallest_limit(&case).to_string();
+    let by = by_clause(&case.keys);
+    let out = case.dir.path().join("out.parquet");
+    let (a, b) = (case.paths[0].display().to_string(), case.paths[1].display().to_string());
+    let before = files_in(case.dir.path());
+    let sort_with_temp = |temp: &Path| {
+        corank(&["sort", &a, &b, "-o", out.to_str().unwrap(), "--by", &by, "--memory-limit", &limit, "--temp-dir", temp.to_str().unwrap()])
+    };
+    let file = case.dir.path().join("in-00.parquet");
+    let missing = case.dir.path().join("missing");
+    for (temp, needle) in [(file.as_path(), "--temp-dir is not a directory"), (missing.as_path(), "--temp-dir is not a directory")] {
+        let res = sort_with_temp(temp);
+        let stderr = text(&res.stderr);
+        assert_eq!(res.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(needle) && stderr.trim_end().lines().count() == 1, "{stderr}");
+        assert_eq!(files_in(case.dir.path()), before);
+    }
+    // Read-only: only meaningful where permissions bind (not as root).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let ro = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(ro.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+        let binds = std::fs::File::create(ro.path().join("probe")).is_err();
+        if binds {
+            let res = sort_with_temp(ro.path());
+            let stderr = text(&res.stderr);
+            assert_eq!(res.status.code(), Some(1), "{stderr}");
+            assert!(stderr.contains("cannot create the spill directory"), "{stderr}");
+            assert_eq!(files_in(ro.path()), Vec::<String>::new());
+            assert_eq!(files_in(case.dir.path()), before);
+        } else {
+            let _ = std::fs::remove_file(ro.path().join("probe"));
+        }
+        std::fs::set_permissions(ro.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // A writable one: the sort succeeds and leaves it empty.
+    let temp = tempfile::tempdir().unwrap();
+    let res = sort_with_temp(temp.path());
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    assert_eq!(files_in(temp.path()), Vec::<String>::new(), "spill files left after success");
+}
+
+/// A failure in the middle of the sort (a page of the third input is corrupt, after
+/// runs of the first inputs were spilled): an error, no output, the spill directory gone.
+#[test]
+fn a_failure_after_spilling_leaves_nothing_behind() {
+    let case = make_case(30, &[vec![20_000], vec![20_000], vec![20_000]], &[DataType::Int64], Shape::Random, 1 << 40, 0.0);
+    let limit = smallest_limit(&case).to_string();
+    // Break the third file's first page header (the footer stays readable).
+    let mut bytes = std::fs::read(&case.paths[2]).unwrap();
+    for x in &mut bytes[4..68] {
+        *x = 0xff;
+    }
+    std::fs::write(&case.paths[2], &bytes).unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let by = by_clause(&case.keys);
+    let out = case.dir.path().join("out.parquet");
+    let mut args: Vec<String> = vec!["sort".into()];
+    args.extend(case.paths.iter().map(|p| p.display().to_string()));
+    args.extend(["-o".into(), out.display().to_string(), "--by".into(), by, "--memory-limit".into(), limit, "-v".into()]);
+    args.extend(["--temp-dir".into(), temp.path().display().to_string()]);
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let res = corank(&argv);
+    let stderr = text(&res.stderr);
+    assert_eq!(res.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("in-02.parquet"), "{stderr}");
+    assert!(!out.exists());
+    assert_eq!(files_in(temp.path()), Vec::<String>::new(), "spill files left after a failure");
+}
+
+/// Ctrl-C during the sort, once spill runs exist: the process ends by SIGINT and neither
+/// the output, its temporary file nor the spill directory is left. A sort that ended before
+/// the signal landed proves nothing: it must have succeeded, and it is run again.
+#[cfg(unix)]
+#[test]
+fn interrupted_sort_leaves_no_file() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::time::{Duration, Instant};
+    let case =
+        make_case(40, &[vec![100_000], vec![100_000], vec![100_000]], &[DataType::Int64, DataType::Utf8], Shape::Random, 1 << 40, 0.0);
+    let limit = smallest_limit(&case).to_string();
+    let by = by_clause(&case.keys);
+    let temp = tempfile::tempdir().unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = out_dir.path().join("sorted.parquet");
+    let spill_files =
+        |dir: &Path| -> usize { std::fs::read_dir(dir).unwrap().filter_map(|e| e.ok()).map(|e| files_in(&e.path()).len()).sum() };
+    for attempt in 0..5 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_corank"))
+            .args(["sort", "-q", "--engine", "cpu", "--by", &by, "--memory-limit", &limit, "--temp-dir"])
+            .arg(temp.path())
+            .arg("-o")
+            .arg(&out)
+            .args(&case.paths)
+            .spawn()
+            .expect("the corank binary runs");
+        let start = Instant::now();
+        let seen = loop {
+            if spill_files(temp.path()) > 0 {
+                break true;
+            }
+            if child.try_wait().unwrap().is_some() {
+                break false;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "no spill file after 60 s");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        if seen {
+            // SAFETY: kill(2) with the pid of our own child; no memory is involved.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        }
+        let status = child.wait().unwrap();
+        let left = files_in(temp.path());
+        let outputs = files_in(out_dir.path());
+        if status.signal() == Some(libc::SIGINT) && left.is_empty() && outputs.is_empty() {
+            return;
+        }
+        assert!(status.success() || status.signal() == Some(libc::SIGINT), "attempt {attempt}: {status}");
+        assert!(left.is_empty(), "attempt {attempt}: spill files left behind: {left:?}");
+        assert_eq!(outputs, ["sorted.parquet"], "attempt {attempt}: files left behind");
+        std::fs::remove_file(&out).unwrap();
+    }
+    panic!("five sorts ended before their signal");
+}
+
+#[test]
+fn dry_run_writes_nothing() {
+    let case = make_case(50, &[vec![5000], vec![5000]], &[DataType::Int64], Shape::Random, 1 << 40, 0.0);
+    let by = by_clause(&case.keys);
+    let out = case.dir.path().join("out.parquet");
+    let before = files_in(case.dir.path());
+    let (a, b) = (case.paths[0].display().to_string(), case.paths[1].display().to_string());
+    let res = corank(&["sort", &a, &b, "-o", out.to_str().unwrap(), "--by", &by, "--dry-run"]);
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    assert!(text(&res.stdout).starts_with("dry run, nothing written: would sort 10,000 rows (2 files"), "{}", text(&res.stdout));
+    let res = corank(&["sort", &a, &b, "-o", out.to_str().unwrap(), "--by", &by, "--dry-run", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(text(&res.stdout).trim()).unwrap();
+    assert_eq!(v["rows"], 10_000);
+    assert_eq!(v["estimated_runs"], 1);
+    assert_eq!(files_in(case.dir.path()), before);
+}

@@ -305,7 +305,7 @@ impl SortTask {
         let SortMetrics { merge: merge_metrics, runs: runs_count, sort_time } = metrics;
         let n = inputs.len();
         let specs: Vec<SortKey> = expr.iter().map(|e| SortKey::new(e.expr.to_string(), e.options)).collect();
-        let options = SortBatchesOptions { engine: settings.engine.clone(), batch_size: batch_size.max(1) };
+        let options = SortBatchesOptions { engine: settings.engine, batch_size: batch_size.max(1) };
         let mut state = Runs {
             expr: expr.clone(),
             specs,

@@ -28,7 +28,7 @@
 //! ROWS_PER_PARTITION 0 skips (a), PARQUET_ROWS 0 skips (b), SORT_ROWS_PER_PARTITION 0 skips (c);
 //! e.g. the sort alone at 16 x 1M rows: `cargo bench --bench operator -- 0 0 5 1048576`.
 
-use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt64Array};
+use arrow::array::{ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::row::{RowConverter, SortField};
 use corank::datafusion::{session_context, CoRankMergeExec, CoRankSortExec, MergeSettings};
 use corank::{Devices, Engine, EngineOptions};
@@ -236,20 +236,19 @@ fn unsorted_runs(parts: usize, rows: usize, seed: u64) -> Vec<RecordBatch> {
     (0..parts)
         .map(|p| {
             let base = mix(seed ^ (p as u64) << 32);
-            RecordBatch::try_from_iter([
-                ("k", Arc::new(UInt64Array::from_iter_values((0..rows).map(|i| mix(base.wrapping_add(i as u64)))) as _)),
-                ("p_i64", Arc::new(Int64Array::from_iter_values((0..rows).map(|i| (p * rows + i) as i64))) as _),
-                ("p_f64", Arc::new(Float64Array::from_iter_values((0..rows).map(|i| i as f64 * 0.5))) as _),
-                ("p_u64", Arc::new(UInt64Array::from_iter_values((0..rows).map(|i| mix(i as u64)))) as _),
-            ])
-            .unwrap()
+            let k: ArrayRef = Arc::new(UInt64Array::from_iter_values((0..rows).map(|i| mix(base.wrapping_add(i as u64)))));
+            let p_i64: ArrayRef = Arc::new(Int64Array::from_iter_values((0..rows).map(|i| (p * rows + i) as i64)));
+            let p_f64: ArrayRef = Arc::new(Float64Array::from_iter_values((0..rows).map(|i| i as f64 * 0.5)));
+            let p_u64: ArrayRef = Arc::new(UInt64Array::from_iter_values((0..rows).map(|i| mix(i as u64))));
+            RecordBatch::try_from_iter([("k", k), ("p_i64", p_i64), ("p_f64", p_f64), ("p_u64", p_u64)]).unwrap()
         })
         .collect()
 }
 
 /// Whether the GPU sort runs here (a few rows sorted with `Engine::Gpu`).
 fn gpu_sort_runs() -> bool {
-    let batch = RecordBatch::try_from_iter([("k", Arc::new(UInt64Array::from(vec![3u64, 1, 2])) as _)]).unwrap();
+    let k: ArrayRef = Arc::new(UInt64Array::from(vec![3u64, 1, 2]));
+    let batch = RecordBatch::try_from_iter([("k", k)]).unwrap();
     let options = corank::sort::SortBatchesOptions::default().with_engine(Engine::Gpu);
     corank::sort::sort_batches(&[batch], &[corank::SortKey::asc("k")], &options).is_ok()
 }

@@ -6,7 +6,11 @@
 //! (b) SQL `SELECT * FROM t ORDER BY k` over 16 sorted Parquet files (lineitem-like
 //!     columns, zstd), end to end: stock DataFusion vs DataFusion with corank registered,
 //!     and the floor: the same scan without `ORDER BY` (decoding the files on every core),
-//!     which no merge can beat; the last column says how close each case comes to it.
+//!     which no merge can beat; the last column says how close each case comes to it;
+//! (c) the sort in memory (issue 14): P partitions x S rows in random order, one random u64
+//!     key + 3 payload columns: stock `SortExec` (preserve_partitioning) +
+//!     `SortPreservingMergeExec` (round robin off) vs one `CoRankSortExec` with the CPU
+//!     engine, and with the GPU engine where one is usable and the GPU sort runs.
 //!
 //! Each run drains the output stream and records the total time and the time to its first
 //! batch (from `execute` in memory, from `ctx.sql` in SQL): the "first batch" rows. Outputs
@@ -15,17 +19,20 @@
 //! row's values), and every case of a group must match the first (the floor only by rows
 //! and values: it is not sorted).
 //!
-//!   cargo bench --bench operator -- [ROWS_PER_PARTITION [PARQUET_ROWS[,PARQUET_ROWS..] [RUNS]]]
-//! Defaults: 16M rows per partition x 16 partitions; 12M Parquet rows; 5 runs. Each figure
+//!   cargo bench --bench operator -- [ROWS_PER_PARTITION [PARQUET_ROWS[,PARQUET_ROWS..] [RUNS [SORT_ROWS_PER_PARTITION]]]]
+//! Defaults: 16M rows per partition x 16 partitions; 12M Parquet rows; 5 runs; (c) as many
+//! rows per partition as (a). Each figure
 //! is the median of RUNS runs after one warm-up (one run for 64M Parquet rows and more);
 //! the cases of (a), and those of (b), run in turn within each round (the order reversed
 //! every other round), so that load from other processes falls on stock and corank alike.
-//! ROWS_PER_PARTITION 0 skips (a).
+//! ROWS_PER_PARTITION 0 skips (a), PARQUET_ROWS 0 skips (b), SORT_ROWS_PER_PARTITION 0 skips (c);
+//! e.g. the sort alone at 16 x 1M rows: `cargo bench --bench operator -- 0 0 5 1048576`.
 
-use arrow::array::{Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::row::{RowConverter, SortField};
-use corank::datafusion::{session_context, CoRankMergeExec, MergeSettings};
+use corank::datafusion::{session_context, CoRankMergeExec, CoRankSortExec, MergeSettings};
 use corank::{Devices, Engine, EngineOptions};
+use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use datafusion::prelude::*;
@@ -215,11 +222,44 @@ fn write_parquet(dir: &std::path::Path, files: usize, rows: usize) {
     });
 }
 
+/// splitmix64: the bench's random keys.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `parts` partitions of `rows` rows in random order: a random u64 key `k` and 3 payload
+/// columns (as (a)'s runs, unsorted).
+fn unsorted_runs(parts: usize, rows: usize, seed: u64) -> Vec<RecordBatch> {
+    (0..parts)
+        .map(|p| {
+            let base = mix(seed ^ (p as u64) << 32);
+            let k: ArrayRef = Arc::new(UInt64Array::from_iter_values((0..rows).map(|i| mix(base.wrapping_add(i as u64)))));
+            let p_i64: ArrayRef = Arc::new(Int64Array::from_iter_values((0..rows).map(|i| (p * rows + i) as i64)));
+            let p_f64: ArrayRef = Arc::new(Float64Array::from_iter_values((0..rows).map(|i| i as f64 * 0.5)));
+            let p_u64: ArrayRef = Arc::new(UInt64Array::from_iter_values((0..rows).map(|i| mix(i as u64))));
+            RecordBatch::try_from_iter([("k", k), ("p_i64", p_i64), ("p_f64", p_f64), ("p_u64", p_u64)]).unwrap()
+        })
+        .collect()
+}
+
+/// Whether the GPU sort runs here (a few rows sorted with `Engine::Gpu`).
+fn gpu_sort_runs() -> bool {
+    let k: ArrayRef = Arc::new(UInt64Array::from(vec![3u64, 1, 2]));
+    let batch = RecordBatch::try_from_iter([("k", k)]).unwrap();
+    let options = corank::sort::SortBatchesOptions::default().with_engine(Engine::Gpu);
+    corank::sort::sort_batches(&[batch], &[corank::SortKey::asc("k")], &options).is_ok()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let rows: usize = args.first().and_then(|s| s.parse().ok()).unwrap_or(16 << 20);
-    let pq_sizes: Vec<usize> = args.get(1).map_or(vec![12 << 20], |s| s.split(',').filter_map(|x| x.parse().ok()).collect());
+    let pq_sizes: Vec<usize> =
+        args.get(1).map_or(vec![12 << 20], |s| s.split(',').filter_map(|x| x.parse().ok()).filter(|&n| n > 0).collect());
     let runs: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5).max(1);
+    let sort_rows: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(rows);
     let parts = 16;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let gpu = corank::engine::gpu_availability();
@@ -303,6 +343,36 @@ fn main() {
         table.push(format!("-- {pq_rows} Parquet rows, {size_runs} run(s)"));
         table_rows(&mut table, &names, &measured, Some(floor));
         std::fs::remove_dir_all(&dir).ok();
+    }
+    // (c) The sort in memory: stock SortExec per partition + SPM vs one CoRankSortExec.
+    if sort_rows > 0 {
+        let data = unsorted_runs(parts, sort_rows, 7);
+        let (source, ordering) = spm::batched_source(&data, &["k"], BATCH);
+        drop(data);
+        let ctx = spm::task_context(BATCH);
+        let plan_case = |plan: Arc<dyn ExecutionPlan>| -> Open {
+            let ctx = Arc::clone(&ctx);
+            Box::new(move || {
+                let stream = plan.execute(0, Arc::clone(&ctx)).unwrap();
+                Box::pin(async move { stream })
+            })
+        };
+        let stock = SortExec::new(ordering.clone(), source.clone()).with_preserve_partitioning(true);
+        let stock = SortPreservingMergeExec::new(ordering.clone(), Arc::new(stock)).with_round_robin_repartition(false);
+        let mut names = vec![format!("(c) SortExec + SPM, {parts} x {sort_rows} unsorted")];
+        let mut cases = vec![plan_case(Arc::new(stock))];
+        let mut engines = vec![Engine::Cpu];
+        if gpu.is_ok() && gpu_sort_runs() {
+            engines.push(Engine::Gpu);
+        }
+        for engine in engines {
+            let options = EngineOptions::default().with_engine(engine).with_gpu_min_rows(0);
+            let settings = MergeSettings { engine: options, window_rows: 1 << 20 };
+            names.push(format!("(c) CoRankSortExec, engine {engine}"));
+            cases.push(plan_case(Arc::new(CoRankSortExec::new(ordering.clone(), source.clone()).with_settings(settings))));
+        }
+        let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, runs);
+        table_rows(&mut table, &names, &measured, None);
     }
     println!("\n{}", table.join("\n"));
     println!(

@@ -137,7 +137,11 @@ async fn context(repartition: bool, target_partitions: usize) -> SessionContext 
         .with_target_partitions(target_partitions)
         .with_repartition_file_scans(repartition)
         .with_batch_size(1 + target_partitions * 37 % 1000);
-    session_context(config)
+    let ctx = session_context(config);
+    // These tests are about the merge: where DataFusion sorts byte ranges of the files
+    // (repartitioned scans), keep its SortExec below the merge instead of CoRankSortExec.
+    ctx.sql("SET corank.sort = false").await.unwrap();
+    ctx
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,7 @@
 //! corank's settings as a DataFusion `ConfigExtension`, so SQL can say
 //! `SET corank.enabled = false`, `SET corank.engine = 'cpu'`, `SET corank.window_rows = 65536`,
 //! `SET corank.kernel = 'tiled'`, `SET corank.devices = '0,1'`, `SET corank.gpu_min_rows = 1048576`,
-//! `SET corank.check_sorted = true`.
+//! `SET corank.check_sorted = true`, `SET corank.sort = false`.
 //!
 //! Written out rather than with DataFusion's `extensions_options!` macro, whose entries carry
 //! the bare field names (`engine`): `SHOW ALL` would list them without the `corank.` prefix
@@ -33,6 +33,8 @@ pub struct CoRankConfig {
     pub gpu_min_rows: usize,
     /// Check every input partition's order while merging.
     pub check_sorted: bool,
+    /// Replace SortExec (and the SortPreservingMergeExec above one) with CoRankSortExec.
+    pub sort: bool,
 }
 
 impl Default for CoRankConfig {
@@ -45,19 +47,21 @@ impl Default for CoRankConfig {
             window_rows: DEFAULT_WINDOW_ROWS,
             gpu_min_rows: GPU_MIN_ROWS,
             check_sorted: false,
+            sort: true,
         }
     }
 }
 
 impl CoRankConfig {
     /// The settings' names (without the prefix) and descriptions, in `SHOW ALL` order.
-    const ENTRIES: [(&'static str, &'static str); 7] = [
+    const ENTRIES: [(&'static str, &'static str); 8] = [
         ("check_sorted", "Check every input partition's order while merging: an unsorted input is an error naming the partition and row."),
         ("devices", "CUDA devices the GPU engine uses: an ordinal ('0'), a list ('0,1': each merge round is split across them) or 'all'."),
         ("enabled", "Replace plan-level SortPreservingMergeExec nodes with CoRankMergeExec, and check that the Parquet files below a merge are sorted as declared."),
         ("engine", "Merge engine: 'auto' (the GPU for rounds of at least gpu_min_rows where one is usable), 'cpu' or 'gpu'."),
         ("gpu_min_rows", "With engine 'auto', merge rounds of at least this many rows run on the GPU."),
         ("kernel", "GPU merge kernel: 'auto' (the fastest measured), 'basic', 'tiled', 'circular' or 'kway'."),
+        ("sort", "Replace SortExec without a fetch (and the SortPreservingMergeExec above one) with CoRankSortExec: a stable sort of all partitions into one (needs corank.enabled)."),
         ("window_rows", "Rows buffered per input partition before each merge round; memory stays within about window_rows x partitions rows."),
     ];
 
@@ -69,6 +73,7 @@ impl CoRankConfig {
             "kernel" => self.kernel.clone(),
             "devices" => self.devices.clone(),
             "gpu_min_rows" => self.gpu_min_rows.to_string(),
+            "sort" => self.sort.to_string(),
             _ => self.window_rows.to_string(),
         }
     }
@@ -93,6 +98,7 @@ impl ExtensionOptions for CoRankConfig {
         match name {
             "enabled" => ConfigField::set(&mut self.enabled, "", value),
             "check_sorted" => ConfigField::set(&mut self.check_sorted, "", value),
+            "sort" => ConfigField::set(&mut self.sort, "", value),
             "gpu_min_rows" => ConfigField::set(&mut self.gpu_min_rows, "", value),
             "devices" => match value.parse::<Devices>() {
                 Ok(devices) => {
@@ -125,7 +131,7 @@ impl ExtensionOptions for CoRankConfig {
                 Err(_) => config_err!("unknown kernel '{value}' for corank.kernel (auto, basic, tiled, circular or kway)"),
             },
             _ => config_err!(
-                "unknown setting corank.{name} (corank.enabled, corank.engine, corank.kernel, corank.devices, corank.window_rows, corank.gpu_min_rows, corank.check_sorted)"
+                "unknown setting corank.{name} (corank.enabled, corank.engine, corank.kernel, corank.devices, corank.window_rows, corank.gpu_min_rows, corank.check_sorted, corank.sort)"
             ),
         }
     }

@@ -1,6 +1,6 @@
 //! DataFusion integration: the `CoRankMergeExec` plan node, the optimizer rule that swaps
-//! it in for `SortPreservingMergeExec`, the `corank.*` settings, and one call that
-//! registers it all.
+//! it in for `SortPreservingMergeExec` (and `CoRankSortExec` in for `SortExec`), the
+//! `corank.*` settings, and one call that registers it all.
 //!
 //! ```no_run
 //! # async fn run() -> datafusion::common::Result<()> {
@@ -17,6 +17,8 @@ pub mod exec;
 mod file_order;
 pub mod row_groups;
 pub mod rule;
+pub mod sort_exec;
+pub mod sort_stream;
 pub mod stream;
 
 pub use codec::CoRankCodec;
@@ -24,6 +26,7 @@ pub use config::CoRankConfig;
 pub use exec::{CoRankMergeExec, MergeSettings};
 pub use row_groups::SortedRowGroupsTable;
 pub use rule::CoRankRule;
+pub use sort_exec::CoRankSortExec;
 
 use datafusion::common::config::ConfigExtension;
 use datafusion::execution::SessionStateBuilder;

@@ -12,10 +12,18 @@
 //! [`super::register`] inserts it there. SPMs created inside operators at run time (sort
 //! spills, order-preserving repartitions) are not plan nodes and stay as they are.
 //! With `corank.enabled = false` the rule does nothing (stock DataFusion).
+//!
+//! Sorts (`corank.sort`, on by default): `SortPreservingMergeExec(SortExec(preserve_partitioning,
+//! input))` becomes one [`CoRankSortExec`]`(input)`, and a `SortExec` with one output partition
+//! (not preserving partitioning, or over one partition) becomes a `CoRankSortExec`, where the
+//! sort has no `fetch` (a `LIMIT` stays with DataFusion's TopK), its input is bounded and
+//! corank encodes its keys. The `SortExec` the rule itself puts below a merge (files not
+//! proven sorted) is left as it is: it sorts each partition for the `CoRankMergeExec` above.
 
 use super::config::CoRankConfig;
 use super::exec::{CoRankMergeExec, MergeSettings};
 use super::file_order::{forget_unproven_order, repair, Repair};
+use super::sort_exec::CoRankSortExec;
 use super::stream::to_datafusion;
 use crate::keys::is_supported;
 use datafusion::common::config::ConfigOptions;
@@ -23,7 +31,7 @@ use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::Result;
 use datafusion::physical_expr::LexOrdering;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
+use datafusion::physical_plan::execution_plan::{replace_children_if_necessary, Boundedness};
 use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
@@ -49,6 +57,53 @@ fn sorted_input(input: &Arc<dyn ExecutionPlan>, expr: &LexOrdering, fetch: Optio
     })
 }
 
+/// Whether corank encodes every key of `expr` over `schema`.
+fn keys_supported(expr: &LexOrdering, schema: &arrow::datatypes::Schema) -> bool {
+    expr.iter().all(|e| e.expr.data_type(schema).is_ok_and(|t| is_supported(&t)))
+}
+
+/// Whether `sort` may become a [`CoRankSortExec`]: no fetch (TopK stays), a bounded input,
+/// keys corank encodes.
+fn replaceable(sort: &SortExec) -> bool {
+    sort.fetch().is_none()
+        && matches!(sort.input().boundedness(), Boundedness::Bounded)
+        && keys_supported(sort.expr(), &sort.input().schema())
+}
+
+/// The `CoRankSortExec` that replaces `sort` (`sort` must be [`replaceable`]).
+fn corank_sort(sort: &SortExec, settings: &MergeSettings) -> Arc<dyn ExecutionPlan> {
+    Arc::new(CoRankSortExec::new(sort.expr().clone(), Arc::clone(sort.input())).with_settings(settings.clone()))
+}
+
+/// What replaces a sort node (`SortExec`, or `SortPreservingMergeExec` over a `SortExec`),
+/// if anything: see the module doc.
+fn replace_sort(node: &Arc<dyn ExecutionPlan>, settings: &MergeSettings) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+    if let Some(sort) = node.downcast_ref::<SortExec>() {
+        let one_partition = !sort.preserve_partitioning() || sort.input().output_partitioning().partition_count() == 1;
+        return Ok((one_partition && replaceable(sort)).then(|| corank_sort(sort, settings)));
+    }
+    let Some(spm) = node.downcast_ref::<SortPreservingMergeExec>() else {
+        return Ok(None);
+    };
+    if spm.fetch().is_some() {
+        return Ok(None);
+    }
+    let child = spm.input();
+    if let Some(sort) = child.downcast_ref::<SortExec>() {
+        if sort.preserve_partitioning() && replaceable(sort) {
+            let replacement = corank_sort(sort, settings);
+            // The sort's order satisfies the merge's (the merge required it); checked anyway.
+            if replacement.equivalence_properties().ordering_satisfy(spm.expr().clone())? {
+                return Ok(Some(replacement));
+            }
+        }
+    } else if child.downcast_ref::<CoRankSortExec>().is_some() && child.equivalence_properties().ordering_satisfy(spm.expr().clone())? {
+        // A sort of one partition, replaced below: the merge has nothing to merge.
+        return Ok(Some(Arc::clone(child)));
+    }
+    Ok(None)
+}
+
 impl PhysicalOptimizerRule for CoRankRule {
     fn optimize(&self, plan: Arc<dyn ExecutionPlan>, config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
         let cfg = config.extensions.get::<CoRankConfig>().cloned().unwrap_or_default();
@@ -57,12 +112,17 @@ impl PhysicalOptimizerRule for CoRankRule {
         }
         let settings = MergeSettings::try_from(&cfg).map_err(to_datafusion)?;
         plan.transform_up(|node| {
+            if cfg.sort {
+                if let Some(replacement) = replace_sort(&node, &settings)? {
+                    return Ok(Transformed::yes(replacement));
+                }
+            }
             let Some(spm) = node.downcast_ref::<SortPreservingMergeExec>() else {
                 return Ok(Transformed::no(node));
             };
             let input = sorted_input(spm.input(), spm.expr(), spm.fetch())?;
             let schema = spm.input().schema();
-            let supported = spm.expr().iter().all(|e| e.expr.data_type(&schema).is_ok_and(|t| is_supported(&t)));
+            let supported = keys_supported(spm.expr(), &schema);
             if !supported {
                 if Arc::ptr_eq(&input, spm.input()) {
                     return Ok(Transformed::no(node));

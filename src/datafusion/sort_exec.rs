@@ -1,0 +1,226 @@
+//! `CoRankSortExec`: the plan node that replaces `SortExec` (and the
+//! `SortPreservingMergeExec` above a `SortExec` that preserves partitioning).
+//!
+//! It reads every input partition at once and produces one sorted output partition: each
+//! partition's rows are cut into chunks of at most `chunk_rows` rows (or
+//! [`CHUNK_BYTES`](super::sort_stream::CHUNK_BYTES)), each chunk is sorted off the async
+//! runtime by the crate's sort ([`crate::sort::sort_columns`], on the engine of the settings)
+//! into a sorted run, runs that do not fit DataFusion's `MemoryPool` are spilled to disk
+//! through the runtime's `DiskManager`, and the runs are merged with the frontier merge
+//! ([`super::stream::MergeTask`], as `CoRankMergeExec` merges).
+//!
+//! **Order.** The output is the **stable sort of the concatenation of the input partitions
+//! in partition order**: equal keys keep partition order, then row order within a
+//! partition. (A chunk holds consecutive rows of one partition, its sort is stable, and the
+//! merge takes its runs ordered by (partition, chunk), ties to the earlier run.) Stock
+//! `SortExec` + `SortPreservingMergeExec` order ties by neither.
+//!
+//! Dropping the output stream aborts the task that reads, sorts and merges; a sort on a
+//! blocking thread finishes its chunk and its result is dropped. A memory pool too small
+//! for one batch more, with nothing left to spill or no disk manager, is a
+//! `ResourcesExhausted` error, as with `SortExec`.
+
+use super::exec::MergeSettings;
+use super::sort_stream::{SortMetrics, SortTask, DEFAULT_CHUNK_ROWS};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{internal_err, Result};
+use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, CardinalityEffect, EmissionType, EvaluationType, SchedulingType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet, SpillMetrics};
+use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties, Partitioning, PlanProperties,
+    SendableRecordBatchStream, SpillManager,
+};
+use std::sync::Arc;
+
+/// Sorts all partitions of its input into one sorted partition with corank.
+#[derive(Debug, Clone)]
+pub struct CoRankSortExec {
+    input: Arc<dyn ExecutionPlan>,
+    expr: LexOrdering,
+    settings: MergeSettings,
+    /// Rows per sorted chunk (per input partition) before it becomes a run.
+    chunk_rows: usize,
+    metrics: ExecutionPlanMetricsSet,
+    cache: Arc<PlanProperties>,
+}
+
+impl CoRankSortExec {
+    pub fn new(expr: LexOrdering, input: Arc<dyn ExecutionPlan>) -> Self {
+        let cache = Arc::new(Self::compute_properties(&input, expr.clone()));
+        Self {
+            input,
+            expr,
+            settings: MergeSettings::default(),
+            chunk_rows: DEFAULT_CHUNK_ROWS,
+            metrics: ExecutionPlanMetricsSet::new(),
+            cache,
+        }
+    }
+
+    /// The engine of the chunk sorts and of the merge, and the merge's window.
+    pub fn with_settings(mut self, settings: MergeSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Rows per chunk (at least 1): each input partition's rows are sorted in chunks of this
+    /// many rows (fewer where [`CHUNK_BYTES`](super::sort_stream::CHUNK_BYTES) is reached
+    /// first, or memory runs short), each a run of the final merge. The result is the same
+    /// for every chunk size.
+    pub fn with_chunk_rows(mut self, chunk_rows: usize) -> Self {
+        self.chunk_rows = chunk_rows.max(1);
+        self
+    }
+
+    pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.input
+    }
+
+    pub fn expr(&self) -> &LexOrdering {
+        &self.expr
+    }
+
+    pub fn settings(&self) -> &MergeSettings {
+        &self.settings
+    }
+
+    pub fn chunk_rows(&self) -> usize {
+        self.chunk_rows
+    }
+
+    /// As `SortExec::compute_properties` without `preserve_partitioning`: one partition,
+    /// the input's equivalences reordered by the sort ordering, all output at the end (an
+    /// unbounded input would need unbounded memory: the rule leaves those to `SortExec`).
+    fn compute_properties(input: &Arc<dyn ExecutionPlan>, ordering: LexOrdering) -> PlanProperties {
+        let mut eq = input.equivalence_properties().clone();
+        eq.clear_per_partition_constants();
+        if eq.reorder(ordering.clone()).is_err() {
+            // Only the ordering is then known (never a claim the output does not hold).
+            eq = EquivalenceProperties::new(input.schema());
+            eq.add_ordering(ordering);
+        }
+        let boundedness = match input.boundedness() {
+            Boundedness::Unbounded { .. } => Boundedness::Unbounded { requires_infinite_memory: true },
+            bounded => bounded,
+        };
+        PlanProperties::new(eq, Partitioning::UnknownPartitioning(1), EmissionType::Final, boundedness)
+            .with_evaluation_type(EvaluationType::Eager)
+            .with_scheduling_type(SchedulingType::Cooperative)
+    }
+}
+
+impl DisplayAs for CoRankSortExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "CoRankSortExec: expr=[{}], engine={}", self.expr, self.settings.engine)?;
+                if self.chunk_rows != DEFAULT_CHUNK_ROWS {
+                    write!(f, ", chunk_rows={}", self.chunk_rows)?;
+                }
+                Ok(())
+            }
+            DisplayFormatType::TreeRender => {
+                writeln!(f, "engine={}", self.settings.engine)?;
+                for (i, e) in self.expr.iter().enumerate() {
+                    e.fmt_sql(f)?;
+                    if i + 1 != self.expr.len() {
+                        write!(f, ", ")?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for CoRankSortExec {
+    fn name(&self) -> &'static str {
+        "CoRankSortExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.cache
+    }
+
+    fn cardinality_effect(&self) -> CardinalityEffect {
+        CardinalityEffect::Equal
+    }
+
+    fn required_input_distribution(&self) -> Vec<Distribution> {
+        vec![Distribution::UnspecifiedDistribution]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(&self, f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>) -> Result<TreeNodeRecursion> {
+        let mut recursion = TreeNodeRecursion::Continue;
+        for e in self.expr.iter() {
+            recursion = f(&e.expr)?;
+            if recursion == TreeNodeRecursion::Stop {
+                break;
+            }
+        }
+        Ok(recursion)
+    }
+
+    fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return internal_err!("CoRankSortExec takes one child, got {}", children.len());
+        }
+        Ok(Arc::new(
+            CoRankSortExec::new(self.expr.clone(), children.swap_remove(0))
+                .with_settings(self.settings.clone())
+                .with_chunk_rows(self.chunk_rows),
+        ))
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        if partition != 0 {
+            return internal_err!("CoRankSortExec has one output partition, asked for {partition}");
+        }
+        let n = self.input.output_partitioning().partition_count();
+        let inputs = (0..n).map(|p| self.input.execute(p, Arc::clone(&context))).collect::<Result<Vec<_>>>()?;
+        let runtime = context.runtime_env();
+        let reservation = MemoryConsumer::new(format!("CoRankSortExec[{partition}]")).with_can_spill(true).register(&runtime.memory_pool);
+        let merge_reservation = MemoryConsumer::new(format!("CoRankSortExec[{partition}] merge")).register(&runtime.memory_pool);
+        let schema = self.schema();
+        let spill = runtime.disk_manager.tmp_files_enabled().then(|| {
+            SpillManager::new(Arc::clone(&runtime), SpillMetrics::new(&self.metrics, partition), Arc::clone(&schema))
+                .with_compression_type(context.session_config().spill_compression())
+        });
+        let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&schema), 2);
+        let tx = builder.tx();
+        let task = SortTask {
+            inputs,
+            schema,
+            expr: self.expr.clone(),
+            settings: self.settings.clone(),
+            chunk_rows: self.chunk_rows,
+            batch_size: context.session_config().batch_size(),
+            reservation,
+            merge_reservation,
+            spill,
+            metrics: SortMetrics::new(&self.metrics, partition),
+        };
+        builder.spawn(task.run(tx));
+        Ok(builder.build())
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}

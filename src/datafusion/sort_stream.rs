@@ -1,0 +1,393 @@
+//! The task behind `CoRankSortExec`'s output stream: reads every input partition at once,
+//! sorts chunks of each partition into runs (off the async runtime), spills runs to disk
+//! when the memory pool says no, then merges the runs with the merge node's task
+//! ([`MergeTask`]).
+//!
+//! **Stability.** A run is one chunk: consecutive rows of one input partition, sorted
+//! stably ([`crate::sort::sort_columns`]). Runs are keyed (partition, chunk) and merged in
+//! that order, and the merge gives ties to the earlier run. So equal keys come out in
+//! partition order, then row order: the stable sort of the partitions' concatenation, for
+//! every chunk size and whether runs were spilled or not.
+//!
+//! **Memory.** Every input batch is counted in the node's reservation (a spillable
+//! `MemoryConsumer`) when it arrives, a sorted run at its output's size once sorted. When
+//! the reservation cannot grow, every partition's unfinished chunk is sorted and every run
+//! in memory is written to a spill file (Arrow IPC, through DataFusion's `SpillManager` and
+//! the runtime's `DiskManager`), then the batch is counted again: a second refusal, or no
+//! disk manager, is the pool's `ResourcesExhausted` error. Once some run is spilled, the
+//! runs still in memory are spilled too before the merge, which then holds at most
+//! `min(window_rows, batch_size)` rows per run (plus a batch) in its own reservation. A run
+//! in memory is uncounted batch by batch as the merge takes it. The sort itself (key words,
+//! indices) uses memory that is not counted, as `SortExec`'s does beyond
+//! `sort_spill_reservation_bytes`.
+
+use super::exec::MergeSettings;
+use super::stream::{to_datafusion, MergeMetrics, MergeTask};
+use crate::gather::gather;
+use crate::sort::{sort_columns, SortBatchesOptions};
+use crate::sort_key::SortKey;
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use datafusion::common::utils::memory::get_record_batch_memory_size;
+use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::memory_pool::MemoryReservation;
+use datafusion::execution::spill_file::SpillFile;
+use datafusion::physical_expr::LexOrdering;
+use datafusion::physical_plan::common::spawn_buffered;
+use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{SendableRecordBatchStream, SpillManager};
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::Sender;
+use tokio::task::JoinHandle;
+
+/// Rows per chunk unless the node says otherwise: about the size the CPU sort handles at
+/// full speed on all cores, small enough that sorting overlaps reading.
+pub const DEFAULT_CHUNK_ROWS: usize = 1 << 20;
+
+/// Bytes of input batches (their memory size) at which a chunk is sorted whatever its rows.
+pub const CHUNK_BYTES: usize = 256 << 20;
+
+/// The node's metrics: the merge's (output rows, elapsed compute, which also counts the
+/// chunk sorts, rounds), the runs sorted, and the time spent sorting them. Spills are
+/// counted by the `SpillManager` (`spill_count`, `spilled_bytes`, `spilled_rows`).
+pub struct SortMetrics {
+    pub merge: MergeMetrics,
+    pub runs: Count,
+    pub sort_time: Time,
+}
+
+impl SortMetrics {
+    pub fn new(set: &ExecutionPlanMetricsSet, partition: usize) -> Self {
+        Self {
+            merge: MergeMetrics::new(set, partition),
+            runs: MetricBuilder::new(set).counter("runs", partition),
+            sort_time: MetricBuilder::new(set).subset_time("sort_time", partition),
+        }
+    }
+}
+
+/// One execution of the sort node (built by `CoRankSortExec::execute`).
+pub struct SortTask {
+    /// The input partitions' streams, in partition (tie) order.
+    pub inputs: Vec<SendableRecordBatchStream>,
+    pub schema: SchemaRef,
+    pub expr: LexOrdering,
+    pub settings: MergeSettings,
+    /// Rows per chunk of a partition.
+    pub chunk_rows: usize,
+    /// Rows per output batch (the session's `batch_size`).
+    pub batch_size: usize,
+    /// Input batches and runs in memory (spillable).
+    pub reservation: MemoryReservation,
+    /// The merge's windows.
+    pub merge_reservation: MemoryReservation,
+    /// Writes and reads spill files; `None` without a disk manager (then no spilling).
+    pub spill: Option<SpillManager>,
+    pub metrics: SortMetrics,
+}
+
+/// A run's place in the tie order: (input partition, chunk within the partition).
+type RunKey = (usize, usize);
+
+/// A sorted run, in memory (counted in the reservation at `bytes`) or in a spill file.
+enum Run {
+    Memory { batches: Vec<RecordBatch>, bytes: usize },
+    Spilled(Arc<dyn SpillFile>),
+}
+
+/// A partition's chunk being filled.
+#[derive(Default)]
+struct Chunk {
+    batches: Vec<RecordBatch>,
+    rows: usize,
+    bytes: usize,
+}
+
+/// A chunk sorted on a blocking thread: its key, the memory its input was counted at, the
+/// sorted batches, the time the sort took.
+type Sorted = (RunKey, usize, Result<Vec<RecordBatch>>, Duration);
+
+/// Sorts one chunk stably: evaluates the sort expressions, sorts their columns, gathers.
+fn sort_chunk(batches: &[RecordBatch], expr: &LexOrdering, specs: &[SortKey], options: &SortBatchesOptions) -> Result<Vec<RecordBatch>> {
+    let columns = batches
+        .iter()
+        .map(|b| expr.iter().map(|e| e.expr.evaluate(b)?.into_array(b.num_rows())).collect::<Result<Vec<_>>>())
+        .collect::<Result<Vec<_>>>()?;
+    let perm = sort_columns(&columns, specs, options).map_err(to_datafusion)?;
+    gather(batches, &perm, options.batch_size).map_err(to_datafusion)
+}
+
+fn batches_bytes(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(get_record_batch_memory_size).sum()
+}
+
+fn out_of_memory(e: DataFusionError, spilling: bool) -> DataFusionError {
+    let why = if spilling {
+        "CoRankSortExec: not enough memory to sort, even after spilling every sorted run to disk; \
+         consider increasing 'datafusion.runtime.memory_limit'"
+    } else {
+        "CoRankSortExec: not enough memory to sort and the disk manager is disabled (no spilling); \
+         consider increasing 'datafusion.runtime.memory_limit' or enabling the disk manager"
+    };
+    e.context(why)
+}
+
+/// The ingest state: chunks being filled, chunks being sorted, the runs.
+struct Runs {
+    expr: LexOrdering,
+    specs: Vec<SortKey>,
+    options: SortBatchesOptions,
+    chunk_rows: usize,
+    reservation: MemoryReservation,
+    spill: Option<SpillManager>,
+    pending: Vec<Chunk>,
+    /// Chunks started per partition (the next chunk's number).
+    chunks: Vec<usize>,
+    sorting: FuturesUnordered<JoinHandle<Sorted>>,
+    runs: BTreeMap<RunKey, Run>,
+    runs_count: Count,
+    sort_time: Time,
+    elapsed_compute: Time,
+}
+
+impl Runs {
+    /// Adds an input batch of partition `i` to its chunk; a full chunk starts sorting.
+    async fn push(&mut self, i: usize, batch: RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let bytes = get_record_batch_memory_size(&batch);
+        self.reserve(bytes).await?;
+        let chunk = &mut self.pending[i];
+        chunk.rows += batch.num_rows();
+        chunk.bytes += bytes;
+        chunk.batches.push(batch);
+        if chunk.rows >= self.chunk_rows || chunk.bytes >= CHUNK_BYTES {
+            self.start_sort(i);
+        }
+        Ok(())
+    }
+
+    /// Counts `bytes` more, spilling everything first if the pool says no.
+    async fn reserve(&mut self, bytes: usize) -> Result<()> {
+        if let Err(e) = self.reservation.try_grow(bytes) {
+            if self.spill.is_none() {
+                return Err(out_of_memory(e, false));
+            }
+            self.spill_all().await?;
+            self.reservation.try_grow(bytes).map_err(|e| out_of_memory(e, true))?;
+        }
+        Ok(())
+    }
+
+    /// Sorts partition `i`'s chunk (if it holds rows) on a blocking thread.
+    fn start_sort(&mut self, i: usize) {
+        let chunk = std::mem::take(&mut self.pending[i]);
+        if chunk.rows == 0 {
+            return;
+        }
+        let key = (i, self.chunks[i]);
+        self.chunks[i] += 1;
+        let (expr, specs, options) = (self.expr.clone(), self.specs.clone(), self.options.clone());
+        self.sorting.push(tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let sorted = sort_chunk(&chunk.batches, &expr, &specs, &options);
+            drop(chunk.batches);
+            (key, chunk.bytes, sorted, started.elapsed())
+        }));
+    }
+
+    /// Makes a sorted chunk a run in memory, counted at its size instead of its input's;
+    /// false if the pool refused that (it is counted anyway: the caller spills).
+    fn add_run(&mut self, done: std::result::Result<Sorted, tokio::task::JoinError>) -> Result<bool> {
+        let (key, in_bytes, sorted, elapsed) = done.map_err(|e| DataFusionError::External(Box::new(e)))?;
+        self.sort_time.add_duration(elapsed);
+        self.elapsed_compute.add_duration(elapsed);
+        let batches = sorted?;
+        let bytes = batches_bytes(&batches);
+        self.reservation.shrink(in_bytes.min(self.reservation.size()));
+        let fits = self.reservation.try_grow(bytes).is_ok();
+        if !fits {
+            self.reservation.grow(bytes);
+        }
+        self.runs_count.add(1);
+        self.runs.insert(key, Run::Memory { batches, bytes });
+        Ok(fits)
+    }
+
+    /// A chunk's sort finished: its run stays in memory if it fits, else everything spills.
+    async fn finish_sort(&mut self, done: std::result::Result<Sorted, tokio::task::JoinError>) -> Result<()> {
+        if !self.add_run(done)? {
+            if self.spill.is_none() {
+                let e = DataFusionError::ResourcesExhausted(format!("a sorted run of {} bytes does not fit", self.reservation.size()));
+                return Err(out_of_memory(e, false));
+            }
+            self.spill_all().await?;
+        }
+        Ok(())
+    }
+
+    /// Sorts every unfinished chunk, waits for every sort, and writes every run in memory
+    /// to its own spill file (uncounting it).
+    async fn spill_all(&mut self) -> Result<()> {
+        let Some(spill) = self.spill.clone() else {
+            return Err(DataFusionError::Internal("CoRankSortExec: spilling without a spill manager".into()));
+        };
+        for i in 0..self.pending.len() {
+            self.start_sort(i);
+        }
+        while let Some(done) = self.sorting.next().await {
+            self.add_run(done)?;
+        }
+        self.spill_memory_runs(&spill).await
+    }
+
+    /// Writes every run in memory to its own spill file (off the runtime).
+    async fn spill_memory_runs(&mut self, spill: &SpillManager) -> Result<()> {
+        for run in self.runs.values_mut() {
+            let Run::Memory { batches, bytes } = run else { continue };
+            let (batches, bytes) = (std::mem::take(batches), *bytes);
+            let writer = spill.clone();
+            let file = tokio::task::spawn_blocking(move || writer.spill_record_batch_and_finish(&batches, "CoRankSortExec"))
+                .await
+                .map_err(|e| DataFusionError::External(Box::new(e)))??;
+            let Some(file) = file else {
+                return Err(DataFusionError::Internal("CoRankSortExec: a run with rows spilled no file".into()));
+            };
+            *run = Run::Spilled(file);
+            self.reservation.shrink(bytes.min(self.reservation.size()));
+        }
+        Ok(())
+    }
+}
+
+/// What a pull of input `i` gave, and its stream to pull again.
+type Arrival = (usize, Option<Result<RecordBatch>>, SendableRecordBatchStream);
+
+fn next_batch(i: usize, stream: SendableRecordBatchStream) -> impl Future<Output = Arrival> {
+    stream.into_future().map(move |(item, stream)| (i, item, stream))
+}
+
+/// A run in memory as a stream that uncounts each batch as it hands it on (the merge counts
+/// what it buffers in its own reservation).
+fn memory_stream(batches: Vec<RecordBatch>, bytes: usize, reservation: &MemoryReservation, schema: SchemaRef) -> SendableRecordBatchStream {
+    let held = reservation.split(bytes.min(reservation.size()));
+    let batches = batches.into_iter().map(move |b| {
+        held.shrink(get_record_batch_memory_size(&b).min(held.size()));
+        Ok(b)
+    });
+    Box::pin(RecordBatchStreamAdapter::new(schema, futures::stream::iter(batches)))
+}
+
+/// A spilled run read back, each batch copied into buffers of its own: a batch decoded from a
+/// spill file holds slices of one large read buffer, which DataFusion's memory accounting
+/// (and the merge's) counts whole for every column (measured: about 768 KB a batch of 256
+/// rows of three columns), so a merge of a few spilled runs overran a small pool.
+fn compacted(stream: SendableRecordBatchStream, schema: SchemaRef) -> SendableRecordBatchStream {
+    let compact = |b: RecordBatch| -> Result<RecordBatch> {
+        let all = arrow::array::UInt32Array::from_iter_values(0..b.num_rows() as u32);
+        Ok(arrow::compute::take_record_batch(&b, &all)?)
+    };
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream.map(move |b| b.and_then(compact))))
+}
+
+impl SortTask {
+    /// Reads, sorts, spills and merges, sending the sorted batches to `tx`; returns when
+    /// all are sent or the receiver was dropped.
+    pub async fn run(self, tx: Sender<Result<RecordBatch>>) -> Result<()> {
+        let SortTask { inputs, schema, expr, settings, chunk_rows, batch_size, reservation, merge_reservation, spill, metrics } = self;
+        let SortMetrics { merge: merge_metrics, runs: runs_count, sort_time } = metrics;
+        let n = inputs.len();
+        let specs: Vec<SortKey> = expr.iter().map(|e| SortKey::new(e.expr.to_string(), e.options)).collect();
+        let options = SortBatchesOptions { engine: settings.engine, batch_size: batch_size.max(1) };
+        let mut state = Runs {
+            expr: expr.clone(),
+            specs,
+            options,
+            chunk_rows: chunk_rows.max(1),
+            reservation,
+            spill,
+            pending: (0..n).map(|_| Chunk::default()).collect(),
+            chunks: vec![0; n],
+            sorting: FuturesUnordered::new(),
+            runs: BTreeMap::new(),
+            runs_count,
+            sort_time,
+            elapsed_compute: merge_metrics.baseline.elapsed_compute().clone(),
+        };
+        // 1. Read every partition at once (each polled by its own task, two batches ahead);
+        //    sort chunks as they fill, at most one per core at a time (reading pauses
+        //    meanwhile: the sorts use every core).
+        let max_sorting = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let mut pulling: FuturesUnordered<_> = inputs.into_iter().enumerate().map(|(i, s)| next_batch(i, spawn_buffered(s, 2))).collect();
+        loop {
+            tokio::select! {
+                biased;
+                Some(done) = state.sorting.next(), if !state.sorting.is_empty() => state.finish_sort(done).await?,
+                Some((i, item, stream)) = pulling.next(), if !pulling.is_empty() && state.sorting.len() < max_sorting => match item {
+                    Some(Ok(batch)) => {
+                        state.push(i, batch).await?;
+                        pulling.push(next_batch(i, stream));
+                    }
+                    Some(Err(e)) => return Err(e),
+                    None => state.start_sort(i),
+                },
+                else => break,
+            }
+        }
+        // 2. Once anything spilled, the rest spills too: memory for the merge's windows.
+        let spilled = state.runs.values().any(|r| matches!(r, Run::Spilled(_)));
+        if spilled {
+            if let Some(spill) = state.spill.clone() {
+                state.spill_memory_runs(&spill).await?;
+            }
+        }
+        // 3. The runs in (partition, chunk) order: the merge's inputs in tie order.
+        let Runs { runs, reservation, spill, .. } = state;
+        let mut streams = Vec::with_capacity(runs.len());
+        for run in runs.into_values() {
+            streams.push(match run {
+                Run::Memory { batches, bytes } => memory_stream(batches, bytes, &reservation, Arc::clone(&schema)),
+                Run::Spilled(file) => {
+                    let spill = spill
+                        .as_ref()
+                        .ok_or_else(|| DataFusionError::Internal("CoRankSortExec: a spilled run without a spill manager".into()))?;
+                    compacted(spill.read_spill_as_stream(file, None)?, Arc::clone(&schema))
+                }
+            });
+        }
+        if streams.len() <= 1 {
+            // One run (or none) is the output as it is.
+            if let Some(mut stream) = streams.pop() {
+                while let Some(batch) = stream.next().await {
+                    let batch = batch?;
+                    merge_metrics.baseline.record_output(batch.num_rows());
+                    if tx.send(Ok(batch)).await.is_err() {
+                        return Ok(()); // the output stream was dropped
+                    }
+                }
+            }
+            merge_metrics.baseline.done();
+            return Ok(());
+        }
+        let window_rows = if spilled { settings.window_rows.min(batch_size).max(1) } else { settings.window_rows };
+        let task = MergeTask {
+            inputs: streams,
+            schema,
+            expr,
+            fetch: None,
+            settings: MergeSettings { window_rows, ..settings },
+            check_sorted: false,
+            batch_size,
+            reservation: merge_reservation,
+            metrics: merge_metrics,
+        };
+        task.run(tx).await
+    }
+}

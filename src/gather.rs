@@ -93,10 +93,13 @@ pub fn gather(runs: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Re
     }
     let gatherer = Gatherer::new(&runs, perm)?;
     let starts: Vec<usize> = (0..perm.len()).step_by(batch_size).collect();
-    let pieces: Vec<Vec<RecordBatch>> = starts
-        .into_par_iter()
-        .map(|s| gatherer.gather_range(s, (s + batch_size).min(perm.len())))
-        .collect::<std::result::Result<_, ArrowError>>()?;
+    let piece = |s: usize| gatherer.gather_range(s, (s + batch_size).min(perm.len()));
+    // One output batch is gathered on the calling thread (no hand-off to the pool).
+    let pieces: Vec<Vec<RecordBatch>> = if starts.len() == 1 {
+        vec![piece(0)?]
+    } else {
+        starts.into_par_iter().map(piece).collect::<std::result::Result<_, ArrowError>>()?
+    };
     Ok(pieces.into_iter().flatten().collect())
 }
 

@@ -44,7 +44,11 @@ pub fn merge_cpu<T: KeyWord>(keys: &[T], run_offsets: &[usize]) -> Indices {
 }
 
 fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec<I> {
-    let idx: Vec<I> = (0..keys.len()).into_par_iter().map(I::from_usize).collect();
+    let idx: Vec<I> = if keys.len() <= MIN_CHUNK {
+        (0..keys.len()).map(I::from_usize).collect()
+    } else {
+        (0..keys.len()).into_par_iter().map(I::from_usize).collect()
+    };
     merge_runs(Cow::Borrowed(keys), idx, run_offsets)
 }
 
@@ -88,10 +92,15 @@ pub(crate) fn merge_runs<T: KeyWord, I: RowIndex>(keys: Cow<[T]>, mut idx: Vec<I
             })
             .collect();
         let (sk, si) = (&src_keys, &idx);
-        dst_keys.par_chunks_mut(chunk).zip(dst_idx.par_chunks_mut(chunk)).enumerate().for_each(|(c, (out_k, out_i))| {
-            let start = c * chunk;
-            merge_chunk(sk, si, &pairs, start, out_k, out_i);
-        });
+        if n <= chunk {
+            // One chunk: merged on the calling thread (the pool's hand-off costs more).
+            merge_chunk(sk, si, &pairs, 0, &mut dst_keys, &mut dst_idx);
+        } else {
+            dst_keys.par_chunks_mut(chunk).zip(dst_idx.par_chunks_mut(chunk)).enumerate().for_each(|(c, (out_k, out_i))| {
+                let start = c * chunk;
+                merge_chunk(sk, si, &pairs, start, out_k, out_i);
+            });
+        }
         let old = std::mem::replace(&mut src_keys, Cow::Owned(std::mem::take(&mut dst_keys)));
         dst_keys = match old {
             Cow::Owned(v) => v,

@@ -375,14 +375,57 @@ impl FrontierMerge {
         Ok(())
     }
 
-    /// Compares `(row r of input i's buffered batch b, i)` with the frontier `(f, fi)`.
-    fn le_frontier(&self, buf: &Buffered, r: usize, i: usize, f: &OwnedRow, fi: usize) -> Result<bool> {
-        let row = self.row(&buf.keys, r)?;
-        Ok(match row.row().cmp(&f.row()) {
+    /// The frontier key as one-row arrays, for comparing buffered rows with it through
+    /// arrow's comparators instead of encoding each row probed (about 1 µs a row: 16 inputs
+    /// probed ~14 times each cost a small round ~0.2 ms). Only for key types whose
+    /// comparator orders exactly as the row format does (numbers by total order, booleans,
+    /// strings and binaries by bytes; nulls and descending by the same `SortOptions`);
+    /// `None` for others (nested, intervals), which keep the row path, as do dictionaries
+    /// (the row format decodes them to their values, which their comparator refuses).
+    fn frontier_arrays(&self, f: &OwnedRow) -> Result<Option<Vec<ArrayRef>>> {
+        use arrow::datatypes::DataType as T;
+        let comparable = |t: &T| match t {
+            T::Interval(_) => false,
+            T::Boolean | T::Utf8 | T::LargeUtf8 | T::Utf8View | T::Binary | T::LargeBinary | T::BinaryView => true,
+            T::FixedSizeBinary(_) => true,
+            t => t.is_primitive(),
+        };
+        let arrays = self.converter.convert_rows([f.row()])?;
+        Ok(arrays.iter().all(|a| comparable(a.data_type())).then_some(arrays))
+    }
+
+    /// Whether `(row r of buffered batch buf of input i, i) <= (f, fi)` for each `r` asked,
+    /// with `f` given as rows ([`OwnedRow`]) and, where [`Self::frontier_arrays`] allows, as
+    /// arrays: returns a function of `r`.
+    fn le_frontier<'a>(
+        &'a self,
+        buf: &'a Buffered,
+        i: usize,
+        f: &'a OwnedRow,
+        f_arrays: Option<&'a [ArrayRef]>,
+        fi: usize,
+    ) -> Result<Box<dyn Fn(usize) -> Result<bool> + 'a>> {
+        let tie = move |ord: Ordering| match ord {
             Ordering::Less => true,
             Ordering::Equal => i <= fi,
             Ordering::Greater => false,
-        })
+        };
+        if let Some(fa) = f_arrays {
+            let comparators = buf
+                .keys
+                .iter()
+                .zip(fa)
+                .zip(&self.specs)
+                .map(|((k, f), spec)| arrow::array::make_comparator(k.as_ref(), f.as_ref(), spec.options))
+                .collect::<std::result::Result<Vec<_>, _>>();
+            if let Ok(comparators) = comparators {
+                return Ok(Box::new(move |r| {
+                    let ord = comparators.iter().map(|c| c(r, 0)).find(|o| o.is_ne()).unwrap_or(Ordering::Equal);
+                    Ok(tie(ord))
+                }));
+            }
+        }
+        Ok(Box::new(move |r| Ok(tie(self.row(&buf.keys, r)?.row().cmp(&f.row())))))
     }
 
     /// Runs one round: merges and returns every buffered row that can be emitted now.
@@ -447,6 +490,10 @@ impl FrontierMerge {
             }
         }
         // (3) Per input, the emittable prefix: (batches taken whole, rows of the next batch).
+        let f_arrays = match &frontier {
+            Some((f, _)) => self.frontier_arrays(f)?,
+            None => None,
+        };
         let mut cuts = Vec::with_capacity(self.inputs.len());
         for (i, input) in self.inputs.iter().enumerate() {
             let Some((f, fi)) = &frontier else {
@@ -457,7 +504,8 @@ impl FrontierMerge {
             let mut part = 0;
             for buf in &input.batches {
                 let n = buf.batch.num_rows();
-                if self.le_frontier(buf, n - 1, i, f, *fi)? {
+                let le = self.le_frontier(buf, i, f, f_arrays.as_deref(), *fi)?;
+                if le(n - 1)? {
                     whole += 1;
                     continue;
                 }
@@ -465,7 +513,7 @@ impl FrontierMerge {
                 let (mut lo, mut hi) = (0, n - 1);
                 while lo < hi {
                     let mid = lo + (hi - lo) / 2;
-                    if self.le_frontier(buf, mid, i, f, *fi)? {
+                    if le(mid)? {
                         lo = mid + 1;
                     } else {
                         hi = mid;

@@ -417,7 +417,7 @@ fn bench_draws_its_table_and_chart() {
         "--datasets",
         "lineitem,time",
         "--only",
-        "corank-cpu,datafusion,floor",
+        "corank-cpu,datafusion,floor,floor-corank",
         "--dir",
         d.path().to_str().unwrap(),
         "--chart",
@@ -427,7 +427,7 @@ fn bench_draws_its_table_and_chart() {
     let stdout = text(&out.stdout);
     // | dataset | rows | contender | version | seconds | M rows/s | peak RSS MiB | corank best / this | this / floor |
     for dataset in ["lineitem", "time"] {
-        for contender in ["corank-cpu", "datafusion", "floor"] {
+        for contender in ["corank-cpu", "datafusion", "floor", "floor-corank"] {
             let row = stdout
                 .lines()
                 .find(|l| l.starts_with(&format!("| {dataset} | 20,000 | {contender} |")))

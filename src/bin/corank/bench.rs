@@ -13,7 +13,10 @@
 //!   when their packages import;
 //! - the floor: the Parquet work no merge can avoid, decoding and re-encoding the same rows
 //!   with no merge (stock DataFusion's `COPY (SELECT * FROM t) TO ..` without ORDER BY,
-//!   the same scan on all cores as the DataFusion contender's).
+//!   the same scan on all cores as the DataFusion contender's);
+//! - corank's own floor (`floor-corank`): the files concatenated into one sorted input (the
+//!   first corank output of the run, kept for it), put through `corank merge --passthrough
+//!   never`: corank's reader and writer on the same rows with nothing to merge.
 //!
 //! With `--sort`, the same files are sorted by a column they are not sorted by
 //! (`--sort-key`, `l_partkey`): `corank sort` against the same DataFusion, DuckDB and Polars
@@ -58,7 +61,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "python3")]
     pub python: String,
     /// Contenders to run (default: all that are available): corank-gpu, corank-cpu,
-    /// datafusion, duckdb, polars, floor.
+    /// datafusion, duckdb, polars, floor, floor-corank.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Sort the files by --sort-key (`corank sort`) instead of merging them by their key.
@@ -99,6 +102,8 @@ pub struct Measurement {
 
 /// The floor contender's name.
 pub const FLOOR: &str = "floor";
+/// corank's own floor: one sorted input through `corank merge --passthrough never`.
+pub const FLOOR_CORANK: &str = "floor-corank";
 
 const DUCKDB: &str = r#"
 import sys, duckdb
@@ -135,6 +140,7 @@ fn contenders(args: &BenchArgs) -> Vec<(String, String)> {
         }
     }
     all.push((FLOOR.into(), "DataFusion 55.2 COPY, no ORDER BY".into()));
+    all.push((FLOOR_CORANK.into(), "corank merge, 1 sorted input, no passthrough".into()));
     all.retain(|(name, _)| args.only.is_empty() || args.only.iter().any(|o| o == name));
     all
 }
@@ -158,6 +164,13 @@ fn command_for(contender: &str, args: &BenchArgs, files: &[PathBuf], output: &Pa
         FLOOR => {
             cmd = Command::new(exe);
             cmd.args(["datafusion-copy", "--no-order"]).arg(output).arg(key).args(files);
+        }
+        FLOOR_CORANK => {
+            cmd = Command::new(exe);
+            cmd.args(["merge", "-q", "--force", "--by", key, "--engine", "cpu", "--compression", "zstd(3)", "--passthrough", "never"]);
+            cmd.args(["--memory-limit", &args.memory_limit, "-o"]);
+            cmd.arg(output);
+            cmd.args(files);
         }
         other => {
             cmd = Command::new(&args.python);
@@ -291,12 +304,24 @@ fn bench_one(args: &BenchArgs, contenders: &[(String, String)], dataset: Dataset
     eprintln!("dataset {}: {} files, {} rows, {:.1} MiB", dataset.name(), args.files, group_digits(total), bytes as f64 / (1 << 20) as f64);
     let key = if args.sort { args.sort_key.as_str() } else { LINEITEM_KEY };
     let (_, _, input_sum) = check_output(&files, key)?;
-    // Each contender, one run, output checked.
+    // Each contender, one run, output checked. The first corank output is kept as
+    // floor-corank's one sorted input.
+    let sorted_input = args.dir.join("sorted-input.parquet");
+    let _ = std::fs::remove_file(&sorted_input);
+    let mut have_sorted_input = false;
     for (name, _) in contenders {
+        let inputs = match name.as_str() {
+            FLOOR_CORANK if !have_sorted_input => {
+                eprintln!("{name} skipped: it needs a corank contender's output as its input");
+                continue;
+            }
+            FLOOR_CORANK => vec![sorted_input.clone()],
+            _ => files.clone(),
+        };
         let output = args.dir.join(format!("out-{name}.parquet"));
         let _ = std::fs::remove_file(&output);
         let t = Instant::now();
-        let run = run_measured(command_for(name, args, &files, &output));
+        let run = run_measured(command_for(name, args, &inputs, &output));
         let seconds = t.elapsed().as_secs_f64();
         let peak_rss = match run {
             Ok((true, rss)) => rss,
@@ -314,10 +339,15 @@ fn bench_one(args: &BenchArgs, contenders: &[(String, String)], dataset: Dataset
                 detail: format!("{name}: {out_rows} rows of {total}, sorted by {key}: {sorted}, rows as the inputs': {}", sum == input_sum),
             });
         }
+        if name.starts_with("corank") && !have_sorted_input {
+            std::fs::rename(&output, &sorted_input).map_err(|e| Error::io(&output, "keeping the output", e))?;
+            have_sorted_input = true;
+        }
         let _ = std::fs::remove_file(&output);
-        eprintln!("{name:>11}: {seconds:.2} s, peak RSS {}", show_rss(peak_rss));
+        eprintln!("{name:>12}: {seconds:.2} s, peak RSS {}", show_rss(peak_rss));
         results.push(Measurement { dataset: dataset.name().into(), rows: total, contender: name.clone(), seconds, peak_rss });
     }
+    let _ = std::fs::remove_file(&sorted_input);
     Ok(results)
 }
 

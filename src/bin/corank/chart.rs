@@ -12,13 +12,14 @@ use std::path::Path;
 /// text with a font it is given, not the system's.
 static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
-const COLORS: [RGBColor; 6] = [
+const COLORS: [RGBColor; 7] = [
     RGBColor(118, 185, 0),
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+    RGBColor(127, 127, 127),
 ];
 
 /// A panel's size in pixels (the chart stacks one per dataset).

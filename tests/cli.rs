@@ -414,8 +414,10 @@ fn bench_draws_its_table_and_chart() {
         "20k",
         "--files",
         "4",
+        "--datasets",
+        "lineitem,time",
         "--only",
-        "corank-cpu,datafusion",
+        "corank-cpu,datafusion,floor,floor-corank",
         "--dir",
         d.path().to_str().unwrap(),
         "--chart",
@@ -423,7 +425,43 @@ fn bench_draws_its_table_and_chart() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("| 20,000 | corank-cpu |") && stdout.contains("| 20,000 | datafusion |"), "{stdout}");
+    // | dataset | rows | contender | version | seconds | M rows/s | peak RSS MiB | corank best / this | this / floor |
+    for dataset in ["lineitem", "time"] {
+        for contender in ["corank-cpu", "datafusion", "floor", "floor-corank"] {
+            let row = stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("| {dataset} | 20,000 | {contender} |")))
+                .unwrap_or_else(|| panic!("no {dataset} {contender} row in\n{stdout}"));
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let rss: f64 = cells[7].parse().unwrap_or_else(|_| panic!("no peak RSS in {row}"));
+            assert!(rss > 1.0, "{row}");
+            let floor: f64 = cells[9].trim_end_matches('x').parse().unwrap_or_else(|_| panic!("no floor ratio in {row}"));
+            assert!(floor > 0.0 && (contender != "floor" || floor == 1.0), "{row}");
+        }
+    }
+    assert!(stdout.contains("corank's peak RSS is within --memory-limit 2GiB + 20%"), "{stdout}");
     let png = std::fs::read(&chart).unwrap();
     assert_eq!(&png[1..4], b"PNG");
+}
+
+/// The bench's time-partitioned files (zstd level 1) pass through a merge to zstd(3), as
+/// the bench runs it: passthrough compares codecs, not levels.
+#[test]
+fn time_partitioned_files_pass_through_a_zstd3_merge() {
+    use crate::datagen::{write_dataset, Dataset};
+    let d = tempfile::tempdir().unwrap();
+    let inputs = write_dataset(&d.path().join("in"), Dataset::Time, 4, 100_000, 10_000, 5).unwrap();
+    let out = d.path().join("out.parquet");
+    let mut args = vec!["merge", "--json", "--engine", "cpu", "--compression", "zstd(3)", "-o", out.to_str().unwrap()];
+    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+    let o = corank(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let stdout = text(&o.stdout);
+    let field = |name: &str| -> u64 {
+        let at = stdout.find(&format!("\"{name}\":")).unwrap_or_else(|| panic!("no {name} in {stdout}"));
+        let rest = &stdout[at + name.len() + 3..];
+        rest[..rest.find(|c: char| !c.is_ascii_digit()).unwrap()].parse().unwrap()
+    };
+    // 10 row groups a file, 3% overlap: the first and last of a file may be merged, the rest pass.
+    assert!(field("passthrough_rows") >= 240_000, "{stdout}");
 }

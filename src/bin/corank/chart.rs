@@ -1,4 +1,5 @@
-//! The bench's PNG chart: merge throughput (million rows/s) by contender and input size.
+//! The bench's PNG chart: merge throughput (million rows/s) by contender and input size,
+//! one panel per dataset (stacked), the x axis labelled with the measured sizes.
 
 use crate::bench::Measurement;
 use corank::{Error, Result};
@@ -11,22 +12,25 @@ use std::path::Path;
 /// text with a font it is given, not the system's.
 static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
-const COLORS: [RGBColor; 6] = [
+const COLORS: [RGBColor; 7] = [
     RGBColor(118, 185, 0),
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+    RGBColor(127, 127, 127),
 ];
 
-/// The chart's size in pixels.
+/// A panel's size in pixels (the chart stacks one per dataset).
 const SIZE: (u32, u32) = (960, 560);
 /// Pixels of the margin and of the x axis' label area (tick labels, then the axis title).
 const MARGIN: u32 = 16;
 const X_LABEL_AREA: u32 = 48;
 
-pub fn draw(path: &Path, results: &[Measurement]) -> Result<()> {
+/// Draws `results` to the PNG `path`: one panel per dataset, in their first-seen order,
+/// each titled `<dataset>: <title>`; every contender keeps its colour across panels.
+pub fn draw(path: &Path, title: &str, results: &[Measurement]) -> Result<()> {
     if results.is_empty() {
         return Err(Error::InvalidArgument("no measurements to chart".into()));
     }
@@ -35,9 +39,38 @@ pub fn draw(path: &Path, results: &[Measurement]) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(path, "drawing the chart", e))?;
     }
-    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-    plot(&root, results).map_err(|e| err(&e))?;
+    let panels = datasets(results).len() as u32;
+    let root = BitMapBackend::new(path, (SIZE.0, SIZE.1 * panels)).into_drawing_area();
+    plot_all(&root, title, results).map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// The datasets of `results`, in their first-seen order.
+fn datasets(results: &[Measurement]) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for m in results {
+        if !names.contains(&m.dataset.as_str()) {
+            names.push(&m.dataset);
+        }
+    }
+    names
+}
+
+/// One panel per dataset on `root`, stacked.
+fn plot_all<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, title: &str, results: &[Measurement]) -> std::result::Result<(), String> {
+    let mut contenders: Vec<&str> = Vec::new();
+    for m in results {
+        if !contenders.contains(&m.contender.as_str()) {
+            contenders.push(&m.contender);
+        }
+    }
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let names = datasets(results);
+    for (area, dataset) in root.split_evenly((names.len(), 1)).iter().zip(&names) {
+        let at: Vec<Measurement> = results.iter().filter(|m| m.dataset == *dataset).cloned().collect();
+        plot(area, &format!("{dataset}: {title} (higher is better)"), &contenders, &at)?;
+    }
     Ok(())
 }
 
@@ -45,16 +78,20 @@ fn register_font() -> std::result::Result<(), &'static str> {
     plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).map_err(|_| "the embedded font is invalid")
 }
 
-/// Draws the chart of `results` (not empty) on `root`.
-fn plot<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, results: &[Measurement]) -> std::result::Result<(), String> {
+/// Draws the chart of `results` (not empty) on `root`; `contenders` fixes the colours.
+fn plot<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    caption: &str,
+    contenders: &[&str],
+    results: &[Measurement],
+) -> std::result::Result<(), String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let rate = |m: &Measurement| m.rows as f64 / m.seconds / 1e6;
     let max_rate = results.iter().map(rate).fold(0.0, f64::max) * 1.15;
     let min_rows = results.iter().map(|m| m.rows).min().unwrap_or(1) as f64 / 1e6;
     let max_rows = results.iter().map(|m| m.rows).max().unwrap_or(1) as f64 / 1e6;
-    root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut chart = ChartBuilder::on(root)
-        .caption("Merging 16 sorted Parquet files into one (higher is better)", ("sans-serif", 24))
+        .caption(caption, ("sans-serif", 22))
         .margin(MARGIN)
         .x_label_area_size(X_LABEL_AREA)
         .y_label_area_size(64)
@@ -71,14 +108,11 @@ fn plot<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, results: &[Measuremen
         .label_style(("sans-serif", 16))
         .draw()
         .map_err(|e| err(&e))?;
-    let mut names: Vec<&str> = Vec::new();
-    for m in results {
-        if !names.contains(&m.contender.as_str()) {
-            names.push(&m.contender);
-        }
-    }
-    for (i, name) in names.iter().enumerate() {
+    for (i, name) in contenders.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
+        if !results.iter().any(|m| m.contender == *name) {
+            continue;
+        }
         let points: Vec<(f64, f64)> = results.iter().filter(|m| m.contender == *name).map(|m| (m.rows as f64 / 1e6, rate(m))).collect();
         chart
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(3)))
@@ -137,7 +171,11 @@ mod tests {
     use super::*;
 
     fn at(rows: usize, contender: &str, seconds: f64) -> Measurement {
-        Measurement { rows, contender: contender.into(), seconds }
+        in_set("lineitem", rows, contender, seconds)
+    }
+
+    fn in_set(dataset: &str, rows: usize, contender: &str, seconds: f64) -> Measurement {
+        Measurement { dataset: dataset.into(), rows, contender: contender.into(), seconds, peak_rss: None }
     }
 
     #[test]
@@ -156,27 +194,32 @@ mod tests {
         assert_eq!(x_ticks(&results).iter().map(|m| show_rows(m * 1e6)).collect::<Vec<_>>(), ["1M", "4M", "10M"]);
     }
 
-    /// Dark pixels in the band of the x axis' tick labels: below the tick marks, above
-    /// the axis title.
-    fn dark_pixels_under_the_plot(results: &[Measurement]) -> usize {
+    /// Dark pixels in the band of each panel's x axis tick labels: below the tick marks,
+    /// above the axis title.
+    fn dark_pixels_under_the_plots(results: &[Measurement]) -> Vec<usize> {
         register_font().unwrap();
-        let (w, h) = SIZE;
+        let panels = datasets(results).len() as u32;
+        let (w, h) = (SIZE.0, SIZE.1 * panels);
         let mut buffer = vec![0u8; (w * h * 3) as usize];
         {
-            let root = BitMapBackend::with_buffer(&mut buffer, SIZE).into_drawing_area();
-            plot(&root, results).unwrap();
+            let root = BitMapBackend::with_buffer(&mut buffer, (w, h)).into_drawing_area();
+            plot_all(&root, "Merging", results).unwrap();
             root.present().unwrap();
         }
-        let top = h - MARGIN - X_LABEL_AREA + 8; // below the tick marks
-        let bottom = top + 18; // above the axis title
-        let mut dark = 0;
-        for y in top..bottom {
-            for x in 0..w {
-                let p = ((y * w + x) * 3) as usize;
-                dark += usize::from(buffer[p..p + 3].iter().all(|&c| c < 128));
-            }
-        }
-        dark
+        (1..=panels)
+            .map(|panel| {
+                let top = panel * SIZE.1 - MARGIN - X_LABEL_AREA + 8; // below the tick marks
+                let bottom = top + 18; // above the axis title
+                let mut dark = 0;
+                for y in top..bottom {
+                    for x in 0..w {
+                        let p = ((y * w + x) * 3) as usize;
+                        dark += usize::from(buffer[p..p + 3].iter().all(|&c| c < 128));
+                    }
+                }
+                dark
+            })
+            .collect()
     }
 
     #[test]
@@ -187,14 +230,35 @@ mod tests {
             at(1_000_000, "duckdb", 0.6),
             at(4_000_000, "duckdb", 2.0),
         ];
-        let with_labels = dark_pixels_under_the_plot(&results);
+        let with_labels = dark_pixels_under_the_plots(&results);
         // "1M" and "4M" at 16 px: well over a hundred dark pixels.
-        assert!(with_labels > 100, "{with_labels} dark pixels where the x tick labels go");
+        assert!(with_labels.len() == 1 && with_labels[0] > 100, "{with_labels:?} dark pixels where the x tick labels go");
         // The file is written too.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/chart.png");
-        draw(&path, &results).unwrap();
+        draw(&path, "Merging", &results).unwrap();
         assert!(std::fs::read(&path).unwrap().starts_with(b"\x89PNG"), "not a PNG");
-        assert!(draw(&path, &[]).is_err());
+        assert!(draw(&path, "Merging", &[]).is_err());
+    }
+
+    #[test]
+    fn one_panel_per_dataset_each_with_x_tick_labels() {
+        let results = [
+            in_set("lineitem", 1_000_000, "corank-cpu", 0.5),
+            in_set("lineitem", 10_000_000, "corank-cpu", 4.0),
+            in_set("lineitem", 10_000_000, "floor", 3.0),
+            in_set("time", 1_000_000, "corank-cpu", 0.1),
+            in_set("time", 10_000_000, "corank-cpu", 0.8),
+            in_set("time", 10_000_000, "floor", 3.0),
+        ];
+        assert_eq!(datasets(&results), ["lineitem", "time"]);
+        let dark = dark_pixels_under_the_plots(&results);
+        assert!(dark.len() == 2 && dark.iter().all(|&d| d > 100), "{dark:?} dark pixels where the x tick labels go");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("chart.png");
+        draw(&path, "Merging", &results).unwrap();
+        let png = std::fs::read(&path).unwrap();
+        // The IHDR chunk: width then height, big-endian, at bytes 16..24.
+        assert_eq!(u32::from_be_bytes(png[20..24].try_into().unwrap()), 2 * SIZE.1);
     }
 }

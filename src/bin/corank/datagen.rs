@@ -113,9 +113,14 @@ const WORDS: [&str; 16] = [
 /// `rows` rows shaped like TPC-H `lineitem` (16 columns: keys, decimals, dates, short and
 /// free-text strings), sorted by `l_orderkey` (drawn from `0..key_range`, so runs overlap).
 pub fn lineitem(rows: usize, key_range: u64, seed: u64) -> RecordBatch {
+    lineitem_in(rows, 0, key_range, seed)
+}
+
+/// [`lineitem`] with `l_orderkey` drawn from `lo..lo + width` (sorted).
+pub fn lineitem_in(rows: usize, lo: u64, width: u64, seed: u64) -> RecordBatch {
     let base = mix(seed);
     let r = |i: usize, salt: u64| mix(base ^ mix(i as u64 ^ (salt << 56)));
-    let mut orderkeys: Vec<i64> = (0..rows).map(|i| (r(i, 1) % key_range.max(1)) as i64).collect();
+    let mut orderkeys: Vec<i64> = (0..rows).map(|i| (lo + r(i, 1) % width.max(1)) as i64).collect();
     orderkeys.sort_unstable();
     let dec = |salt: u64, hi: u64| -> ArrayRef {
         Arc::new(
@@ -215,6 +220,97 @@ pub fn write_lineitem_files(
                     .collect(),
             };
             write_sorted_parquet(&path, &batches, &keys, row_group_rows, Compression::ZSTD(Default::default()))?;
+            Ok(path)
+        })
+        .collect()
+}
+
+/// The datasets of `corank bench`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum Dataset {
+    /// Every file spans the whole key range (`l_orderkey` drawn from `0..rows / 4`): every
+    /// row takes part in the merge.
+    Lineitem,
+    /// Time-partitioned, like daily files sorted by timestamp: file `f` covers a contiguous
+    /// key range, and consecutive files' ranges overlap by [`TIME_OVERLAP`] of a file's range.
+    Time,
+}
+
+impl Dataset {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dataset::Lineitem => "lineitem",
+            Dataset::Time => "time",
+        }
+    }
+}
+
+/// How much consecutive files of [`Dataset::Time`] overlap: 3% of a file's key range.
+pub const TIME_OVERLAP_PERCENT: u64 = 3;
+
+/// The key range `(lo, width)` file `f` of `files` (of `rows_per_file` rows each) draws
+/// `l_orderkey` from: `lo..lo + width`.
+pub fn dataset_key_range(dataset: Dataset, files: usize, rows_per_file: usize, f: usize) -> (u64, u64) {
+    match dataset {
+        Dataset::Lineitem => (0, (files * rows_per_file) as u64 / 4 + 1),
+        Dataset::Time => {
+            // About one key per row; the next file starts `overlap` before this one's end.
+            let width = (rows_per_file as u64).max(100);
+            let overlap = width * TIME_OVERLAP_PERCENT / 100;
+            (f as u64 * (width - overlap), width)
+        }
+    }
+}
+
+/// Writes the `files` files of `dataset` (`rows_per_file` rows each, lineitem columns) into
+/// `dir` as `part-00.parquet`, ...: each sorted by `l_orderkey` (`sorting_columns` set),
+/// zstd (level 1; passthrough compares codecs, not levels), row groups of `row_group_rows`.
+///
+/// Streams: a file is written one row group at a time, row group `g` drawing its keys from
+/// the `g`-th slice of the file's key range (so the file is sorted without sorting it
+/// whole), the files in parallel. Memory is a row group per thread, whatever the size.
+#[cfg(feature = "parquet")]
+pub fn write_dataset(
+    dir: &Path,
+    dataset: Dataset,
+    files: usize,
+    rows_per_file: usize,
+    row_group_rows: usize,
+    seed: u64,
+) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "creating the directory", e))?;
+    let row_group_rows = row_group_rows.max(1);
+    (0..files)
+        .into_par_iter()
+        .map(|f| {
+            let path = dir.join(format!("part-{f:02}.parquet"));
+            let err = |e| Error::parquet(&path, "writing", e);
+            let (lo, width) = dataset_key_range(dataset, files, rows_per_file, f);
+            let seed = seed ^ (f as u64 + 1) << 40;
+            let slice = |row: usize| lo + (width as u128 * row as u128 / rows_per_file.max(1) as u128) as u64;
+            let mut writer: Option<ArrowWriter<std::fs::File>> = None;
+            for g in 0..rows_per_file.div_ceil(row_group_rows).max(1) {
+                let start = g * row_group_rows;
+                let rows = row_group_rows.min(rows_per_file - start);
+                let (a, b) = (slice(start), slice(start + rows));
+                let batch = lineitem_in(rows, a, (b - a).max(1), seed ^ g as u64);
+                if writer.is_none() {
+                    let schema = batch.schema();
+                    let sorting = corank::parquet::writer::sorting_columns(&schema, &[SortKey::asc(LINEITEM_KEY)])?;
+                    let props = WriterProperties::builder()
+                        .set_compression(Compression::ZSTD(Default::default()))
+                        .set_max_row_group_row_count(Some(row_group_rows))
+                        .set_sorting_columns(Some(sorting))
+                        .build();
+                    let file = std::fs::File::create(&path).map_err(|e| Error::io(&path, "creating", e))?;
+                    writer = Some(ArrowWriter::try_new(file, schema, Some(props)).map_err(err)?);
+                }
+                let w = writer.as_mut().expect("created above");
+                w.write(&batch).map_err(err)?;
+                w.flush().map_err(err)?;
+            }
+            writer.expect("at least one row group").close().map_err(err)?;
             Ok(path)
         })
         .collect()

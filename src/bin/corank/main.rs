@@ -4,7 +4,7 @@
 //! corank merge INPUT... -o OUTPUT [--by "k DESC NULLS LAST, j"] [--engine auto|gpu|cpu] [--json] [--dry-run]
 //! corank sort INPUT... -o OUTPUT --by "k DESC NULLS LAST, j" [--memory-limit 2GiB] [--temp-dir DIR] [--json] [--dry-run]
 //! corank demo       # generate sorted files, merge, verify (no GPU needed)
-//! corank bench      # corank against DataFusion, DuckDB and Polars; table and PNG chart
+//! corank bench      # corank against DataFusion, DuckDB, Polars and the floor; table (time, peak RSS) and PNG chart
 //! ```
 //!
 //! Exit codes: 0 success, 1 failure (I/O, bad Parquet, schemas that differ, GPU, stdout,
@@ -44,9 +44,10 @@ enum Command {
     Sort(sort::SortArgs),
     /// Generate sorted Parquet files in a temporary directory, merge them and verify the result.
     Demo(demo::DemoArgs),
-    /// Compare corank with DataFusion, DuckDB and Polars on generated lineitem files.
+    /// Compare corank with DataFusion, DuckDB, Polars and the floor (decode + re-encode, no merge) on
+    /// generated lineitem and time-partitioned files: time, peak RSS, a table and a chart.
     Bench(bench::BenchArgs),
-    /// Stock DataFusion's COPY .. ORDER BY (the bench's DataFusion contender).
+    /// Stock DataFusion's COPY .. ORDER BY (the bench's DataFusion contender; --no-order: the floor).
     #[command(hide = true)]
     DatafusionCopy(bench::DataFusionCopyArgs),
 }

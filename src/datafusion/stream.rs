@@ -238,6 +238,9 @@ impl MergeTask {
         // Rows every live input holds before the next round (1: any batch, the first round).
         let mut target = 1usize;
         let mut first_round = true;
+        // Whether the first output batch has gone out: until then no later round is taken,
+        // so that a GPU round's encoding (on every core) does not delay it.
+        let mut output_started = false;
         // Rows taken into rounds, rows sent.
         let (mut taken, mut sent) = (0usize, 0usize);
         loop {
@@ -263,11 +266,17 @@ impl MergeTask {
                     }
                 }
             }
-            // 3. A round is due when none is merging or waiting to be sent, every live input
-            //    holds a row and either holds `target` rows (or a full window), or nothing
-            //    else would happen: nothing to send, the consumer has taken every batch, and
-            //    no input has a batch at hand (a barrier would wait for slow inputs here).
-            let possible = merging.is_none() && merged.is_none() && !enough && !merger.is_finished() && merger.ready();
+            // 3. A round is due when none is merging or waiting to be sent, the first output
+            //    batch (if one is waiting) has gone out, every live input holds a row and
+            //    either holds `target` rows (or a full window), or nothing else would happen:
+            //    nothing to send, the consumer has taken every batch, and no input has a
+            //    batch at hand (a barrier would wait for slow inputs here).
+            let possible = merging.is_none()
+                && merged.is_none()
+                && (output_started || sending.batches.is_empty())
+                && !enough
+                && !merger.is_finished()
+                && merger.ready();
             let mut due = possible && merger.ready_for(target);
             let idle_output = possible && !due && sending.batches.is_empty();
             if idle_output && tx.capacity() == tx.max_capacity() {
@@ -355,6 +364,7 @@ impl MergeTask {
                         _ => batch,
                     };
                     sent += batch.num_rows();
+                    output_started = true;
                     if batch.num_rows() > 0 {
                         metrics.output_batches.add(1);
                         metrics.baseline.record_output(batch.num_rows());

@@ -1,25 +1,35 @@
 //! The task behind `CoRankSortExec`'s output stream: reads every input partition at once,
-//! sorts chunks of each partition into runs (off the async runtime), spills runs to disk
-//! when the memory pool says no, then merges the runs with the merge node's task
+//! sorts chunks of each partition as they fill (off the async runtime, up to one chunk per
+//! core at a time, each sort itself on rayon threads), spills runs to disk when the memory
+//! pool says no, then produces the output.
+//!
+//! **Runs.** A run is one chunk: consecutive rows of one input partition and their stable
+//! sort order ([`crate::sort::sort_columns`]); its rows are not moved. With every run still in
+//! memory at the end, the runs' keys are merged once ([`merge_sorted_chunks`], on the
+//! engine of the settings) into one permutation of all input rows, which is gathered into
+//! the output in rounds on blocking threads (the first round one batch, so that it comes
+//! early; each later round gathered while the previous one is sent): every row is copied
+//! once. Once some run is spilled (gathered into sorted batches, then written), the runs
+//! still in memory are spilled too, and the spill files are merged by the merge node's task
 //! ([`MergeTask`]).
 //!
-//! **Stability.** A run is one chunk: consecutive rows of one input partition, sorted
-//! stably ([`crate::sort::sort_columns`]). Runs are keyed (partition, chunk) and merged in
-//! that order, and the merge gives ties to the earlier run. So equal keys come out in
+//! **Stability.** A chunk's sort is stable. Runs are keyed (partition, chunk) and merged in
+//! that order, and both merges give ties to the earlier run. So equal keys come out in
 //! partition order, then row order: the stable sort of the partitions' concatenation, for
 //! every chunk size and whether runs were spilled or not.
 //!
 //! **Memory.** Every input batch is counted in the node's reservation (a spillable
-//! `MemoryConsumer`) when it arrives, a sorted run at its output's size once sorted. When
-//! the reservation cannot grow, every partition's unfinished chunk is sorted and every run
-//! in memory is written to a spill file (Arrow IPC, through DataFusion's `SpillManager` and
-//! the runtime's `DiskManager`), then the batch is counted again: a second refusal, or no
-//! disk manager, is the pool's `ResourcesExhausted` error. Once some run is spilled, the
-//! runs still in memory are spilled too before the merge, which then holds at most
-//! `min(window_rows, batch_size)` rows per run (plus a batch) in its own reservation. A run
-//! in memory is uncounted batch by batch as the merge takes it. The sort itself (key words,
-//! indices) uses memory that is not counted, as `SortExec`'s does beyond
-//! `sort_spill_reservation_bytes`.
+//! `MemoryConsumer`) when it arrives, a run's sort order (4 or 8 bytes a row) once sorted.
+//! When the reservation cannot grow, every partition's unfinished chunk is sorted and every
+//! run in memory is written to a spill file (Arrow IPC, through DataFusion's `SpillManager`
+//! and the runtime's `DiskManager`), then the batch is counted again: a second refusal, or no
+//! disk manager, is the pool's `ResourcesExhausted` error. The in-memory output holds the
+//! input until the last round and two output rounds besides, counted in the merge's
+//! reservation before the first; a pool that refuses those spills every run and merges the
+//! spill files instead. The spill merge holds at most `min(window_rows, batch_size)` rows per
+//! run (plus a batch) in that reservation. The sort and merge themselves (key words,
+//! indices) and a run's gathered copy while it is written to disk use memory that is not
+//! counted, as `SortExec`'s does beyond `sort_spill_reservation_bytes`.
 
 use super::exec::MergeSettings;
 use super::stream::{to_datafusion, MergeMetrics, MergeTask};
@@ -454,6 +464,10 @@ impl SortedOutput<'_> {
     /// round one batch, so that it comes early, the others [`output_round_rows`].
     async fn run(self, runs: Vec<(Vec<RecordBatch>, Permutation)>, tx: Sender<Result<RecordBatch>>) -> Result<()> {
         let SortedOutput { expr, options, batch_size, metrics, sort_time } = self;
+        if runs.is_empty() {
+            metrics.baseline.done();
+            return Ok(()); // no rows
+        }
         let elapsed_compute = metrics.baseline.elapsed_compute().clone();
         let specs: Vec<SortKey> = expr.iter().map(|e| SortKey::new(e.expr.to_string(), e.options)).collect();
         let merge_options = options.clone();

@@ -45,7 +45,7 @@ pub fn merge_cpu<T: KeyWord>(keys: &[T], run_offsets: &[usize]) -> Indices {
 
 fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec<I> {
     let idx: Vec<I> = (0..keys.len()).into_par_iter().map(I::from_usize).collect();
-    merge_runs(Cow::Borrowed(keys), idx, run_offsets)
+    merge_runs::<T, I, false>(Cow::Borrowed(keys), idx, run_offsets)
 }
 
 /// The merge tree from given start indices: stable merge of the sorted runs
@@ -54,7 +54,16 @@ fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec
 /// stable with respect to the runs' order whatever `idx` holds. Borrowed keys are only read;
 /// owned keys' buffer becomes the second level's output (one allocation fewer). The sort
 /// ([`super::sort`]) starts it from its sorted tiles and their positions.
-pub(crate) fn merge_runs<T: KeyWord, I: RowIndex>(keys: Cow<[T]>, mut idx: Vec<I>, run_offsets: &[usize]) -> Vec<I> {
+///
+/// `BRANCHLESS`: each step of the sequential merges picks its side without a branch (see
+/// [`merge_serial_branchless`]), for runs whose keys interleave at random (the sort's tiles
+/// and chunks), where a branch mispredicts every other row; the merge of sorted inputs keeps
+/// the branch, which is cheaper where long stretches come from one run.
+pub(crate) fn merge_runs<T: KeyWord, I: RowIndex, const BRANCHLESS: bool>(
+    keys: Cow<[T]>,
+    mut idx: Vec<I>,
+    run_offsets: &[usize],
+) -> Vec<I> {
     let n = keys.len();
     assert_eq!(*run_offsets.last().unwrap_or(&0), n, "run offsets must end at the key count");
     assert_eq!(idx.len(), n, "one start index per key");
@@ -90,7 +99,7 @@ pub(crate) fn merge_runs<T: KeyWord, I: RowIndex>(keys: Cow<[T]>, mut idx: Vec<I
         let (sk, si) = (&src_keys, &idx);
         dst_keys.par_chunks_mut(chunk).zip(dst_idx.par_chunks_mut(chunk)).enumerate().for_each(|(c, (out_k, out_i))| {
             let start = c * chunk;
-            merge_chunk(sk, si, &pairs, start, out_k, out_i);
+            merge_chunk::<T, I, BRANCHLESS>(sk, si, &pairs, start, out_k, out_i);
         });
         let old = std::mem::replace(&mut src_keys, Cow::Owned(std::mem::take(&mut dst_keys)));
         dst_keys = match old {
@@ -105,7 +114,7 @@ pub(crate) fn merge_runs<T: KeyWord, I: RowIndex>(keys: Cow<[T]>, mut idx: Vec<I
 
 /// Writes output rows `[start, start + out_k.len())` of one level: for each pair of runs
 /// that overlaps this range, co-rank both ends of the overlap and merge the pieces.
-fn merge_chunk<T: KeyWord, I: RowIndex>(
+fn merge_chunk<T: KeyWord, I: RowIndex, const BRANCHLESS: bool>(
     keys: &[T],
     idx: &[I],
     pairs: &[(usize, usize, usize)],
@@ -128,7 +137,8 @@ fn merge_chunk<T: KeyWord, I: RowIndex>(
         let i_hi = co_rank(k_hi, a, b);
         let (j_lo, j_hi) = (k_lo - i_lo, k_hi - i_hi);
         let o = a0 + k_lo - start;
-        merge_serial(
+        let merge = if BRANCHLESS { merge_serial_branchless::<T, I> } else { merge_serial::<T, I> };
+        merge(
             &a[i_lo..i_hi],
             &idx[a0 + i_lo..a0 + i_hi],
             &b[j_lo..j_hi],
@@ -154,6 +164,31 @@ pub fn merge_serial<T: Ord + Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], bi: &[I]
             out_i[o] = bi[j];
             j += 1;
         }
+        o += 1;
+    }
+    let ra = a.len() - i;
+    out_k[o..o + ra].copy_from_slice(&a[i..]);
+    out_i[o..o + ra].copy_from_slice(&ai[i..]);
+    o += ra;
+    out_k[o..].copy_from_slice(&b[j..]);
+    out_i[o..].copy_from_slice(&bi[j..]);
+}
+
+/// [`merge_serial`] without a data-dependent branch per row: both heads are read, the
+/// smaller (ties: `a`'s) is written, and the side taken advances by the comparison's value.
+/// The same output as [`merge_serial`].
+#[inline]
+pub fn merge_serial_branchless<T: Ord + Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], bi: &[I], out_k: &mut [T], out_i: &mut [I]) {
+    debug_assert_eq!(a.len() + b.len(), out_k.len());
+    let (ai, bi) = (&ai[..a.len()], &bi[..b.len()]);
+    let (mut i, mut j, mut o) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        let take_a = x <= y;
+        out_k[o] = if take_a { x } else { y };
+        out_i[o] = if take_a { ai[i] } else { bi[j] };
+        i += take_a as usize;
+        j += !take_a as usize;
         o += 1;
     }
     let ra = a.len() - i;

@@ -108,8 +108,12 @@ pub(crate) fn merge_keys_carrying(
 ) -> Result<(Indices, Engine)> {
     use std::borrow::Cow;
     let cpu = || match idx {
-        Indices::U32(i) => Indices::U32(with_key_column!(keys, v => cpu::merge_runs(Cow::Borrowed(v.as_slice()), i.clone(), run_offsets))),
-        Indices::U64(i) => Indices::U64(with_key_column!(keys, v => cpu::merge_runs(Cow::Borrowed(v.as_slice()), i.clone(), run_offsets))),
+        Indices::U32(i) => {
+            Indices::U32(with_key_column!(keys, v => cpu::merge_runs::<_, _, true>(Cow::Borrowed(v.as_slice()), i.clone(), run_offsets)))
+        }
+        Indices::U64(i) => {
+            Indices::U64(with_key_column!(keys, v => cpu::merge_runs::<_, _, true>(Cow::Borrowed(v.as_slice()), i.clone(), run_offsets)))
+        }
     };
     let gpu = || -> Result<Indices> {
         let merged = merge_on_gpu(keys, run_offsets, options)?;

@@ -34,6 +34,7 @@
 use super::exec::MergeSettings;
 use super::stream::{to_datafusion, MergeMetrics, MergeTask};
 use crate::gather::gather;
+use crate::options::{Engine, OnGpuFailure};
 use crate::permutation::{Indices, Permutation};
 use crate::sort::{merge_sorted_chunks, sort_columns, SortBatchesOptions};
 use crate::sort_key::SortKey;
@@ -50,6 +51,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{SendableRecordBatchStream, SpillManager};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
+use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -132,10 +134,65 @@ fn key_columns(batches: &[RecordBatch], expr: &LexOrdering) -> Result<Vec<Vec<ar
     batches.iter().map(|b| expr.iter().map(|e| e.expr.evaluate(b)?.into_array(b.num_rows())).collect::<Result<Vec<_>>>()).collect()
 }
 
-/// Sorts one chunk stably: evaluates the sort expressions, sorts their columns; the rows
-/// stay where they are (gathered once, later).
-fn sort_chunk(batches: &[RecordBatch], expr: &LexOrdering, specs: &[SortKey], options: &SortBatchesOptions) -> Result<Permutation> {
-    sort_columns(&key_columns(batches, expr)?, specs, options).map_err(to_datafusion)
+/// Rows of a piece of a chunk that the CPU path sorts and gathers on its own: one batch's
+/// columns fit a core's cache, so the gather within it reads no memory at random.
+pub const PIECE_ROWS: usize = 8192;
+
+/// Whether a chunk of `rows` rows is sorted on the CPU (else on the GPU, as a whole).
+fn chunk_on_cpu(options: &SortBatchesOptions, rows: usize) -> bool {
+    let engine = &options.engine;
+    match engine.engine {
+        Engine::Cpu => true,
+        Engine::Gpu => false,
+        Engine::Auto if engine.on_gpu_failure == OnGpuFailure::Error => false,
+        Engine::Auto => rows < engine.gpu_min_rows || crate::engine::gpu_availability().is_err(),
+    }
+}
+
+/// Sorts one chunk stably into a run: batches and their sort order (positions over the
+/// batches). Two ways, the same order:
+///
+/// - CPU: the chunk's batches cut into pieces of at most [`PIECE_ROWS`] rows, each sorted
+///   and gathered on its own, in parallel (in cache), then the pieces' keys merged (the
+///   run's order, over the sorted pieces). A later gather of the run, in any merge with other
+///   runs, reads every piece front to back: no read at random over the chunk's memory.
+/// - GPU: the chunk sorted as a whole on the device; the input batches stay as they are.
+fn sort_chunk(
+    batches: Vec<RecordBatch>,
+    expr: &LexOrdering,
+    specs: &[SortKey],
+    options: &SortBatchesOptions,
+) -> Result<(Vec<RecordBatch>, Permutation)> {
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    if !chunk_on_cpu(options, rows) {
+        let perm = sort_columns(&key_columns(&batches, expr)?, specs, options).map_err(to_datafusion)?;
+        return Ok((batches, perm));
+    }
+    let cpu = options.clone().with_engine(Engine::Cpu);
+    let pieces: Vec<RecordBatch> = batches
+        .iter()
+        .flat_map(|b| (0..b.num_rows()).step_by(PIECE_ROWS).map(move |s| b.slice(s, PIECE_ROWS.min(b.num_rows() - s))))
+        .collect();
+    drop(batches);
+    let sorted: Vec<Vec<RecordBatch>> = pieces
+        .into_par_iter()
+        .map(|piece| {
+            let piece = [piece];
+            let perm = sort_columns(&key_columns(&piece, expr)?, specs, &cpu).map_err(to_datafusion)?;
+            gathered(&piece, &perm, PIECE_ROWS)
+        })
+        .collect::<Result<_>>()?;
+    let sorted: Vec<RecordBatch> = sorted.into_iter().flatten().collect();
+    // Every sorted batch is a run in order: the identity within it.
+    let mut offsets = Vec::with_capacity(sorted.len() + 1);
+    offsets.push(0);
+    let mut orders = Vec::with_capacity(sorted.len());
+    for b in &sorted {
+        offsets.push(offsets.last().unwrap() + b.num_rows());
+        orders.push(Indices::U32((0..b.num_rows() as u32).collect()));
+    }
+    let perm = merge_sorted_chunks(&key_columns(&sorted, expr)?, specs, &offsets, &orders, &cpu).map_err(to_datafusion)?;
+    Ok((sorted, perm))
 }
 
 /// Bytes of a permutation's indices.
@@ -221,13 +278,13 @@ impl Runs {
         let (expr, specs, options) = (self.expr.clone(), self.specs.clone(), self.options.clone());
         self.sorting.push(tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            let sorted = sort_chunk(&chunk.batches, &expr, &specs, &options).map(|perm| (chunk.batches, perm));
+            let sorted = sort_chunk(chunk.batches, &expr, &specs, &options);
             (key, chunk.bytes, sorted, started.elapsed())
         }));
     }
 
-    /// Makes a sorted chunk a run in memory, counted at its input's size (counted already)
-    /// plus its sort order's; false if the pool refused the latter (it is counted anyway:
+    /// Makes a sorted chunk a run in memory, counted at its batches' size (instead of its
+    /// input's) plus its sort order's; false if the pool refused that (it is counted anyway:
     /// the caller spills).
     fn add_run(&mut self, done: std::result::Result<Sorted, tokio::task::JoinError>) -> Result<bool> {
         let (key, in_bytes, sorted, elapsed) = done.map_err(|e| DataFusionError::External(Box::new(e)))?;
@@ -235,12 +292,14 @@ impl Runs {
         self.elapsed_compute.add_duration(elapsed);
         let (batches, perm) = sorted?;
         let order_bytes = indices_bytes(&perm.indices);
-        let fits = self.reservation.try_grow(order_bytes).is_ok();
+        let bytes = batches.iter().map(get_record_batch_memory_size).sum::<usize>() + order_bytes;
+        self.reservation.shrink(in_bytes.min(self.reservation.size()));
+        let fits = self.reservation.try_grow(bytes).is_ok();
         if !fits {
-            self.reservation.grow(order_bytes);
+            self.reservation.grow(bytes);
         }
         self.runs_count.add(1);
-        self.runs.insert(key, Run::Memory { batches, perm, bytes: in_bytes + order_bytes });
+        self.runs.insert(key, Run::Memory { batches, perm, bytes });
         Ok(fits)
     }
 

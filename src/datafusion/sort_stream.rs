@@ -3,15 +3,18 @@
 //! core at a time, each sort itself on rayon threads), spills runs to disk when the memory
 //! pool says no, then produces the output.
 //!
-//! **Runs.** A run is one chunk: consecutive rows of one input partition and their stable
-//! sort order ([`crate::sort::sort_columns`]); its rows are not moved. With every run still in
-//! memory at the end, the runs' keys are merged once ([`merge_sorted_chunks`], on the
-//! engine of the settings) into one permutation of all input rows, which is gathered into
-//! the output in rounds on blocking threads (the first round one batch, so that it comes
-//! early; each later round gathered while the previous one is sent): every row is copied
-//! once. Once some run is spilled (gathered into sorted batches, then written), the runs
-//! still in memory are spilled too, and the spill files are merged by the merge node's task
-//! ([`MergeTask`]).
+//! **Runs.** A run is one chunk: consecutive rows of one input partition, as batches, and
+//! their stable sort order over those batches. On the CPU a chunk is sorted as pieces of at
+//! most [`PIECE_ROWS`] rows, each sorted and gathered on its own in cache, in parallel, and
+//! the pieces' keys are merged into the run's order; on the GPU the chunk is sorted as a
+//! whole and its batches stay as they came (`sort_chunk`). With every run still in memory
+//! at the end, the runs' keys are merged once ([`merge_sorted_chunks`], on the engine of the
+//! settings) into one permutation of all their rows, which is gathered into the output in
+//! rounds on blocking threads (the first round one batch, so that it comes early; each
+//! later round gathered while the previous one is sent); on the CPU that gather reads every
+//! piece front to back. Once some run is spilled (gathered into sorted batches, then
+//! written), the runs still in memory are spilled too, and the spill files are merged by the
+//! merge node's task ([`MergeTask`]).
 //!
 //! **Stability.** A chunk's sort is stable. Runs are keyed (partition, chunk) and merged in
 //! that order, and both merges give ties to the earlier run. So equal keys come out in
@@ -19,12 +22,13 @@
 //! every chunk size and whether runs were spilled or not.
 //!
 //! **Memory.** Every input batch is counted in the node's reservation (a spillable
-//! `MemoryConsumer`) when it arrives, a run's sort order (4 or 8 bytes a row) once sorted.
+//! `MemoryConsumer`) when it arrives, a run at its batches' size plus its sort order's (4 or
+//! 8 bytes a row) once sorted.
 //! When the reservation cannot grow, every partition's unfinished chunk is sorted and every
 //! run in memory is written to a spill file (Arrow IPC, through DataFusion's `SpillManager`
 //! and the runtime's `DiskManager`), then the batch is counted again: a second refusal, or no
 //! disk manager, is the pool's `ResourcesExhausted` error. The in-memory output holds the
-//! input until the last round and two output rounds besides, counted in the merge's
+//! runs until the last round and two output rounds besides, counted in the merge's
 //! reservation before the first; a pool that refuses those spills every run and merges the
 //! spill files instead. The spill merge holds at most `min(window_rows, batch_size)` rows per
 //! run (plus a batch) in that reservation. The sort and merge themselves (key words,

@@ -10,7 +10,13 @@
 //! (c) the sort in memory (issue 14): P partitions x S rows in random order, one random u64
 //!     key + 3 payload columns: stock `SortExec` (preserve_partitioning) +
 //!     `SortPreservingMergeExec` (round robin off) vs one `CoRankSortExec` with the CPU
-//!     engine, and with the GPU engine where one is usable and the GPU sort runs.
+//!     engine, and with the GPU engine where one is usable and the GPU sort runs;
+//! (d) the sort in SQL (issue 14): `SELECT * FROM lineitem ORDER BY l_partkey` over (b)'s
+//!     Parquet files (l_partkey is not sorted; one partition per file), stock DataFusion
+//!     (`SortExec` per partition + `SortPreservingMergeExec`) vs DataFusion with corank
+//!     registered (`CoRankSortExec`) with the CPU engine, and the GPU engine where the GPU
+//!     sort runs. Outputs are checked by l_partkey in output order (stock breaks ties in no
+//!     fixed order) and by their rows in any order.
 //!
 //! Each run drains the output stream and records the total time and the time to its first
 //! batch (from `execute` in memory, from `ctx.sql` in SQL): the "first batch" rows. Outputs
@@ -27,6 +33,9 @@
 //! every other round), so that load from other processes falls on stock and corank alike.
 //! ROWS_PER_PARTITION 0 skips (a), PARQUET_ROWS 0 skips (b), SORT_ROWS_PER_PARTITION 0 skips (c);
 //! e.g. the sort alone at 16 x 1M rows: `cargo bench --bench operator -- 0 0 5 1048576`.
+//! (d) runs at every PARQUET_ROWS size, after (b) on the same files; `CORANK_BENCH_SQL=sort`
+//! runs (d) alone (no (b) cases), `CORANK_BENCH_SQL=merge` (b) alone; e.g. the SQL sort alone
+//! at 12.6M rows: `CORANK_BENCH_SQL=sort cargo bench --bench operator -- 0 12582912 3 0`.
 
 use arrow::array::{ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::row::{RowConverter, SortField};
@@ -69,8 +78,9 @@ struct Measured {
     first_rows: usize,
 }
 
-/// A case's output, digested: rows, a hash of the key column (column 0) in output order,
-/// and the wrapping sum of every row's hash (equal for the same rows in any order).
+/// A case's output, digested: rows, a hash of the key column (column 0, or the column
+/// `measure` names) in output order, and the wrapping sum of every row's hash (equal for the
+/// same rows in any order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Digest {
     rows: usize,
@@ -86,12 +96,12 @@ fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
 }
 
 impl Digest {
-    fn add(&mut self, batch: &RecordBatch) {
+    fn add(&mut self, batch: &RecordBatch, key: usize) {
         let fields = batch.schema().fields().iter().map(|f| SortField::new(f.data_type().clone())).collect();
         let converter = RowConverter::new(fields).unwrap();
         let rows = converter.convert_columns(batch.columns()).unwrap();
-        let keys = RowConverter::new(vec![SortField::new(batch.column(0).data_type().clone())]).unwrap();
-        let key_rows = keys.convert_columns(&batch.columns()[..1]).unwrap();
+        let keys = RowConverter::new(vec![SortField::new(batch.column(key).data_type().clone())]).unwrap();
+        let key_rows = keys.convert_columns(&batch.columns()[key..key + 1]).unwrap();
         for r in 0..batch.num_rows() {
             self.keys_in_order = fnv1a(self.keys_in_order, key_rows.row(r).as_ref());
             // Mixed so that a sum of row hashes does not cancel out.
@@ -105,7 +115,7 @@ impl Digest {
 /// One run: opens the stream and drains it; (total time, time to the first batch, rows,
 /// rows of the first batch), and the output's digest where asked (outside the timing's
 /// purpose: only the warm-up run digests).
-fn run_once(rt: &tokio::runtime::Runtime, open: &Open, digest: bool) -> (Duration, Duration, usize, usize, Digest) {
+fn run_once(rt: &tokio::runtime::Runtime, open: &Open, digest: Option<usize>) -> (Duration, Duration, usize, usize, Digest) {
     rt.block_on(async {
         let t = Instant::now();
         let mut stream = open().await;
@@ -115,8 +125,8 @@ fn run_once(rt: &tokio::runtime::Runtime, open: &Open, digest: bool) -> (Duratio
             let n = batch.num_rows();
             first.get_or_insert((t.elapsed(), n));
             rows += n;
-            if digest {
-                d.add(&batch);
+            if let Some(key) = digest {
+                d.add(&batch, key);
             }
         }
         let (first, first_rows) = first.unwrap_or((t.elapsed(), 0));
@@ -126,9 +136,23 @@ fn run_once(rt: &tokio::runtime::Runtime, open: &Open, digest: bool) -> (Duratio
 
 /// Every case once to warm up (its output digested and checked against the first case's;
 /// `unordered` cases by rows and values only), then `runs` rounds that run every case
-/// once, in turn (the order reversed every other round); medians per case.
+/// once, in turn (the order reversed every other round); medians per case. The key column
+/// checked in order is column 0.
 fn measure(rt: &tokio::runtime::Runtime, cases: &[Open], unordered: &[bool], names: &[String], runs: usize) -> Vec<Measured> {
-    let warm: Vec<_> = cases.iter().map(|open| run_once(rt, open, true)).collect();
+    measure_by(rt, cases, unordered, names, runs, 0)
+}
+
+/// [`measure`], checking the order of column `key` (the sort column; ties may come in any
+/// order: stock's sort is not stable).
+fn measure_by(
+    rt: &tokio::runtime::Runtime,
+    cases: &[Open],
+    unordered: &[bool],
+    names: &[String],
+    runs: usize,
+    key: usize,
+) -> Vec<Measured> {
+    let warm: Vec<_> = cases.iter().map(|open| run_once(rt, open, Some(key))).collect();
     let base = warm[0].4;
     for ((w, &free), name) in warm.iter().zip(unordered).zip(names) {
         let d = w.4;
@@ -141,7 +165,7 @@ fn measure(rt: &tokio::runtime::Runtime, cases: &[Open], unordered: &[bool], nam
     for r in 0..runs {
         let order: Vec<usize> = if r % 2 == 0 { (0..cases.len()).collect() } else { (0..cases.len()).rev().collect() };
         for c in order {
-            let (total, first, rows, _, _) = run_once(rt, &cases[c], false);
+            let (total, first, rows, _, _) = run_once(rt, &cases[c], None);
             assert_eq!(rows, warm[c].2, "every run returns the same rows");
             samples[c].push((total, first));
         }
@@ -222,6 +246,23 @@ fn write_parquet(dir: &std::path::Path, files: usize, rows: usize) {
     });
 }
 
+/// Which SQL groups run at each Parquet size: `CORANK_BENCH_SQL` = `merge` ((b) only),
+/// `sort` ((d) only), or unset / anything else (both).
+struct SqlCases {
+    merge: bool,
+    sort: bool,
+}
+
+impl SqlCases {
+    fn from_env() -> Self {
+        match std::env::var("CORANK_BENCH_SQL").as_deref() {
+            Ok("merge") => SqlCases { merge: true, sort: false },
+            Ok("sort") => SqlCases { merge: false, sort: true },
+            _ => SqlCases { merge: true, sort: true },
+        }
+    }
+}
+
 /// splitmix64: the bench's random keys.
 fn mix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -260,6 +301,7 @@ fn main() {
         args.get(1).map_or(vec![12 << 20], |s| s.split(',').filter_map(|x| x.parse().ok()).filter(|&n| n > 0).collect());
     let runs: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5).max(1);
     let sort_rows: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(rows);
+    let sql_cases = SqlCases::from_env();
     let parts = 16;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let gpu = corank::engine::gpu_availability();
@@ -339,9 +381,34 @@ fn main() {
         unordered.push(true);
         let floor = cases.len() - 1;
         let size_runs = if pq_rows >= 64 << 20 { 1 } else { runs };
-        let measured = measure(&rt, &cases, &unordered, &names, size_runs);
-        table.push(format!("-- {pq_rows} Parquet rows, {size_runs} run(s)"));
-        table_rows(&mut table, &names, &measured, Some(floor));
+        if sql_cases.merge {
+            let measured = measure(&rt, &cases, &unordered, &names, size_runs);
+            table.push(format!("-- {pq_rows} Parquet rows, {size_runs} run(s)"));
+            table_rows(&mut table, &names, &measured, Some(floor));
+        }
+        // (d) SQL sort over the same files by a column they are not sorted by: stock
+        //     (SortExec per file + SPM) vs corank registered (CoRankSortExec) per engine.
+        if sql_cases.sort {
+            let sort_query = "SELECT * FROM lineitem ORDER BY l_partkey";
+            let stock = SessionContext::new_with_config(config());
+            rt.block_on(stock.sql(&ddl)).unwrap();
+            let mut names = vec!["(d) SQL ORDER BY l_partkey (unsorted), stock".to_string()];
+            let mut cases = vec![sql_case(stock, sort_query)];
+            let mut engines = vec!["cpu"];
+            if gpu.is_ok() && gpu_sort_runs() {
+                engines.push("gpu");
+            }
+            for engine in engines {
+                let ctx = session_context(config());
+                rt.block_on(ctx.sql(&ddl)).unwrap();
+                rt.block_on(ctx.sql(&format!("SET corank.engine = '{engine}'"))).unwrap();
+                names.push(format!("(d) SQL ORDER BY l_partkey (unsorted), corank {engine}"));
+                cases.push(sql_case(ctx, sort_query));
+            }
+            let measured = measure_by(&rt, &cases, &vec![false; cases.len()], &names, size_runs, 1);
+            table.push(format!("-- {pq_rows} Parquet rows, sorted by l_partkey, {size_runs} run(s)"));
+            table_rows(&mut table, &names, &measured, None);
+        }
         std::fs::remove_dir_all(&dir).ok();
     }
     // (c) The sort in memory: stock SortExec per partition + SPM vs one CoRankSortExec.

@@ -12,15 +12,17 @@
 //! arrow's row format for the same [`SortOptions`](arrow::compute::SortOptions).
 
 use crate::api::key_columns;
+use crate::engine::merge_keys_carrying;
 use crate::engine::sort::sort_keys;
 use crate::error::{Error, Result};
 use crate::gather::gather;
-use crate::keys::encode_runs;
+use crate::keys::{encode_runs, KeyColumn, KeyWord};
 use crate::options::{Engine, EngineOptions};
 use crate::order::ties::{resolve_ties, FullComparator};
-use crate::permutation::Permutation;
+use crate::permutation::{Indices, Permutation};
 use crate::sort_key::SortKey;
 use arrow::array::{ArrayRef, RecordBatch};
+use rayon::prelude::*;
 
 /// How to sort (named so as not to clash with arrow's per-column `SortOptions`).
 #[derive(Debug, Clone)]
@@ -70,6 +72,90 @@ pub fn sort_columns(batches: &[Vec<ArrayRef>], keys: &[SortKey], options: &SortB
     }
     let key_bytes = encoded.keys.key_bytes();
     Ok(Permutation { run_offsets: encoded.run_offsets, indices, engine, key_bytes })
+}
+
+/// The stable sort order of key columns whose rows come in chunks that are each sorted
+/// already: `batches[b][c]` is batch `b`'s array for sort column `c` (as for
+/// [`sort_columns`]); chunk `k` is the batches whose rows are `chunk_offsets[k] ..
+/// chunk_offsets[k + 1]` (batch boundaries, the last entry the total), and `orders[k]` its
+/// stable sort order, as [`sort_columns`] gives it for the chunk's batches (positions from
+/// the chunk's first row). Returns what [`sort_columns`] returns for all the batches at
+/// once (the same indices), with one merge of the sorted chunks instead of a sort.
+///
+/// The keys of all batches are encoded again together (a chunk's own encoding may differ
+/// from another's: a null bit only where a chunk has nulls, string prefixes by its longest
+/// value), put in each chunk's sorted order, and merged by the engine carrying their input
+/// positions; rows whose words tie but whose values may differ are then ordered by the full
+/// comparator (in each segment of equal words, every chunk's rows are in its sorted order, so
+/// a stable sort of the segment by value gives input order among equal values).
+pub fn merge_sorted_chunks(
+    batches: &[Vec<ArrayRef>],
+    keys: &[SortKey],
+    chunk_offsets: &[usize],
+    orders: &[Indices],
+    options: &SortBatchesOptions,
+) -> Result<Permutation> {
+    let encoded = encode_runs(batches, keys)?;
+    let n = encoded.keys.len();
+    let chunk_len = |k: usize| chunk_offsets[k + 1] - chunk_offsets[k];
+    if chunk_offsets.first() != Some(&0)
+        || chunk_offsets.last() != Some(&n)
+        || orders.len() + 1 != chunk_offsets.len()
+        || orders.iter().enumerate().any(|(k, o)| chunk_offsets[k + 1] < chunk_offsets[k] || o.len() != chunk_len(k))
+    {
+        return Err(Error::InvalidArgument("merge_sorted_chunks: chunk offsets and orders do not match the batches".into()));
+    }
+    let full = if encoded.exact { None } else { Some(FullComparator::new(batches, keys, &encoded.run_offsets)?) };
+    let sorted = match &encoded.keys {
+        KeyColumn::U32(v) => KeyColumn::U32(in_chunk_order(v, chunk_offsets, orders)),
+        KeyColumn::U64(v) => KeyColumn::U64(in_chunk_order(v, chunk_offsets, orders)),
+        KeyColumn::U64x2(v) => KeyColumn::U64x2(in_chunk_order(v, chunk_offsets, orders)),
+        KeyColumn::U64x3(v) => KeyColumn::U64x3(in_chunk_order(v, chunk_offsets, orders)),
+        KeyColumn::U64x4(v) => KeyColumn::U64x4(in_chunk_order(v, chunk_offsets, orders)),
+    };
+    let positions = |o: &Indices, base: usize, j: usize| base + o.get(j);
+    let idx = if n <= u32::MAX as usize {
+        Indices::U32(in_chunks(n, chunk_offsets, |k, j| positions(&orders[k], chunk_offsets[k], j) as u32))
+    } else {
+        Indices::U64(in_chunks(n, chunk_offsets, |k, j| positions(&orders[k], chunk_offsets[k], j) as u64))
+    };
+    let (mut indices, engine) = merge_keys_carrying(&sorted, &idx, chunk_offsets, &options.engine)?;
+    drop((sorted, idx));
+    if let Some(full) = &full {
+        resolve_ties(&mut indices, &encoded.keys, full);
+    }
+    let key_bytes = encoded.keys.key_bytes();
+    Ok(Permutation { run_offsets: encoded.run_offsets, indices, engine, key_bytes })
+}
+
+/// `keys` with every chunk's rows in its sorted order.
+fn in_chunk_order<T: KeyWord>(keys: &[T], chunk_offsets: &[usize], orders: &[Indices]) -> Vec<T> {
+    in_chunks(keys.len(), chunk_offsets, |k, j| keys[chunk_offsets[k] + orders[k].get(j)])
+}
+
+/// Rows per parallel task of [`in_chunks`].
+const PIECE: usize = 1 << 16;
+
+/// `n` values, value `chunk_offsets[k] + j` being `f(k, j)`, the chunks in parallel.
+fn in_chunks<T: Copy + Default + Send>(n: usize, chunk_offsets: &[usize], f: impl Fn(usize, usize) -> T + Sync) -> Vec<T> {
+    let mut out = vec![T::default(); n];
+    // (chunk, first position within the chunk, piece): long chunks in pieces of their own,
+    // so that a few chunks still keep every thread busy.
+    let mut pieces: Vec<(usize, usize, &mut [T])> = Vec::with_capacity(chunk_offsets.len());
+    let mut rest = out.as_mut_slice();
+    for k in 0..chunk_offsets.len().saturating_sub(1) {
+        let (chunk, tail) = std::mem::take(&mut rest).split_at_mut(chunk_offsets[k + 1] - chunk_offsets[k]);
+        for (p, piece) in chunk.chunks_mut(PIECE).enumerate() {
+            pieces.push((k, p * PIECE, piece));
+        }
+        rest = tail;
+    }
+    pieces.into_par_iter().for_each(|(k, start, piece)| {
+        for (j, o) in piece.iter_mut().enumerate() {
+            *o = f(k, start + j);
+        }
+    });
+    out
 }
 
 /// The stable sort order of RecordBatches by `keys`: for every output row, its input batch

@@ -413,3 +413,48 @@ async fn dropping_the_stream_frees_memory() {
     }
     assert_eq!(runtime.memory_pool.reserved(), 0);
 }
+
+/// Many partitions sorted at once (several chunk sorts in flight), keys whose chunks encode
+/// differently (nulls in some partitions only, strings longer than the key's prefix, so
+/// ties are resolved by value across runs): the output is the stable sort of the partitions
+/// in order, in memory (the runs' keys merged once) at every chunk size, and the same under a
+/// pool small enough to spill; the pool is empty afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_partitions_sorted_concurrently_stay_stable() {
+    let mut rng = Rng::new(77);
+    let mut id = 0i64;
+    let parts: Vec<Vec<RecordBatch>> = (0..12)
+        .map(|p| {
+            let n = if p == 5 { 0 } else { 3000 + rng.below(6000) as usize };
+            (0..n)
+                .step_by(700)
+                .map(|s| {
+                    let m = 700.min(n - s);
+                    // A 40-byte common prefix, then one of 25 values: many ties, inexact keys.
+                    let k1: ArrayRef = Arc::new(StringArray::from_iter((0..m).map(|_| {
+                        let null = p % 2 == 0 && rng.chance(0.05);
+                        (!null).then(|| format!("{:x>40}{}", "", rng.below(25)))
+                    })));
+                    let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(id..id + m as i64));
+                    id += m as i64;
+                    let k2: ArrayRef = Arc::new(Int64Array::from_iter_values((0..m).map(|_| rng.below(3) as i64)));
+                    RecordBatch::try_from_iter([("k1", k1), ("k2", k2), ("id", ids)]).unwrap()
+                })
+                .collect()
+        })
+        .collect();
+    let schema = parts[0][0].schema();
+    let task = |runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>| {
+        SessionStateBuilder::new().with_config(config(12, 256)).with_runtime_env(runtime).build().task_ctx()
+    };
+    for (chunk, limit) in [(usize::MAX, 1usize << 30), (2000, 1 << 30), (333, 1 << 30), (usize::MAX, 3 << 20)] {
+        let runtime = RuntimeEnvBuilder::new().with_memory_limit(limit, 1.0).build_arc().unwrap();
+        let (plan, expr) = sort_node(&parts, chunk);
+        let out = concat(&schema, &collect(Arc::clone(&plan), task(Arc::clone(&runtime))).await.unwrap());
+        assert!(out == stable_oracle(&parts, &expr, &schema), "chunks of {chunk}, pool of {limit}: not the stable sort");
+        let spills = metric(&plan, "spill_count");
+        assert!((limit < 1 << 30) == (spills > 0), "chunks of {chunk}, pool of {limit}: {spills} spills");
+        // (The task's reservations go when it returns, which the drained stream waits for.)
+        assert_eq!(runtime.memory_pool.reserved(), 0, "chunks of {chunk}, pool of {limit}: memory left reserved");
+    }
+}

@@ -5,9 +5,12 @@
 //! partition's rows are cut into chunks of at most `chunk_rows` rows (or
 //! [`CHUNK_BYTES`](super::sort_stream::CHUNK_BYTES)), each chunk is sorted off the async
 //! runtime by the crate's sort ([`crate::sort::sort_columns`], on the engine of the settings)
-//! into a sorted run, runs that do not fit DataFusion's `MemoryPool` are spilled to disk
-//! through the runtime's `DiskManager`, and the runs are merged with the frontier merge
-//! ([`super::stream::MergeTask`], as `CoRankMergeExec` merges).
+//! into a sorted run (several chunks at once, one per core), runs that do not fit
+//! DataFusion's `MemoryPool` are spilled to disk through the runtime's `DiskManager`, and
+//! the runs are merged: in memory by one merge of their keys and one gather of the rows into
+//! the output ([`crate::sort::merge_sorted_chunks`]), once spilled with the frontier merge
+//! ([`super::stream::MergeTask`], as `CoRankMergeExec` merges). See
+//! [`super::sort_stream`].
 //!
 //! **Order.** The output is the **stable sort of the concatenation of the input partitions
 //! in partition order**: equal keys keep partition order, then row order within a

@@ -49,7 +49,7 @@ fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec
     } else {
         (0..keys.len()).into_par_iter().map(I::from_usize).collect()
     };
-    merge_runs(Cow::Borrowed(keys), idx, run_offsets)
+    merge_runs::<T, I, false>(Cow::Borrowed(keys), idx, run_offsets)
 }
 
 /// The merge tree from given start indices: stable merge of the sorted runs
@@ -58,7 +58,16 @@ fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec
 /// stable with respect to the runs' order whatever `idx` holds. Borrowed keys are only read;
 /// owned keys' buffer becomes the second level's output (one allocation fewer). The sort
 /// ([`super::sort`]) starts it from its sorted tiles and their positions.
-pub(crate) fn merge_runs<T: KeyWord, I: RowIndex>(keys: Cow<[T]>, mut idx: Vec<I>, run_offsets: &[usize]) -> Vec<I> {
+///
+/// `BRANCHLESS`: each step of the sequential merges picks its side without a branch (see
+/// [`merge_serial_branchless`]), for runs whose keys interleave at random (the sort's tiles
+/// and chunks), where a branch mispredicts every other row; the merge of sorted inputs keeps
+/// the branch, which is cheaper where long stretches come from one run.
+pub(crate) fn merge_runs<T: KeyWord, I: RowIndex, const BRANCHLESS: bool>(
+    keys: Cow<[T]>,
+    mut idx: Vec<I>,
+    run_offsets: &[usize],
+) -> Vec<I> {
     let n = keys.len();
     assert_eq!(*run_offsets.last().unwrap_or(&0), n, "run offsets must end at the key count");
     assert_eq!(idx.len(), n, "one start index per key");
@@ -94,11 +103,11 @@ pub(crate) fn merge_runs<T: KeyWord, I: RowIndex>(keys: Cow<[T]>, mut idx: Vec<I
         let (sk, si) = (&src_keys, &idx);
         if n <= chunk {
             // One chunk: merged on the calling thread (the pool's hand-off costs more).
-            merge_chunk(sk, si, &pairs, 0, &mut dst_keys, &mut dst_idx);
+            merge_chunk::<T, I, BRANCHLESS>(sk, si, &pairs, 0, &mut dst_keys, &mut dst_idx);
         } else {
             dst_keys.par_chunks_mut(chunk).zip(dst_idx.par_chunks_mut(chunk)).enumerate().for_each(|(c, (out_k, out_i))| {
                 let start = c * chunk;
-                merge_chunk(sk, si, &pairs, start, out_k, out_i);
+                merge_chunk::<T, I, BRANCHLESS>(sk, si, &pairs, start, out_k, out_i);
             });
         }
         let old = std::mem::replace(&mut src_keys, Cow::Owned(std::mem::take(&mut dst_keys)));
@@ -114,7 +123,7 @@ pub(crate) fn merge_runs<T: KeyWord, I: RowIndex>(keys: Cow<[T]>, mut idx: Vec<I
 
 /// Writes output rows `[start, start + out_k.len())` of one level: for each pair of runs
 /// that overlaps this range, co-rank both ends of the overlap and merge the pieces.
-fn merge_chunk<T: KeyWord, I: RowIndex>(
+fn merge_chunk<T: KeyWord, I: RowIndex, const BRANCHLESS: bool>(
     keys: &[T],
     idx: &[I],
     pairs: &[(usize, usize, usize)],
@@ -137,7 +146,8 @@ fn merge_chunk<T: KeyWord, I: RowIndex>(
         let i_hi = co_rank(k_hi, a, b);
         let (j_lo, j_hi) = (k_lo - i_lo, k_hi - i_hi);
         let o = a0 + k_lo - start;
-        merge_serial(
+        let merge = if BRANCHLESS { merge_serial_branchless::<T, I> } else { merge_serial::<T, I> };
+        merge(
             &a[i_lo..i_hi],
             &idx[a0 + i_lo..a0 + i_hi],
             &b[j_lo..j_hi],
@@ -163,6 +173,34 @@ pub fn merge_serial<T: Ord + Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], bi: &[I]
             out_i[o] = bi[j];
             j += 1;
         }
+        o += 1;
+    }
+    let ra = a.len() - i;
+    out_k[o..o + ra].copy_from_slice(&a[i..]);
+    out_i[o..o + ra].copy_from_slice(&ai[i..]);
+    o += ra;
+    out_k[o..].copy_from_slice(&b[j..]);
+    out_i[o..].copy_from_slice(&bi[j..]);
+}
+
+/// [`merge_serial`] without a data-dependent branch per row: both heads are read, the
+/// smaller (ties: `a`'s) is written, and the side taken advances by the comparison's value.
+/// The same output as [`merge_serial`]. Measured on the 2-core dev VM (two sorted runs of 4M
+/// random `u64` keys with `u32` indices, a standalone program): 6 ns a row against 12 ns with
+/// the branch.
+#[inline]
+pub fn merge_serial_branchless<T: Ord + Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], bi: &[I], out_k: &mut [T], out_i: &mut [I]) {
+    debug_assert_eq!(a.len() + b.len(), out_k.len());
+    let (ai, bi) = (&ai[..a.len()], &bi[..b.len()]);
+    let (mut i, mut j, mut o) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        let take_a = x <= y;
+        // (A plain `if` compiles to a branch on the comparison; this to conditional moves.)
+        out_k[o] = std::hint::select_unpredictable(take_a, x, y);
+        out_i[o] = std::hint::select_unpredictable(take_a, ai[i], bi[j]);
+        i += take_a as usize;
+        j += !take_a as usize;
         o += 1;
     }
     let ra = a.len() - i;

@@ -96,6 +96,36 @@ pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], options: &EngineOptio
     choose_engine(options, keys.len(), "merging", cpu, || merge_on_gpu(keys, run_offsets, options))
 }
 
+/// Merges sorted runs of keys whose rows carry the indices `idx` (one per key, same order)
+/// with the chosen engine; returns `idx` in merged order (stable: ties to the earlier run)
+/// and the engine that ran. The CPU carries `idx` through its merge tree; the GPU merges
+/// positions, which then pick from `idx`.
+pub(crate) fn merge_keys_carrying(
+    keys: &KeyColumn,
+    idx: &Indices,
+    run_offsets: &[usize],
+    options: &EngineOptions,
+) -> Result<(Indices, Engine)> {
+    use std::borrow::Cow;
+    let cpu = || match idx {
+        Indices::U32(i) => {
+            Indices::U32(with_key_column!(keys, v => cpu::merge_runs::<_, _, true>(Cow::Borrowed(v.as_slice()), i.clone(), run_offsets)))
+        }
+        Indices::U64(i) => {
+            Indices::U64(with_key_column!(keys, v => cpu::merge_runs::<_, _, true>(Cow::Borrowed(v.as_slice()), i.clone(), run_offsets)))
+        }
+    };
+    let gpu = || -> Result<Indices> {
+        let merged = merge_on_gpu(keys, run_offsets, options)?;
+        let n = merged.len();
+        Ok(match idx {
+            Indices::U32(i) => Indices::U32((0..n).map(|p| i[merged.get(p)]).collect()),
+            Indices::U64(i) => Indices::U64((0..n).map(|p| i[merged.get(p)]).collect()),
+        })
+    };
+    choose_engine(options, keys.len(), "merging", cpu, gpu)
+}
+
 /// Runs one job of `rows` keys on the engine the options choose (the module doc): `cpu` and
 /// `gpu` run it on each engine, `doing` names it in the log lines ("merging", "sorting").
 pub(crate) fn choose_engine(

@@ -73,7 +73,7 @@ fn sort_tiles<T: KeyWord, I: RowIndex>(keys: &[T], tile: usize) -> Vec<I> {
     );
     // 2. The tiles are sorted runs: merge them, carrying their positions.
     let offsets: Vec<usize> = (0..n).step_by(tile).chain(std::iter::once(n)).collect();
-    merge_runs(Cow::Owned(sorted), idx, &offsets)
+    merge_runs::<T, I, true>(Cow::Owned(sorted), idx, &offsets)
 }
 
 /// Sorts keys with the chosen engine (the choice of [`super::merge_keys`]: `gpu_min_rows`,

@@ -175,12 +175,19 @@ pub fn merge_serial<T: Ord + Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], bi: &[I]
         }
         o += 1;
     }
-    let ra = a.len() - i;
-    out_k[o..o + ra].copy_from_slice(&a[i..]);
-    out_i[o..o + ra].copy_from_slice(&ai[i..]);
-    o += ra;
-    out_k[o..].copy_from_slice(&b[j..]);
-    out_i[o..].copy_from_slice(&bi[j..]);
+    copy_rests(&a[i..], &ai[i..], &b[j..], &bi[j..], &mut out_k[o..], &mut out_i[o..]);
+}
+
+/// The end of a sequential merge: one input is used up, the rest of the other (`a`'s rest
+/// then `b`'s, one of them empty) fills the rest of the output.
+#[inline]
+fn copy_rests<T: Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], bi: &[I], out_k: &mut [T], out_i: &mut [I]) {
+    let (ka, kb) = out_k.split_at_mut(a.len());
+    let (ia, ib) = out_i.split_at_mut(a.len());
+    ka.copy_from_slice(a);
+    ia.copy_from_slice(ai);
+    kb.copy_from_slice(b);
+    ib.copy_from_slice(bi);
 }
 
 /// [`merge_serial`] without a data-dependent branch per row: both heads are read, the
@@ -203,10 +210,5 @@ pub fn merge_serial_branchless<T: Ord + Copy, I: Copy>(a: &[T], ai: &[I], b: &[T
         j += !take_a as usize;
         o += 1;
     }
-    let ra = a.len() - i;
-    out_k[o..o + ra].copy_from_slice(&a[i..]);
-    out_i[o..o + ra].copy_from_slice(&ai[i..]);
-    o += ra;
-    out_k[o..].copy_from_slice(&b[j..]);
-    out_i[o..].copy_from_slice(&bi[j..]);
+    copy_rests(&a[i..], &ai[i..], &b[j..], &bi[j..], &mut out_k[o..], &mut out_i[o..]);
 }

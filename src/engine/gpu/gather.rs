@@ -164,11 +164,15 @@ impl PinnedBlock {
         let class = size_class(bytes);
         {
             let mut pool = PINNED_POOL.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(i) = pool.free.iter().position(|&(d, b, _)| d == device && b == class) {
-                let (_, _, addr) = pool.free.swap_remove(i);
-                pool.bytes -= class;
+            // The smallest free block that fits, up to twice the size class: rounds of
+            // similar sizes reuse each other's blocks instead of allocating (a cold pinned
+            // allocation costs about 0.4 ms a MiB on the H100 host).
+            let fits = pool.free.iter().enumerate().filter(|(_, &(d, b, _))| d == device && b >= class && b <= 2 * class);
+            if let Some(i) = fits.min_by_key(|(_, &(_, b, _))| b).map(|(i, _)| i) {
+                let (_, bytes, addr) = pool.free.swap_remove(i);
+                pool.bytes -= bytes;
                 if let Some(ptr) = NonNull::new(addr as *mut u8) {
-                    return Ok(PinnedBlock { ptr, bytes: class, device });
+                    return Ok(PinnedBlock { ptr, bytes, device });
                 }
             }
         }

@@ -116,6 +116,9 @@ pub struct MergedRound {
     pub runs: Vec<RecordBatch>,
     pub perm: Permutation,
     schema: SchemaRef,
+    /// The engine options the round merged with (the GPU gather's device and failure rule).
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    engine: EngineOptions,
 }
 
 impl MergedRound {
@@ -125,6 +128,10 @@ impl MergedRound {
 
     /// Output rows `start..end` as batches of at most `batch_size` rows with the merge's
     /// schema.
+    ///
+    /// The whole round of a GPU merge may gather its fixed-width columns on the GPU
+    /// ([`MergedRound::gather_with_gpu`]); a range of a round gathers on the CPU (each range
+    /// would upload every run's payload again).
     pub fn gather(&self, start: usize, end: usize, batch_size: usize) -> Result<Vec<RecordBatch>> {
         let end = end.min(self.rows());
         if start >= end {
@@ -134,7 +141,10 @@ impl MergedRound {
             // One run: the merge is the identity; slice without copying.
             (start..end).step_by(batch_size).map(|s| self.runs[0].slice(s, batch_size.min(end - s))).collect()
         } else if start == 0 && end == self.rows() {
-            gather(&self.runs, &self.perm, batch_size)?
+            match self.gather_with_gpu(batch_size)? {
+                Some(batches) => batches,
+                None => gather(&self.runs, &self.perm, batch_size)?,
+            }
         } else {
             let indices = match &self.perm.indices {
                 Indices::U32(v) => Indices::U32(v[start..end].to_vec()),
@@ -145,6 +155,90 @@ impl MergedRound {
         };
         // Output batches carry the declared schema (metadata and nullability included).
         batches.into_iter().map(|b| Ok(b.with_schema(self.schema.clone())?)).collect()
+    }
+
+    /// The round's rows as [`gather`] makes them, with the fixed-width columns gathered on the GPU while the CPU gathers the others,
+    /// where the round merged on the GPU and the bytes say the device gather pays
+    /// ([`crate::engine::gpu::gather_on_gpu_pays`]: payload and indices over PCIe against the
+    /// CPU's gather rate, both measured); `None` where it does not (the caller gathers on
+    /// the CPU), or where the GPU gather failed and the options allow the CPU.
+    ///
+    /// Batches end where the CPU's gather ends them (it splits a batch whose dictionary
+    /// values overflow their key type), or every `batch_size` rows when the GPU gathers
+    /// every column.
+    #[cfg(feature = "gpu")]
+    fn gather_with_gpu(&self, batch_size: usize) -> Result<Option<Vec<RecordBatch>>> {
+        use crate::engine::gpu::gather::fixed_width;
+        use crate::engine::gpu::{gather_fixed_gpu, gather_on_gpu_pays, GpuOptions};
+        use crate::options::OnGpuFailure;
+        use arrow::array::RecordBatchOptions;
+        use std::sync::Arc;
+        let perm = &self.perm;
+        if perm.engine != Engine::Gpu || self.runs.len() < 2 {
+            return Ok(None);
+        }
+        let schema = self.runs[0].schema();
+        let columns = schema.fields().len();
+        let same_type = |c: usize| self.runs.iter().all(|r| r.schema().field(c).data_type() == schema.field(c).data_type());
+        let fixed: Vec<usize> = (0..columns).filter(|&c| fixed_width(schema.field(c).data_type()).is_some() && same_type(c)).collect();
+        let bytes_per_row: usize = fixed.iter().filter_map(|&c| fixed_width(schema.field(c).data_type())).sum();
+        let index_bytes = match perm.indices {
+            Indices::U32(_) => 4,
+            Indices::U64(_) => 8,
+        };
+        if fixed.is_empty() || !gather_on_gpu_pays(perm.len(), bytes_per_row, index_bytes, rayon::current_num_threads()) {
+            return Ok(None);
+        }
+        let rest: Vec<usize> = (0..columns).filter(|c| !fixed.contains(c)).collect();
+        let options = GpuOptions { devices: self.engine.devices, ..GpuOptions::default() };
+        let (on_gpu, on_cpu) = rayon::join(
+            || gather_fixed_gpu(&self.runs, perm, &fixed, &options),
+            || -> Result<Option<Vec<RecordBatch>>> {
+                if rest.is_empty() {
+                    return Ok(None);
+                }
+                let projected: Vec<RecordBatch> = self.runs.iter().map(|r| r.project(&rest)).collect::<std::result::Result<_, _>>()?;
+                Ok(Some(gather(&projected, perm, batch_size)?))
+            },
+        );
+        let on_gpu = match on_gpu {
+            Ok(arrays) => arrays,
+            Err(e) if self.engine.on_gpu_failure != OnGpuFailure::Error => {
+                log::warn!("corank: GPU gather failed ({e}); gathering on the CPU instead");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let on_cpu = on_cpu?;
+        let lens: Vec<usize> = match &on_cpu {
+            Some(batches) => batches.iter().map(RecordBatch::num_rows).collect(),
+            None => (0..perm.len()).step_by(batch_size).map(|s| batch_size.min(perm.len() - s)).collect(),
+        };
+        let mut out = Vec::with_capacity(lens.len());
+        let mut offset = 0;
+        for (b, &len) in lens.iter().enumerate() {
+            let (mut g, mut r) = (0, 0);
+            let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns);
+            for c in 0..columns {
+                if fixed.get(g) == Some(&c) {
+                    arrays.push(on_gpu[g].slice(offset, len));
+                    g += 1;
+                } else {
+                    let batch = &on_cpu.as_ref().expect("columns not gathered on the GPU were gathered on the CPU")[b];
+                    arrays.push(Arc::clone(batch.column(r)));
+                    r += 1;
+                }
+            }
+            let options = RecordBatchOptions::new().with_row_count(Some(len));
+            out.push(RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options)?);
+            offset += len;
+        }
+        Ok(Some(out))
+    }
+
+    #[cfg(not(feature = "gpu"))]
+    fn gather_with_gpu(&self, _batch_size: usize) -> Result<Option<Vec<RecordBatch>>> {
+        Ok(None)
     }
 }
 
@@ -195,7 +289,7 @@ impl RoundInput {
         let RoundInput { runs, keys, specs, options, schema, input_starts, rows, .. } = self;
         if rows == 0 {
             let perm = Permutation { run_offsets: vec![0], indices: Indices::U32(vec![]), engine: Engine::Cpu, key_bytes: 0 };
-            return Ok(MergedRound { runs, perm, schema });
+            return Ok(MergedRound { runs, perm, schema, engine: options.engine });
         }
         let encoded = encode_runs(&keys, &specs)?;
         // The full comparator is only needed where keys may tie on different values.
@@ -207,7 +301,8 @@ impl RoundInput {
             resolve_ties(&mut indices, &encoded.keys, full);
         }
         let key_bytes = encoded.keys.key_bytes();
-        Ok(MergedRound { runs, perm: Permutation { run_offsets: encoded.run_offsets, indices, engine, key_bytes }, schema })
+        let perm = Permutation { run_offsets: encoded.run_offsets, indices, engine, key_bytes };
+        Ok(MergedRound { runs, perm, schema, engine: options.engine })
     }
 
     /// Steps (4) and (5): merges, then gathers the whole round into batches of the merge's

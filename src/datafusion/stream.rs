@@ -212,6 +212,11 @@ impl MergeTask {
     /// is bounded, so a slow consumer slows the merge; windows bound what is pulled.
     pub async fn run(self, tx: Sender<Result<RecordBatch>>) -> Result<()> {
         let MergeTask { inputs, schema, expr, fetch, settings, check_sorted, batch_size, reservation, metrics } = self;
+        // The start of the task, for the trace lines of the first batch's path.
+        let task_started = Instant::now();
+        let trace =
+            |what: std::fmt::Arguments| log::trace!("CoRankMergeExec +{:.3} ms: {what}", task_started.elapsed().as_secs_f64() * 1e3);
+        trace(format_args!("task started, {} inputs", inputs.len()));
         let n = inputs.len();
         let key_types: Vec<DataType> = expr.iter().map(|e| e.expr.data_type(&schema)).collect::<Result<_>>()?;
         let specs: Vec<SortKey> = expr.iter().map(|e| SortKey::new(e.expr.to_string(), e.options)).collect();
@@ -304,6 +309,7 @@ impl MergeTask {
                 };
                 let round = merger.take_round_at_most(cap).map_err(to_datafusion)?;
                 timer.done();
+                trace(format_args!("round taken: {} rows (first: {first_round})", round.rows()));
                 taken += round.rows();
                 target = match gpu {
                     false => CPU_ROUND_ROWS / n.max(1),
@@ -320,6 +326,7 @@ impl MergeTask {
                     let started = Instant::now();
                     let chunk = round.merge_gathered().map_err(to_datafusion)?;
                     record_round(&metrics, &chunk, started.elapsed());
+                    trace(format_args!("first round merged and gathered on the task"));
                     merged = Some(Outgoing::new(chunk, bytes));
                 } else {
                     let handle = tokio::task::spawn_blocking(move || {
@@ -364,6 +371,9 @@ impl MergeTask {
                         _ => batch,
                     };
                     sent += batch.num_rows();
+                    if !output_started {
+                        trace(format_args!("first batch sent"));
+                    }
                     output_started = true;
                     if batch.num_rows() > 0 {
                         metrics.output_batches.add(1);

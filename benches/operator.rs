@@ -18,8 +18,13 @@
 //!     sort runs. Outputs are checked by l_partkey in output order (stock breaks ties in no
 //!     fixed order) and by their rows in any order.
 //!
-//! Each run drains the output stream and records the total time and the time to its first
-//! batch (from `execute` in memory, from `ctx.sql` in SQL): the "first batch" rows. Outputs
+//! Each run drains the output stream and records the total time. The "first batch" rows
+//! are the median of FIRST_BATCH_RUNS more runs per case that stop at the first batch (from
+//! `execute` in memory, from `ctx.sql` in SQL; the stream is dropped there, then 50 ms pass
+//! so that the cancelled run's last work does not overlap the next): a figure of a few ms
+//! that the source's own `execute` alone moves by ±5 ms on the 16-core host needs more
+//! samples than the totals. (The sorts' first batches come after the whole sort: theirs
+//! are from the drained runs.) Outputs
 //! are checked equal before a time counts: the warm-up run of every case digests its
 //! output (row count, the key column in output order, and an order-free hash of every
 //! row's values), and every case of a group must match the first (the floor only by rows
@@ -112,6 +117,21 @@ impl Digest {
     }
 }
 
+/// Runs per case that stop at the first batch, for the first-batch medians.
+const FIRST_BATCH_RUNS: usize = 15;
+
+/// Time from opening a case's stream to its first batch (then the stream is dropped).
+fn first_batch_once(rt: &tokio::runtime::Runtime, open: &Open) -> Duration {
+    let first = rt.block_on(async {
+        let t = Instant::now();
+        let mut stream = open().await;
+        let _ = stream.next().await;
+        t.elapsed()
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    first
+}
+
 /// One run: opens the stream and drains it; (total time, time to the first batch, rows,
 /// rows of the first batch), and the output's digest where asked (outside the timing's
 /// purpose: only the warm-up run digests).
@@ -136,10 +156,18 @@ fn run_once(rt: &tokio::runtime::Runtime, open: &Open, digest: Option<usize>) ->
 
 /// Every case once to warm up (its output digested and checked against the first case's;
 /// `unordered` cases by rows and values only), then `runs` rounds that run every case
-/// once, in turn (the order reversed every other round); medians per case. The key column
-/// checked in order is column 0.
-fn measure(rt: &tokio::runtime::Runtime, cases: &[Open], unordered: &[bool], names: &[String], runs: usize) -> Vec<Measured> {
-    measure_by(rt, cases, unordered, names, runs, 0)
+/// once, in turn (the order reversed every other round), then `first_runs` such rounds that
+/// stop at the first batch (0: the first batches of the drained runs count); medians per
+/// case. The key column checked in order is column 0.
+fn measure(
+    rt: &tokio::runtime::Runtime,
+    cases: &[Open],
+    unordered: &[bool],
+    names: &[String],
+    runs: usize,
+    first_runs: usize,
+) -> Vec<Measured> {
+    measure_by(rt, cases, unordered, names, runs, first_runs, 0)
 }
 
 /// [`measure`], checking the order of column `key` (the sort column; ties may come in any
@@ -150,6 +178,7 @@ fn measure_by(
     unordered: &[bool],
     names: &[String],
     runs: usize,
+    first_runs: usize,
     key: usize,
 ) -> Vec<Measured> {
     let warm: Vec<_> = cases.iter().map(|open| run_once(rt, open, Some(key))).collect();
@@ -161,24 +190,35 @@ fn measure_by(
             assert_eq!(d.keys_in_order, base.keys_in_order, "{name}: keys not in the order of {}", names[0]);
         }
     }
-    let mut samples: Vec<Vec<(Duration, Duration)>> = vec![vec![]; cases.len()];
+    let mut samples: Vec<Vec<Duration>> = vec![vec![]; cases.len()];
+    let mut firsts: Vec<Vec<Duration>> = vec![vec![]; cases.len()];
+    let in_turn = |r: usize| -> Vec<usize> {
+        if r.is_multiple_of(2) {
+            (0..cases.len()).collect()
+        } else {
+            (0..cases.len()).rev().collect()
+        }
+    };
     for r in 0..runs {
-        let order: Vec<usize> = if r % 2 == 0 { (0..cases.len()).collect() } else { (0..cases.len()).rev().collect() };
-        for c in order {
+        for c in in_turn(r) {
             let (total, first, rows, _, _) = run_once(rt, &cases[c], None);
             assert_eq!(rows, warm[c].2, "every run returns the same rows");
-            samples[c].push((total, first));
+            samples[c].push(total);
+            if first_runs == 0 {
+                firsts[c].push(first);
+            }
+        }
+    }
+    for r in 0..first_runs {
+        for c in in_turn(r) {
+            firsts[c].push(first_batch_once(rt, &cases[c]));
         }
     }
     samples
         .into_iter()
+        .zip(firsts)
         .zip(warm)
-        .map(|(s, w)| Measured {
-            total: median(s.iter().map(|x| x.0).collect()),
-            first: median(s.iter().map(|x| x.1).collect()),
-            rows: w.2,
-            first_rows: w.3,
-        })
+        .map(|((s, f), w)| Measured { total: median(s), first: median(f), rows: w.2, first_rows: w.3 })
         .collect()
 }
 
@@ -339,7 +379,7 @@ fn main() {
             names.push(format!("(a) CoRankMergeExec, engine {engine}{on}"));
             cases.push(plan_case(Arc::new(CoRankMergeExec::new(ordering.clone(), source.clone()).with_settings(settings))));
         }
-        let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, runs);
+        let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, runs, FIRST_BATCH_RUNS);
         table_rows(&mut table, &names, &measured, None);
     }
 
@@ -382,7 +422,7 @@ fn main() {
         let floor = cases.len() - 1;
         let size_runs = if pq_rows >= 64 << 20 { 1 } else { runs };
         if sql_cases.merge {
-            let measured = measure(&rt, &cases, &unordered, &names, size_runs);
+            let measured = measure(&rt, &cases, &unordered, &names, size_runs, FIRST_BATCH_RUNS);
             table.push(format!("-- {pq_rows} Parquet rows, {size_runs} run(s)"));
             table_rows(&mut table, &names, &measured, Some(floor));
         }
@@ -405,7 +445,7 @@ fn main() {
                 names.push(format!("(d) SQL ORDER BY l_partkey (unsorted), corank {engine}"));
                 cases.push(sql_case(ctx, sort_query));
             }
-            let measured = measure_by(&rt, &cases, &vec![false; cases.len()], &names, size_runs, 1);
+            let measured = measure_by(&rt, &cases, &vec![false; cases.len()], &names, size_runs, 0, 1);
             table.push(format!("-- {pq_rows} Parquet rows, sorted by l_partkey, {size_runs} run(s)"));
             table_rows(&mut table, &names, &measured, None);
         }
@@ -438,7 +478,7 @@ fn main() {
             names.push(format!("(c) CoRankSortExec, engine {engine}"));
             cases.push(plan_case(Arc::new(CoRankSortExec::new(ordering.clone(), source.clone()).with_settings(settings))));
         }
-        let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, runs);
+        let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, runs, 0);
         table_rows(&mut table, &names, &measured, None);
     }
     println!("\n{}", table.join("\n"));

@@ -262,6 +262,30 @@ async fn sorted_files_are_not_split() {
     assert_eq!(keys(&batches), oracle_keys(&all));
 }
 
+/// The proof of a file's order is kept across queries (no footer read again), by the file's
+/// path, size and modification time: files rewritten in place as overlapping row groups
+/// (a different size) are checked again, split, and still come out sorted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_rewritten_in_place_are_proven_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = write_lineitem_files(dir.path(), 4, 20_000, 2_000, FileLayout::Sorted, 9).unwrap();
+    let sql = "SELECT * FROM t ORDER BY l_orderkey";
+    let ctx = session_context(config());
+    create_table(&ctx, dir.path(), "").await;
+    for _ in 0..2 {
+        let (text, plan, batches) = run(&ctx, sql).await;
+        assert_eq!(find_merge(&plan).unwrap().input().output_partitioning().partition_count(), 4, "{text}");
+        assert_eq!(keys(&batches), oracle_keys(&read_all(&paths)));
+    }
+    let rewritten = write_lineitem_files(dir.path(), 4, 24_000, 2_000, FileLayout::RowGroupsSorted, 10).unwrap();
+    assert_eq!(rewritten, paths, "the same paths");
+    let ctx = session_context(config());
+    create_table(&ctx, dir.path(), "").await;
+    let (text, plan, batches) = run(&ctx, sql).await;
+    assert_eq!(find_merge(&plan).unwrap().input().output_partitioning().partition_count(), 48, "split into row groups:\n{text}");
+    assert_eq!(keys(&batches), oracle_keys(&read_all(&paths)), "{text}");
+}
+
 /// A merge whose input reaches the scan through a node the rule does not split through
 /// gets a sort of each partition below it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -28,7 +28,7 @@
 //! keep the column's declared type.
 
 use crate::error::{Error, Result};
-use crate::permutation::{Indices, Permutation};
+use crate::permutation::{Indices, Permutation, RunLocator};
 use arrow::array::{
     new_empty_array, Array, ArrayRef, AsArray, DictionaryArray, PrimitiveArray, RecordBatch, RecordBatchOptions, UInt32Array,
 };
@@ -139,6 +139,7 @@ enum Column {
 struct Gatherer<'a> {
     runs: &'a [RecordBatch],
     perm: &'a Permutation,
+    locator: RunLocator<'a>,
     schema: Arc<Schema>,
     /// `None` when no column is a dictionary (arrow's `interleave_record_batch` then).
     columns: Option<Vec<Column>>,
@@ -168,7 +169,7 @@ impl<'a> Gatherer<'a> {
         } else {
             None
         };
-        Ok(Gatherer { runs, perm, schema, columns })
+        Ok(Gatherer { runs, perm, locator: RunLocator::new(&perm.run_offsets), schema, columns })
     }
 
     /// The output rows `s..e`: one batch, or several where it had to be split.
@@ -209,7 +210,7 @@ impl<'a> Gatherer<'a> {
         let mut seen: Vec<HashSet<u32>> = vec![HashSet::new(); dicts.len()];
         let mut start = s;
         for i in s..e {
-            let (run, row) = self.perm.run_row(i);
+            let (run, row) = self.locator.locate(self.perm.indices.get(i));
             let full = dicts.iter().zip(&seen).any(|(d, set)| {
                 let id = d.ids[run][row];
                 id != NULL_ID && set.len() >= d.capacity && !set.contains(&id)
@@ -232,7 +233,10 @@ impl<'a> Gatherer<'a> {
 
     /// The output rows `a..b` as one batch.
     fn build(&self, a: usize, b: usize) -> std::result::Result<RecordBatch, ArrowError> {
-        let idx: Vec<(usize, usize)> = (a..b).map(|i| self.perm.run_row(i)).collect();
+        let idx: Vec<(usize, usize)> = match &self.perm.indices {
+            Indices::U32(v) => v[a..b].iter().map(|&g| self.locator.locate(g as usize)).collect(),
+            Indices::U64(v) => v[a..b].iter().map(|&g| self.locator.locate(g as usize)).collect(),
+        };
         let Some(columns) = &self.columns else {
             let refs: Vec<&RecordBatch> = self.runs.iter().collect();
             return interleave_record_batch(&refs, &idx);

@@ -9,23 +9,15 @@
 use arrow::array::{ArrayRef, DictionaryArray, Float64Array, Int32Array, RecordBatch, StringArray, UInt64Array};
 use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, Int8Type};
-use corank::engine::gpu::{self, gather_on_gpu_pays};
+use corank::engine::gpu::gather_on_gpu_pays;
 use corank::frontier::{FrontierMerge, FrontierOptions};
 use corank::{Engine, EngineOptions, OnGpuFailure, SortKey};
 use std::sync::Arc;
 
-fn gpu_or_skip(test: &str) -> bool {
-    match gpu::availability() {
-        Ok(()) => true,
-        Err(e) => {
-            if std::env::var("CORANK_REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("{test}: CORANK_REQUIRE_GPU=1 but no GPU: {e}");
-            }
-            eprintln!("{test}: skipped, no GPU: {e}");
-            false
-        }
-    }
-}
+#[path = "common/gpu.rs"]
+#[allow(dead_code)] // small_only and Rng serve other test binaries
+mod gpu_common;
+use gpu_common::gpu_or_skip;
 
 /// Run `r` of `k`: `rows` sorted u64 keys (many ties across runs) and payload columns.
 fn run(r: u64, rows: usize) -> RecordBatch {

@@ -119,8 +119,7 @@ pub fn merge_sorted_chunks(
     } else {
         Indices::U64(in_chunks(n, chunk_offsets, |k, j| positions(&orders[k], chunk_offsets[k], j) as u64))
     };
-    let (mut indices, engine) = merge_keys_carrying(&sorted, &idx, chunk_offsets, &options.engine)?;
-    drop((sorted, idx));
+    let (mut indices, engine) = merge_keys_carrying(sorted, idx, chunk_offsets, &options.engine)?;
     if let Some(full) = &full {
         resolve_ties(&mut indices, &encoded.keys, full);
     }

@@ -101,21 +101,27 @@ pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], options: &EngineOptio
 /// and the engine that ran. The CPU carries `idx` through its merge tree; the GPU merges
 /// positions, which then pick from `idx`.
 pub(crate) fn merge_keys_carrying(
-    keys: &KeyColumn,
-    idx: &Indices,
+    keys: KeyColumn,
+    idx: Indices,
     run_offsets: &[usize],
     options: &EngineOptions,
 ) -> Result<(Indices, Engine)> {
     use std::borrow::Cow;
-    let cpu = || match idx {
-        Indices::U32(i) => {
-            Indices::U32(with_key_column!(keys, v => cpu::merge_runs::<_, _, true>(Cow::Borrowed(v.as_slice()), i.clone(), run_offsets)))
-        }
-        Indices::U64(i) => {
-            Indices::U64(with_key_column!(keys, v => cpu::merge_runs::<_, _, true>(Cow::Borrowed(v.as_slice()), i.clone(), run_offsets)))
+    use std::cell::RefCell;
+    let rows = keys.len();
+    // The CPU merge takes the keys and the carried indices over (no copy of either); the GPU
+    // merge only reads them, so they are still here when a failed GPU merge falls back.
+    let owned = RefCell::new(Some((keys, idx)));
+    let cpu = || {
+        let (keys, idx) = owned.borrow_mut().take().expect("choose_engine runs the CPU merge at most once");
+        match idx {
+            Indices::U32(i) => Indices::U32(with_key_column!(keys, v => cpu::merge_runs::<_, _, true>(Cow::Owned(v), i, run_offsets))),
+            Indices::U64(i) => Indices::U64(with_key_column!(keys, v => cpu::merge_runs::<_, _, true>(Cow::Owned(v), i, run_offsets))),
         }
     };
     let gpu = || -> Result<Indices> {
+        let held = owned.borrow();
+        let (keys, idx) = held.as_ref().expect("the GPU merge runs before any CPU merge");
         let merged = merge_on_gpu(keys, run_offsets, options)?;
         let n = merged.len();
         Ok(match idx {
@@ -123,7 +129,7 @@ pub(crate) fn merge_keys_carrying(
             Indices::U64(i) => Indices::U64((0..n).map(|p| i[merged.get(p)]).collect()),
         })
     };
-    choose_engine(options, keys.len(), "merging", cpu, gpu)
+    choose_engine(options, rows, "merging", cpu, gpu)
 }
 
 /// Runs one job of `rows` keys on the engine the options choose (the module doc): `cpu` and

@@ -131,6 +131,17 @@ impl CoRankMergeExec {
     }
 }
 
+/// The sort expressions as SQL, comma-separated (the tree rendering of corank's nodes).
+pub(crate) fn fmt_sort_exprs_sql(expr: &LexOrdering, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+    for (i, e) in expr.iter().enumerate() {
+        if i > 0 {
+            write!(f, ", ")?;
+        }
+        e.fmt_sql(f)?;
+    }
+    Ok(())
+}
+
 impl DisplayAs for CoRankMergeExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         match t {
@@ -153,13 +164,7 @@ impl DisplayAs for CoRankMergeExec {
                 if self.check_sorted {
                     writeln!(f, "check_sorted")?;
                 }
-                for (i, e) in self.expr.iter().enumerate() {
-                    e.fmt_sql(f)?;
-                    if i + 1 != self.expr.len() {
-                        write!(f, ", ")?;
-                    }
-                }
-                Ok(())
+                fmt_sort_exprs_sql(&self.expr, f)
             }
         }
     }

@@ -128,13 +128,7 @@ impl DisplayAs for CoRankSortExec {
             }
             DisplayFormatType::TreeRender => {
                 writeln!(f, "engine={}", self.settings.engine)?;
-                for (i, e) in self.expr.iter().enumerate() {
-                    e.fmt_sql(f)?;
-                    if i + 1 != self.expr.len() {
-                        write!(f, ", ")?;
-                    }
-                }
-                Ok(())
+                super::exec::fmt_sort_exprs_sql(&self.expr, f)
             }
         }
     }

@@ -191,16 +191,20 @@ impl MergedRound {
         }
         let rest: Vec<usize> = (0..columns).filter(|c| !fixed.contains(c)).collect();
         let options = GpuOptions { devices: self.engine.devices, ..GpuOptions::default() };
-        let (on_gpu, on_cpu) = rayon::join(
-            || gather_fixed_gpu(&self.runs, perm, &fixed, &options),
-            || -> Result<Option<Vec<RecordBatch>>> {
+        // The device gather on this thread, the CPU's on a thread of its own (not
+        // `rayon::join`: a device's lock is never taken on a rayon worker, see
+        // `engine::gpu::context::Gpu::lock`).
+        let (on_gpu, on_cpu) = std::thread::scope(|scope| {
+            let on_cpu = scope.spawn(|| -> Result<Option<Vec<RecordBatch>>> {
                 if rest.is_empty() {
                     return Ok(None);
                 }
                 let projected: Vec<RecordBatch> = self.runs.iter().map(|r| r.project(&rest)).collect::<std::result::Result<_, _>>()?;
                 Ok(Some(gather(&projected, perm, batch_size)?))
-            },
-        );
+            });
+            let on_gpu = gather_fixed_gpu(&self.runs, perm, &fixed, &options);
+            (on_gpu, on_cpu.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        });
         let on_gpu = match on_gpu {
             Ok(arrays) => arrays,
             Err(e) if self.engine.on_gpu_failure != OnGpuFailure::Error => {
@@ -309,12 +313,21 @@ impl RoundInput {
     /// `batch_size` rows.
     pub fn merge_gathered(self) -> Result<MergedChunk> {
         let batch_size = self.options.batch_size;
+        let started = std::time::Instant::now();
         let round = self.merge()?;
         let rows = round.rows();
         if rows == 0 {
             return Ok(MergedChunk { batches: vec![], rows: 0, engine: Engine::Cpu, key_bytes: 0 });
         }
+        let merged = started.elapsed();
         let batches = round.gather(0, rows, batch_size)?;
+        log::debug!(
+            "corank round: {rows} rows in {} runs, merged on the {:?} engine in {:.3} ms, gathered in {:.3} ms",
+            round.runs.len(),
+            round.perm.engine,
+            merged.as_secs_f64() * 1e3,
+            (started.elapsed() - merged).as_secs_f64() * 1e3
+        );
         Ok(MergedChunk { batches, rows, engine: round.perm.engine, key_bytes: rows * round.perm.key_bytes })
     }
 }

@@ -156,7 +156,14 @@ impl Gpu {
     }
 
     /// The context bound to this thread and the device's state, locked.
+    ///
+    /// Never from a rayon worker thread: the holder fills staging buffers with rayon's
+    /// parallel copies, and a worker that waits for those runs other queued jobs meanwhile.
+    /// A job of another GPU call (two node rounds run at once) then waits on this lock
+    /// under its own holder, which never lets go. Called from any other thread, the wait
+    /// blocks and the copies run on the pool.
     pub fn lock(&self) -> Result<MutexGuard<'_, State>> {
+        debug_assert!(rayon::current_thread_index().is_none(), "a GPU device locked from a rayon worker thread");
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.bind()?;
         Ok(st)

@@ -96,8 +96,15 @@ pub struct MergeTask {
 /// row in rounds of 256K rows, 53 ns in rounds of 1M, 95 ns in rounds of 8M.
 pub const CPU_ROUND_ROWS: usize = 1 << 18;
 
+/// Rounds merging at once where a GPU merges. With two, the next round's key encoding (on
+/// the CPU) runs while the previous round gathers (its fixed-width columns on the GPU), and
+/// its keys go up as soon as the device is free, instead of after the previous round is
+/// done. A CPU round uses every core in its merge and its gather, so CPU rounds go one at a
+/// time.
+pub const GPU_ROUNDS_IN_FLIGHT: usize = 2;
+
 /// A round on a blocking thread: its merge and gather (with the time they took), and the
-/// memory its rows hold.
+/// memory its rows hold. Rounds are taken, merged and sent in order.
 struct Merging {
     handle: JoinHandle<(crate::Result<MergedChunk>, Duration)>,
     bytes: usize,
@@ -208,8 +215,10 @@ impl MergeTask {
     /// rows (the target: their share of it), the size the CPU merges fastest, so the
     /// windows fill while the merge keeps up; where a GPU may merge, the target doubles
     /// each round from one output batch up to `window_rows`, for large GPU rounds.
-    /// Output is held for at most two rounds (one sending, one merging or merged), and `tx`
-    /// is bounded, so a slow consumer slows the merge; windows bound what is pulled.
+    /// Where a GPU merges, two rounds merge at once ([`GPU_ROUNDS_IN_FLIGHT`]): the next
+    /// round's keys are encoded and go up while the previous round gathers. Output is held
+    /// for at most two rounds besides those merging (one sending, one merged), and `tx` is
+    /// bounded, so a slow consumer slows the merge; windows bound what is pulled.
     pub async fn run(self, tx: Sender<Result<RecordBatch>>) -> Result<()> {
         let MergeTask { inputs, schema, expr, fetch, settings, check_sorted, batch_size, reservation, metrics } = self;
         // The start of the task, for the trace lines of the first batch's path.
@@ -237,7 +246,8 @@ impl MergeTask {
         };
         let gpu_required = settings.engine.on_gpu_failure == OnGpuFailure::Error;
         let mut gpu_check = gpu.is_none().then(|| tokio::task::spawn_blocking(crate::engine::gpu_availability));
-        let mut merging: Option<Merging> = None;
+        // Rounds merging, oldest first: one, or GPU_ROUNDS_IN_FLIGHT where a GPU merges.
+        let mut merging: VecDeque<Merging> = VecDeque::new();
         let mut merged: Option<Outgoing> = None;
         let mut sending = Outgoing::default();
         // Rows every live input holds before the next round (1: any batch, the first round).
@@ -271,19 +281,21 @@ impl MergeTask {
                     }
                 }
             }
-            // 3. A round is due when none is merging or waiting to be sent, the first output
+            // 3. A round is due when fewer rounds merge than may (one, or
+            //    GPU_ROUNDS_IN_FLIGHT on a GPU) and none waits to be sent, the first output
             //    batch (if one is waiting) has gone out, every live input holds a row and
             //    either holds `target` rows (or a full window), or nothing else would happen:
-            //    nothing to send, the consumer has taken every batch, and no input has a
-            //    batch at hand (a barrier would wait for slow inputs here).
-            let possible = merging.is_none()
+            //    no round merging, nothing to send, the consumer has taken every batch, and
+            //    no input has a batch at hand (a barrier would wait for slow inputs here).
+            let in_flight = if gpu == Some(true) { GPU_ROUNDS_IN_FLIGHT } else { 1 };
+            let possible = merging.len() < in_flight
                 && merged.is_none()
                 && (output_started || sending.batches.is_empty())
                 && !enough
                 && !merger.is_finished()
                 && merger.ready();
             let mut due = possible && merger.ready_for(target);
-            let idle_output = possible && !due && sending.batches.is_empty();
+            let idle_output = possible && !due && sending.batches.is_empty() && merging.is_empty();
             if idle_output && tx.capacity() == tx.max_capacity() {
                 match pulling.next().now_or_never() {
                     Some(Some(arrival)) => {
@@ -334,28 +346,28 @@ impl MergeTask {
                         let chunk = round.merge_gathered();
                         (chunk, started.elapsed())
                     });
-                    merging = Some(Merging { handle, bytes });
+                    merging.push_back(Merging { handle, bytes });
                 }
                 first_round = false;
                 continue;
             }
             // 5. Done: everything merged and sent (or `fetch` rows taken and sent).
-            if merging.is_none() && merged.is_none() && sending.batches.is_empty() && (enough || merger.is_finished()) {
+            if merging.is_empty() && merged.is_none() && sending.batches.is_empty() && (enough || merger.is_finished()) {
                 break;
             }
             // The memory held: the windows, the round merging, the merged batches not sent.
-            let merging_bytes = merging.as_ref().map_or(0, |m| m.bytes);
+            let merging_bytes: usize = merging.iter().map(|m| m.bytes).sum();
             let outgoing_bytes = sending.bytes() + merged.as_ref().map_or(0, Outgoing::bytes);
             reservation.try_resize(merger.buffered_bytes() + merging_bytes + outgoing_bytes)?;
-            // 6. Wait for the next event: the round merged, room in the output channel, an
-            //    input's batch, the consumer taking the last batch (for step 3). In that order
-            //    when several are ready: a merged round frees a thread for the next, a sent
-            //    batch frees memory.
+            // 6. Wait for the next event: the oldest round merged (once the round before it
+            //    is out of `merged`), room in the output channel, an input's batch, the
+            //    consumer taking the last batch (for step 3). In that order when several are
+            //    ready: a merged round frees a thread for the next, a sent batch frees memory.
             tokio::select! {
                 biased;
-                done = async { (&mut merging.as_mut().expect("a round is merging").handle).await }, if merging.is_some() => {
+                done = async { (&mut merging.front_mut().expect("a round is merging").handle).await }, if !merging.is_empty() && merged.is_none() => {
                     let (chunk, elapsed) = done.map_err(|e| DataFusionError::External(Box::new(e)))?;
-                    let Merging { bytes, .. } = merging.take().expect("a round is merging");
+                    let Merging { bytes, .. } = merging.pop_front().expect("a round is merging");
                     let chunk = chunk.map_err(to_datafusion)?;
                     record_round(&metrics, &chunk, elapsed);
                     merged = Some(Outgoing::new(chunk, bytes));
@@ -385,7 +397,7 @@ impl MergeTask {
                     }
                 }
                 Some(arrival) = pulling.next(), if !pulling.is_empty() => {
-                    arrive(&mut merger, &mut idle, &expr, &metrics, merging.is_some(), arrival)?;
+                    arrive(&mut merger, &mut idle, &expr, &metrics, !merging.is_empty(), arrival)?;
                 }
                 drained = tx.reserve_many(tx.max_capacity()), if idle_output => {
                     if drained.is_err() {

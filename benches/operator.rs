@@ -23,7 +23,11 @@
 //! `execute` in memory, from `ctx.sql` in SQL; the stream is dropped there, then 50 ms pass
 //! so that the cancelled run's last work does not overlap the next): a figure of a few ms
 //! that the source's own `execute` alone moves by ±5 ms on the 16-core host needs more
-//! samples than the totals. (The sorts' first batches come after the whole sort: theirs
+//! samples than the totals. Their "vs stock" is the median of the paired ratios (stock's
+//! first batch over the case's, run r against run r: the cases run in turn, so load that
+//! drifts falls on both), with the median's 95% confidence interval from order statistics
+//! beside it: an interval that holds 1.00x means the first batches are level within what
+//! the runs can tell apart. (The sorts' first batches come after the whole sort: theirs
 //! are from the drained runs.) Outputs
 //! are checked equal before a time counts: the warm-up run of every case digests its
 //! output (row count, the key column in output order, and an order-free hash of every
@@ -81,6 +85,8 @@ struct Measured {
     first: Duration,
     rows: usize,
     first_rows: usize,
+    /// The first batches' times, run by run (the paired ratios to the baseline's).
+    firsts: Vec<Duration>,
 }
 
 /// A case's output, digested: rows, a hash of the key column (column 0, or the column
@@ -118,7 +124,7 @@ impl Digest {
 }
 
 /// Runs per case that stop at the first batch, for the first-batch medians.
-const FIRST_BATCH_RUNS: usize = 15;
+const FIRST_BATCH_RUNS: usize = 31;
 
 /// Time from opening a case's stream to its first batch (then the stream is dropped).
 fn first_batch_once(rt: &tokio::runtime::Runtime, open: &Open) -> Duration {
@@ -158,21 +164,9 @@ fn run_once(rt: &tokio::runtime::Runtime, open: &Open, digest: Option<usize>) ->
 /// `unordered` cases by rows and values only), then `runs` rounds that run every case
 /// once, in turn (the order reversed every other round), then `first_runs` such rounds that
 /// stop at the first batch (0: the first batches of the drained runs count); medians per
-/// case. The key column checked in order is column 0.
+/// case. The key column checked in order is column `key` (the sort column; ties may come
+/// in any order: stock's sort is not stable).
 fn measure(
-    rt: &tokio::runtime::Runtime,
-    cases: &[Open],
-    unordered: &[bool],
-    names: &[String],
-    runs: usize,
-    first_runs: usize,
-) -> Vec<Measured> {
-    measure_by(rt, cases, unordered, names, runs, first_runs, 0)
-}
-
-/// [`measure`], checking the order of column `key` (the sort column; ties may come in any
-/// order: stock's sort is not stable).
-fn measure_by(
     rt: &tokio::runtime::Runtime,
     cases: &[Open],
     unordered: &[bool],
@@ -218,7 +212,7 @@ fn measure_by(
         .into_iter()
         .zip(firsts)
         .zip(warm)
-        .map(|((s, f), w)| Measured { total: median(s), first: median(f), rows: w.2, first_rows: w.3 })
+        .map(|((s, f), w)| Measured { total: median(s), first: median(f.clone()), rows: w.2, first_rows: w.3, firsts: f })
         .collect()
 }
 
@@ -239,16 +233,28 @@ fn table_rows(table: &mut Vec<String>, names: &[String], measured: &[Measured], 
         ));
     }
     for (name, m) in names.iter().zip(measured) {
+        let (ratio, low, high) = paired_ratio(&base.firsts, &m.firsts);
         table.push(format!(
-            "{:<56} {:>12} {:>10.2} {:>12} {:>8.2}x {:>9}",
+            "{:<56} {:>12} {:>10.2} {:>12} {:>8.2}x {:>9} 95% CI {low:.2}-{high:.2}x",
             format!("{name}, first batch"),
             m.first_rows,
             m.first.as_secs_f64() * 1e3,
             "-",
-            base.first.as_secs_f64() / m.first.as_secs_f64(),
+            ratio,
             "-"
         ));
     }
+}
+
+/// The median of `base[r] / case[r]` over the runs r, with the median's 95% confidence
+/// interval from order statistics (the k-th smallest and largest ratios, k from the normal
+/// approximation of the binomial: about the 10th and 22nd of 31).
+fn paired_ratio(base: &[Duration], case: &[Duration]) -> (f64, f64, f64) {
+    let mut ratios: Vec<f64> = base.iter().zip(case).map(|(b, c)| b.as_secs_f64() / c.as_secs_f64()).collect();
+    ratios.sort_by(f64::total_cmp);
+    let n = ratios.len();
+    let k = ((n as f64 / 2.0 - 0.98 * (n as f64).sqrt()).floor() as usize).max(1).min(n);
+    (ratios[n / 2], ratios[k - 1], ratios[n - k])
 }
 
 /// Lineitem-like sorted files: l_orderkey (the key), l_partkey, l_quantity, l_extendedprice,
@@ -379,7 +385,7 @@ fn main() {
             names.push(format!("(a) CoRankMergeExec, engine {engine}{on}"));
             cases.push(plan_case(Arc::new(CoRankMergeExec::new(ordering.clone(), source.clone()).with_settings(settings))));
         }
-        let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, runs, FIRST_BATCH_RUNS);
+        let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, runs, FIRST_BATCH_RUNS, 0);
         table_rows(&mut table, &names, &measured, None);
     }
 
@@ -422,7 +428,7 @@ fn main() {
         let floor = cases.len() - 1;
         let size_runs = if pq_rows >= 64 << 20 { 1 } else { runs };
         if sql_cases.merge {
-            let measured = measure(&rt, &cases, &unordered, &names, size_runs, FIRST_BATCH_RUNS);
+            let measured = measure(&rt, &cases, &unordered, &names, size_runs, FIRST_BATCH_RUNS, 0);
             table.push(format!("-- {pq_rows} Parquet rows, {size_runs} run(s)"));
             table_rows(&mut table, &names, &measured, Some(floor));
         }
@@ -445,7 +451,7 @@ fn main() {
                 names.push(format!("(d) SQL ORDER BY l_partkey (unsorted), corank {engine}"));
                 cases.push(sql_case(ctx, sort_query));
             }
-            let measured = measure_by(&rt, &cases, &vec![false; cases.len()], &names, size_runs, 0, 1);
+            let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, size_runs, 0, 1);
             table.push(format!("-- {pq_rows} Parquet rows, sorted by l_partkey, {size_runs} run(s)"));
             table_rows(&mut table, &names, &measured, None);
         }
@@ -478,7 +484,7 @@ fn main() {
             names.push(format!("(c) CoRankSortExec, engine {engine}"));
             cases.push(plan_case(Arc::new(CoRankSortExec::new(ordering.clone(), source.clone()).with_settings(settings))));
         }
-        let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, runs, 0);
+        let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, runs, 0, 0);
         table_rows(&mut table, &names, &measured, None);
     }
     println!("\n{}", table.join("\n"));

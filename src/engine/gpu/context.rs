@@ -5,6 +5,9 @@
 //!
 //! One merge runs at a time on a device (its state sits behind a mutex): the buffers are
 //! sized for the largest call so far and a second concurrent merge would need its own.
+//! The payload gather has a lane of its own ([`GatherLane`]: a stream and staging buffers
+//! behind a second mutex), so one round's gather runs on the device while the next round's
+//! keys go up and merge.
 //!
 //! [`warm_up`] creates a device's context and loads the modules whose cubins are in the disk
 //! cache on a background thread, so the caller overlaps that with its own work (reading
@@ -82,6 +85,38 @@ pub(crate) struct Gpu {
     pub arch: Arch,
     pub name: String,
     state: Mutex<State>,
+    gather_lane: Mutex<GatherLane>,
+}
+
+/// The payload gather's stream and pinned staging buffers on one device, created on first
+/// use: the gather queues its copies and kernels here, beside the merges on the device's
+/// stream.
+#[derive(Default)]
+pub(crate) struct GatherLane {
+    stream: Option<Arc<CudaStream>>,
+    staging: Option<Staging>,
+}
+
+// SAFETY: as for State: the stream and the pinned memory belong to the context, and every
+// user binds it and holds the lane's mutex.
+unsafe impl Send for GatherLane {}
+
+impl GatherLane {
+    /// The lane's stream (created on first use in `gpu`'s context).
+    pub fn stream(&mut self, gpu: &Gpu) -> Result<sys::CUstream> {
+        if self.stream.is_none() {
+            self.stream = Some(gpu.ctx.new_stream().map_err(gpu_err("creating the gather's stream"))?);
+        }
+        Ok(self.stream.as_ref().expect("created above").cu_stream())
+    }
+
+    /// The lane's staging buffers (allocated on first use).
+    pub fn staging(&mut self) -> Result<&mut Staging> {
+        if self.staging.is_none() {
+            self.staging = Some(Staging::new()?);
+        }
+        Ok(self.staging.as_mut().expect("allocated above"))
+    }
 }
 
 /// Per device ordinal, the context once created (or why it could not be).
@@ -147,6 +182,7 @@ impl Gpu {
             arch: Arch { major: major as u32, minor: minor as u32, max_shared_per_block: shared as u32 },
             name,
             state: Mutex::new(State { modules: HashMap::new(), pool: HashMap::new(), staging: None }),
+            gather_lane: Mutex::new(GatherLane::default()),
         })
     }
 
@@ -167,6 +203,15 @@ impl Gpu {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.bind()?;
         Ok(st)
+    }
+
+    /// The context bound to this thread and the gather's lane, locked (never from a rayon
+    /// worker thread, as [`Gpu::lock`]).
+    pub fn lock_gather_lane(&self) -> Result<MutexGuard<'_, GatherLane>> {
+        debug_assert!(rayon::current_thread_index().is_none(), "a GPU gather lane locked from a rayon worker thread");
+        let lane = self.gather_lane.lock().unwrap_or_else(|p| p.into_inner());
+        self.bind()?;
+        Ok(lane)
     }
 
     pub fn cu_stream(&self) -> sys::CUstream {

@@ -20,7 +20,7 @@
 //!   and the bitmap of one column) and goes back to a process-wide pool when the last of
 //!   them drops; the pool keeps at most [`PINNED_POOL_BYTES`], freeing the rest.
 
-use super::context::{gpu, gpu_err, Gpu, State};
+use super::context::{gpu, gpu_err, GatherLane, Gpu};
 use super::launch::{Args, DevPtr, Launcher};
 use super::manifest::{Entry, Family};
 use super::nvrtc::{Module, ModuleSpec};
@@ -226,7 +226,8 @@ struct DevHeld {
 static DEVICE_BUFFERS: Mutex<Vec<DevHeld>> = Mutex::new(Vec::new());
 
 /// A device buffer of at least `bytes` on `device`, whose context is bound to this thread
-/// and whose state lock the caller holds (so no other gather uses the buffer meanwhile).
+/// and whose gather lane the caller holds locked (so no other gather uses the buffer
+/// meanwhile).
 fn device_buffer(device: usize, bytes: usize) -> Result<DevPtr> {
     let mut held = DEVICE_BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(h) = held.iter().find(|h| h.device == device && h.bytes >= bytes) {
@@ -435,8 +436,10 @@ pub(crate) fn gather_timed(
     }
     let device = options.devices.first();
     let gpu = gpu(device)?;
-    let mut st = gpu.lock()?;
-    let module = st.module(gpu, ModuleSpec { family: Family::Gather, key_bytes: 8, index_bits: 32 })?;
+    // The module under the device's lock (held only for that), the rest in the gather's
+    // lane: a merge may run on the device meanwhile.
+    let module = gpu.lock()?.module(gpu, ModuleSpec { family: Family::Gather, key_bytes: 8, index_bits: 32 })?;
+    let mut lane = gpu.lock_gather_lane()?;
     let base = device_buffer(device, layout.0)?;
     // The outputs live here, outside the queued work, so that on error the copies into them
     // are finished (below) before they are dropped.
@@ -445,11 +448,11 @@ pub(crate) fn gather_timed(
         blocks.push(PinnedBlock::new(device, p.out_values + p.out_bits)?);
     }
     let mut error = 0u32;
-    let res = run(gpu, &mut st, &module, &plans, &blocks, perm, total, base, dev_idx, dev_error, wide, kernel_ms, &mut error);
+    let res = run(gpu, &mut lane, &module, &plans, &blocks, perm, total, base, dev_idx, dev_error, wide, kernel_ms, &mut error);
     if res.is_err() {
         let _ = result::ctx::synchronize();
     }
-    drop(st);
+    drop(lane);
     res?;
     if error != 0 {
         return Err(Error::InvalidArgument(format!("gather_fixed_gpu: a permutation index is past the {total} input rows")));
@@ -511,7 +514,7 @@ fn grid(work: u64, threads: u32) -> u64 {
 #[allow(clippy::too_many_arguments)]
 fn run(
     gpu: &Gpu,
-    st: &mut State,
+    lane: &mut GatherLane,
     module: &Module,
     plans: &[ColumnPlan],
     blocks: &[PinnedBlock],
@@ -525,7 +528,7 @@ fn run(
     error: &mut u32,
 ) -> Result<()> {
     let n = perm.len() as u64;
-    let stream = gpu.cu_stream();
+    let stream = lane.stream(gpu)?;
     let at = |off: usize| base + off as u64;
     let dl = gpu.ctx.new_stream().map_err(gpu_err("creating a stream"))?;
     // SAFETY: the error word lies in the device buffer (4 bytes at dev_error).
@@ -534,7 +537,7 @@ fn run(
     for p in plans.iter().filter(|p| p.nullable()) {
         upload_now(stream, &p.table, at(p.dev_table))?;
     }
-    upload(stream, st.staging()?, index_bytes(&perm.indices), at(dev_idx))?;
+    upload(stream, lane.staging()?, index_bytes(&perm.indices), at(dev_idx))?;
     let launcher = Launcher { module, stream };
     let threads = module.policy.threads;
     let timing = match kernel_ms {
@@ -543,9 +546,9 @@ fn run(
     };
     let done: Vec<TimingEvent> = (0..plans.len()).map(|_| TimingEvent::new()).collect::<Result<_>>()?;
     for ((p, block), ev) in plans.iter().zip(blocks).zip(&done) {
-        upload_slices(stream, st.staging()?, &p.values, at(p.dev_in))?;
+        upload_slices(stream, lane.staging()?, &p.values, at(p.dev_in))?;
         if p.nullable() {
-            upload_slices(stream, st.staging()?, &p.bits, at(p.dev_bits))?;
+            upload_slices(stream, lane.staging()?, &p.bits, at(p.dev_bits))?;
         }
         if let Some((t0, _)) = &timing {
             t0.record(stream)?;
@@ -608,7 +611,7 @@ fn run(
         }
     }
     dl.synchronize().map_err(gpu_err("finishing the download"))?;
-    // SAFETY: the engine's stream; then a 4-byte read of the error word the kernels wrote.
+    // SAFETY: the lane's stream; then a 4-byte read of the error word the kernels wrote.
     unsafe {
         result::stream::synchronize(stream).map_err(gpu_err("running the gather"))?;
         let mut word = [0u32; 1];

@@ -195,8 +195,7 @@ fn repair_scan(scan: &DataSourceExec) -> Repair {
                 Some(plan) if local => file_runs(file, Some(plan), &orders),
                 None if local => {
                     let path = file.path().to_string();
-                    let runs = whole.entry(path).or_insert_with(|| whole_file_runs(file, &orders));
-                    runs.as_ref().map(|r| Runs { row_groups: r.row_groups, runs: r.runs.clone(), ranges: r.ranges.clone() })
+                    whole.entry(path).or_insert_with(|| whole_file_runs(file, &orders)).clone()
                 }
                 _ => None,
             };

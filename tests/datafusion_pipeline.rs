@@ -67,7 +67,8 @@ fn cpu(window_rows: usize) -> MergeSettings {
 
 /// One scripted input partition: its batches in order; before batch `gate.0` it waits for
 /// the gate to open; in place of batch `error_at` an error ends it; before batch `i` it
-/// yields to the runtime `yields[i]` times. `open` counts its streams not yet dropped.
+/// yields to the runtime `yields[i]` times. `open` counts its streams not yet dropped,
+/// `produced` (where given) the batches it gave.
 #[derive(Debug, Clone)]
 struct Script {
     schema: SchemaRef,
@@ -76,11 +77,12 @@ struct Script {
     error_at: Option<usize>,
     yields: Vec<usize>,
     open: Arc<AtomicUsize>,
+    produced: Option<Arc<AtomicUsize>>,
 }
 
 impl Script {
     fn new(batches: Vec<RecordBatch>, open: &Arc<AtomicUsize>) -> Self {
-        Self { schema: batches[0].schema(), batches, gate: None, error_at: None, yields: vec![], open: Arc::clone(open) }
+        Self { schema: batches[0].schema(), batches, gate: None, error_at: None, yields: vec![], open: Arc::clone(open), produced: None }
     }
 }
 
@@ -114,6 +116,9 @@ impl PartitionStream for Script {
                 return Some((Err(e), (script, usize::MAX, open)));
             }
             let batch = script.batches.get(i)?.clone();
+            if let Some(produced) = &script.produced {
+                produced.fetch_add(1, Ordering::SeqCst);
+            }
             Some((Ok(batch), (script, i + 1, open)))
         });
         Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), stream))
@@ -183,6 +188,56 @@ async fn first_batch_does_not_wait_for_full_windows() {
         let got = concat_batches(&out[0].schema(), &out).unwrap();
         assert_eq!(got, stock(&data, None, 64).await, "corank: {corank}");
     }
+    eventually("every input stream is dropped", || open.load(Ordering::SeqCst) == 0).await;
+}
+
+/// Until the first round is taken, an input that has given its first batch with rows is
+/// not read further (its task waits, leaving the cores to the inputs still decoding their
+/// first batch), while inputs whose first batches are empty, or that hold no rows at all,
+/// do not hold the first round up. Input 0 gives rows at once, input 1 two empty batches
+/// first, input 2 only empty ones, input 3 its first batch when the test opens a gate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_wait_after_their_first_rows_until_the_first_round() {
+    let mut rng = Rng::new(21);
+    let data = vec![
+        partition(&mut rng, 0, &[50, 50, 50, 50], 300),
+        partition(&mut rng, 1, &[0, 0, 40, 40], 300),
+        partition(&mut rng, 2, &[0, 0], 300),
+        partition(&mut rng, 3, &[60, 60], 300),
+    ];
+    let open = Arc::new(AtomicUsize::new(0));
+    let produced = Arc::new(AtomicUsize::new(0));
+    let (gate, opened) = watch::channel(false);
+    let scripts = data
+        .iter()
+        .enumerate()
+        .map(|(p, b)| {
+            let script = Script::new(b.clone(), &open);
+            match p {
+                0 => Script { produced: Some(Arc::clone(&produced)), ..script },
+                3 => Script { gate: Some((0, opened.clone())), ..script },
+                _ => script,
+            }
+        })
+        .collect();
+    let input = scripted(scripts);
+    let node = CoRankMergeExec::new(ordering(&input.schema()), input).with_settings(cpu(1 << 20));
+    let mut stream = node.execute(0, task_ctx(64)).unwrap();
+    let first = tokio::spawn(async move { (stream.next().await, stream) });
+    eventually("input 0 has given its first batch", || produced.load(Ordering::SeqCst) >= 1).await;
+    // Time for a task that went on to read input 0 ahead (two batches): it must not have.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(produced.load(Ordering::SeqCst), 1, "input 0 was read ahead before the first round");
+    gate.send(true).unwrap();
+    let (first, mut stream) = tokio::time::timeout(HANG, first).await.expect("a first batch").unwrap();
+    let mut out = vec![first.expect("a first batch").unwrap()];
+    while let Some(b) = tokio::time::timeout(HANG, stream.next()).await.expect("the merge finishes") {
+        out.push(b.unwrap());
+    }
+    assert_eq!(produced.load(Ordering::SeqCst), 4, "input 0 was read to its end after the first round");
+    let got = concat_batches(&out[0].schema(), &out).unwrap();
+    assert_eq!(got, stock(&data, None, 64).await);
+    drop(stream);
     eventually("every input stream is dropped", || open.load(Ordering::SeqCst) == 0).await;
 }
 

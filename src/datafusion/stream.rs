@@ -11,8 +11,8 @@ use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::{internal_err, DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::physical_expr::LexOrdering;
-use datafusion::physical_plan::common::spawn_buffered;
 use datafusion::physical_plan::metrics::{BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
+use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::SendableRecordBatchStream;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
@@ -20,6 +20,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::Sender;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// The node's metrics: output rows and compute time (baseline), rounds per engine, bytes
@@ -160,6 +161,52 @@ fn record_round(metrics: &MergeMetrics, chunk: &MergedChunk, elapsed: Duration) 
     }
 }
 
+/// `input` polled by its own task, up to `buffer` batches ahead, so that inputs decode in
+/// parallel: DataFusion's `spawn_buffered`, except that once it has sent its first batch
+/// with rows, the task waits until `first_round` is true (the merge took its first round)
+/// before it decodes further. On a runtime of one thread, as there, the input is returned
+/// as it is.
+///
+/// Why the wait, twice over (docs/PERFORMANCE.md, "The first batch: the merge task waited in tokio's LIFO slot"):
+/// - The send wakes the merge task on this worker thread, into tokio's LIFO slot, which no
+///   other worker may steal (tokio issue 4941). Had the task gone on, the worker would
+///   decode this input's next batch (hundreds of microseconds to milliseconds in one poll)
+///   before it ran the merge, so the first round started one decode late: on the H200
+///   host the first batch at 100M rows was 0.91-0.97x stock's before, level with the wait.
+/// - The first output batch needs every input's first batch. Until the slowest has
+///   decoded, the inputs that are done would decode ahead (stock's, one batch ahead, do)
+///   on the workers that the slowest input's decode, woken when its file's bytes are read,
+///   waits for.
+pub(crate) fn spawn_input(
+    mut input: SendableRecordBatchStream,
+    buffer: usize,
+    mut first_round: watch::Receiver<bool>,
+) -> SendableRecordBatchStream {
+    let multi_thread =
+        tokio::runtime::Handle::try_current().is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if !multi_thread {
+        return input;
+    }
+    let mut builder = RecordBatchReceiverStreamBuilder::new(input.schema(), buffer);
+    let tx = builder.tx();
+    builder.spawn(async move {
+        let mut waited = false;
+        while let Some(item) = input.next().await {
+            let rows = item.as_ref().map_or(0, |b| b.num_rows());
+            if tx.send(item).await.is_err() {
+                break; // the merge is gone
+            }
+            if !waited && rows > 0 {
+                waited = true;
+                // An error: the merge is gone (the next send says so).
+                drop(first_round.wait_for(|&taken| taken).await);
+            }
+        }
+        Ok(())
+    });
+    builder.build()
+}
+
 /// What a pull of input `i` gave, and its stream to pull again.
 type Arrival = (usize, Option<Result<RecordBatch>>, SendableRecordBatchStream);
 
@@ -233,8 +280,12 @@ impl MergeTask {
         let options = FrontierOptions { engine: settings.engine, window_rows, batch_size, check_sorted };
         let mut merger = FrontierMerge::new(schema, &key_types, specs, n, options).map_err(to_datafusion)?;
         // Each input is polled by its own task, two batches ahead, so inputs decode in
-        // parallel; an input not being pulled waits here.
-        let mut idle: Vec<Option<SendableRecordBatchStream>> = inputs.into_iter().map(|s| Some(spawn_buffered(s, 2))).collect();
+        // parallel; an input not being pulled waits here. Until the first round is taken,
+        // an input that sent rows decodes no further (`spawn_input`).
+        let (first_round_taken, first_round_gate) = watch::channel(false);
+        let mut idle: Vec<Option<SendableRecordBatchStream>> =
+            inputs.into_iter().map(|s| Some(spawn_input(s, 2, first_round_gate.clone()))).collect();
+        drop(first_round_gate);
         let mut pulling = FuturesUnordered::new();
         // Whether rounds may go to a GPU (with `Auto`: whether one is usable, found off the
         // runtime while the first batches arrive).
@@ -348,6 +399,8 @@ impl MergeTask {
                     });
                     merging.push_back(Merging { handle, bytes });
                 }
+                // The inputs decode ahead again (the first round's batches go out next).
+                first_round_taken.send_replace(true);
                 first_round = false;
                 continue;
             }

@@ -11,6 +11,7 @@
 //!
 //! Both engines return the same indices for the same keys; neither imports this module.
 
+pub mod auto;
 pub mod co_rank;
 pub mod cpu;
 #[cfg(feature = "gpu")]

@@ -5,6 +5,8 @@
 //! rows go, gathered in pieces, to a writer thread that encodes row groups (columns in
 //! parallel). Each run decodes on its own thread a batch ahead of the merge (up to
 //! [`MAX_READER_THREADS`] runs; beyond, the merge loop reads the runs in parallel itself).
+//! With `Engine::Auto`, each round merges on the engine that measured faster on the rounds
+//! before ([`crate::engine::auto`]).
 //!
 //! Memory (`memory_limit` = B), by the real size of the decoded batches, not Parquet's
 //! uncompressed sizes (dictionary-encoded strings decode to many times those):
@@ -32,6 +34,7 @@
 use super::inputs::{conform, MergePlan, Run};
 use super::passthrough::{key_converter, schedule, verify_block, Passthrough, Verified};
 use super::writer::{SortedParquetWriter, WriterSettings, Written};
+use crate::engine::auto::AutoChoice;
 use crate::error::{Error, Result};
 use crate::frontier::{FrontierMerge, FrontierOptions, DEFAULT_WINDOW_ROWS};
 use crate::options::{Engine, EngineOptions};
@@ -533,6 +536,8 @@ pub fn merge_files(
     // it and the temporary file is removed.
     let (to_writer, from_merge) = mpsc::sync_channel::<ToWriter>(1);
     let (mut rounds_cpu, mut rounds_gpu) = (0, 0);
+    // `--engine auto`: each round to the engine that measured faster (engine::auto).
+    let mut choice = AutoChoice::new(&options.engine);
     let (mut read_time, mut merge_time) = (Duration::ZERO, Duration::ZERO);
     let expected_rows = plan.total_rows;
     let schedule = &schedule;
@@ -610,7 +615,7 @@ pub fn merge_files(
                         converter: &converter,
                         to_writer: &to_writer,
                     };
-                    let done = phase.run(&mut last, &mut read_time, &mut merge_time, &mut rounds_cpu, &mut rounds_gpu)?;
+                    let done = phase.run(&mut last, &mut read_time, &mut merge_time, &mut rounds_cpu, &mut rounds_gpu, &mut choice)?;
                     if !done {
                         return Ok(()); // the writer failed; its error is reported below
                     }
@@ -688,6 +693,7 @@ impl Phase<'_> {
         merge_time: &mut Duration,
         rounds_cpu: &mut usize,
         rounds_gpu: &mut usize,
+        choice: &mut AutoChoice,
     ) -> Result<bool> {
         let plan = self.plan;
         let n = plan.runs.len();
@@ -786,7 +792,11 @@ impl Phase<'_> {
                 *read_time += t.elapsed();
                 // 2. Merge what the frontier lets out; 3. gather it in pieces for the writer.
                 let t = Instant::now();
-                let round = frontier.merge_round_ungathered()?;
+                let round = frontier.take_round()?;
+                let round = if choice.cpu_next() { round.on_cpu() } else { round };
+                let merging = Instant::now();
+                let round = round.merge()?;
+                choice.record(round.perm.engine, round.rows(), merging.elapsed());
                 match round.perm.engine {
                     Engine::Gpu => *rounds_gpu += 1,
                     _ => *rounds_cpu += 1,

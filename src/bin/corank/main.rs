@@ -55,7 +55,8 @@ enum Command {
 /// Options shared by the commands that merge.
 #[derive(Args, Clone, Debug)]
 pub struct EngineArgs {
-    /// Merge engine: auto (GPU for large rounds when one is usable), gpu or cpu.
+    /// Merge engine: auto (GPU for large rounds when one is usable; `merge` then sends each
+    /// round to the engine measured faster), gpu or cpu.
     #[arg(long, default_value = "auto", value_parser = parse_named::<corank::Engine>)]
     pub engine: corank::Engine,
     /// GPU kernel: auto (the fastest measured), basic, tiled, circular or kway.

@@ -427,7 +427,7 @@ pub fn planned_engine_for(engine: &EngineArgs, plan: &MergePlan) -> Result<Plann
                 Some(name.clone()),
                 None,
                 format!(
-                    "gpu+cpu (--engine auto: rounds of {} rows and more on device {name}, smaller ones on the CPU)",
+                    "gpu+cpu (--engine auto: rounds of {} rows and more on device {name}, smaller ones on the CPU; once both are timed, each round on the faster)",
                     group_digits(options.gpu_min_rows),
                 ),
             ),

@@ -794,9 +794,8 @@ impl Phase<'_> {
                 let t = Instant::now();
                 let round = frontier.take_round()?;
                 let round = if choice.cpu_next() { round.on_cpu() } else { round };
-                let merging = Instant::now();
                 let round = round.merge()?;
-                choice.record(round.perm.engine, round.rows(), merging.elapsed());
+                choice.record(round.perm.engine, round.rows(), t.elapsed());
                 match round.perm.engine {
                     Engine::Gpu => *rounds_gpu += 1,
                     _ => *rounds_cpu += 1,

@@ -362,6 +362,43 @@ fn copied_chunks_are_the_input_bytes() {
     }
 }
 
+/// Many phases, each cut into several small encoded row groups, alternate with copied row
+/// groups: the copies wait in line behind the encodes still in flight, and the next
+/// phase's runs decode while the one before merges. The output must still be the oracle,
+/// in order, with every copied row group's chunks the input's bytes.
+#[test]
+fn copies_queue_behind_encodes_across_many_phases() {
+    let mut id = 0;
+    // Five time-partitioned files of six row groups of 40 keys; each file's first and last
+    // row groups overlap the neighbours' (one phase per boundary), the rest pass through.
+    let files: Vec<Vec<RecordBatch>> =
+        (0..5i64).map(|f| (0..6i64).map(|q| group(vec![int_range(f * 220 + q * 40..f * 220 + q * 40 + 40)], &mut id)).collect()).collect();
+    let c = case(&files, plain);
+    let keys = key0(opts(false, false));
+    let writer = corank::parquet::WriterSettings { row_group_rows: 7, ..Default::default() };
+    let (s, out) = c.merge(&keys, &MergeFilesOptions { writer, ..Default::default() });
+    assert!(s.passthrough_row_groups >= 10, "{} row groups copied", s.passthrough_row_groups);
+    // Each copied row group is found, byte for byte, in the input, in file order.
+    let out_meta = footer(&out);
+    let mut found = Vec::new();
+    for k in 0..out_meta.num_row_groups() {
+        let bytes = chunk_bytes(&out, &out_meta, k, 1);
+        for (f, path) in c.paths.iter().enumerate() {
+            let in_meta = footer(path);
+            for g in 0..in_meta.num_row_groups() {
+                if in_meta.row_group(g).num_rows() == out_meta.row_group(k).num_rows() && chunk_bytes(path, &in_meta, g, 1) == bytes {
+                    found.push((f, g));
+                }
+            }
+        }
+    }
+    assert_eq!(found.len(), s.passthrough_row_groups, "copied row groups found in the inputs: {found:?}");
+    assert!(found.windows(2).all(|w| w[0] < w[1]), "copied row groups out of order: {found:?}");
+    // The merged rows were cut into row groups of at most 7 rows around the copies.
+    let merged_groups = out_meta.num_row_groups() - s.passthrough_row_groups;
+    assert!(merged_groups >= (s.rows - s.passthrough_rows).div_ceil(7), "{merged_groups} merged row groups");
+}
+
 #[test]
 fn codec_mismatch_auto_decodes_always_keeps() {
     let mut id = 0;

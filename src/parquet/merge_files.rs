@@ -21,7 +21,13 @@
 //! - **the round**: gathered in pieces of R/16, one piece handed to the writer while the
 //!   next is gathered (R/8);
 //! - **the writer**: R/4 for the row groups being encoded (their Arrow data and their
-//!   encoded pages);
+//!   encoded pages), and the row groups copied unchanged that wait in line behind them
+//!   (their compressed bytes, two row groups' worth);
+//! - **the next phase** (with passthrough, the merge runs in phases between copied row
+//!   groups): its runs start decoding while the phase before merges, each holding up to
+//!   [`NEXT_PHASE_AHEAD`] + 1 batches (a quarter window each); a run in both phases holds
+//!   its window and those batches at once (and its decoders twice), so a pair of phases
+//!   sharing every run can take up to 3R/16 more than the windows above, out of the slack;
 //! - the rest (R/4) is slack for the allocator and everything not counted.
 //!
 //! A limit whose R cannot hold every run's smallest window, or smaller than 2D, is refused
@@ -496,7 +502,7 @@ pub fn merge_files(
     let mut writer_settings = options.writer.clone();
     // R/4 for the row groups being encoded and the one filling, each held twice (Arrow
     // data, encoded pages).
-    let group_cap = (rest / 4 / (super::writer::ROW_GROUPS_IN_FLIGHT + 1) / 2).max(1 << 20);
+    let group_cap = (rest / 4 / (super::writer::row_groups_in_flight() + 1) / 2).max(1 << 20);
     writer_settings.row_group_bytes = writer_settings.row_group_bytes.min(group_cap);
     let row_group_rows = writer_settings.row_group_rows;
     let piece_bytes = (rest / 16).max(1 << 20);
@@ -541,6 +547,9 @@ pub fn merge_files(
     let (mut read_time, mut merge_time) = (Duration::ZERO, Duration::ZERO);
     let expected_rows = plan.total_rows;
     let schedule = &schedule;
+    // Two phases read at once may hold a run's file open twice.
+    let prefetch = !keep_open || plan.runs.len() * 2 <= open_file_budget();
+    let (phase_runs, budgets) = (&phase_runs, &budgets);
     let written: Result<(Written, Duration)> = std::thread::scope(|scope| {
         let writer_thread = scope.spawn(move || -> Result<Option<(Written, Duration)>> {
             let mut writer = writer;
@@ -601,13 +610,25 @@ pub fn merge_files(
         }
         let merged = (|| -> Result<()> {
             let mut last: Option<Mark> = None;
+            let has_rows = |k: usize| phase_runs[k].iter().any(Option::is_some);
+            // The readers of the next phase with rows, started while this one merges.
+            let mut next: Option<(usize, Sources)> = None;
             for (k, runs) in phase_runs.iter().enumerate() {
-                if runs.iter().any(Option::is_some) {
+                if has_rows(k) {
+                    let sources = match next.take() {
+                        Some((j, sources)) if j == k => sources,
+                        _ => start_readers(scope, plan, runs, budgets, keep_open, 0),
+                    };
+                    if prefetch {
+                        if let Some(j) = (k + 1..phase_runs.len()).find(|&j| has_rows(j)) {
+                            next = Some((j, start_readers(scope, plan, &phase_runs[j], budgets, keep_open, NEXT_PHASE_AHEAD)));
+                        }
+                    }
                     let mut phase = Phase {
                         plan,
                         runs,
-                        budgets: &budgets,
-                        keep_open,
+                        budgets,
+                        sources: Some(sources),
                         key_index: &key_index,
                         key_types: &key_types,
                         frontier_options: frontier_options.clone(),
@@ -674,7 +695,8 @@ struct Phase<'a> {
     /// Per run, its part in this phase.
     runs: &'a [Option<Run>],
     budgets: &'a [usize],
-    keep_open: bool,
+    /// Where the runs' batches come from ([`start_readers`]); taken by [`Phase::run`].
+    sources: Option<Sources<'a>>,
     key_index: &'a [usize],
     key_types: &'a [DataType],
     frontier_options: FrontierOptions,
@@ -682,6 +704,47 @@ struct Phase<'a> {
     converter: &'a RowConverter,
     to_writer: &'a mpsc::SyncSender<ToWriter>,
 }
+
+/// Starts reading the runs' parts of a phase: with few runs each decodes on its own thread
+/// of `scope`, ahead of the merge (decoding overlaps merging and writing), holding at most
+/// `ahead` + 1 batches it decoded; with many, the merge loop reads them, in parallel.
+fn start_readers<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    plan: &'env MergePlan,
+    runs: &'env [Option<Run>],
+    budgets: &'env [usize],
+    keep_open: bool,
+    ahead: usize,
+) -> Sources<'env> {
+    let mut readers: Vec<Option<RunReader<'env>>> =
+        runs.iter().zip(budgets).map(|(r, &budget)| r.as_ref().map(|r| RunReader::new(r, plan, budget, keep_open))).collect();
+    let live = readers.iter().filter(|r| r.is_some()).count();
+    if live > MAX_READER_THREADS {
+        return Sources::Inline(readers);
+    }
+    let receivers = readers
+        .iter_mut()
+        .map(|slot| {
+            let mut reader = slot.take()?;
+            let (send, receive) = mpsc::sync_channel::<Result<Option<RunBatch>>>(ahead);
+            scope.spawn(move || loop {
+                let next = reader.next_batch();
+                let last = !matches!(next, Ok(Some((_, false))));
+                // A closed channel means the merge stopped (an error): stop too.
+                if send.send(next).is_err() || last {
+                    break;
+                }
+            });
+            Some(receive)
+        })
+        .collect();
+    Sources::Threads(receivers)
+}
+
+/// Batches a run of the next phase decodes ahead, besides the one it holds, while the
+/// phase before it merges ([`merge_files`]): enough for a short part (a row group or two,
+/// between row groups copied unchanged) to be decoded whole before its phase starts.
+const NEXT_PHASE_AHEAD: usize = 2;
 
 impl Phase<'_> {
     /// Runs the phase; `last` is the output's last row before it and after it. `false`
@@ -710,35 +773,8 @@ impl Phase<'_> {
         let mut started = vec![false; n];
         let mut last_keys: Vec<Option<Vec<ArrayRef>>> = vec![None; n];
         let runs = self.runs;
-        let mut readers: Vec<Option<RunReader>> =
-            runs.iter().zip(self.budgets).map(|(r, &budget)| r.as_ref().map(|r| RunReader::new(r, plan, budget, self.keep_open))).collect();
-        let outcome = std::thread::scope(|scope| -> Result<bool> {
-            // The readers: with few runs, each decodes on its own thread, a batch ahead of
-            // the merge (decoding overlaps merging and writing); with many, in the merge
-            // loop, in parallel.
-            let live = readers.iter().filter(|r| r.is_some()).count();
-            let mut sources = if live <= MAX_READER_THREADS {
-                let receivers = readers
-                    .iter_mut()
-                    .map(|slot| {
-                        let mut reader = slot.take()?;
-                        // Rendezvous: the thread holds at most the one batch it decoded ahead.
-                        let (send, receive) = mpsc::sync_channel::<Result<Option<RunBatch>>>(0);
-                        scope.spawn(move || loop {
-                            let next = reader.next_batch();
-                            let last = !matches!(next, Ok(Some((_, false))));
-                            // A closed channel means the merge stopped (an error): stop too.
-                            if send.send(next).is_err() || last {
-                                break;
-                            }
-                        });
-                        Some(receive)
-                    })
-                    .collect();
-                Sources::Threads(receivers)
-            } else {
-                Sources::Inline(std::mem::take(&mut readers))
-            };
+        let mut sources = self.sources.take().ok_or_else(|| Error::Internal("a phase ran twice".into()))?;
+        let outcome = (|| -> Result<bool> {
             while !frontier.is_finished() {
                 // 1. Fill every window that wants rows.
                 let t = Instant::now();
@@ -814,9 +850,10 @@ impl Phase<'_> {
                 }
                 *merge_time += t.elapsed();
             }
-            drop(sources); // reader threads still running see their channel close and stop
             Ok(true)
-        })?;
+        })();
+        drop(sources); // reader threads still running see their channel close and stop
+        let outcome = outcome?;
         // The phase's last row: the largest (key, run) of the runs' last rows.
         for (i, keys) in last_keys.iter().enumerate() {
             let Some(keys) = keys else { continue };
@@ -889,7 +926,7 @@ pub fn dry_run(plan: &MergePlan, options: &MergeFilesOptions) -> Result<DryRun> 
     let window_bytes = window_budgets(plan, options.memory_limit, decoders)?;
     // As merge_files: window_budgets refused a limit below twice the decoders.
     let rest = options.memory_limit.saturating_sub(decoders);
-    let group_cap = (rest / 4 / (super::writer::ROW_GROUPS_IN_FLIGHT + 1) / 2).max(1 << 20);
+    let group_cap = (rest / 4 / (super::writer::row_groups_in_flight() + 1) / 2).max(1 << 20);
     Ok(DryRun {
         memory_limit: options.memory_limit,
         keep_files_open,

@@ -375,8 +375,16 @@ fn copies_queue_behind_encodes_across_many_phases() {
         (0..5i64).map(|f| (0..6i64).map(|q| group(vec![int_range(f * 220 + q * 40..f * 220 + q * 40 + 40)], &mut id)).collect()).collect();
     let c = case(&files, plain);
     let keys = key0(opts(false, false));
-    let writer = corank::parquet::WriterSettings { row_group_rows: 7, ..Default::default() };
-    let (s, out) = c.merge(&keys, &MergeFilesOptions { writer, ..Default::default() });
+    // Copies read ahead into memory, and (row groups of at most 1 byte of Arrow data, so
+    // every copy is more than the copies may hold) streamed from their files.
+    for row_group_bytes in [128 << 20, 1] {
+        let writer = corank::parquet::WriterSettings { row_group_rows: 7, row_group_bytes, ..Default::default() };
+        check_copies_in_order(&c, &keys, writer);
+    }
+}
+
+fn check_copies_in_order(c: &Case, keys: &Keys, writer: corank::parquet::WriterSettings) {
+    let (s, out) = c.merge(keys, &MergeFilesOptions { writer, ..Default::default() });
     assert!(s.passthrough_row_groups >= 10, "{} row groups copied", s.passthrough_row_groups);
     // Each copied row group is found, byte for byte, in the input, in file order.
     let out_meta = footer(&out);

@@ -217,14 +217,16 @@ struct CopiedRowGroup {
     /// Its compressed bytes.
     bytes: usize,
     columns: Vec<ColumnCloseResult>,
-    /// Each column chunk's bytes, in column order.
-    chunks: Receiver<parquet::errors::Result<Vec<ChunkAt>>>,
+    /// Each column chunk's bytes, in column order, being read; `None` for a row group
+    /// larger than the copies may hold ([`SortedParquetWriter::append_row_group`]),
+    /// streamed from its file when its turn comes.
+    chunks: Option<Receiver<parquet::errors::Result<Vec<ChunkAt>>>>,
     codec_kept: bool,
 }
 
-/// A column chunk's bytes, read at `offset` in its file: the reader the writer copies it
-/// from, at the chunk's offsets in its file (its metadata's), in one read instead of
-/// the file reader's 8 KiB ones.
+/// A column chunk's bytes, read from its file at `offset` in one read (`File`'s reader
+/// reads 8 KiB at a time): what the writer copies the chunk from, addressed by the file
+/// offsets its metadata names.
 struct ChunkAt {
     offset: u64,
     bytes: Bytes,
@@ -657,13 +659,19 @@ impl SortedParquetWriter {
                 offset_index: footer.offset_index().and_then(|oi| oi.get(g)).and_then(|row| row.get(c)).cloned(),
             });
         }
-        // The bytes are read on rayon while the row groups before this one are written.
-        let (done, chunks) = std::sync::mpsc::sync_channel(1);
+        // The bytes are read on rayon while the row groups before this one are written,
+        // unless the row group alone is more than the copies may hold.
         let (path, ranges): (PathBuf, Vec<(u64, u64)>) = (source.to_path_buf(), columns.iter().map(|c| c.metadata.byte_range()).collect());
         let bytes = ranges.iter().map(|&(_, length)| length as usize).sum::<usize>();
-        rayon::spawn(move || {
-            let _ = done.send(read_chunks(&path, &ranges));
+        let copy_limit = 2 * self.settings.row_group_bytes;
+        let chunks = (bytes <= copy_limit).then(|| {
+            let (done, chunks) = std::sync::mpsc::sync_channel(1);
+            rayon::spawn(move || {
+                let _ = done.send(read_chunks(&path, &ranges));
+            });
+            chunks
         });
+        let bytes = if chunks.is_some() { bytes } else { 0 };
         self.in_flight.push_back(InFlight::Copy(CopiedRowGroup {
             source: source.to_path_buf(),
             row_group: g,
@@ -676,11 +684,9 @@ impl SortedParquetWriter {
         self.copy_bytes += bytes;
         self.row_groups_started += 1;
         self.reserved_row_groups = self.reserved_row_groups.saturating_sub(2);
-        // Copies read ahead hold their bytes: at most two row groups' worth of the
-        // writer's memory (more only for the one being copied next).
-        while self.in_flight.len() >= row_groups_in_flight()
-            || (self.copy_bytes > 2 * self.settings.row_group_bytes && self.in_flight.len() > 1)
-        {
+        // Copies read ahead hold their bytes: about two row groups' worth of the writer's
+        // memory (`copy_limit`) besides the one copied next; a larger one is streamed.
+        while self.in_flight.len() >= row_groups_in_flight() || (self.copy_bytes > copy_limit && self.in_flight.len() > 1) {
             self.append_oldest()?;
         }
         Ok(())
@@ -693,8 +699,8 @@ impl SortedParquetWriter {
 
     /// Starts encoding the buffered batches as one row group (a task per leaf column, on
     /// rayon), and appends finished row groups in order, keeping at most
-    /// [`ROW_GROUPS_IN_FLIGHT`] encoding at once so that one heavy column (long strings)
-    /// does not serialize the writer.
+    /// [`row_groups_in_flight`] in flight so that one heavy column (long strings) does not
+    /// serialize the writer.
     fn flush_row_group(&mut self) -> Result<()> {
         if self.pending_rows == 0 {
             return Ok(());
@@ -748,10 +754,22 @@ impl SortedParquetWriter {
         let context = format!("copying row group {} of {}", copy.row_group, copy.source.display());
         let err = |e: parquet::errors::ParquetError| Error::parquet(&target, context.clone(), e);
         self.copy_bytes -= copy.bytes;
-        let chunks = copy.chunks.recv().map_err(|_| Error::Internal(format!("{context}: the reader stopped")))?.map_err(err)?;
-        let mut row_group = self.writer.next_row_group().map_err(err)?;
-        for (close, chunk) in copy.columns.into_iter().zip(chunks) {
-            row_group.append_column(&chunk, close).map_err(err)?;
+        let mut row_group;
+        match copy.chunks {
+            Some(chunks) => {
+                let chunks = chunks.recv().map_err(|_| Error::Internal(format!("{context}: the reader stopped")))?.map_err(err)?;
+                row_group = self.writer.next_row_group().map_err(err)?;
+                for (close, chunk) in copy.columns.into_iter().zip(chunks) {
+                    row_group.append_column(&chunk, close).map_err(err)?;
+                }
+            }
+            None => {
+                let file = File::open(&copy.source).map_err(|e| Error::io(&copy.source, context.clone(), e))?;
+                row_group = self.writer.next_row_group().map_err(err)?;
+                for close in copy.columns {
+                    row_group.append_column(&file, close).map_err(err)?;
+                }
+            }
         }
         row_group.close().map_err(err)?;
         self.start_writeback();

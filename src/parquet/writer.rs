@@ -19,7 +19,8 @@
 //! merge is copied from its input as it is ([`SortedParquetWriter::append_row_group`], see
 //! [`super::passthrough`]): the row group being filled is cut first, short if need be, and
 //! the copy waits in line behind the row groups still encoding (its bytes read in the
-//! meantime, in one read per column chunk), so the writer never stops for an encode. Every
+//! meantime, in one read per column chunk, unless it is larger than two row groups of the
+//! output), so the writer never stops for an encode. Every
 //! [`WRITEBACK_BYTES`] the kernel is asked to start writing the file out, so the `fsync`
 //! before the rename does not wait for the whole file.
 //! Every row group carries the merge key as `sorting_columns`; the inputs' key-value

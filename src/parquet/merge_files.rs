@@ -500,9 +500,8 @@ pub fn merge_files(
     let budgets = window_budgets(plan, options.memory_limit, decoders)?;
     let rest = options.memory_limit - decoders;
     let mut writer_settings = options.writer.clone();
-    // R/4 for the row groups being encoded and the one filling, each held twice (Arrow
-    // data, encoded pages).
-    let group_cap = (rest / 4 / (super::writer::row_groups_in_flight() + 1) / 2).max(1 << 20);
+    // R/4 for the writer.
+    let group_cap = super::writer::row_group_bytes_within(rest / 4);
     writer_settings.row_group_bytes = writer_settings.row_group_bytes.min(group_cap);
     let row_group_rows = writer_settings.row_group_rows;
     let piece_bytes = (rest / 16).max(1 << 20);
@@ -926,7 +925,7 @@ pub fn dry_run(plan: &MergePlan, options: &MergeFilesOptions) -> Result<DryRun> 
     let window_bytes = window_budgets(plan, options.memory_limit, decoders)?;
     // As merge_files: window_budgets refused a limit below twice the decoders.
     let rest = options.memory_limit.saturating_sub(decoders);
-    let group_cap = (rest / 4 / (super::writer::row_groups_in_flight() + 1) / 2).max(1 << 20);
+    let group_cap = super::writer::row_group_bytes_within(rest / 4);
     Ok(DryRun {
         memory_limit: options.memory_limit,
         keep_files_open,

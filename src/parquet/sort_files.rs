@@ -29,7 +29,7 @@ use super::inputs::{conform, decoded_bytes, decoder_bytes, open_input, plan_merg
 use super::interrupt::{spill_file_name, SpillDirGuard};
 use super::merge_files::{merge_files, peak_memory, window_budgets, MergeFilesOptions, MergeSummary};
 use super::passthrough::Passthrough;
-use super::writer::{common_parquet_schema, row_groups_in_flight, SortedParquetWriter, WriterSettings, Written};
+use super::writer::{common_parquet_schema, row_group_bytes_within, SortedParquetWriter, WriterSettings, Written};
 use crate::error::{Error, Result};
 use crate::options::{Engine, EngineOptions};
 use crate::permutation::{Indices, Permutation};
@@ -189,7 +189,7 @@ pub fn plan_sort(
     let rest = options.memory_limit.saturating_sub(decoders);
     let chunk_bytes = rest / 2;
     let needed = MIN_CHUNK_ROWS * row_bytes;
-    let row_group_bytes = options.writer.row_group_bytes.min((rest / 4 / (row_groups_in_flight() + 1) / 2).max(1 << 20));
+    let row_group_bytes = options.writer.row_group_bytes.min(row_group_bytes_within(rest / 4));
     // The merge of two spilled runs needs their decoders within half the limit (estimated
     // as the merge does: per column half its chunk of a row group, at most 512 KiB, and
     // the decompression context).

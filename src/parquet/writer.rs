@@ -180,6 +180,13 @@ pub fn row_groups_in_flight() -> usize {
     rayon::current_num_threads().clamp(ROW_GROUPS_IN_FLIGHT, MAX_ROW_GROUPS_IN_FLIGHT)
 }
 
+/// Most bytes of Arrow data a row group buffers when the writer may hold `writer_bytes`:
+/// the row groups in flight and the one filling, each held twice (Arrow data, encoded
+/// pages); at least 1 MiB.
+pub fn row_group_bytes_within(writer_bytes: usize) -> usize {
+    (writer_bytes / (row_groups_in_flight() + 1) / 2).max(1 << 20)
+}
+
 /// Every this many bytes written, the kernel is asked to start writing the file to disk
 /// (Linux `sync_file_range`), so that the `fsync` before the rename waits only for the
 /// last of it instead of the whole file (2.9 GB: 5.5 s without, 3.1–4.0 s with, on the

@@ -2,7 +2,8 @@
 //!
 //! Ceiling: a device-to-device copy of the same bytes (CUDA events). 2-way merge of 2^28
 //! u64 keys (two runs, u32 indices) on device-resident data: random and duplicate-heavy
-//! keys, every kernel. k-way (k = 2, 4, 16, 64): single pass against the pairwise tree.
+//! keys, every kernel; few values spread over the whole range, u32 keys and two-word keys
+//! with the tiled kernel and the default (each width counting its own bytes). k-way (k = 2, 4, 16, 64): single pass against the pairwise tree.
 //! From host memory: H2D + merge + D2H (wall clock) against the PCIe floor (bytes moved over
 //! pinned bandwidth measured in the same run). Medians after a warm-up.
 //!
@@ -22,6 +23,9 @@
 //! k-way kernel), against the copy; run `bash .gpu/remote cub` in the same call for CUB's
 //! radix sort of the same kind of keys. Indices checked equal to the CPU sort. And the sort
 //! from host memory (`sort_gpu`: keys up, sort, indices down) against the PCIe floor.
+//!
+//! `CORANK_KERNEL_SOURCES=DIR` compiles the kernels from DIR's copies of `cuda/` (kernel
+//! variants measured without a Rust build).
 //!
 //! `CORANK_BENCH_SECTIONS` (comma-separated: `2way`, `kway`, `host`, `spm`, `gather`, `multi`,
 //! `sort`; all by default) picks
@@ -70,6 +74,10 @@ fn main() {
         eprintln!("bench gpu: no GPU ({e}); nothing to measure");
         return;
     }
+    if let Ok(dir) = std::env::var("CORANK_KERNEL_SOURCES") {
+        gpu::tuning::set_kernel_source_dir(std::path::Path::new(&dir)).expect("CORANK_KERNEL_SOURCES");
+        println!("kernel sources from {dir}");
+    }
     if let Ok(overrides) = std::env::var("CORANK_GPU_TUNING") {
         gpu::tuning::set_overrides(&overrides).expect("CORANK_GPU_TUNING");
         println!("tuning overrides: {overrides}");
@@ -85,19 +93,8 @@ fn main() {
     let mut rows: Vec<(String, f64, String, String)> = Vec::new();
     rows.push((format!("D2D copy, {} MB moved (ceiling)", bytes / 1_000_000), copy_ms, format!("{copy_gbs:.0}"), "1.00".into()));
     let gbs = |ms: f64| bytes as f64 / ms / 1e6;
-    for (label, range) in [("random", u64::MAX), ("dup-heavy (1000 values)", 1000)].into_iter().filter(|_| run("2way")) {
-        let (keys, offsets) = data(n, 2, range, 1);
-        let col = KeyColumn::U64(keys);
-        for (name, kernel) in [
-            ("basic", Kernel::Basic),
-            ("tiled", Kernel::Tiled),
-            ("circular", Kernel::Circular),
-            ("k-way", Kernel::KWay),
-            (&*format!("default (auto: {:?})", bench::resolved(Kernel::Auto, 2)), Kernel::Auto),
-        ] {
-            let ms = median(bench::time_device_merge(&col, &offsets, kernel, reps).unwrap());
-            rows.push((format!("2-way {label}: {name}"), ms, format!("{:.0}", gbs(ms)), format!("{:.2}", gbs(ms) / copy_gbs)));
-        }
+    if run("2way") {
+        two_way_section(n, reps, &mut rows, copy_gbs);
     }
     for k in [2usize, 4, 16, 64].into_iter().filter(|_| run("kway")) {
         let (keys, offsets) = data(n, k, u64::MAX, k as u64);
@@ -146,6 +143,66 @@ fn main() {
     }
     for line in gather_table.into_iter().chain(multi_table) {
         println!("{line}");
+    }
+}
+
+/// A 2-way case: its label, its keys, the kernels measured (name, kernel).
+type TwoWayCase<'a> = (&'a str, KeyColumn, &'a [(&'a str, Kernel)]);
+
+/// The 2-way merge on device-resident data: u64 keys (random, duplicate-heavy, and few
+/// values spread over the whole range, where the tiled kernel's narrow keys tie) with every
+/// kernel; u32 and two-word (u64 + u64) keys with the tiled kernel and the default. Each
+/// key width counts its own bytes (key read + 4-byte index written). The default's indices
+/// are checked against the CPU engine before its time counts.
+fn two_way_section(n: usize, reps: usize, rows: &mut Vec<(String, f64, String, String)>, copy_gbs: f64) {
+    let every_kernel = [
+        ("basic", Kernel::Basic),
+        ("tiled", Kernel::Tiled),
+        ("circular", Kernel::Circular),
+        ("k-way", Kernel::KWay),
+        ("default", Kernel::Auto),
+    ];
+    let tiled_and_default = [("tiled", Kernel::Tiled), ("default", Kernel::Auto)];
+    let spread = u64::MAX / 1000; // 1000 values, multiples of this
+    let cases: Vec<TwoWayCase> = vec![
+        ("u64 random", KeyColumn::U64(data(n, 2, u64::MAX, 1).0), &every_kernel),
+        ("u64 dup-heavy (1000 values)", KeyColumn::U64(data(n, 2, 1000, 1).0), &every_kernel),
+        (
+            "u64 dup-heavy (1000 values spread over u64)",
+            KeyColumn::U64(data(n, 2, 1000, 1).0.into_iter().map(|v| v * spread).collect()),
+            &tiled_and_default,
+        ),
+        ("u32 random", KeyColumn::U32(data(n, 2, 1 << 32, 1).0.into_iter().map(|v| v as u32).collect()), &tiled_and_default),
+        (
+            "u64x2 random",
+            KeyColumn::U64x2(data(n, 2, u64::MAX, 1).0.into_iter().map(|v| [v, v.rotate_left(17)]).collect()),
+            &tiled_and_default,
+        ),
+    ];
+    let offsets = [0, n / 2, n];
+    for (label, col, kernels) in cases {
+        let bytes = n * (col.key_bytes() + 4);
+        let expect = merge_cpu_column(&col, &offsets);
+        let got = gpu::merge_gpu(&col, &offsets, &GpuOptions::default()).unwrap();
+        assert!(got == expect, "2-way {label}: the GPU default differs from the CPU engine");
+        for &(name, kernel) in kernels {
+            let name =
+                if kernel == Kernel::Auto { format!("default (auto: {:?})", bench::resolved(Kernel::Auto, 2)) } else { name.to_string() };
+            let ms = median(bench::time_device_merge(&col, &offsets, kernel, reps).unwrap());
+            let gbs = bytes as f64 / ms / 1e6;
+            rows.push((format!("2-way {label}: {name}"), ms, format!("{gbs:.0}"), format!("{:.2}", gbs / copy_gbs)));
+        }
+    }
+}
+
+/// The CPU engine's merge of a key column (the oracle of the bench's checks).
+fn merge_cpu_column(col: &KeyColumn, offsets: &[usize]) -> corank::Indices {
+    match col {
+        KeyColumn::U32(v) => merge_cpu(v, offsets),
+        KeyColumn::U64(v) => merge_cpu(v, offsets),
+        KeyColumn::U64x2(v) => merge_cpu(v, offsets),
+        KeyColumn::U64x3(v) => merge_cpu(v, offsets),
+        KeyColumn::U64x4(v) => merge_cpu(v, offsets),
     }
 }
 

@@ -10,22 +10,29 @@
 // partition of the k-way kernel).
 
 // Two-run co-rank: how many of the first k outputs of the stable merge of A (length m)
-// then B (length n) come from A. Requires k <= m + n.
-template <class A, class B>
-__device__ __forceinline__ u64 co_rank(u64 k, A a, u64 m, B b, u64 n) {
+// then B (length n) come from A. Requires k <= m + n. `le(i, j)`: whether A[i] <= B[j]
+// (the tiled kernel's narrow keys compare through it, cuda/merge_tiled.cu).
+template <class Le>
+__device__ __forceinline__ u64 co_rank_by(u64 k, u64 m, u64 n, Le le) {
     // i lies in [k - n, min(k, m)].
     u64 lo = k > n ? k - n : 0;
     u64 hi = k < m ? k : m;
     while (lo < hi) {
         u64 i = lo + (hi - lo) / 2;
-        // i < hi <= min(k, m) and i >= k - n, so a(i) and b(k - i - 1) exist.
-        if (key_le(a(i), b(k - i - 1))) {
-            lo = i + 1;  // a(i) precedes b(k - i - 1) (ties go to A): more of A is needed
+        // i < hi <= min(k, m) and i >= k - n, so A[i] and B[k - i - 1] exist.
+        if (le(i, k - i - 1)) {
+            lo = i + 1;  // A[i] precedes B[k - i - 1] (ties go to A): more of A is needed
         } else {
             hi = i;
         }
     }
     return lo;
+}
+
+// The co-rank over accessors: `a(i)` and `b(j)` return the keys.
+template <class A, class B>
+__device__ __forceinline__ u64 co_rank(u64 k, A a, u64 m, B b, u64 n) {
+    return co_rank_by(k, m, n, [&](u64 i, u64 j) { return key_le(a(i), b(j)); });
 }
 
 __device__ __forceinline__ u64 warp_sum(u64 x) {

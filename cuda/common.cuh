@@ -7,7 +7,8 @@
 //   KEY_WORD_BITS  32|64  bits per word (32 only with KEY_WORDS == 1)
 //   INDEX_BITS     32|64  permutation index width
 //   THREADS, IPT_BASIC, IPT_TILED, IPT_CIRC, IPT_KWAY, CIRC_SLOTS, CIRC_TILES, KWAY_COARSE,
-//   TILED_MIN_BLOCKS   the tuning policy (src/engine/gpu/tuning.rs)
+//   TILED_MIN_BLOCKS, IPT_SORT, TILED_NARROW, NARROW_TIE_THREADS
+//                  the tuning policy (src/engine/gpu/tuning.rs)
 // The Rust side stores a key as [u64; N] (most significant word first) or a scalar, which
 // has exactly the layout of `Key` below.
 
@@ -55,6 +56,14 @@ __device__ __forceinline__ bool key_eq(const Key &a, const Key &b) {
 #pragma unroll
     for (int i = 0; i < KEY_WORDS; ++i) eq = eq && (a.w[i] == b.w[i]);
     return eq;
+}
+
+// c ? a : b word by word (a conditional of whole keys goes through local memory).
+__device__ __forceinline__ Key key_select(bool c, const Key &a, const Key &b) {
+    Key k;
+#pragma unroll
+    for (int i = 0; i < KEY_WORDS; ++i) k.w[i] = c ? a.w[i] : b.w[i];
+    return k;
 }
 
 __device__ __forceinline__ Key key_max() {

@@ -7,7 +7,8 @@
 //   and its tile or boundary number), `boundary_index` (the one formula numbering tile
 //   boundaries), `MergeRange` (the pieces of A and B a tile consumes).
 // - Tiles (block level): `cta_load_tile` (global to padded shared memory, coalesced; the
-//   two-stream source of a pairwise merge is `TwoStreams`) and `cta_store_tile`.
+//   two-stream source of a pairwise merge is `TwoStreams`; in two phases, `cta_load_regs`
+//   and `cta_store_shared`), `cta_store_tile`, and narrow comparison keys (`NarrowMap`).
 //
 // After moderngpu's cta_merge.hxx, for this crate's level layout (`Level`, common.cuh).
 
@@ -161,33 +162,160 @@ struct TwoStreams {
     __device__ __forceinline__ u64 operator()(u32 p) const { return p < a_count ? a_begin + p : b_begin + (p - a_count); }
 };
 
-// Loads the tile's `len` (<= THREADS * IPT) elements, element p from level position
-// src(p), into padded shared memory: keys to sk and, per IDX, indices to si. Coalesced:
-// thread t takes p = t, t + THREADS, ...; all IPT loads of a thread are issued before its
-// first store to shared memory (registers, unrolled), so each thread has IPT loads in
-// flight, not one. The caller synchronizes before reading the tile.
+// A tile's elements in registers, thread t holding elements p = t, t + THREADS, ... (u-th
+// at p = t + u * THREADS): the two phases of a tile load, so a kernel can look at the keys
+// before it decides how shared memory holds them (merge_tiled.cu).
+template <int IPT>
+struct TileRegs {
+    Key k[IPT];
+    index_t i[IPT];
+};
+
+// Loads the tile's `len` (<= THREADS * IPT) elements, element p from level position src(p),
+// into registers: keys and, per IDX, indices. Coalesced, and all IPT loads of a thread are
+// issued before any is used (unrolled), so each thread has IPT loads in flight, not one.
 template <int IPT, IndexLoad IDX, class Src>
-__device__ __forceinline__ void cta_load_tile(const Level &L, u32 len, Src src, Key *sk, index_t *si) {
-    Key lk[IPT];
-    index_t li[IPT];
+__device__ __forceinline__ void cta_load_regs(const Level &L, u32 len, Src src, TileRegs<IPT> &r) {
 #pragma unroll
     for (int u = 0; u < IPT; ++u) {
         u32 p = threadIdx.x + u * THREADS;
         if (p < len) {
             u64 pos = src(p);
-            lk[u] = L.in_keys[pos];
-            if (IDX == INDEX_LOADED) li[u] = L.in_idx[pos];
-            if (IDX == INDEX_OR_POSITION) li[u] = load_idx(L, pos);
+            r.k[u] = L.in_keys[pos];
+            if (IDX == INDEX_LOADED) r.i[u] = L.in_idx[pos];
+            if (IDX == INDEX_OR_POSITION) r.i[u] = load_idx(L, pos);
         }
     }
+}
+
+// Stores a tile from registers into padded shared memory: keys[u] (the value shared memory
+// holds for the thread's u-th element: r.k[u], or its narrow key) to sk and, unless IDX is
+// INDEX_NONE, the indices r.i to si. The caller synchronizes before reading the tile.
+template <int IPT, IndexLoad IDX, class T>
+__device__ __forceinline__ void cta_store_shared(u32 len, const T (&keys)[IPT], const TileRegs<IPT> &r, T *sk, index_t *si) {
 #pragma unroll
     for (int u = 0; u < IPT; ++u) {
         u32 p = threadIdx.x + u * THREADS;
         if (p < len) {
-            sk[padded<IPT>(p)] = lk[u];
-            if (IDX != INDEX_NONE) si[padded<IPT>(p)] = li[u];
+            sk[padded<IPT>(p)] = keys[u];
+            if (IDX != INDEX_NONE) si[padded<IPT>(p)] = r.i[u];
         }
     }
+}
+
+// Loads the tile's `len` elements, element p from level position src(p), into padded shared
+// memory (keys to sk, indices per IDX to si): cta_load_regs then cta_store_shared.
+template <int IPT, IndexLoad IDX, class Src>
+__device__ __forceinline__ void cta_load_tile(const Level &L, u32 len, Src src, Key *sk, index_t *si) {
+    TileRegs<IPT> r;
+    cta_load_regs<IPT, IDX>(L, len, src, r);
+    cta_store_shared<IPT, IDX>(len, r.k, r, sk, si);
+}
+
+// ---------------------------------------------------------------------------------------
+// Block level: narrow comparison keys
+//
+// A tile's keys compared as 32-bit numbers (the tiled kernel's levels that write no keys,
+// merge_tiled.cu). A key's narrow key is its offset from the tile's smallest key in the
+// first word where the tile's smallest and largest keys differ, shifted right until the
+// largest offset fits 32 bits. Every key of the tile agrees with the smallest one in the
+// words before that word, so the map is nondecreasing: a smaller narrow key is a smaller
+// key. Equal narrow keys are equal keys only where the map is `exact` (nothing shifted
+// out, no word after it); otherwise the full keys decide. Random keys span about 2^48 in
+// a 4096-key tile of 2^28 keys, so 16 bits are shifted out and ties are rare;
+// duplicate-heavy keys of a small range are exact. A shared load then moves 4 bytes, not
+// the key's 8 to 32: on an H100 that pays for keys of two words and more, not for one u64
+// word, whose merge is bound by instruction issue more than by shared memory
+// (docs/PERFORMANCE.md, issue 16; the policy's `tiled_narrow` picks).
+struct NarrowMap {
+    Key lo;      // the tile's smallest key
+    u32 word;    // the first word where the tile's keys differ (KEY_WORDS: all keys equal)
+    u32 shift;   // bits shifted out of the offset
+    bool exact;  // equal narrow keys are equal keys
+};
+
+// The map of a tile whose smallest key is lo and largest hi.
+__device__ __forceinline__ NarrowMap narrow_map(const Key &lo, const Key &hi) {
+    NarrowMap m;
+    m.lo = lo;
+    m.word = KEY_WORDS;
+    word_t range = 0;  // picked by masks (see narrow_key)
+    bool found = false;
+#pragma unroll
+    for (int i = 0; i < KEY_WORDS; ++i) {
+        const bool here = !found && lo.w[i] != hi.w[i];
+        range |= (hi.w[i] - lo.w[i]) & ((word_t)0 - (word_t)here);
+        m.word = here ? (u32)i : m.word;
+        found = found || here;
+    }
+    const u32 bits = 64 - __clzll((u64)range);
+    m.shift = bits > 32 ? bits - 32 : 0;
+    m.exact = m.word + 1 >= KEY_WORDS && m.shift == 0;
+    return m;
+}
+
+// The narrow key of k, a key of the tile (lo <= k <= the tile's largest).
+__device__ __forceinline__ u32 narrow_key(const NarrowMap &m, const Key &k) {
+    // The word is picked by masks, not by a branch per word: the compiler turns the branches
+    // into an indexed access, which puts a wide key in local memory.
+    word_t offset = 0;
+#pragma unroll
+    for (int i = 0; i < KEY_WORDS; ++i) offset |= (k.w[i] - m.lo.w[i]) & ((word_t)0 - (word_t)((u32)i == m.word));
+    const u64 o = (u64)offset;
+    return __funnelshift_rc((u32)o, (u32)(o >> 32), m.shift);  // the low word of o >> shift (shift <= 32)
+}
+
+// Whether the key at level position pos_a is <= the one at pos_b, for two keys of the tile
+// whose narrow keys tie under a map that is not exact: the full keys are read from global
+// memory, where the tile was just loaded from.
+// Not inlined: inlined, the compiler predicates its loads and address arithmetic into every
+// step of the serial merge, where they cost issue slots though a tie is rare; a call is one
+// predicated instruction.
+__device__ __noinline__ bool narrow_tie_le(const Key *keys, u64 pos_a, u64 pos_b) {
+    return key_le(keys[pos_a], keys[pos_b]);
+}
+
+// a <= b for keys of the tile given as narrow keys (positions as for narrow_tie_le).
+__device__ __forceinline__ bool narrow_le(const NarrowMap &m, const Level &L, u32 a, u32 b, u64 pos_a, u64 pos_b) {
+    bool le = a <= b;
+    if (a == b && !m.exact) le = narrow_tie_le(L.in_keys, pos_a, pos_b);
+    return le;
+}
+
+// The narrow map of a tile made of the pieces A[abase, abase + alen) and B[bbase, bbase +
+// blen) (level positions, alen + blen > 0): its smallest and largest keys are the first and
+// last keys of its pieces (every thread reads the same four keys).
+__device__ __forceinline__ NarrowMap tile_narrow_map(const Level &L, u64 abase, u32 alen, u64 bbase, u32 blen) {
+    const Key *K = L.in_keys;
+    if (alen == 0 || blen == 0) {
+        const u64 first = alen ? abase : bbase, last = first + alen + blen - 1;
+        return narrow_map(K[first], K[last]);
+    }
+    const Key a0 = K[abase], b0 = K[bbase], a1 = K[abase + alen - 1], b1 = K[bbase + blen - 1];
+    return narrow_map(key_select(key_le(a0, b0), a0, b0), key_select(key_le(a1, b1), b1, a1));
+}
+
+// Whether a tile should compare narrow keys, given the narrow keys nk of the thread's
+// elements (element u at tile position threadIdx.x + u * THREADS; A's piece at [0, alen)):
+// always where the map is exact; otherwise only where at most MAX_TIE_THREADS threads saw an
+// element of a piece whose next element has the same narrow key (each such tie costs reads
+// of the full keys from global memory in the merge; a tile of few distinct keys spread wide
+// is merged on its full keys instead). A sample: every NARROW_SAMPLE_STRIDE-th element of a
+// thread, whose next element is in the next lane (lane 31's pair is not looked at).
+// Block-wide: every thread calls it.
+#define NARROW_SAMPLE_STRIDE 4
+template <int IPT, u32 MAX_TIE_THREADS>
+__device__ __forceinline__ bool narrow_pays(const NarrowMap &m, const u32 (&nk)[IPT], u32 len, u32 alen) {
+    if (m.exact) return true;  // uniform: the map is the block's
+    const u32 lane = threadIdx.x & 31;
+    bool tie = false;
+#pragma unroll
+    for (int u = 0; u < IPT; u += NARROW_SAMPLE_STRIDE) {
+        const u32 p = threadIdx.x + u * THREADS;
+        const u32 next = __shfl_down_sync(0xffffffffu, nk[u], 1);
+        tie |= lane < 31 && p + 1 < len && p + 1 != alen && nk[u] == next;
+    }
+    return (u32)__syncthreads_count(tie) <= MAX_TIE_THREADS;
 }
 
 // Stores the merged tile (`len` <= THREADS * IPT elements in padded shared memory, in

@@ -397,6 +397,46 @@ fn large_and_duplicate_heavy() {
     check(k, &o, &[Kernel::KWay, Kernel::Tiled], "u64x2, 10^7");
 }
 
+/// The tiled kernel's last level compares 32-bit narrow keys (cuda/cta_merge.cuh,
+/// NarrowMap): keys a tile's range maps to the same narrow key must be decided by the full
+/// keys. A few values spread over the whole u64 range, several of them 1 to 255 apart (the
+/// shift drops 32 bits), with many duplicates of each; and two-word keys whose first word is
+/// constant (the map is of the second word) or few-valued (the first word, never exact).
+#[test]
+fn narrow_keys_that_tie_are_decided_by_the_full_keys() {
+    if !gpu_or_skip("narrow_keys_that_tie_are_decided_by_the_full_keys") {
+        return;
+    }
+    const VALUES: [u64; 8] = [0, 1 << 40, (1 << 40) + 1, (1 << 40) + 255, 1 << 63, (1 << 63) + 2, u64::MAX - 1, u64::MAX];
+    let mut rng = Rng(77);
+    let n = if small_only() { 3 } else { 40 };
+    for lens in [vec![5_000, 7_000], vec![4096 * 3 + 5, 1], vec![1, 4096 * 2 - 1], vec![900 * n, 1000 * n, 3, 700 * n]] {
+        let make_runs = |rng: &mut Rng, values: &[u64]| -> (Vec<u64>, Vec<usize>) {
+            let mut keys = Vec::new();
+            let mut offsets = vec![0];
+            for &len in &lens {
+                let mut run: Vec<u64> = (0..len).map(|_| values[rng.below(values.len() as u64) as usize]).collect();
+                run.sort();
+                keys.extend(run);
+                offsets.push(keys.len());
+            }
+            (keys, offsets)
+        };
+        let kernels = [Kernel::Tiled, Kernel::Auto];
+        let (k, o) = make_runs(&mut rng, &VALUES);
+        check(k.clone(), &o, &kernels, &format!("{lens:?} u64, wide values"));
+        // The same values in the second word, under a constant and under a few-valued first word.
+        let constant: Vec<[u64; 2]> = k.iter().map(|&v| [7, v]).collect();
+        check(constant, &o, &kernels, &format!("{lens:?} u64x2, constant first word"));
+        let (k2, o2) = make_runs(&mut rng, &VALUES[..4]);
+        let mut few: Vec<[u64; 2]> = k2.iter().map(|&v| [v >> 40, v]).collect();
+        for r in o2.windows(2) {
+            few[r[0]..r[1]].sort();
+        }
+        check(few, &o2, &kernels, &format!("{lens:?} u64x2, few-valued first word"));
+    }
+}
+
 #[test]
 fn more_than_2_pow_31_keys() {
     if !gpu_or_skip("more_than_2_pow_31_keys") || small_only() {

@@ -62,6 +62,18 @@ impl Family {
         }
     }
 
+    /// The file names (in `cuda/`) of [`Family::sources`], in the same order.
+    pub fn source_files(self) -> &'static [&'static str] {
+        match self {
+            Family::Production => {
+                &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "merge_tiled.cu", "merge_kway.cu", "partition.cu", "rebase.cu"]
+            }
+            Family::Book => &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "merge_basic.cu", "merge_circular.cu"],
+            Family::Gather => &["common.cuh", "gather.cu"],
+            Family::Sort => &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "sort_tiles.cu"],
+        }
+    }
+
     /// The entry points this family's module holds.
     pub fn entries(self) -> impl Iterator<Item = &'static EntryPoint> {
         MANIFEST.iter().filter(move |e| e.family == self)
@@ -225,6 +237,18 @@ mod tests {
                 (name.to_string(), header[open + 1..close].to_string())
             })
             .collect()
+    }
+
+    /// source_files names the files whose text sources() carries.
+    #[test]
+    fn source_files_name_the_sources() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda");
+        for f in Family::ALL {
+            assert_eq!(f.sources().len(), f.source_files().len());
+            for (text, name) in f.sources().iter().zip(f.source_files()) {
+                assert_eq!(*text, std::fs::read_to_string(dir.join(name)).unwrap(), "{name}");
+            }
+        }
     }
 
     /// The manifest and the sources agree: every entry point is defined by its family's

@@ -16,6 +16,7 @@ use super::tuning::{module_policy, Arch, Policy};
 use crate::{Error, Result};
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -57,7 +58,7 @@ impl ModuleSpec {
             "#define KEY_WORDS {words}\n#define KEY_WORD_BITS {word_bits}\n#define INDEX_BITS {}\n\
              #define THREADS {}\n#define IPT_BASIC {}\n#define IPT_TILED {}\n#define IPT_CIRC {}\n\
              #define CIRC_SLOTS {}\n#define CIRC_TILES {}\n#define IPT_KWAY {}\n#define KWAY_COARSE {}\n\
-             #define TILED_MIN_BLOCKS {}\n#define IPT_SORT {}\n",
+             #define TILED_MIN_BLOCKS {}\n#define IPT_SORT {}\n#define TILED_NARROW {}\n#define NARROW_TIE_THREADS {}\n",
             self.index_bits,
             p.threads,
             p.ipt_basic,
@@ -68,9 +69,17 @@ impl ModuleSpec {
             p.ipt_kway,
             p.kway_coarse,
             p.tiled_min_blocks,
-            p.ipt_sort
+            p.ipt_sort,
+            p.tiled_narrow,
+            p.narrow_tie_threads
         );
-        std::iter::once(header.as_str()).chain(self.family.sources().iter().copied()).collect::<Vec<_>>().join("\n")
+        let sources = self
+            .family
+            .sources()
+            .iter()
+            .zip(self.family.source_files())
+            .map(|(text, name)| super::tuning::replaced_source(name).map_or(Cow::Borrowed(*text), Cow::Owned));
+        std::iter::once(Cow::Borrowed(header.as_str())).chain(sources).collect::<Vec<_>>().join("\n")
     }
 
     /// The program name NVRTC gets (without the `.cu`).

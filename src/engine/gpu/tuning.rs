@@ -74,6 +74,13 @@ pub struct Policy {
     /// Items per thread of the sort's tile level (cuda/sort_tiles.cu): a sorted tile is
     /// `threads * ipt_sort` keys.
     pub ipt_sort: u32,
+    /// 1: the tiled kernel's levels that write no keys compare 32-bit narrow keys where a
+    /// tile allows (cuda/cta_merge.cuh, `NarrowMap`); 0: always the full keys.
+    pub tiled_narrow: u32,
+    /// A tile whose narrow keys are not exact is merged on them only if at most this many
+    /// threads of its block saw two neighbouring keys with equal narrow keys (each such tie
+    /// is decided by reading the full keys from global memory).
+    pub narrow_tie_threads: u32,
 }
 
 impl Policy {
@@ -83,9 +90,10 @@ impl Policy {
         ipt * self.threads + self.threads
     }
 
-    /// Dynamic shared bytes of a tiled-kernel block: one padded tile of keys and indices.
+    /// Dynamic shared bytes of a tiled-kernel block: one padded tile of keys and indices,
+    /// each with two spare slots (cuda/merge_tiled.cu, `TILE_SLOTS`).
     pub fn tiled_shared_bytes(&self, key_bytes: usize, index_bytes: usize) -> u32 {
-        self.padded_slots(self.ipt_tiled) * (key_bytes + index_bytes) as u32
+        (self.padded_slots(self.ipt_tiled) + 2) * (key_bytes + index_bytes) as u32
     }
 
     /// Dynamic shared bytes of a k-way block: two padded tiles of keys and indices (the
@@ -128,6 +136,11 @@ fn sm90(key_bytes: usize) -> Policy {
         // Not tuned yet (docs/PERFORMANCE.md): 4096-key tiles of keys up to 8 bytes, the
         // CPU sort's tile; 2048 for wider keys (registers: a thread holds its keys).
         ipt_sort: if narrow { 16 } else { 8 },
+        // Narrow keys pay for keys of two words and more (u64x2: 2.88 -> 2.65 ms on an
+        // H100); for one u64 word they cost more instructions than the shared loads they
+        // save (1.30 -> 1.57 ms), and a u32 key is narrow already.
+        tiled_narrow: u32::from(key_bytes >= 16),
+        narrow_tie_threads: THREADS / 8,
     }
 }
 
@@ -161,7 +174,18 @@ pub fn policy(arch: Arch, key_bytes: usize, index_bytes: usize) -> Policy {
 }
 
 /// The names [`set_overrides`] accepts.
-const OVERRIDABLE: [&str; 7] = ["ipt_basic", "ipt_tiled", "ipt_circ", "circ_tiles", "ipt_kway", "tiled_min_blocks", "ipt_sort"];
+const OVERRIDABLE: [&str; 9] =
+    ["ipt_basic", "ipt_tiled", "ipt_circ", "circ_tiles", "ipt_kway", "tiled_min_blocks", "ipt_sort", "tiled_narrow", "narrow_tie_threads"];
+
+/// The values an override may take: switches 0 or 1, a count of threads up to a block,
+/// everything else 1..=32.
+fn override_range(name: &str) -> std::ops::RangeInclusive<u32> {
+    match name {
+        "tiled_narrow" => 0..=1,
+        "narrow_tie_threads" => 0..=THREADS,
+        _ => 1..=32,
+    }
+}
 
 /// The overrides in force, and whether a module was built with them (then they are fixed:
 /// a module and the plans of its merges must agree on the tile sizes).
@@ -174,7 +198,8 @@ static OVERRIDES: Mutex<Overrides> = Mutex::new(Overrides { values: Vec::new(), 
 
 /// Replaces policy values for every architecture and key width, for tuning sweeps:
 /// `name=value,...` with names `ipt_basic`, `ipt_tiled`, `ipt_circ`, `circ_tiles`,
-/// `ipt_kway`, `tiled_min_blocks`, `ipt_sort` and values 1..=32 (an empty string: no overrides).
+/// `ipt_kway`, `tiled_min_blocks`, `ipt_sort` (values 1..=32), `tiled_narrow` (0 or 1) and
+/// `narrow_tie_threads` (0..=THREADS); an empty string: no overrides.
 /// Call it before the first GPU merge of the process; afterwards (kernels compiled) it is
 /// an error, as is a malformed string.
 pub fn set_overrides(spec: &str) -> Result<()> {
@@ -187,6 +212,38 @@ pub fn set_overrides(spec: &str) -> Result<()> {
     }
     o.values = values;
     Ok(())
+}
+
+/// Kernel sources read from a directory instead of the ones built into the binary, for
+/// kernel development: A/B runs of kernel variants on the GPU machine without a Rust build
+/// (benches/gpu.rs passes it `CORANK_KERNEL_SOURCES`). Every file of `cuda/` is read now;
+/// like [`set_overrides`], it must come before the first GPU merge of the process.
+pub fn set_kernel_source_dir(dir: &std::path::Path) -> Result<()> {
+    let mut files = Vec::new();
+    for f in super::manifest::Family::ALL {
+        for name in f.source_files() {
+            if !files.iter().any(|(n, _)| n == name) {
+                let text = std::fs::read_to_string(dir.join(name))
+                    .map_err(|e| Error::InvalidArgument(format!("kernel sources: reading {}: {e}", dir.join(name).display())))?;
+                files.push((*name, text));
+            }
+        }
+    }
+    let o = OVERRIDES.lock().unwrap_or_else(|p| p.into_inner());
+    if o.frozen {
+        return Err(Error::InvalidArgument("kernel sources must be set before the first GPU merge (its kernels are compiled)".into()));
+    }
+    *SOURCES.lock().unwrap_or_else(|p| p.into_inner()) = Some(files);
+    Ok(())
+}
+
+/// The sources set by [`set_kernel_source_dir`]: (file name, text).
+static SOURCES: Mutex<Option<Vec<(&'static str, String)>>> = Mutex::new(None);
+
+/// The text of the kernel source file `name`, where [`set_kernel_source_dir`] replaced it.
+pub(crate) fn replaced_source(name: &str) -> Option<String> {
+    let s = SOURCES.lock().unwrap_or_else(|p| p.into_inner());
+    s.as_ref().and_then(|files| files.iter().find(|(n, _)| *n == name).map(|(_, t)| t.clone()))
 }
 
 /// The policy a module is built with: [`policy`] with the overrides applied, which are
@@ -207,6 +264,8 @@ fn apply(mut p: Policy, overrides: &[(&'static str, u32)]) -> Policy {
             "ipt_kway" => p.ipt_kway = v,
             "tiled_min_blocks" => p.tiled_min_blocks = v,
             "ipt_sort" => p.ipt_sort = v,
+            "tiled_narrow" => p.tiled_narrow = v,
+            "narrow_tie_threads" => p.narrow_tie_threads = v,
             _ => unreachable!("parse_overrides accepts only OVERRIDABLE names"),
         }
     }
@@ -223,8 +282,9 @@ fn parse_overrides(s: &str) -> std::result::Result<Vec<(&'static str, u32)>, Str
             return Err(format!("unknown tuning `{name}` (known: {})", OVERRIDABLE.join(", ")));
         };
         let v: u32 = value.trim().parse().map_err(|_| format!("tuning `{name}`: `{value}` is not a number"))?;
-        if !(1..=32).contains(&v) {
-            return Err(format!("tuning {name}={v} is outside 1..=32"));
+        let range = override_range(name);
+        if !range.contains(&v) {
+            return Err(format!("tuning {name}={v} is outside {}..={}", range.start(), range.end()));
         }
         out.push((name, v));
     }
@@ -243,6 +303,9 @@ mod tests {
         assert!(parse_overrides("threads=3").is_err());
         assert!(parse_overrides("ipt_tiled=0").is_err());
         assert!(parse_overrides("ipt_tiled=x").is_err());
+        assert_eq!(parse_overrides("tiled_narrow=0").unwrap(), vec![("tiled_narrow", 0)]);
+        assert!(parse_overrides("tiled_narrow=2").is_err());
+        assert!(parse_overrides("narrow_tie_threads=256").is_ok() && parse_overrides("narrow_tie_threads=257").is_err());
         let p = apply(sm90(8), &parse_overrides("ipt_tiled=12,tiled_min_blocks=6").unwrap());
         assert_eq!((p.ipt_tiled, p.tiled_min_blocks, p.ipt_kway), (12, 6, 4));
     }
@@ -270,7 +333,7 @@ mod tests {
         // The shared memory the kernel table of docs/PERFORMANCE.md lists (u64 keys, u32
         // indices).
         let p = policy(Arch::SM90, 8, 4);
-        assert_eq!(p.tiled_shared_bytes(8, 4), 52224);
+        assert_eq!(p.tiled_shared_bytes(8, 4), 52248);
         assert_eq!(p.kway_shared_bytes(8, 4), 30720);
         assert_eq!((p.sort_tile(), p.sort_shared_bytes(8)), (4096, 52224));
         assert_eq!(policy(Arch::SM90, 32, 8).sort_tile(), 2048);

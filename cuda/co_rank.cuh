@@ -9,17 +9,13 @@
 // `a(i)` returns the i-th key of A. The k-way search runs on one warp (grid-level
 // partition of the k-way kernel).
 
-// Two-run co-rank: how many of the first k outputs of the stable merge of A (length m)
-// then B (length n) come from A. Requires k <= m + n. `le(i, j)`: whether A[i] <= B[j]
-// (the tiled kernel's narrow keys compare through it, cuda/merge_tiled.cu).
+// The co-rank of k (below) searched within [lo, hi], a window known to hold it: the
+// smallest i in it with i == hi or not le(i, k - i - 1). Every le(i, k - i - 1) it asks has
+// lo <= i < hi.
 template <class Le>
-__device__ __forceinline__ u64 co_rank_by(u64 k, u64 m, u64 n, Le le) {
-    // i lies in [k - n, min(k, m)].
-    u64 lo = k > n ? k - n : 0;
-    u64 hi = k < m ? k : m;
+__device__ __forceinline__ u64 co_rank_in(u64 k, u64 lo, u64 hi, Le le) {
     while (lo < hi) {
         u64 i = lo + (hi - lo) / 2;
-        // i < hi <= min(k, m) and i >= k - n, so A[i] and B[k - i - 1] exist.
         if (le(i, k - i - 1)) {
             lo = i + 1;  // A[i] precedes B[k - i - 1] (ties go to A): more of A is needed
         } else {
@@ -29,10 +25,26 @@ __device__ __forceinline__ u64 co_rank_by(u64 k, u64 m, u64 n, Le le) {
     return lo;
 }
 
+// Two-run co-rank: how many of the first k outputs of the stable merge of A (length m)
+// then B (length n) come from A. Requires k <= m + n. `le(i, j)`: whether A[i] <= B[j]
+// (the tiled kernel's narrow keys compare through it, cuda/merge_tiled.cu).
+template <class Le>
+__device__ __forceinline__ u64 co_rank_by(u64 k, u64 m, u64 n, Le le) {
+    // i lies in [k - n, min(k, m)], so A[i] and B[k - i - 1] exist for every i searched.
+    return co_rank_in(k, k > n ? k - n : 0, k < m ? k : m, le);
+}
+
 // The co-rank over accessors: `a(i)` and `b(j)` return the keys.
 template <class A, class B>
 __device__ __forceinline__ u64 co_rank(u64 k, A a, u64 m, B b, u64 n) {
     return co_rank_by(k, m, n, [&](u64 i, u64 j) { return key_le(a(i), b(j)); });
+}
+
+// The co-rank over accessors within [lo, hi], a window known to hold it (lo >= k - n, hi <=
+// min(k, m)): partition.cu's searches between two splits already known.
+template <class A, class B>
+__device__ __forceinline__ u64 co_rank_window(u64 k, u64 lo, u64 hi, A a, B b) {
+    return co_rank_in(k, lo, hi, [&](u64 i, u64 j) { return key_le(a(i), b(j)); });
 }
 
 __device__ __forceinline__ u64 warp_sum(u64 x) {

@@ -5,7 +5,8 @@
 // min(t * tile, group length); boundaries are numbered by boundary_index (cta_merge.cuh),
 // and `splits` holds `group` entries per boundary. The merge kernels read the splits at
 // both ends of their tile.
-// - partition_2way: groups of two runs, one thread per boundary, the 2-way co-rank.
+// - partition_2way: groups of two runs, one thread per boundary, the 2-way co-rank (a
+//   block's first and last boundaries over whole runs, the others in the window they leave).
 // - partition_kway_coarse, then partition_kway: more runs, one warp per boundary, the k-way
 //   co-rank (co_rank_k_warp): first every KWAY_COARSE tiles over whole runs, then every
 //   tile boundary within the windows the coarse splits leave.
@@ -89,13 +90,41 @@ extern "C" __global__ void __launch_bounds__(THREADS) partition_kway(Level L, u6
 // Groups of two runs (the tiled kernel, and the k-way kernel when a group has two runs):
 // one thread per boundary of tiles of `tile` outputs, the 2-way co-rank (cheaper than the
 // k-way bisection, same split). Same layout of `splits`; a lone last run gets no B entry.
+// Two steps: the block's first and last boundaries are searched over their whole runs
+// (threads 0 and THREADS - 1); then every boundary of the block in the same group as both
+// searches only the window they leave (the co-rank grows with k, and so does k minus it).
+// The windows' first probes are the same for the whole block (one load serves it), so the
+// searches touch fewer DRAM sectors: the partition is bound by them, not by latency.
 extern "C" __global__ void __launch_bounds__(THREADS) partition_2way(Level L, u64 *splits, u64 nboundaries, u64 tile) {
-    const u64 b = (u64)blockIdx.x * THREADS + threadIdx.x;
-    if (b >= nboundaries) return;
+    __shared__ u64 edge_k[2], edge_i[2];
+    __shared__ u32 edge_group[2];
+    const u64 first = (u64)blockIdx.x * THREADS;
+    const u64 last = min(first + THREADS, nboundaries) - 1;
+    const u64 b = first + threadIdx.x;
+    // 1. The block's first and last boundaries, over whole runs.
+    if (threadIdx.x == 0 || threadIdx.x == THREADS - 1) {
+        const u32 e = threadIdx.x == 0 ? 0 : 1;
+        const GroupPos P = boundary_pos<2>(L, L.tile_start, e ? last : first);
+        const MergeRange R = pair_range(L, P);
+        const u64 k = min(P.index * tile, R.total());
+        edge_k[e] = k;
+        edge_i[e] = co_rank(k, KeyRun{L.in_keys + R.a_begin}, R.a_count, KeyRun{L.in_keys + R.b_begin}, R.b_count);
+        edge_group[e] = P.group;
+    }
+    __syncthreads();
+    if (b > last) return;
     const GroupPos P = boundary_pos<2>(L, L.tile_start, b);
     const MergeRange R = pair_range(L, P);
     const u64 k = min(P.index * tile, R.total());
-    const u64 i = co_rank(k, KeyRun{L.in_keys + R.a_begin}, R.a_count, KeyRun{L.in_keys + R.b_begin}, R.b_count);
+    u64 i;
+    if (P.group == edge_group[0] && P.group == edge_group[1]) {
+        // 2. Between the edges (k0, i0) and (k1, i1): i0 <= i <= i1 and j0 <= k - i <= j1.
+        const u64 i0 = edge_i[0], j0 = edge_k[0] - i0, i1 = edge_i[1], j1 = edge_k[1] - i1;
+        const u64 lo = max(i0, k > j1 ? k - j1 : 0), hi = min(i1, k - j0);
+        i = co_rank_window(k, lo, hi, KeyRun{L.in_keys + R.a_begin}, KeyRun{L.in_keys + R.b_begin});
+    } else {
+        i = co_rank(k, KeyRun{L.in_keys + R.a_begin}, R.a_count, KeyRun{L.in_keys + R.b_begin}, R.b_count);
+    }
     splits[b * 2] = i;
     if (P.nr == 2) splits[b * 2 + 1] = k - i;
 }

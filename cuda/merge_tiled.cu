@@ -23,9 +23,7 @@
 
 #define TILE_T (THREADS * IPT_TILED)
 #define PT(p) padded<IPT_TILED>(p)
-// A padded tile and two spare slots (an even count keeps the index tile after 4-byte narrow
-// keys aligned to 8; the host's Policy::tiled_shared_bytes counts the same).
-#define TILE_SLOTS (TILE_T + TILE_T / IPT_TILED + 2)
+#define TILE_SLOTS (TILE_T + TILE_T / IPT_TILED)
 
 // The type of T if C, else F (NVRTC has no <type_traits>).
 template <bool C, class T, class F> struct Pick { typedef T type; };
@@ -78,8 +76,8 @@ __device__ __forceinline__ void merge_tile(const Level &L, const TileRegs<IPT_TI
         u32 j = o0 - i;
         // The current candidates. Positions are clamped into the tile: a key read past a
         // piece's end is never compared (the bounds tests come first) and outputs past the
-        // tile's end are dropped. (Without the clamps, reading the spare slots instead, the
-        // kernel measured 6% slower on an H100.)
+        // tile's end are dropped. (Without the clamps, reading two spare slots past the tile
+        // instead, the kernel measured 6% slower on an H100.)
         SKey ka = sk[PT(min(i, (u32)TILE_T - 1))];
         SKey kb = sk[PT(min(alen + j, (u32)TILE_T - 1))];
 #pragma unroll
@@ -128,10 +126,10 @@ __device__ __forceinline__ void merge_tile(const Level &L, const TileRegs<IPT_TI
 }
 
 // One block of the tiled kernel (see merge_tile for FIRST and KEEP_KEYS). Each combination
-// is its own entry point so registers are allocated for what it uses. A level that writes
-// no keys compares narrow keys (NarrowMap, cta_merge.cuh) where the tile allows: shared
-// memory then holds 4-byte narrow keys instead of the keys, which halves the bytes of every
-// shared load of a u64 key (the kernel is bound by the shared-memory pipe).
+// is its own entry point so registers are allocated for what it uses. Where the policy says
+// so (TILED_NARROW: keys of 16 bytes and more), a level that writes no keys compares narrow
+// keys (NarrowMap, cta_merge.cuh) in the tiles that allow it: shared memory then holds
+// 4-byte narrow keys instead of the keys, fewer bytes for every shared load.
 template <bool FIRST, bool KEEP_KEYS>
 __device__ __forceinline__ void merge_tiled_block(const Level &L, const u64 *splits) {
     const GroupPos P = block_pos<2>(L);

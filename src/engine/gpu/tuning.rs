@@ -90,10 +90,10 @@ impl Policy {
         ipt * self.threads + self.threads
     }
 
-    /// Dynamic shared bytes of a tiled-kernel block: one padded tile of keys and indices,
-    /// each with two spare slots (cuda/merge_tiled.cu, `TILE_SLOTS`).
+    /// Dynamic shared bytes of a tiled-kernel block: one padded tile of keys and indices
+    /// (cuda/merge_tiled.cu, `TILE_SLOTS`; a level of narrow keys uses less).
     pub fn tiled_shared_bytes(&self, key_bytes: usize, index_bytes: usize) -> u32 {
-        (self.padded_slots(self.ipt_tiled) + 2) * (key_bytes + index_bytes) as u32
+        self.padded_slots(self.ipt_tiled) * (key_bytes + index_bytes) as u32
     }
 
     /// Dynamic shared bytes of a k-way block: two padded tiles of keys and indices (the
@@ -333,7 +333,7 @@ mod tests {
         // The shared memory the kernel table of docs/PERFORMANCE.md lists (u64 keys, u32
         // indices).
         let p = policy(Arch::SM90, 8, 4);
-        assert_eq!(p.tiled_shared_bytes(8, 4), 52248);
+        assert_eq!(p.tiled_shared_bytes(8, 4), 52224);
         assert_eq!(p.kway_shared_bytes(8, 4), 30720);
         assert_eq!((p.sort_tile(), p.sort_shared_bytes(8)), (4096, 52224));
         assert_eq!(policy(Arch::SM90, 32, 8).sort_tile(), 2048);

@@ -93,12 +93,12 @@ pub fn gather(runs: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Re
     }
     let gatherer = Gatherer::new(&runs, perm)?;
     let starts: Vec<usize> = (0..perm.len()).step_by(batch_size).collect();
-    let piece = |s: usize| gatherer.gather_range(s, (s + batch_size).min(perm.len()));
+    let piece = |slots: &mut RunSlots, s: usize| gatherer.gather_range(slots, s, (s + batch_size).min(perm.len()));
     // One output batch is gathered on the calling thread (no hand-off to the pool).
     let pieces: Vec<Vec<RecordBatch>> = if starts.len() == 1 {
-        vec![piece(0)?]
+        vec![piece(&mut RunSlots::new(runs.len()), 0)?]
     } else {
-        starts.into_par_iter().map(piece).collect::<std::result::Result<_, ArrowError>>()?
+        starts.into_par_iter().map_init(|| RunSlots::new(runs.len()), piece).collect::<std::result::Result<_, ArrowError>>()?
     };
     Ok(pieces.into_iter().flatten().collect())
 }
@@ -108,6 +108,52 @@ fn is_identity(indices: &Indices) -> bool {
     match indices {
         Indices::U32(v) => v.par_iter().enumerate().all(|(i, &x)| x as usize == i),
         Indices::U64(v) => v.par_iter().enumerate().all(|(i, &x)| x as usize == i),
+    }
+}
+
+/// Where an output row comes from: (run, row within the run).
+type Source = (usize, usize);
+
+/// Runs up to which an output batch is gathered from every run's arrays as they are.
+const FEW_RUNS: usize = 64;
+
+/// Renumbers an output batch's rows over the runs it references. arrow's `interleave`
+/// looks at every array it is given (its type, its nulls, its value buffer) for every
+/// output batch, so a batch gathered from thousands of runs (a sort's sorted pieces) would
+/// cost O(runs) however few rows it takes from each: quadratic over a whole sort. With the
+/// runs renumbered, a batch costs O(its rows).
+struct RunSlots {
+    /// Per run, its number among the current batch's runs, or `u32::MAX`; every entry is
+    /// `u32::MAX` between batches.
+    slot: Vec<u32>,
+}
+
+impl RunSlots {
+    fn new(runs: usize) -> Self {
+        Self { slot: if runs > FEW_RUNS { vec![u32::MAX; runs] } else { Vec::new() } }
+    }
+
+    /// The runs `idx` references (in order of first reference) and `idx` over them; `None`
+    /// for few runs (the batch takes every run's arrays).
+    fn renumber(&mut self, idx: &[Source]) -> Option<(Vec<usize>, Vec<Source>)> {
+        if self.slot.is_empty() {
+            return None;
+        }
+        let mut used: Vec<usize> = Vec::new();
+        let local = idx
+            .iter()
+            .map(|&(run, row)| {
+                if self.slot[run] == u32::MAX {
+                    self.slot[run] = used.len() as u32;
+                    used.push(run);
+                }
+                (self.slot[run] as usize, row)
+            })
+            .collect();
+        for &run in &used {
+            self.slot[run] = u32::MAX;
+        }
+        Some((used, local))
     }
 }
 
@@ -173,15 +219,15 @@ impl<'a> Gatherer<'a> {
     }
 
     /// The output rows `s..e`: one batch, or several where it had to be split.
-    fn gather_range(&self, s: usize, e: usize) -> std::result::Result<Vec<RecordBatch>, ArrowError> {
+    fn gather_range(&self, slots: &mut RunSlots, s: usize, e: usize) -> std::result::Result<Vec<RecordBatch>, ArrowError> {
         let mut out = Vec::new();
         for (a, b) in self.dictionary_cuts(s, e) {
-            match self.build(a, b) {
+            match self.build(slots, a, b) {
                 Ok(batch) => out.push(batch),
                 Err(err) if b - a > 1 && splittable(&err) => {
                     let mid = a + (b - a) / 2;
-                    out.extend(self.gather_range(a, mid)?);
-                    out.extend(self.gather_range(mid, b)?);
+                    out.extend(self.gather_range(slots, a, mid)?);
+                    out.extend(self.gather_range(slots, mid, b)?);
                 }
                 Err(err) => return Err(err),
             }
@@ -232,21 +278,31 @@ impl<'a> Gatherer<'a> {
     }
 
     /// The output rows `a..b` as one batch.
-    fn build(&self, a: usize, b: usize) -> std::result::Result<RecordBatch, ArrowError> {
+    fn build(&self, slots: &mut RunSlots, a: usize, b: usize) -> std::result::Result<RecordBatch, ArrowError> {
         let idx: Vec<(usize, usize)> = match &self.perm.indices {
             Indices::U32(v) => v[a..b].iter().map(|&g| self.locator.locate(g as usize)).collect(),
             Indices::U64(v) => v[a..b].iter().map(|&g| self.locator.locate(g as usize)).collect(),
         };
+        // The arrays to interleave: every run's, or those of the runs `idx` references.
+        let renumbered = slots.renumber(&idx);
+        let every_run: Vec<usize>;
+        let (runs, local_idx): (&[usize], &[(usize, usize)]) = match &renumbered {
+            Some((used, local)) => (used, local),
+            None => {
+                every_run = (0..self.runs.len()).collect();
+                (&every_run, &idx)
+            }
+        };
         let Some(columns) = &self.columns else {
-            let refs: Vec<&RecordBatch> = self.runs.iter().collect();
-            return interleave_record_batch(&refs, &idx);
+            let refs: Vec<&RecordBatch> = runs.iter().map(|&r| &self.runs[r]).collect();
+            return interleave_record_batch(&refs, local_idx);
         };
         let arrays = columns
             .iter()
             .map(|c| match c {
                 Column::Interleave(arrays) => {
-                    let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
-                    interleave(&refs, &idx)
+                    let refs: Vec<&dyn Array> = runs.iter().map(|&r| arrays[r].as_ref()).collect();
+                    interleave(&refs, local_idx)
                 }
                 Column::Dictionary(d) => by_key_type!(&d.key_type, gather_dictionary(d, &idx)),
             })
@@ -404,9 +460,17 @@ fn gather_dictionary<K: ArrowDictionaryKeyType>(d: &DictColumn, idx: &[(usize, u
     let keys = PrimitiveArray::<K>::new(keys.into(), nulls);
     let values = if reps.is_empty() {
         new_empty_array(d.values[0].data_type())
-    } else {
+    } else if d.values.len() <= FEW_RUNS {
         let refs: Vec<&dyn Array> = d.values.iter().map(|a| a.as_ref()).collect();
         interleave(&refs, &reps)?
+    } else {
+        // Only the dictionaries the batch takes values from (see `RunSlots`).
+        let mut used: Vec<usize> = reps.iter().map(|&(run, _)| run).collect();
+        used.sort_unstable();
+        used.dedup();
+        let local: Vec<(usize, usize)> = reps.iter().map(|&(run, i)| (used.binary_search(&run).unwrap_or(0), i)).collect(); // (always found)
+        let refs: Vec<&dyn Array> = used.iter().map(|&run| d.values[run].as_ref()).collect();
+        interleave(&refs, &local)?
     };
     Ok(Arc::new(DictionaryArray::<K>::try_new(keys, values)?))
 }

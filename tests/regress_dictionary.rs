@@ -226,6 +226,38 @@ fn every_key_width_and_value_type_merges_like_the_oracle() {
     assert!(duplicated.is_empty(), "batches with duplicate dictionary values: {duplicated:#?}");
 }
 
+/// A gather from more runs than it passes to arrow whole (64): each output batch takes the
+/// arrays of only the runs it references, renumbered, for dictionary and plain columns
+/// alike (issue 14: a sort's final gather read thousands of sorted pieces).
+#[test]
+fn gathers_from_hundreds_of_runs_like_the_oracle() {
+    let mut rng = Rng::new(13);
+    for (nruns, batch_size) in [(65, 8192), (150, 97), (300, 5)] {
+        let runs: Vec<RecordBatch> = (0..nruns)
+            .map(|_| {
+                let n = rng.below(40) as usize;
+                let size = 1 + rng.below(100);
+                let values = category_values(&DataType::Utf8, &(0..size).map(|_| Some(rng.below(150))).collect::<Vec<_>>());
+                let keys: Vec<Option<usize>> = (0..n).map(|_| if rng.chance(0.05) { None } else { Some(rng.below(size) as usize) }).collect();
+                run(sorted_keys(&mut rng, n, 200), dict_array(&DataType::Int8, &keys, values))
+            })
+            .collect();
+        let context = format!("{nruns} runs, batch size {batch_size}");
+        let options = cpu().with_batch_size(batch_size);
+        let out = merge(&runs, &[SortKey::asc("k")], &options).unwrap_or_else(|e| panic!("{context}: {e}"));
+        assert_eq!(check(&runs, &out, &dict_type(&DataType::Int8, &DataType::Utf8), batch_size, &context), 0, "{context}: duplicates");
+        // The same runs with the column as plain strings.
+        let plain: Vec<RecordBatch> = runs
+            .iter()
+            .map(|b| run(keys_of(std::slice::from_ref(b)), cast(b.column_by_name("v").unwrap(), &DataType::Utf8).unwrap()))
+            .collect();
+        let out = merge(&plain, &[SortKey::asc("k")], &options).unwrap_or_else(|e| panic!("{context}, plain: {e}"));
+        let (keys, vals) = oracle(&plain);
+        assert_eq!(keys_of(&out), keys, "{context}, plain: keys");
+        assert_eq!(texts(&out), vals, "{context}, plain: values");
+    }
+}
+
 /// Writes `groups` as one Parquet file, one row group per batch (the Arrow schema stored,
 /// so the column reads back as Dictionary(Int8, Utf8), as pyarrow writes categoricals).
 fn write_file(path: &Path, groups: &[RecordBatch]) {

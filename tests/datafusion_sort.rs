@@ -252,6 +252,24 @@ fn metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
     .unwrap_or(0)
 }
 
+/// Batches sliced from one array (an in-memory table) are cut into chunks by the bytes of
+/// their rows, not by their memory size, which counts the whole array for every slice: 2M
+/// rows in batches of 8192 sliced from one 16 MB array make 2 chunks of 1M rows, not 16 of
+/// 128K (256 MB of memory size each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sliced_batches_are_chunked_by_their_rows() {
+    let n = 2usize << 20;
+    let k: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n as i64).map(|i| (i * 7919) % 1_000_003)));
+    let whole = RecordBatch::try_from_iter([("k1", k)]).unwrap();
+    let parts = vec![(0..n).step_by(8192).map(|s| whole.slice(s, 8192)).collect::<Vec<_>>()];
+    let schema = whole.schema();
+    let (plan, expr) = sort_node(&parts, 1 << 20);
+    let task = SessionStateBuilder::new().with_config(config(1, 8192)).build().task_ctx();
+    let out = concat(&schema, &collect(Arc::clone(&plan), task).await.unwrap());
+    assert_eq!(metric(&plan, "runs"), 2);
+    assert!(out == stable_oracle(&parts, &expr, &schema), "not the stable sort");
+}
+
 /// A memory pool too small for the data: runs spill (metric > 0) and the output is the same,
 /// row for row, as without spilling; without a disk manager it is `ResourcesExhausted`.
 ///
@@ -417,8 +435,8 @@ async fn dropping_the_stream_frees_memory() {
 /// Many partitions sorted at once (several chunk sorts in flight), keys whose chunks encode
 /// differently (nulls in some partitions only, strings longer than the key's prefix, so
 /// ties are resolved by value across runs): the output is the stable sort of the partitions
-/// in order, in memory (the runs' keys merged once) at every chunk size, and the same under a
-/// pool small enough to spill; the pool is empty afterwards.
+/// in order, in memory (the runs merged by the merge task) at every chunk size, and the same
+/// under a pool small enough to spill; the pool is empty afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_partitions_sorted_concurrently_stay_stable() {
     let mut rng = Rng::new(77);

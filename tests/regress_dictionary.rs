@@ -238,7 +238,8 @@ fn gathers_from_hundreds_of_runs_like_the_oracle() {
                 let n = rng.below(40) as usize;
                 let size = 1 + rng.below(100);
                 let values = category_values(&DataType::Utf8, &(0..size).map(|_| Some(rng.below(150))).collect::<Vec<_>>());
-                let keys: Vec<Option<usize>> = (0..n).map(|_| if rng.chance(0.05) { None } else { Some(rng.below(size) as usize) }).collect();
+                let keys: Vec<Option<usize>> =
+                    (0..n).map(|_| if rng.chance(0.05) { None } else { Some(rng.below(size) as usize) }).collect();
                 run(sorted_keys(&mut rng, n, 200), dict_array(&DataType::Int8, &keys, values))
             })
             .collect();

@@ -41,7 +41,9 @@
 //! the cases of (a), and those of (b), run in turn within each round (the order reversed
 //! every other round), so that load from other processes falls on stock and corank alike.
 //! ROWS_PER_PARTITION 0 skips (a), PARQUET_ROWS 0 skips (b), SORT_ROWS_PER_PARTITION 0 skips (c);
-//! e.g. the sort alone at 16 x 1M rows: `cargo bench --bench operator -- 0 0 5 1048576`.
+//! e.g. the sort alone at 16 x 1M rows: `cargo bench --bench operator -- 0 0 5 1048576`;
+//! `CORANK_BENCH_CHUNK_ROWS=N` sets the sorts' chunk rows ((c): `CoRankSortExec::with_chunk_rows`,
+//! (d): `SET corank.sort_chunk_rows`).
 //! (d) runs at every PARQUET_ROWS size, after (b) on the same files; `CORANK_BENCH_SQL=sort`
 //! runs (d) alone (no (b) cases), `CORANK_BENCH_SQL=merge` (b) alone; e.g. the SQL sort alone
 //! at 12.6M rows: `CORANK_BENCH_SQL=sort cargo bench --bench operator -- 0 12582912 3 0`.
@@ -448,6 +450,9 @@ fn main() {
                 let ctx = session_context(config());
                 rt.block_on(ctx.sql(&ddl)).unwrap();
                 rt.block_on(ctx.sql(&format!("SET corank.engine = '{engine}'"))).unwrap();
+                if let Ok(chunk_rows) = std::env::var("CORANK_BENCH_CHUNK_ROWS") {
+                    rt.block_on(ctx.sql(&format!("SET corank.sort_chunk_rows = {chunk_rows}"))).unwrap();
+                }
                 names.push(format!("(d) SQL ORDER BY l_partkey (unsorted), corank {engine}"));
                 cases.push(sql_case(ctx, sort_query));
             }
@@ -482,7 +487,11 @@ fn main() {
             let options = EngineOptions::default().with_engine(engine).with_gpu_min_rows(0);
             let settings = MergeSettings { engine: options, window_rows: 1 << 20 };
             names.push(format!("(c) CoRankSortExec, engine {engine}"));
-            cases.push(plan_case(Arc::new(CoRankSortExec::new(ordering.clone(), source.clone()).with_settings(settings))));
+            let mut node = CoRankSortExec::new(ordering.clone(), source.clone()).with_settings(settings);
+            if let Some(chunk_rows) = std::env::var("CORANK_BENCH_CHUNK_ROWS").ok().and_then(|s| s.parse().ok()) {
+                node = node.with_chunk_rows(chunk_rows);
+            }
+            cases.push(plan_case(Arc::new(node)));
         }
         let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, runs, 0, 0);
         table_rows(&mut table, &names, &measured, None);

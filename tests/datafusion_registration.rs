@@ -192,10 +192,11 @@ async fn settings_show_and_set_under_their_full_names() {
         ("corank.window_rows", "1048576"),
         ("corank.gpu_min_rows", &corank::GPU_MIN_ROWS.to_string()),
         ("corank.check_sorted", "false"),
+        ("corank.sort_chunk_rows", "1048576"),
     ] {
         assert_eq!(value(&all, name).as_deref(), Some(default), "SHOW ALL: {name}\n{all:?}");
     }
-    for bare in ["enabled", "engine", "kernel", "devices", "window_rows", "gpu_min_rows", "check_sorted"] {
+    for bare in ["enabled", "engine", "kernel", "devices", "window_rows", "gpu_min_rows", "check_sorted", "sort_chunk_rows"] {
         assert!(value(&all, bare).is_none(), "SHOW ALL lists '{bare}' without its prefix");
     }
     // SHOW one setting, before and after SET.
@@ -215,6 +216,7 @@ async fn settings_show_and_set_under_their_full_names() {
     for bad in [
         "SET corank.window_rows = 0",
         "SET corank.window_rows = 'many'",
+        "SET corank.sort_chunk_rows = 0",
         "SET corank.enabled = 'maybe'",
         "SET corank.devices = -1",
         "SET corank.devices = '0,x'",

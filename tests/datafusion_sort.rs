@@ -374,6 +374,12 @@ async fn node_edges_explain_and_setting() {
     let text = explain("EXPLAIN ANALYZE SELECT * FROM t ORDER BY k1").await;
     // The memory table is read in 4 partitions: 4 runs.
     assert!(text.contains("CoRankSortExec") && text.contains("output_rows=200") && text.contains("runs=4"), "{text}");
+    // corank.sort_chunk_rows reaches the node: 4 partitions of 50 rows (batches of 10) in
+    // chunks of 30 rows make 8 runs.
+    ctx.sql("SET corank.sort_chunk_rows = 30").await.unwrap();
+    let text = explain("EXPLAIN ANALYZE SELECT * FROM t ORDER BY k1").await;
+    assert!(text.contains("chunk_rows=30") && text.contains("output_rows=200") && text.contains("runs=8"), "{text}");
+    ctx.sql("SET corank.sort_chunk_rows = 1048576").await.unwrap();
     let shown = explain("SHOW corank.sort").await;
     assert!(shown.contains("corank.sort") && shown.contains("true"), "{shown}");
     ctx.sql("SET corank.sort = false").await.unwrap();

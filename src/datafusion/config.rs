@@ -1,7 +1,7 @@
 //! corank's settings as a DataFusion `ConfigExtension`, so SQL can say
 //! `SET corank.enabled = false`, `SET corank.engine = 'cpu'`, `SET corank.window_rows = 65536`,
 //! `SET corank.kernel = 'tiled'`, `SET corank.devices = '0,1'`, `SET corank.gpu_min_rows = 1048576`,
-//! `SET corank.check_sorted = true`, `SET corank.sort = false`.
+//! `SET corank.check_sorted = true`, `SET corank.sort = false`, `SET corank.sort_chunk_rows = 4194304`.
 //!
 //! Written out rather than with DataFusion's `extensions_options!` macro, whose entries carry
 //! the bare field names (`engine`): `SHOW ALL` would list them without the `corank.` prefix
@@ -9,6 +9,7 @@
 //! and `SET` checks the value when it is set (an unknown engine is an error then, not when
 //! a query runs).
 
+use super::sort_stream::DEFAULT_CHUNK_ROWS;
 use crate::frontier::DEFAULT_WINDOW_ROWS;
 use crate::options::{Devices, Engine, Kernel, GPU_MIN_ROWS};
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigField, ExtensionOptions};
@@ -35,6 +36,8 @@ pub struct CoRankConfig {
     pub check_sorted: bool,
     /// Replace SortExec (and the SortPreservingMergeExec above one) with CoRankSortExec.
     pub sort: bool,
+    /// Rows per chunk that CoRankSortExec sorts at a time, each a run of its final merge.
+    pub sort_chunk_rows: usize,
 }
 
 impl Default for CoRankConfig {
@@ -48,13 +51,14 @@ impl Default for CoRankConfig {
             gpu_min_rows: GPU_MIN_ROWS,
             check_sorted: false,
             sort: true,
+            sort_chunk_rows: DEFAULT_CHUNK_ROWS,
         }
     }
 }
 
 impl CoRankConfig {
     /// The settings' names (without the prefix) and descriptions, in `SHOW ALL` order.
-    const ENTRIES: [(&'static str, &'static str); 8] = [
+    const ENTRIES: [(&'static str, &'static str); 9] = [
         ("check_sorted", "Check every input partition's order while merging: an unsorted input is an error naming the partition and row."),
         ("devices", "CUDA devices the GPU engine uses: an ordinal ('0'), a list ('0,1': each merge round is split across them) or 'all'."),
         ("enabled", "Replace plan-level SortPreservingMergeExec nodes with CoRankMergeExec, and check that the Parquet files below a merge are sorted as declared."),
@@ -62,6 +66,7 @@ impl CoRankConfig {
         ("gpu_min_rows", "With engine 'auto', merge rounds of at least this many rows run on the GPU."),
         ("kernel", "GPU merge kernel: 'auto' (the fastest measured), 'basic', 'tiled', 'circular' or 'kway'."),
         ("sort", "Replace SortExec without a fetch (and the SortPreservingMergeExec above one) with CoRankSortExec: a stable sort of all partitions into one (needs corank.enabled)."),
+        ("sort_chunk_rows", "Rows of an input partition that CoRankSortExec sorts at a time (fewer where a chunk's rows reach 256 MB), each chunk a run of the final merge: larger chunks make fewer runs, smaller ones start sorting sooner."),
         ("window_rows", "Rows buffered per input partition before each merge round; memory stays within about window_rows x partitions rows."),
     ];
 
@@ -74,6 +79,7 @@ impl CoRankConfig {
             "devices" => self.devices.clone(),
             "gpu_min_rows" => self.gpu_min_rows.to_string(),
             "sort" => self.sort.to_string(),
+            "sort_chunk_rows" => self.sort_chunk_rows.to_string(),
             _ => self.window_rows.to_string(),
         }
     }
@@ -107,13 +113,17 @@ impl ExtensionOptions for CoRankConfig {
                 }
                 Err(_) => config_err!("invalid devices '{value}' for corank.devices (an ordinal such as 0, a list such as 0,1, or all)"),
             },
-            "window_rows" => {
+            "window_rows" | "sort_chunk_rows" => {
                 let mut rows = 0usize;
                 ConfigField::set(&mut rows, "", value)?;
                 if rows == 0 {
-                    return config_err!("corank.window_rows must be at least 1");
+                    return config_err!("corank.{name} must be at least 1");
                 }
-                self.window_rows = rows;
+                if name == "window_rows" {
+                    self.window_rows = rows;
+                } else {
+                    self.sort_chunk_rows = rows;
+                }
                 Ok(())
             }
             "engine" => match value.parse::<Engine>() {
@@ -131,7 +141,7 @@ impl ExtensionOptions for CoRankConfig {
                 Err(_) => config_err!("unknown kernel '{value}' for corank.kernel (auto, basic, tiled, circular or kway)"),
             },
             _ => config_err!(
-                "unknown setting corank.{name} (corank.enabled, corank.engine, corank.kernel, corank.devices, corank.window_rows, corank.gpu_min_rows, corank.check_sorted, corank.sort)"
+                "unknown setting corank.{name} (corank.enabled, corank.engine, corank.kernel, corank.devices, corank.window_rows, corank.gpu_min_rows, corank.check_sorted, corank.sort, corank.sort_chunk_rows)"
             ),
         }
     }

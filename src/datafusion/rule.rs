@@ -71,16 +71,16 @@ fn replaceable(sort: &SortExec) -> bool {
 }
 
 /// The `CoRankSortExec` that replaces `sort` (`sort` must be [`replaceable`]).
-fn corank_sort(sort: &SortExec, settings: &MergeSettings) -> Arc<dyn ExecutionPlan> {
-    Arc::new(CoRankSortExec::new(sort.expr().clone(), Arc::clone(sort.input())).with_settings(settings.clone()))
+fn corank_sort(sort: &SortExec, settings: &MergeSettings, chunk_rows: usize) -> Arc<dyn ExecutionPlan> {
+    Arc::new(CoRankSortExec::new(sort.expr().clone(), Arc::clone(sort.input())).with_settings(settings.clone()).with_chunk_rows(chunk_rows))
 }
 
 /// What replaces a sort node (`SortExec`, or `SortPreservingMergeExec` over a `SortExec`),
 /// if anything: see the module doc.
-fn replace_sort(node: &Arc<dyn ExecutionPlan>, settings: &MergeSettings) -> Result<Option<Arc<dyn ExecutionPlan>>> {
+fn replace_sort(node: &Arc<dyn ExecutionPlan>, settings: &MergeSettings, chunk_rows: usize) -> Result<Option<Arc<dyn ExecutionPlan>>> {
     if let Some(sort) = node.downcast_ref::<SortExec>() {
         let one_partition = !sort.preserve_partitioning() || sort.input().output_partitioning().partition_count() == 1;
-        return Ok((one_partition && replaceable(sort)).then(|| corank_sort(sort, settings)));
+        return Ok((one_partition && replaceable(sort)).then(|| corank_sort(sort, settings, chunk_rows)));
     }
     let Some(spm) = node.downcast_ref::<SortPreservingMergeExec>() else {
         return Ok(None);
@@ -91,7 +91,7 @@ fn replace_sort(node: &Arc<dyn ExecutionPlan>, settings: &MergeSettings) -> Resu
     let child = spm.input();
     if let Some(sort) = child.downcast_ref::<SortExec>() {
         if sort.preserve_partitioning() && replaceable(sort) {
-            let replacement = corank_sort(sort, settings);
+            let replacement = corank_sort(sort, settings, chunk_rows);
             // The sort's order satisfies the merge's (the merge required it); checked anyway.
             if replacement.equivalence_properties().ordering_satisfy(spm.expr().clone())? {
                 return Ok(Some(replacement));
@@ -113,7 +113,7 @@ impl PhysicalOptimizerRule for CoRankRule {
         let settings = MergeSettings::try_from(&cfg).map_err(to_datafusion)?;
         plan.transform_up(|node| {
             if cfg.sort {
-                if let Some(replacement) = replace_sort(&node, &settings)? {
+                if let Some(replacement) = replace_sort(&node, &settings, cfg.sort_chunk_rows)? {
                     return Ok(Transformed::yes(replacement));
                 }
             }

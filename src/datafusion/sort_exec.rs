@@ -7,8 +7,7 @@
 //! runtime by the crate's sort ([`crate::sort::sort_columns`], on the engine of the settings)
 //! into a sorted run (several chunks at once, one per core), runs that do not fit
 //! DataFusion's `MemoryPool` are spilled to disk through the runtime's `DiskManager`, and
-//! the runs are merged: in memory by one merge of their keys and one gather of the rows into
-//! the output ([`crate::sort::merge_sorted_chunks`]), once spilled with the frontier merge
+//! the runs, in memory or spilled, are merged by the frontier merge
 //! ([`super::stream::MergeTask`], as `CoRankMergeExec` merges). See
 //! [`super::sort_stream`].
 //!

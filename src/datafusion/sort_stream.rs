@@ -14,11 +14,12 @@
 //!
 //! **Why runs are gathered before the merge.** Every gather reads its sources front to
 //! back, and each reads from few at once: a piece's rows (in cache), a chunk's pieces (one
-//! line per piece and column), the runs (one batch each). One merge of all runs' keys into
-//! one permutation, gathered from every sorted piece at once, measured 0.67-0.71x stock on
-//! 16 x 4M rows on 2 cores (and 0.32x at 16 x 16M on 16 cores): each output row then comes
-//! from a different piece, a cache miss for every column of every row, and nothing came
-//! out before that merge of every row was done.
+//! line per piece and column), the runs (one batch each). The earlier design merged all
+//! runs' keys into one permutation and gathered it from every sorted piece at once: each
+//! output row came from a different piece, a cache miss for every column of every row, and
+//! nothing came out before that merge of every row was done (with chunks also cut too small
+//! then, it measured 0.67x stock on 16 x 4M rows on 2 cores, 0.32x on 16 x 16M on 16 cores;
+//! docs/PERFORMANCE.md).
 //!
 //! **Stability.** A chunk's sort is stable. Runs are keyed (partition, chunk) and merged in
 //! that order, and both merges give ties to the earlier run. So equal keys come out in
@@ -505,9 +506,8 @@ impl SortTask {
     }
 }
 
-/// Rows per output round of the in-memory path (after the first round, one batch): whole
-/// batches, about [`CPU_ROUND_ROWS`](super::stream::CPU_ROUND_ROWS), gathered on all cores
-/// while the previous round's batches are sent.
+/// Rows of an output round of the merge of runs in memory, as the room check before it
+/// counts them: whole batches, about [`CPU_ROUND_ROWS`](super::stream::CPU_ROUND_ROWS).
 fn output_round_rows(batch_size: usize) -> usize {
     let batch_size = batch_size.max(1);
     (super::stream::CPU_ROUND_ROWS / batch_size).max(1) * batch_size

@@ -304,7 +304,7 @@ impl<'a> Gatherer<'a> {
                     let refs: Vec<&dyn Array> = runs.iter().map(|&r| arrays[r].as_ref()).collect();
                     interleave(&refs, local_idx)
                 }
-                Column::Dictionary(d) => by_key_type!(&d.key_type, gather_dictionary(d, &idx)),
+                Column::Dictionary(d) => by_key_type!(&d.key_type, gather_dictionary(d, &idx, slots)),
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
         RecordBatch::try_new_with_options(self.schema.clone(), arrays, &RecordBatchOptions::new().with_row_count(Some(idx.len())))
@@ -419,7 +419,11 @@ fn prepare_dictionary_keys<K: ArrowDictionaryKeyType>(
 
 /// The dictionary column `d` at the output rows `idx`: the rows' distinct values (in order
 /// of first appearance) as the dictionary, keys remapped to it.
-fn gather_dictionary<K: ArrowDictionaryKeyType>(d: &DictColumn, idx: &[(usize, usize)]) -> std::result::Result<ArrayRef, ArrowError> {
+fn gather_dictionary<K: ArrowDictionaryKeyType>(
+    d: &DictColumn,
+    idx: &[(usize, usize)],
+    slots: &mut RunSlots,
+) -> std::result::Result<ArrayRef, ArrowError> {
     let mut reps: Vec<(usize, usize)> = Vec::new();
     let mut keys: Vec<K::Native> = Vec::with_capacity(idx.len());
     let mut valid: Vec<bool> = Vec::with_capacity(idx.len());
@@ -460,17 +464,18 @@ fn gather_dictionary<K: ArrowDictionaryKeyType>(d: &DictColumn, idx: &[(usize, u
     let keys = PrimitiveArray::<K>::new(keys.into(), nulls);
     let values = if reps.is_empty() {
         new_empty_array(d.values[0].data_type())
-    } else if d.values.len() <= FEW_RUNS {
-        let refs: Vec<&dyn Array> = d.values.iter().map(|a| a.as_ref()).collect();
-        interleave(&refs, &reps)?
     } else {
-        // Only the dictionaries the batch takes values from (see `RunSlots`).
-        let mut used: Vec<usize> = reps.iter().map(|&(run, _)| run).collect();
-        used.sort_unstable();
-        used.dedup();
-        let local: Vec<(usize, usize)> = reps.iter().map(|&(run, i)| (used.binary_search(&run).unwrap_or(0), i)).collect(); // (always found)
-        let refs: Vec<&dyn Array> = used.iter().map(|&run| d.values[run].as_ref()).collect();
-        interleave(&refs, &local)?
+        // Only the dictionaries the batch takes values from, where there are many (`RunSlots`).
+        match slots.renumber(&reps) {
+            Some((used, local)) => {
+                let refs: Vec<&dyn Array> = used.iter().map(|&run| d.values[run].as_ref()).collect();
+                interleave(&refs, &local)?
+            }
+            None => {
+                let refs: Vec<&dyn Array> = d.values.iter().map(|a| a.as_ref()).collect();
+                interleave(&refs, &reps)?
+            }
+        }
     };
     Ok(Arc::new(DictionaryArray::<K>::try_new(keys, values)?))
 }

@@ -6,7 +6,7 @@
 //   KEY_WORDS      1..4   words per key, word 0 the most significant
 //   KEY_WORD_BITS  32|64  bits per word (32 only with KEY_WORDS == 1)
 //   INDEX_BITS     32|64  permutation index width
-//   THREADS, IPT_BASIC, IPT_TILED, IPT_CIRC, IPT_KWAY, CIRC_SLOTS, CIRC_TILES, KWAY_COARSE,
+//   THREADS, IPT_BASIC, IPT_TILED, IPT_CIRC, IPT_KWAY, KWAY_MIN_BLOCKS, CIRC_SLOTS, CIRC_TILES, KWAY_COARSE,
 //   TILED_MIN_BLOCKS, IPT_SORT, TILED_NARROW, NARROW_TIE_THREADS
 //                  the tuning policy (src/engine/gpu/tuning.rs)
 // The Rust side stores a key as [u64; N] (most significant word first) or a scalar, which

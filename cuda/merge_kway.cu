@@ -4,17 +4,21 @@
 // owns tile t of group g and reads the splits at its two ends, which give the exact piece
 // of each run the tile consumes (the pieces add up to the tile length). Block level: the
 // pieces are loaded coalesced, side by side, into shared memory, then merged there by a
-// tree of stable pairwise merges of adjacent pieces (ceil(log2 nr) rounds, ping-pong
-// between two shared buffers); only the final tile goes back to device memory, so the
-// data crosses device memory once for any k. Thread level: each thread owns IPT_KWAY
-// consecutive outputs of a round, finds them by 2-way co-rank in shared memory and merges
-// serially.
+// tree of stable pairwise merges of adjacent pieces (ceil(log2 nr) rounds); only the final
+// tile goes back to device memory, so the data crosses device memory once for any k.
+// Thread level, each round: a thread owns IPT_KWAY consecutive outputs, finds the first by
+// 2-way co-rank in shared memory and merges serially keeping the current key of each list
+// in registers (one shared load of a key per output, as merge_tiled.cu); its outputs wait
+// in registers until every thread has read the round's input, then overwrite it in place.
+// So a block holds one tile of keys and one of indices (the tiled kernel's footprint), not
+// two of each.
 //
-// Shared memory (dynamic, sized by the host): two padded tiles of keys, then two of indices.
+// Shared memory (dynamic, sized by the host): one padded tile of keys, then one of indices.
 
 #define KWAY_TILE (THREADS * IPT_KWAY)
 #define PK(p) padded<IPT_KWAY>(p)
 #define KWAY_SLOTS (KWAY_TILE + KWAY_TILE / IPT_KWAY)
+#define KWAY_LOAD_BATCH 4
 
 // The source of a k-way tile: position p of the tile lies in the piece r with
 // seg[r] <= p < seg[r + 1], which starts at level position src0[r].
@@ -28,14 +32,71 @@ struct KStreams {
     }
 };
 
-extern "C" __global__ void __launch_bounds__(THREADS) merge_kway(Level L, const u64 *splits) {
-    extern __shared__ unsigned char smem[];
-    Key *sk[2];
-    index_t *si[2];
-    sk[0] = (Key *)smem;
-    sk[1] = sk[0] + KWAY_SLOTS;
-    si[0] = (index_t *)(sk[1] + KWAY_SLOTS);
-    si[1] = si[0] + KWAY_SLOTS;
+// One round of the block's merge tree: the lists [seg[2qw], seg[2qw + w]) and
+// [seg[2qw + w], seg[2qw + 2w]) of the tile (runs' pieces merged by the earlier rounds)
+// are merged, pair q's outputs taking the positions of its two lists. Every thread calls it.
+__device__ __forceinline__ void kway_round(Key *sk, index_t *si, const u32 *seg, u32 nr, u32 w, u32 len) {
+    const u32 o0 = threadIdx.x * IPT_KWAY;
+    const u32 npairs = (nr + 2 * w - 1) / (2 * w);
+    Key rk[IPT_KWAY];
+    index_t ri[IPT_KWAY];
+    if (o0 < len) {
+        // The pair holding output o0: the last q with seg[2qw] <= o0 (an empty pair there is
+        // skipped: the one after it starts at the same position). Its lists are [pa, pb) and
+        // [pb, pe) of the tile; ap and bp are the tile positions of their current heads.
+        u32 q = last_le(npairs, o0, [&](u32 i) { return seg[i * 2 * w]; });
+        const u32 pa = seg[q * 2 * w];
+        u32 pb = seg[min(q * 2 * w + w, nr)], pe = seg[min(q * 2 * w + 2 * w, nr)];
+        const u32 kk = o0 - pa;
+        const u32 i = (u32)co_rank_by((u64)kk, (u64)(pb - pa), (u64)(pe - pb),
+                                      [&](u64 ia, u64 jb) { return key_le(sk[PK(pa + (u32)ia)], sk[PK(pb + (u32)jb)]); });
+        u32 ap = pa + i, bp = pb + (kk - i);
+        // Reads are clamped into the tile: a key read past a list is never compared (the
+        // bounds tests come first), outputs past the tile's end are not stored.
+        Key ka = sk[PK(min(ap, (u32)KWAY_TILE - 1))];
+        Key kb = sk[PK(min(bp, (u32)KWAY_TILE - 1))];
+#pragma unroll
+        for (int o = 0; o < IPT_KWAY; ++o) {
+            // A thread's outputs may run past its pair into the next (rare: a pair is the
+            // tile's pieces of 2w runs).
+            while (o0 + o == pe && q + 1 < npairs) {
+                ++q;
+                ap = pe;
+                pb = seg[min(q * 2 * w + w, nr)];
+                pe = seg[min(q * 2 * w + 2 * w, nr)];
+                bp = pb;
+                ka = sk[PK(min(ap, (u32)KWAY_TILE - 1))];
+                kb = sk[PK(min(bp, (u32)KWAY_TILE - 1))];
+            }
+            const bool take_a = bp >= pe || (ap < pb && key_le(ka, kb));
+            rk[o] = key_select(take_a, ka, kb);
+            ri[o] = si[PK(min(take_a ? ap : bp, (u32)KWAY_TILE - 1))];
+            if (take_a) {
+                ++ap;
+                ka = sk[PK(min(ap, (u32)KWAY_TILE - 1))];
+            } else {
+                ++bp;
+                kb = sk[PK(min(bp, (u32)KWAY_TILE - 1))];
+            }
+        }
+    }
+    // In place, once every thread has read the round's input.
+    __syncthreads();
+#pragma unroll
+    for (int o = 0; o < IPT_KWAY; ++o) {
+        if (o0 + o < len) {
+            sk[PK(o0 + o)] = rk[o];
+            si[PK(o0 + o)] = ri[o];
+        }
+    }
+    __syncthreads();
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kway(Level L, const u64 *splits) {
+    extern __shared__ __align__(16) unsigned char smem_kway[];
+    Key *sk = (Key *)smem_kway;
+    index_t *si = (index_t *)(sk + KWAY_SLOTS);
+    static_assert(KWAY_SLOTS * sizeof(Key) % sizeof(index_t) == 0, "the index tile must be aligned");
     __shared__ u32 seg[65];  // piece r occupies [seg[r], seg[r + 1]) of the tile
     __shared__ u64 src0[64]; // level position of piece r's first element
     const GroupPos P = block_pos<0>(L);
@@ -62,36 +123,36 @@ extern "C" __global__ void __launch_bounds__(THREADS) merge_kway(Level L, const 
     }
     __syncthreads();
     const u32 len = seg[nr];
-    // Block level: coalesced loads of the pieces, side by side.
-    cta_load_tile<IPT_KWAY, INDEX_OR_POSITION>(L, len, KStreams{seg, src0, nr}, sk[0], si[0]);
-    __syncthreads();
-    // Block-level merge tree in shared memory: in round w, pieces [j*w, j*w + w) have been
-    // merged; merge pairs (j*2w .. +w) with (+w .. +2w).
-    int cur = 0;
-    for (u32 w = 1; w < nr; w *= 2) {
-        const u32 o0 = threadIdx.x * IPT_KWAY;
-        const u32 o1 = min(o0 + IPT_KWAY, len);
-        for (u32 pos = o0; pos < o1;) {
-            // The pair holding output position pos: the largest q with seg[q * 2w] <= pos.
-            const u32 q = last_le((nr + 2 * w - 1) / (2 * w), pos, [&](u32 i) { return seg[i * 2 * w]; });
-            const u32 pa = seg[q * 2 * w], pb = seg[min(q * 2 * w + w, nr)], pe = seg[min(q * 2 * w + 2 * w, nr)];
-            PadRun<IPT_KWAY> A{sk[cur], pa}, B{sk[cur], pb};
-            const u32 m = pb - pa, n = pe - pb;
-            const u32 kk = pos - pa;
-            u32 i = (u32)co_rank((u64)kk, A, (u64)m, B, (u64)n);
-            u32 j = kk - i;
-            const u32 stop = min(o1, pe);
-            for (; pos < stop; ++pos) {
-                bool take_a = j >= n || (i < m && key_le(A(i), B(j)));
-                u32 p = PK(take_a ? pa + i : pb + j);
-                sk[cur ^ 1][PK(pos)] = sk[cur][p];
-                si[cur ^ 1][PK(pos)] = si[cur][p];
-                if (take_a) ++i; else ++j;
+    // Block level: coalesced loads of the pieces, side by side, KWAY_LOAD_BATCH elements of
+    // a thread in flight at a time (all IPT_KWAY at once, with their level positions, take
+    // more registers than the merge rounds and spill).
+    const KStreams src{seg, src0, nr};
+#pragma unroll
+    for (int u0 = 0; u0 < IPT_KWAY; u0 += KWAY_LOAD_BATCH) {
+        Key k[KWAY_LOAD_BATCH];
+        index_t x[KWAY_LOAD_BATCH];
+#pragma unroll
+        for (int u = 0; u < KWAY_LOAD_BATCH; ++u) {
+            const u32 p = threadIdx.x + (u0 + u) * THREADS;
+            if (u0 + u < IPT_KWAY && p < len) {
+                const u64 pos = src(p);
+                k[u] = L.in_keys[pos];
+                x[u] = load_idx(L, pos);
             }
         }
-        cur ^= 1;
-        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < KWAY_LOAD_BATCH; ++u) {
+            const u32 p = threadIdx.x + (u0 + u) * THREADS;
+            if (u0 + u < IPT_KWAY && p < len) {
+                sk[PK(p)] = k[u];
+                si[PK(p)] = x[u];
+            }
+        }
     }
+    __syncthreads();
+    // Block-level merge tree in shared memory: in round w, pieces [j*w, j*w + w) have been
+    // merged; pairs (j*2w .. +w) and (+w .. +2w) are merged.
+    for (u32 w = 1; w < nr; w *= 2) kway_round(sk, si, seg, nr, w, len);
     // Coalesced stores of the merged tile.
-    cta_store_tile<IPT_KWAY, false>(L, P.begin(L) + P.index * (u64)KWAY_TILE, len, sk[cur], si[cur], L.out_keys != nullptr);
+    cta_store_tile<IPT_KWAY, true>(L, P.begin(L) + P.index * (u64)KWAY_TILE, len, sk, si, L.out_keys != nullptr);
 }

@@ -112,7 +112,7 @@ pub(crate) enum Shared {
     Static,
     /// One padded tile of keys and indices (merge_tiled.cu).
     TiledTile,
-    /// Two padded tiles of keys and indices (merge_kway.cu).
+    /// One padded tile of keys and one of indices (merge_kway.cu, merged in place).
     KWayTiles,
     /// One padded tile of keys and one of u32 positions (sort_tiles.cu).
     SortTile,

@@ -57,7 +57,7 @@ impl ModuleSpec {
         let header = format!(
             "#define KEY_WORDS {words}\n#define KEY_WORD_BITS {word_bits}\n#define INDEX_BITS {}\n\
              #define THREADS {}\n#define IPT_BASIC {}\n#define IPT_TILED {}\n#define IPT_CIRC {}\n\
-             #define CIRC_SLOTS {}\n#define CIRC_TILES {}\n#define IPT_KWAY {}\n#define KWAY_COARSE {}\n\
+             #define CIRC_SLOTS {}\n#define CIRC_TILES {}\n#define IPT_KWAY {}\n#define KWAY_MIN_BLOCKS {}\n#define KWAY_COARSE {}\n\
              #define TILED_MIN_BLOCKS {}\n#define IPT_SORT {}\n#define TILED_NARROW {}\n#define NARROW_TIE_THREADS {}\n",
             self.index_bits,
             p.threads,
@@ -67,6 +67,7 @@ impl ModuleSpec {
             p.threads * p.ipt_circ,
             p.circ_tiles,
             p.ipt_kway,
+            p.kway_min_blocks,
             p.kway_coarse,
             p.tiled_min_blocks,
             p.ipt_sort,

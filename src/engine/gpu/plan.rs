@@ -310,9 +310,9 @@ mod tests {
         assert_eq!(geometry(KernelKind::Tiled, &p, 2), Geometry { tile: 4096, group: 2 });
         assert_eq!(geometry(KernelKind::Basic, &p, 9), Geometry { tile: 1024, group: 2 });
         assert_eq!(geometry(KernelKind::Circular, &p, 2), Geometry { tile: 8192, group: 2 });
-        assert_eq!(geometry(KernelKind::KWay, &p, 2), Geometry { tile: 1024, group: 2 });
-        assert_eq!(geometry(KernelKind::KWay, &p, 17), Geometry { tile: 1024, group: 17 });
-        assert_eq!(geometry(KernelKind::KWay, &p, 100), Geometry { tile: 1024, group: 64 });
+        assert_eq!(geometry(KernelKind::KWay, &p, 2), Geometry { tile: 4096, group: 2 });
+        assert_eq!(geometry(KernelKind::KWay, &p, 17), Geometry { tile: 4096, group: 17 });
+        assert_eq!(geometry(KernelKind::KWay, &p, 100), Geometry { tile: 4096, group: 64 });
         assert_eq!(geometry(KernelKind::Tiled, &sm90(32), 2).tile, 1024);
     }
 

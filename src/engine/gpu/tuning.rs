@@ -65,6 +65,9 @@ pub struct Policy {
     /// Tiles per block of the circular kernel (the section it streams through its buffers).
     pub circ_tiles: u32,
     pub ipt_kway: u32,
+    /// The k-way kernel's `__launch_bounds__` minimum of resident blocks per multiprocessor
+    /// (as `tiled_min_blocks`).
+    pub kway_min_blocks: u32,
     /// The k-way partition runs in two passes: a coarse one every `kway_coarse` tiles over
     /// whole runs, then every tile boundary within the windows the coarse splits leave.
     pub kway_coarse: u32,
@@ -96,10 +99,10 @@ impl Policy {
         self.padded_slots(self.ipt_tiled) * (key_bytes + index_bytes) as u32
     }
 
-    /// Dynamic shared bytes of a k-way block: two padded tiles of keys and indices (the
-    /// ping-pong of its shared-memory merge rounds).
+    /// Dynamic shared bytes of a k-way block: one padded tile of keys and indices (its
+    /// shared-memory merge rounds merge in place, cuda/merge_kway.cu).
     pub fn kway_shared_bytes(&self, key_bytes: usize, index_bytes: usize) -> u32 {
-        2 * self.padded_slots(self.ipt_kway) * (key_bytes + index_bytes) as u32
+        self.padded_slots(self.ipt_kway) * (key_bytes + index_bytes) as u32
     }
 
     /// Dynamic shared bytes of a sort-tile block: one padded tile of keys and one of u32
@@ -130,7 +133,10 @@ fn sm90(key_bytes: usize) -> Policy {
         ipt_tiled: if narrow { 16 } else { 4 },
         ipt_circ: if narrow { 4 } else { 2 },
         circ_tiles: 8,
-        ipt_kway: 4,
+        // The tiled kernel's tile for the k-way kernel's rounds too (docs/PERFORMANCE.md,
+        // issue 16 item 4).
+        ipt_kway: if narrow { 16 } else { 8 },
+        kway_min_blocks: if narrow { 4 } else { 1 },
         kway_coarse: 32,
         tiled_min_blocks: if narrow { 4 } else { 1 },
         // Not tuned yet (docs/PERFORMANCE.md): 4096-key tiles of keys up to 8 bytes, the
@@ -174,8 +180,18 @@ pub fn policy(arch: Arch, key_bytes: usize, index_bytes: usize) -> Policy {
 }
 
 /// The names [`set_overrides`] accepts.
-const OVERRIDABLE: [&str; 9] =
-    ["ipt_basic", "ipt_tiled", "ipt_circ", "circ_tiles", "ipt_kway", "tiled_min_blocks", "ipt_sort", "tiled_narrow", "narrow_tie_threads"];
+const OVERRIDABLE: [&str; 10] = [
+    "ipt_basic",
+    "ipt_tiled",
+    "ipt_circ",
+    "circ_tiles",
+    "ipt_kway",
+    "kway_min_blocks",
+    "tiled_min_blocks",
+    "ipt_sort",
+    "tiled_narrow",
+    "narrow_tie_threads",
+];
 
 /// The values an override may take: switches 0 or 1, a count of threads up to a block,
 /// everything else 1..=32.
@@ -198,7 +214,7 @@ static OVERRIDES: Mutex<Overrides> = Mutex::new(Overrides { values: Vec::new(), 
 
 /// Replaces policy values for every architecture and key width, for tuning sweeps:
 /// `name=value,...` with names `ipt_basic`, `ipt_tiled`, `ipt_circ`, `circ_tiles`,
-/// `ipt_kway`, `tiled_min_blocks`, `ipt_sort` (values 1..=32), `tiled_narrow` (0 or 1) and
+/// `ipt_kway`, `kway_min_blocks`, `tiled_min_blocks`, `ipt_sort` (values 1..=32), `tiled_narrow` (0 or 1) and
 /// `narrow_tie_threads` (0..=THREADS); an empty string: no overrides.
 /// Call it before the first GPU merge of the process; afterwards (kernels compiled) it is
 /// an error, as is a malformed string.
@@ -262,6 +278,7 @@ fn apply(mut p: Policy, overrides: &[(&'static str, u32)]) -> Policy {
             "ipt_circ" => p.ipt_circ = v,
             "circ_tiles" => p.circ_tiles = v,
             "ipt_kway" => p.ipt_kway = v,
+            "kway_min_blocks" => p.kway_min_blocks = v,
             "tiled_min_blocks" => p.tiled_min_blocks = v,
             "ipt_sort" => p.ipt_sort = v,
             "tiled_narrow" => p.tiled_narrow = v,
@@ -307,7 +324,7 @@ mod tests {
         assert!(parse_overrides("tiled_narrow=2").is_err());
         assert!(parse_overrides("narrow_tie_threads=256").is_ok() && parse_overrides("narrow_tie_threads=257").is_err());
         let p = apply(sm90(8), &parse_overrides("ipt_tiled=12,tiled_min_blocks=6").unwrap());
-        assert_eq!((p.ipt_tiled, p.tiled_min_blocks, p.ipt_kway), (12, 6, 4));
+        assert_eq!((p.ipt_tiled, p.tiled_min_blocks, p.ipt_kway), (12, 6, 16));
     }
 
     /// The sm_90 numbers are the measured ones (docs/PERFORMANCE.md); they must not move,
@@ -319,14 +336,14 @@ mod tests {
                 let p = policy(Arch::SM90, kb, ib);
                 assert_eq!(
                     (p.threads, p.ipt_basic, p.ipt_tiled, p.ipt_circ, p.circ_tiles, p.ipt_kway, p.kway_coarse, p.tiled_min_blocks),
-                    (256, 4, 16, 4, 8, 4, 32, 4)
+                    (256, 4, 16, 4, 8, 16, 32, 4)
                 );
             }
             for kb in [16, 24, 32] {
                 let p = policy(Arch::SM90, kb, ib);
                 assert_eq!(
                     (p.threads, p.ipt_basic, p.ipt_tiled, p.ipt_circ, p.circ_tiles, p.ipt_kway, p.kway_coarse, p.tiled_min_blocks),
-                    (256, 4, 4, 2, 8, 4, 32, 1)
+                    (256, 4, 4, 2, 8, 8, 32, 1)
                 );
             }
         }
@@ -334,7 +351,7 @@ mod tests {
         // indices).
         let p = policy(Arch::SM90, 8, 4);
         assert_eq!(p.tiled_shared_bytes(8, 4), 52224);
-        assert_eq!(p.kway_shared_bytes(8, 4), 30720);
+        assert_eq!(p.kway_shared_bytes(8, 4), 52224);
         assert_eq!((p.sort_tile(), p.sort_shared_bytes(8)), (4096, 52224));
         assert_eq!(policy(Arch::SM90, 32, 8).sort_tile(), 2048);
     }

@@ -96,7 +96,7 @@ fn main() {
     if run("2way") {
         two_way_section(n, reps, &mut rows, copy_gbs);
     }
-    for k in [2usize, 4, 16, 64].into_iter().filter(|_| run("kway")) {
+    for k in [2usize, 4, 8, 16, 64].into_iter().filter(|_| run("kway")) {
         let (keys, offsets) = data(n, k, u64::MAX, k as u64);
         let col = KeyColumn::U64(keys);
         let single = median(bench::time_device_merge(&col, &offsets, Kernel::KWay, reps).unwrap());
@@ -117,6 +117,9 @@ fn main() {
             format!("{:.0}", gbs(circ)),
             format!("{:.2}  (single-pass {:.2}x faster)", gbs(circ) / copy_gbs, circ / single),
         ));
+    }
+    if run("kway") {
+        kway_widths_section(n, reps, &mut rows, copy_gbs);
     }
     if run("sort") {
         sort_section(n, reps, &mut rows, &gbs, copy_gbs);
@@ -182,11 +185,45 @@ fn two_way_section(n: usize, reps: usize, rows: &mut Vec<(String, f64, String, S
         let got = gpu::merge_gpu(&col, &offsets, &GpuOptions::default()).unwrap();
         assert!(got == expect, "2-way {label}: the GPU default differs from the CPU engine");
         for &(name, kernel) in kernels {
-            let name =
-                if kernel == Kernel::Auto { format!("default (auto: {:?})", bench::resolved(Kernel::Auto, 2)) } else { name.to_string() };
+            let name = if kernel == Kernel::Auto {
+                format!("default (auto: {:?})", bench::resolved(Kernel::Auto, 2, col.key_bytes()))
+            } else {
+                name.to_string()
+            };
             let ms = median(bench::time_device_merge(&col, &offsets, kernel, reps).unwrap());
             let gbs = bytes as f64 / ms / 1e6;
             rows.push((format!("2-way {label}: {name}"), ms, format!("{gbs:.0}"), format!("{:.2}", gbs / copy_gbs)));
+        }
+    }
+}
+
+/// k = 16 with u32 and two-word (u64 + u64) keys: the single-pass k-way kernel against the
+/// tiled tree, each width counting its own bytes (key read + 4-byte index written); the
+/// default's indices are checked against the CPU engine before its time counts.
+fn kway_widths_section(n: usize, reps: usize, rows: &mut Vec<(String, f64, String, String)>, copy_gbs: f64) {
+    let k = 16;
+    let (random, offsets) = data(n, k, u64::MAX, 16);
+    // Derived keys keep each run sorted: the maps are nondecreasing.
+    let cases = [
+        ("u32", KeyColumn::U32(random.iter().map(|&v| (v >> 32) as u32).collect())),
+        ("u64x2", KeyColumn::U64x2(random.iter().map(|&v| [v, v.rotate_left(17)]).collect())),
+    ];
+    for (label, col) in cases {
+        let bytes = n * (col.key_bytes() + 4);
+        let expect = merge_cpu_column(&col, &offsets);
+        let got = gpu::merge_gpu(&col, &offsets, &GpuOptions::default()).unwrap();
+        assert!(got == expect, "k = {k} {label}: the GPU default differs from the CPU engine");
+        let name = |kernel| {
+            if kernel == Kernel::Auto {
+                format!("default (auto: {:?})", bench::resolved(Kernel::Auto, k, col.key_bytes()))
+            } else {
+                format!("{kernel:?}")
+            }
+        };
+        for kernel in [Kernel::KWay, Kernel::Tiled, Kernel::Auto] {
+            let ms = median(bench::time_device_merge(&col, &offsets, kernel, reps).unwrap());
+            let gbs = bytes as f64 / ms / 1e6;
+            rows.push((format!("k = {k} {label} random: {}", name(kernel)), ms, format!("{gbs:.0}"), format!("{:.2}", gbs / copy_gbs)));
         }
     }
 }

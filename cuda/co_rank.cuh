@@ -56,13 +56,17 @@ __device__ __forceinline__ u64 warp_sum(u64 x) {
 // k-way co-rank for one warp: for output position k of the stable merge of nr <= 64 runs
 // (run r = keys[base_r, base_r + len_r), in order), the number of elements each run
 // contributes to the first k outputs. Lane l handles runs l and l + 32: base[s], len[s] and
-// the result out[s] are those of run l + 32 s. Mirrors co_rank_k in src/engine/co_rank.rs:
-//  1. bisect the key space MSB first for v, the smallest key with more than k keys <= v;
-//  2. every run contributes its keys < v;
-//  3. the remaining outputs are keys equal to v, earliest runs first.
-// Each run keeps a window [lo, hi) that holds count_le(candidate) for every candidate still
-// possible (hi from the last accepted candidate, lo from the last rejected one), so the
-// searches shrink as the bisection proceeds; the counts equal those of the reference.
+// the result out[s] are those of run l + 32 s. Mirrors co_rank_k in src/engine/co_rank.rs
+// (selection with pivots from the runs; the module doc there says why it is exact): each
+// run keeps a window [lo, hi] known to hold its answer, and a round
+//  1. takes as pivot the middle element of the widest window (the earliest run among
+//     equally wide ones; one warp max over (width, run));
+//  2. counts in each run the elements up to the pivot in the merge's (key, run) order,
+//     searched within the run's window: keys <= v in earlier runs, < v in later ones;
+//  3. raises every lo to its count if the counts add up to at most k, else lowers every hi
+//     to its count (the pivot's run's to the pivot).
+// On random keys every window halves each round: ~log2(window) rounds, against one round
+// per key bit for a bisection of the key space.
 __device__ void co_rank_k_warp(u64 k, const Key *keys, const u64 base[2], const u64 len[2], u32 nr, u64 out[2]) {
     const u32 lane = threadIdx.x & 31;
     u64 lo[2], hi[2];
@@ -70,96 +74,65 @@ __device__ void co_rank_k_warp(u64 k, const Key *keys, const u64 base[2], const 
     u64 total_local = 0;
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
-        u32 r = lane + 32 * s;
-        has[s] = r < nr;
+        has[s] = lane + 32 * s < nr;
         lo[s] = 0;
         hi[s] = has[s] ? len[s] : 0;
-        out[s] = hi[s];
         total_local += hi[s];
     }
-    u64 total = warp_sum(total_local);
-    if (k >= total) return;
-    // 1. Bisect: v starts at the largest key; clear each bit (MSB first) when that still
-    //    leaves at least k + 1 keys <= v.
-    // The largest and smallest key of the group decide some rounds without a search: a
-    // candidate >= every key leaves all keys <= it (accepted, as the reference would), one
-    // below every key leaves none (rejected). Same decisions, fewer loads (duplicate-heavy
-    // and narrow-range keys otherwise search whole runs for their leading bits).
-    Key kmax, kmin;
-    bool have_minmax = false;
+    const u64 total = warp_sum(total_local);
+    if (k >= total) {
 #pragma unroll
-    for (int s = 0; s < 2; ++s) {
-        if (has[s] && hi[s] > 0) {
-            Key first = keys[base[s]], last = keys[base[s] + hi[s] - 1];
-            if (!have_minmax) { kmax = last; kmin = first; have_minmax = true; }
-            else { if (key_lt(kmax, last)) kmax = last; if (key_lt(first, kmin)) kmin = first; }
-        }
+        for (int s = 0; s < 2; ++s) out[s] = hi[s];
+        return;
     }
-    // Warp reduction of min and max (lanes without keys take another lane's).
-    for (int o = 1; o < 32; o *= 2) {
-        Key omax, omin;
-#pragma unroll
-        for (int w = 0; w < KEY_WORDS; ++w) {
-            omax.w[w] = __shfl_xor_sync(0xffffffffu, kmax.w[w], o);
-            omin.w[w] = __shfl_xor_sync(0xffffffffu, kmin.w[w], o);
-        }
-        bool oh = __shfl_xor_sync(0xffffffffu, have_minmax, o);
-        if (oh) {
-            if (!have_minmax) { kmax = omax; kmin = omin; have_minmax = true; }
-            else { if (key_lt(kmax, omax)) kmax = omax; if (key_lt(omin, kmin)) kmin = omin; }
-        }
-    }
-    Key v = key_max();
-    for (int bit = KEY_BITS - 1; bit >= 0; --bit) {
-        Key cand = key_clear_bit(v, (u32)bit);
-        if (key_eq(cand, v)) continue;  // uniform across the warp: v is
-        if (key_le(kmax, cand)) { v = cand; continue; }  // count_le(cand) = total > k
-        if (key_lt(cand, kmin)) continue;                 // count_le(cand) = 0 <= k
-        u64 c[2];
-        u64 cnt = 0;
+    for (;;) {
+        // 1. The widest window: a warp max over (width << 7 | 127 - run), so equal widths
+        //    pick the earliest run (widths are below 2^57).
+        u64 best = 0;
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
-            c[s] = has[s] ? partition_point<BOUND_UPPER>(KeyRun{keys + base[s]}, lo[s], hi[s], cand) : 0;
-            cnt += c[s];
+            const u64 packed = ((hi[s] - lo[s]) << 7) | (127 - (lane + 32 * s));
+            if (hi[s] > lo[s] && packed > best) best = packed;
         }
-        cnt = warp_sum(cnt);
-        if (cnt > k) {
-            v = cand;
 #pragma unroll
-            for (int s = 0; s < 2; ++s) hi[s] = c[s];
-        } else {
+        for (int o = 16; o > 0; o /= 2) {
+            const u64 other = __shfl_xor_sync(0xffffffffu, best, o);
+            if (other > best) best = other;
+        }
+        if (best == 0) break;  // every window empty: lo is the answer (uniform)
+        const u32 r = 127 - (u32)(best & 127);
+        // The pivot's run's lane loads it (its slot picked by selects: a dynamic index
+        // would put the arrays in local memory).
+        const u32 owner = r & 31;
+        const bool hi_slot = r >= 32;
+        const u64 m = (hi_slot ? lo[1] : lo[0]) + ((hi_slot ? hi[1] : hi[0]) - (hi_slot ? lo[1] : lo[0])) / 2;
+        Key v = {};
+        if (lane == owner) v = keys[(hi_slot ? base[1] : base[0]) + m];
+#pragma unroll
+        for (int w = 0; w < KEY_WORDS; ++w) v.w[w] = __shfl_sync(0xffffffffu, v.w[w], owner);
+        const u64 m_all = __shfl_sync(0xffffffffu, m, owner);
+        // 2. Counts up to the pivot, within the windows.
+        u64 c[2];
+        u64 sum_local = 0;
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+            const u32 run = lane + 32 * s;
+            const KeyRun R{keys + base[s]};
+            if (!has[s]) c[s] = 0;
+            else if (run < r) c[s] = partition_point<BOUND_UPPER>(R, lo[s], hi[s], v);
+            else if (run > r) c[s] = partition_point<BOUND_LOWER>(R, lo[s], hi[s], v);
+            else c[s] = m_all + 1;
+            sum_local += c[s];
+        }
+        // 3. Raise every lo, or lower every hi.
+        if (warp_sum(sum_local) <= k) {
 #pragma unroll
             for (int s = 0; s < 2; ++s) lo[s] = c[s];
+        } else {
+#pragma unroll
+            for (int s = 0; s < 2; ++s) hi[s] = lane + 32 * s == r ? m_all : c[s];
         }
     }
-    // Now hi[s] = count of keys <= v in the run, and lo[s] <= count of keys < v.
-    // 2. Every key < v precedes output k.
-    u64 lt[2];
-    u64 taken = 0;
 #pragma unroll
-    for (int s = 0; s < 2; ++s) {
-        lt[s] = has[s] ? partition_point<BOUND_LOWER>(KeyRun{keys + base[s]}, lo[s], hi[s], v) : 0;
-        taken += lt[s];
-    }
-    taken = warp_sum(taken);
-    // 3. The remaining k - taken outputs are keys equal to v, earliest runs first: run r
-    //    takes min(equal_r, remaining - equal of runs before r) (an exclusive scan).
-    u64 eq[2] = {hi[0] - lt[0], hi[1] - lt[1]};
-    u64 remaining = k - taken;
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-        u64 x = eq[s];  // inclusive scan over lanes of this half
-#pragma unroll
-        for (int o = 1; o < 32; o *= 2) {
-            u64 y = __shfl_up_sync(0xffffffffu, x, o);
-            if (lane >= (u32)o) x += y;
-        }
-        u64 before = x - eq[s];
-        u64 avail = remaining > before ? remaining - before : 0;
-        u64 take = eq[s] < avail ? eq[s] : avail;
-        out[s] = lt[s] + take;
-        // The second half starts after everything the first half could take.
-        u64 half_total = __shfl_sync(0xffffffffu, x, 31);
-        remaining = remaining > half_total ? remaining - half_total : 0;
-    }
+    for (int s = 0; s < 2; ++s) out[s] = lo[s];
 }

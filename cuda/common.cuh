@@ -73,17 +73,6 @@ __device__ __forceinline__ Key key_max() {
     return k;
 }
 
-// `k` with bit `bit` cleared (bit 0 = least significant of the whole key), as
-// KeyWord::clear_bit in src/keys/word.rs.
-__device__ __forceinline__ Key key_clear_bit(Key k, u32 bit) {
-    u32 word = KEY_WORDS - 1 - bit / KEY_WORD_BITS;
-#pragma unroll
-    for (int i = 0; i < KEY_WORDS; ++i) {
-        if ((u32)i == word) k.w[i] &= ~((word_t)1 << (bit % KEY_WORD_BITS));
-    }
-    return k;
-}
-
 // A level's layout, shared by every kernel. The runs of this level are
 // [bounds[r], bounds[r + 1]) in level positions; runs are merged in groups of `group`
 // adjacent runs (2 for the pairwise tree, up to 64 for the k-way kernel); group g writes

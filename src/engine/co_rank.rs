@@ -1,7 +1,7 @@
 //! The co-rank reference: which input positions produce output position `k`.
 //!
 //! This is the one implementation the CPU engine and the tests use; the CUDA kernels in
-//! `cuda/co_rank.cuh` mirror it line for line, so it stays plain.
+//! `cuda/co_rank.cuh` mirror it step for step, so it stays plain.
 //!
 //! Stability: ties go to the earlier run. For two runs A and B, the first `k` outputs are
 //! `A[..i]` and `B[..k - i]` where `i` is the smallest index with
@@ -34,45 +34,65 @@ pub fn co_rank<T: Ord>(k: usize, a: &[T], b: &[T]) -> usize {
 /// k-way co-rank: for output position `k` of the stable merge of `runs` (in order), the
 /// number of elements each run contributes to the first `k` outputs, written to `split`.
 ///
-/// It bisects the key space bit by bit, most significant first, for the key `v` of output
-/// `k` (the smallest `v` with at least `k + 1` keys `<= v`); every run then contributes its
-/// keys `< v`, and the remaining outputs are keys equal to `v`, taken from the earliest runs
-/// first. Cost: `BITS` rounds of one binary search per run.
+/// The merge's order is (key, run, position): an element precedes every element of a later
+/// run with the same key. The first `k` outputs are the `k` smallest elements in that order,
+/// found by selection with pivots taken from the runs themselves (a multi-sequence
+/// selection). Each run keeps a window `[lo, hi]` known to hold its answer (its first `lo`
+/// elements are among the first `k` outputs, its elements from `hi` on are not); a round
+///  1. takes as pivot the middle element of the widest window (the earliest run among
+///     equally wide ones);
+///  2. counts, in each run, the elements that precede the pivot or are the pivot (keys
+///     `<= v` in earlier runs, keys `< v` in later runs, up to and including the pivot in its
+///     own run), each count searched within the run's window (so clamped into it);
+///  3. if these counts add up to at most `k`, the pivot and everything before it are among
+///     the first `k` outputs: every `lo` rises to its count; otherwise none of them past
+///     the `k`-th is: every `hi` falls to its count, and the pivot's run's to the pivot.
+///
+/// The clamped counts decide exactly as the true counts would: when the pivot is among the
+/// first `k`, every true count is at most the run's answer (so at most `hi`); when it is
+/// not, every true count is at least the answer (so at least `lo`), and the pivot's run's
+/// count exceeds its answer. The widest window at least halves each round, and on random
+/// keys every window does (about log2 of the window rounds, against one round per key bit
+/// for a bisection of the key space). The split is unique, so any correct search gives
+/// it; `cuda/co_rank.cuh` (`co_rank_k_warp`, one lane per run) mirrors this one.
 pub fn co_rank_k<T: KeyWord>(k: usize, runs: &[&[T]], split: &mut [usize]) {
     assert_eq!(runs.len(), split.len());
     let total: usize = runs.iter().map(|r| r.len()).sum();
     assert!(k <= total);
+    // split holds lo; hi the windows' ends.
+    let mut hi: Vec<usize> = runs.iter().map(|r| r.len()).collect();
+    split.fill(0);
     if k == total {
-        for (s, r) in split.iter_mut().zip(runs) {
-            *s = r.len();
-        }
+        split.copy_from_slice(&hi);
         return;
     }
-    let count_le = |v: T| -> usize { runs.iter().map(|r| r.partition_point(|x| *x <= v)).sum() };
-    // 1. Bisect: v starts at the largest key; clear each bit (MSB first) when that still
-    //    leaves at least k + 1 keys <= v.
-    let mut v = T::max_value();
-    for bit in (0..T::BITS).rev() {
-        let candidate = v.clear_bit(bit);
-        if candidate != v && count_le(candidate) > k {
-            v = candidate;
+    loop {
+        // 1. The pivot: the middle of the widest window, the earliest run among equals.
+        let (r, width) = (0..runs.len()).fold((0, 0), |(br, bw), s| if hi[s] - split[s] > bw { (s, hi[s] - split[s]) } else { (br, bw) });
+        if width == 0 {
+            return;
+        }
+        let m = split[r] + width / 2;
+        let v = runs[r][m];
+        // 2. Each run's count of elements up to the pivot, within its window.
+        let count = |s: usize| -> usize {
+            let (lo, h) = (split[s], hi[s]);
+            let window = &runs[s][lo..h];
+            lo + match s.cmp(&r) {
+                std::cmp::Ordering::Less => window.partition_point(|x| *x <= v),
+                std::cmp::Ordering::Greater => window.partition_point(|x| *x < v),
+                std::cmp::Ordering::Equal => m + 1 - lo,
+            }
+        };
+        let counts: Vec<usize> = (0..runs.len()).map(count).collect();
+        // 3. Raise every lo, or lower every hi (the pivot's run's to the pivot itself).
+        if counts.iter().sum::<usize>() <= k {
+            split.copy_from_slice(&counts);
+        } else {
+            hi.copy_from_slice(&counts);
+            hi[r] = m;
         }
     }
-    // 2. Every key < v precedes output k.
-    let mut taken = 0;
-    for (s, r) in split.iter_mut().zip(runs) {
-        *s = r.partition_point(|x| *x < v);
-        taken += *s;
-    }
-    // 3. The remaining k - taken outputs are keys equal to v, earliest runs first.
-    let mut remaining = k - taken;
-    for (s, r) in split.iter_mut().zip(runs) {
-        let equal = r[*s..].partition_point(|x| *x <= v);
-        let take = equal.min(remaining);
-        *s += take;
-        remaining -= take;
-    }
-    debug_assert_eq!(remaining, 0);
 }
 
 /// The cut of a stable merge's output into `parts` contiguous ranges of (nearly) equal

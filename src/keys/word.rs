@@ -1,54 +1,17 @@
 //! The fixed-width key words the engines merge.
 //!
 //! A key is one `u32`, one `u64`, or 2–4 `u64` words compared most significant word first
-//! (Rust's array order), so a key is an unsigned integer of `BITS` bits whose order is the
-//! sort order (see the module doc of [`crate::keys`]).
+//! (Rust's array order), so a key is an unsigned integer of 32 to 256 bits whose order is
+//! the sort order (see the module doc of [`crate::keys`]).
 
 /// A fixed-width unsigned key, ordered as the big-endian integer it spells.
-pub trait KeyWord: Copy + Ord + Default + Send + Sync + std::fmt::Debug + 'static {
-    /// Width in bits.
-    const BITS: u32;
-    /// The largest key (all bits set).
-    fn max_value() -> Self;
-    /// `self` with bit `bit` (0 = least significant of the whole key) cleared.
-    fn clear_bit(self, bit: u32) -> Self;
-}
+pub trait KeyWord: Copy + Ord + Default + Send + Sync + std::fmt::Debug + 'static {}
 
-impl KeyWord for u32 {
-    const BITS: u32 = 32;
-    fn max_value() -> Self {
-        u32::MAX
-    }
-    fn clear_bit(self, bit: u32) -> Self {
-        self & !(1u32 << bit)
-    }
-}
+impl KeyWord for u32 {}
 
-impl KeyWord for u64 {
-    const BITS: u32 = 64;
-    fn max_value() -> Self {
-        u64::MAX
-    }
-    fn clear_bit(self, bit: u32) -> Self {
-        self & !(1u64 << bit)
-    }
-}
+impl KeyWord for u64 {}
 
-impl<const N: usize> KeyWord for [u64; N]
-where
-    [u64; N]: Default,
-{
-    const BITS: u32 = 64 * N as u32;
-    fn max_value() -> Self {
-        [u64::MAX; N]
-    }
-    fn clear_bit(mut self, bit: u32) -> Self {
-        // Word 0 is the most significant.
-        let word = N - 1 - (bit / 64) as usize;
-        self[word] &= !(1u64 << (bit % 64));
-        self
-    }
-}
+impl<const N: usize> KeyWord for [u64; N] where [u64; N]: Default {}
 
 /// The encoded keys of all runs, concatenated in run order, in the narrowest width that
 /// holds them.

@@ -5,7 +5,7 @@
 //! unit-tested without a GPU.
 
 use super::manifest::Family;
-use super::tuning::Policy;
+use super::tuning::{Policy, AUTO_KWAY_MIN_RUNS};
 use crate::options::Kernel;
 use crate::{Error, Result};
 
@@ -52,10 +52,13 @@ impl KernelKind {
     }
 }
 
-/// The kernel that merges `nruns` non-empty runs when `kernel` is asked for. `Auto` is the
-/// fastest measured (docs/PERFORMANCE.md, H200): the tiled tree, for every run count.
-pub(crate) fn resolve(kernel: Kernel, _nruns: usize) -> KernelKind {
+/// The kernel that merges `nruns` non-empty runs of `key_bytes`-byte keys when `kernel` is
+/// asked for. `Auto` is the fastest measured (docs/PERFORMANCE.md, H200, issue 16 item 4):
+/// the single-pass k-way kernel from [`AUTO_KWAY_MIN_RUNS`] runs on (a sort's tiles
+/// included), the tiled tree below.
+pub(crate) fn resolve(kernel: Kernel, nruns: usize, _key_bytes: usize) -> KernelKind {
     match kernel {
+        Kernel::Auto if nruns >= AUTO_KWAY_MIN_RUNS => KernelKind::KWay,
         Kernel::Auto | Kernel::Tiled => KernelKind::Tiled,
         Kernel::Basic => KernelKind::Basic,
         Kernel::Circular => KernelKind::Circular,
@@ -106,9 +109,24 @@ pub(crate) fn geometry(kind: KernelKind, policy: &Policy, nruns: usize) -> Geome
         KernelKind::Basic => (th * policy.ipt_basic as u64, 2),
         KernelKind::Tiled => (th * policy.ipt_tiled as u64, 2),
         KernelKind::Circular => (th * policy.ipt_circ as u64 * policy.circ_tiles as u64, 2),
-        KernelKind::KWay => (th * policy.ipt_kway as u64, nruns.clamp(2, MAX_GROUP) as u32),
+        KernelKind::KWay => (th * policy.ipt_kway as u64, kway_group(nruns)),
     };
     Geometry { tile, group }
+}
+
+/// The k-way kernel's group size for a level of `nruns` runs: all of them where one level
+/// can take them (at most [`MAX_GROUP`]); otherwise the fewest levels that can, with the
+/// power of two that spreads the rounds evenly over them (100 runs: groups of 16, then one
+/// of 7, not 64 then a 2-way level; 65,536 sorted tiles: 64, 32, 32). A block merges its
+/// group in ceil(log2 group) rounds in shared memory.
+fn kway_group(nruns: usize) -> u32 {
+    let bits = usize::BITS - nruns.saturating_sub(1).leading_zeros(); // ceil(log2 nruns)
+    let max_bits = MAX_GROUP.trailing_zeros();
+    let levels = bits.div_ceil(max_bits).max(1);
+    if levels == 1 {
+        return nruns.clamp(2, MAX_GROUP) as u32;
+    }
+    1 << bits.div_ceil(levels)
 }
 
 /// One level of the merge: runs `bounds` merged in groups of `group`, each group cut into
@@ -285,12 +303,41 @@ mod tests {
     }
 
     #[test]
-    fn auto_resolves_to_the_tiled_tree() {
-        for nruns in [2, 3, 8, 64, 1000] {
-            assert_eq!(resolve(Kernel::Auto, nruns), KernelKind::Tiled);
+    fn auto_resolves_by_run_count() {
+        for nruns in 2..AUTO_KWAY_MIN_RUNS {
+            assert_eq!(resolve(Kernel::Auto, nruns, 8), KernelKind::Tiled);
+        }
+        for nruns in [AUTO_KWAY_MIN_RUNS, 64, 1000, 65536] {
+            assert_eq!(resolve(Kernel::Auto, nruns, 8), KernelKind::KWay);
         }
         for k in Kernel::ALL.into_iter().filter(|&k| k != Kernel::Auto) {
-            assert_eq!(resolve(k, 5).kernel(), k);
+            assert_eq!(resolve(k, 5, 8).kernel(), k);
+            assert_eq!(resolve(k, 500, 16).kernel(), k);
+        }
+    }
+
+    #[test]
+    fn kway_groups_spread_the_rounds() {
+        let groups = |mut nruns: usize| {
+            let mut v = Vec::new();
+            while nruns > 1 {
+                let g = kway_group(nruns) as usize;
+                v.push(g.min(nruns));
+                nruns = nruns.div_ceil(g);
+            }
+            v
+        };
+        assert_eq!(groups(2), vec![2]);
+        assert_eq!(groups(7), vec![7]);
+        assert_eq!(groups(64), vec![64]);
+        assert_eq!(groups(65), vec![16, 5]);
+        assert_eq!(groups(100), vec![16, 7]);
+        assert_eq!(groups(4096), vec![64, 64]);
+        assert_eq!(groups(65536), vec![64, 32, 32]);
+        for n in 2..5000 {
+            let g = groups(n);
+            assert!(g.iter().all(|&x| (2..=MAX_GROUP).contains(&x)), "{n}: {g:?}");
+            assert_eq!(g.len() as u32, (usize::BITS - (n - 1).leading_zeros()).div_ceil(6), "{n}: {g:?}");
         }
     }
 
@@ -312,7 +359,7 @@ mod tests {
         assert_eq!(geometry(KernelKind::Circular, &p, 2), Geometry { tile: 8192, group: 2 });
         assert_eq!(geometry(KernelKind::KWay, &p, 2), Geometry { tile: 4096, group: 2 });
         assert_eq!(geometry(KernelKind::KWay, &p, 17), Geometry { tile: 4096, group: 17 });
-        assert_eq!(geometry(KernelKind::KWay, &p, 100), Geometry { tile: 4096, group: 64 });
+        assert_eq!(geometry(KernelKind::KWay, &p, 100), Geometry { tile: 4096, group: 16 });
         assert_eq!(geometry(KernelKind::Tiled, &sm90(32), 2).tile, 1024);
     }
 

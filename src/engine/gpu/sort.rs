@@ -1,8 +1,9 @@
 //! The stable sort on one device: the keys go up, the tile level sorts tiles of
 //! `Policy::sort_tile` keys in place (cuda/sort_tiles.cu: thread-level transposition,
-//! block-level co-rank merge rounds in shared memory), then the pairwise merge tree of
-//! [`super::merge`] merges the sorted tiles, its first level loading the tiles' positions
-//! instead of computing them, and the indices come down while the last level runs.
+//! block-level co-rank merge rounds in shared memory), then the merge levels of
+//! [`super::merge`] merge the sorted tiles (by default the single-pass k-way kernel, up to
+//! 64 tiles a group: three passes for 65,536 tiles), the first level loading the tiles'
+//! positions instead of computing them, and the indices come down while the last level runs.
 //!
 //! The result is the stable sort: for every output row the input position of its key,
 //! equal keys in input order, identical to [`crate::engine::sort::sort_cpu`] (a stable sort
@@ -66,7 +67,7 @@ pub(crate) fn prepare_sort(gpu: &Gpu, st: &mut State, kb: usize, n: usize, wide:
     let tile = tiles_module.policy.sort_tile();
     // The sorted tiles are the runs of the merge tree (none when one tile holds every key).
     let bounds: Vec<u64> = (0..n as u64).step_by(tile as usize).chain(std::iter::once(n as u64)).collect();
-    let kind = resolve(kernel, bounds.len() - 1);
+    let kind = resolve(kernel, bounds.len() - 1, kb);
     let module = st.module(gpu, ModuleSpec { family: kind.family(), key_bytes: kb, index_bits })?;
     let tree = Planned { levels: plan(kind, &module.policy, bounds), module, kind };
     // Refuse what cannot fit (pooled buffers count as free: they are reused). The tile

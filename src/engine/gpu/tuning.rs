@@ -26,6 +26,11 @@ pub const STAGE_BYTES: usize = 64 << 20;
 /// Chunks the last level is cut into so the download of one overlaps the merge of the next.
 pub const DOWNLOAD_CHUNKS: usize = 8;
 
+/// From this many runs `Kernel::Auto` merges with the single-pass k-way kernel instead of
+/// the tiled tree (H200, docs/PERFORMANCE.md, issue 16 item 4: the tree is faster at k = 4,
+/// the k-way kernel from k = 8).
+pub const AUTO_KWAY_MIN_RUNS: usize = 8;
+
 /// Static shared memory any block may use without opting in (CUDA's limit on every
 /// architecture so far); the circular kernel's buffers are static.
 pub const STATIC_SHARED_LIMIT: u32 = 48 << 10;

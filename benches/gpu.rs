@@ -185,11 +185,8 @@ fn two_way_section(n: usize, reps: usize, rows: &mut Vec<(String, f64, String, S
         let got = gpu::merge_gpu(&col, &offsets, &GpuOptions::default()).unwrap();
         assert!(got == expect, "2-way {label}: the GPU default differs from the CPU engine");
         for &(name, kernel) in kernels {
-            let name = if kernel == Kernel::Auto {
-                format!("default (auto: {:?})", bench::resolved(Kernel::Auto, 2, col.key_bytes()))
-            } else {
-                name.to_string()
-            };
+            let name =
+                if kernel == Kernel::Auto { format!("default (auto: {:?})", bench::resolved(Kernel::Auto, 2)) } else { name.to_string() };
             let ms = median(bench::time_device_merge(&col, &offsets, kernel, reps).unwrap());
             let gbs = bytes as f64 / ms / 1e6;
             rows.push((format!("2-way {label}: {name}"), ms, format!("{gbs:.0}"), format!("{:.2}", gbs / copy_gbs)));
@@ -215,7 +212,7 @@ fn kway_widths_section(n: usize, reps: usize, rows: &mut Vec<(String, f64, Strin
         assert!(got == expect, "k = {k} {label}: the GPU default differs from the CPU engine");
         let name = |kernel| {
             if kernel == Kernel::Auto {
-                format!("default (auto: {:?})", bench::resolved(Kernel::Auto, k, col.key_bytes()))
+                format!("default (auto: {:?})", bench::resolved(Kernel::Auto, k))
             } else {
                 format!("{kernel:?}")
             }
@@ -258,7 +255,7 @@ fn sort_section(n: usize, reps: usize, rows: &mut Vec<(String, f64, String, Stri
             .collect();
         let expect = corank::engine::sort::sort_cpu(&keys);
         let col = KeyColumn::U64(keys);
-        for (name, kernel) in [("tiles + tiled tree (default)", Kernel::Auto), ("tiles + k-way tree", Kernel::KWay)] {
+        for (name, kernel) in [("tiles + default (auto: k-way tree)", Kernel::Auto), ("tiles + tiled tree", Kernel::Tiled)] {
             let (times, got) = bench::time_device_sort(&col, kernel, reps).unwrap();
             assert!(got == expect, "sort {label} {name}: differs from the CPU sort");
             let ms = median(times);

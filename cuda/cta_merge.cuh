@@ -152,7 +152,6 @@ __device__ __forceinline__ MergeRange pair_range(const Level &L, const GroupPos 
 enum IndexLoad {
     INDEX_NONE,         // not loaded (the first level: the merge computes them from positions)
     INDEX_LOADED,       // L.in_idx (not the first level)
-    INDEX_OR_POSITION,  // load_idx: L.in_idx where it is set, else the position
 };
 
 // The source of a pairwise tile: position p of the tile is A's piece then B's piece.
@@ -183,7 +182,6 @@ __device__ __forceinline__ void cta_load_regs(const Level &L, u32 len, Src src, 
             u64 pos = src(p);
             r.k[u] = L.in_keys[pos];
             if (IDX == INDEX_LOADED) r.i[u] = L.in_idx[pos];
-            if (IDX == INDEX_OR_POSITION) r.i[u] = load_idx(L, pos);
         }
     }
 }
@@ -203,13 +201,35 @@ __device__ __forceinline__ void cta_store_shared(u32 len, const T (&keys)[IPT], 
     }
 }
 
-// Loads the tile's `len` elements, element p from level position src(p), into padded shared
-// memory (keys to sk, indices per IDX to si): cta_load_regs then cta_store_shared.
-template <int IPT, IndexLoad IDX, class Src>
+// Loads the tile's `len` (<= THREADS * IPT) elements, element p from level position src(p),
+// straight into padded shared memory: keys to sk, indices to si (load_idx: L.in_idx where it
+// is set, else the position). Coalesced, BATCH elements of a thread in flight at a time: the
+// k-way kernel's source costs a search per element, and all IPT loads at once, with their
+// level positions, took more registers than its merge rounds and spilled.
+template <int IPT, int BATCH, class Src>
 __device__ __forceinline__ void cta_load_tile(const Level &L, u32 len, Src src, Key *sk, index_t *si) {
-    TileRegs<IPT> r;
-    cta_load_regs<IPT, IDX>(L, len, src, r);
-    cta_store_shared<IPT, IDX>(len, r.k, r, sk, si);
+#pragma unroll
+    for (int u0 = 0; u0 < IPT; u0 += BATCH) {
+        Key k[BATCH];
+        index_t x[BATCH];
+#pragma unroll
+        for (int u = 0; u < BATCH; ++u) {
+            const u32 p = threadIdx.x + (u0 + u) * THREADS;
+            if (u0 + u < IPT && p < len) {
+                const u64 pos = src(p);
+                k[u] = L.in_keys[pos];
+                x[u] = load_idx(L, pos);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < BATCH; ++u) {
+            const u32 p = threadIdx.x + (u0 + u) * THREADS;
+            if (u0 + u < IPT && p < len) {
+                sk[padded<IPT>(p)] = k[u];
+                si[padded<IPT>(p)] = x[u];
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -320,23 +340,14 @@ __device__ __forceinline__ bool narrow_pays(const NarrowMap &m, const u32 (&nk)[
 
 // Stores the merged tile (`len` <= THREADS * IPT elements in padded shared memory, in
 // output order) to level positions [out, out + len), coalesced: the indices, and the keys
-// where `keep_keys` (every level but the last). UNROLLED: IPT predicated stores a thread
-// (the tiled kernel); otherwise a strided loop (the k-way kernel, whose tile pointers are
-// picked at run time: the unrolled form measured about 1% slower there on an H100). The
-// caller synchronizes before.
-template <int IPT, bool UNROLLED>
+// where `keep_keys` (every level but the last); IPT predicated stores a thread. The caller
+// synchronizes before.
+template <int IPT>
 __device__ __forceinline__ void cta_store_tile(const Level &L, u64 out, u32 len, const Key *sk, const index_t *si, bool keep_keys) {
-    if (UNROLLED) {
 #pragma unroll
-        for (int u = 0; u < IPT; ++u) {
-            u32 p = threadIdx.x + u * THREADS;
-            if (p < len) {
-                if (keep_keys) L.out_keys[out + p] = sk[padded<IPT>(p)];
-                L.out_idx[out + p] = si[padded<IPT>(p)];
-            }
-        }
-    } else {
-        for (u32 p = threadIdx.x; p < len; p += THREADS) {
+    for (int u = 0; u < IPT; ++u) {
+        u32 p = threadIdx.x + u * THREADS;
+        if (p < len) {
             if (keep_keys) L.out_keys[out + p] = sk[padded<IPT>(p)];
             L.out_idx[out + p] = si[padded<IPT>(p)];
         }

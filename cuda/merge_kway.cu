@@ -18,7 +18,7 @@
 #define KWAY_TILE (THREADS * IPT_KWAY)
 #define PK(p) padded<IPT_KWAY>(p)
 #define KWAY_SLOTS (KWAY_TILE + KWAY_TILE / IPT_KWAY)
-#define KWAY_LOAD_BATCH 4
+#define KWAY_LOAD_BATCH 4  // elements of a thread loaded at a time (cta_load_tile)
 
 // The source of a k-way tile: position p of the tile lies in the piece r with
 // seg[r] <= p < seg[r + 1], which starts at level position src0[r].
@@ -123,36 +123,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kwa
     }
     __syncthreads();
     const u32 len = seg[nr];
-    // Block level: coalesced loads of the pieces, side by side, KWAY_LOAD_BATCH elements of
-    // a thread in flight at a time (all IPT_KWAY at once, with their level positions, take
-    // more registers than the merge rounds and spill).
-    const KStreams src{seg, src0, nr};
-#pragma unroll
-    for (int u0 = 0; u0 < IPT_KWAY; u0 += KWAY_LOAD_BATCH) {
-        Key k[KWAY_LOAD_BATCH];
-        index_t x[KWAY_LOAD_BATCH];
-#pragma unroll
-        for (int u = 0; u < KWAY_LOAD_BATCH; ++u) {
-            const u32 p = threadIdx.x + (u0 + u) * THREADS;
-            if (u0 + u < IPT_KWAY && p < len) {
-                const u64 pos = src(p);
-                k[u] = L.in_keys[pos];
-                x[u] = load_idx(L, pos);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < KWAY_LOAD_BATCH; ++u) {
-            const u32 p = threadIdx.x + (u0 + u) * THREADS;
-            if (u0 + u < IPT_KWAY && p < len) {
-                sk[PK(p)] = k[u];
-                si[PK(p)] = x[u];
-            }
-        }
-    }
+    // Block level: coalesced loads of the pieces, side by side.
+    cta_load_tile<IPT_KWAY, KWAY_LOAD_BATCH>(L, len, KStreams{seg, src0, nr}, sk, si);
     __syncthreads();
     // Block-level merge tree in shared memory: in round w, pieces [j*w, j*w + w) have been
     // merged; pairs (j*2w .. +w) and (+w .. +2w) are merged.
     for (u32 w = 1; w < nr; w *= 2) kway_round(sk, si, seg, nr, w, len);
     // Coalesced stores of the merged tile.
-    cta_store_tile<IPT_KWAY, true>(L, P.begin(L) + P.index * (u64)KWAY_TILE, len, sk, si, L.out_keys != nullptr);
+    cta_store_tile<IPT_KWAY>(L, P.begin(L) + P.index * (u64)KWAY_TILE, len, sk, si, L.out_keys != nullptr);
 }

@@ -9,7 +9,7 @@
 // length), so every input is read once and a short tile is never read past (the book's
 // A_consumed reads assume full tiles).
 // Block level: the pieces are loaded coalesced into shared memory, A's then B's
-// (cta_load_tile with the two-stream source).
+// (cta_load_regs with the two-stream source, then cta_store_shared).
 // Thread level: per-thread co-rank inside the tile, then a serial merge of IPT_TILED
 // outputs that keeps the current key of A and of B in registers (one shared load per
 // output, not three). The outputs go back to shared memory in output order and are stored
@@ -122,7 +122,7 @@ __device__ __forceinline__ void merge_tile(const Level &L, const TileRegs<IPT_TI
     }
     __syncthreads();
     // Coalesced stores (keys only where KEEP_KEYS: sk holds keys then).
-    cta_store_tile<IPT_TILED, true>(L, out, len, (const Key *)sk, si, KEEP_KEYS);
+    cta_store_tile<IPT_TILED>(L, out, len, (const Key *)sk, si, KEEP_KEYS);
 }
 
 // One block of the tiled kernel (see merge_tile for FIRST and KEEP_KEYS). Each combination

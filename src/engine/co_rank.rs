@@ -59,8 +59,9 @@ pub fn co_rank_k<T: KeyWord>(k: usize, runs: &[&[T]], split: &mut [usize]) {
     assert_eq!(runs.len(), split.len());
     let total: usize = runs.iter().map(|r| r.len()).sum();
     assert!(k <= total);
-    // split holds lo; hi the windows' ends.
+    // split holds lo; hi the windows' ends; counts a round's counts.
     let mut hi: Vec<usize> = runs.iter().map(|r| r.len()).collect();
+    let mut counts = vec![0; runs.len()];
     split.fill(0);
     if k == total {
         split.copy_from_slice(&hi);
@@ -84,7 +85,9 @@ pub fn co_rank_k<T: KeyWord>(k: usize, runs: &[&[T]], split: &mut [usize]) {
                 std::cmp::Ordering::Equal => m + 1 - lo,
             }
         };
-        let counts: Vec<usize> = (0..runs.len()).map(count).collect();
+        for (s, c) in counts.iter_mut().enumerate() {
+            *c = count(s);
+        }
         // 3. Raise every lo, or lower every hi (the pivot's run's to the pivot itself).
         if counts.iter().sum::<usize>() <= k {
             split.copy_from_slice(&counts);

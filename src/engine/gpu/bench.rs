@@ -16,10 +16,9 @@ use std::collections::HashMap;
 /// The device the timings run on.
 const DEVICE: usize = 0;
 
-/// The kernel `kernel` runs as for `nruns` non-empty runs of `key_bytes`-byte keys (`Auto`
-/// resolved).
-pub fn resolved(kernel: Kernel, nruns: usize, key_bytes: usize) -> Kernel {
-    resolve(kernel, nruns, key_bytes).kernel()
+/// The kernel `kernel` runs as for `nruns` non-empty runs (`Auto` resolved).
+pub fn resolved(kernel: Kernel, nruns: usize) -> Kernel {
+    resolve(kernel, nruns).kernel()
 }
 
 /// A timing event, destroyed on drop.

@@ -70,7 +70,7 @@ pub(crate) fn prepare(
     kernel: Kernel,
     wide_indices: bool,
 ) -> Result<Planned> {
-    let kind = resolve(kernel, bounds.len() - 1, key_bytes);
+    let kind = resolve(kernel, bounds.len() - 1);
     let spec = ModuleSpec { family: kind.family(), key_bytes, index_bits: if wide_indices { 64 } else { 32 } };
     let module = st.module(gpu, spec)?;
     let levels = plan(kind, &module.policy, bounds);

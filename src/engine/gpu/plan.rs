@@ -52,11 +52,11 @@ impl KernelKind {
     }
 }
 
-/// The kernel that merges `nruns` non-empty runs of `key_bytes`-byte keys when `kernel` is
-/// asked for. `Auto` is the fastest measured (docs/PERFORMANCE.md, H200, issue 16 item 4):
-/// the single-pass k-way kernel from [`AUTO_KWAY_MIN_RUNS`] runs on (a sort's tiles
+/// The kernel that merges `nruns` non-empty runs when `kernel` is asked for. `Auto` is the
+/// fastest measured (docs/PERFORMANCE.md, H200, issue 16 item 4; u32, u64 and two-word
+/// keys): the single-pass k-way kernel from [`AUTO_KWAY_MIN_RUNS`] runs on (a sort's tiles
 /// included), the tiled tree below.
-pub(crate) fn resolve(kernel: Kernel, nruns: usize, _key_bytes: usize) -> KernelKind {
+pub(crate) fn resolve(kernel: Kernel, nruns: usize) -> KernelKind {
     match kernel {
         Kernel::Auto if nruns >= AUTO_KWAY_MIN_RUNS => KernelKind::KWay,
         Kernel::Auto | Kernel::Tiled => KernelKind::Tiled,
@@ -305,14 +305,14 @@ mod tests {
     #[test]
     fn auto_resolves_by_run_count() {
         for nruns in 2..AUTO_KWAY_MIN_RUNS {
-            assert_eq!(resolve(Kernel::Auto, nruns, 8), KernelKind::Tiled);
+            assert_eq!(resolve(Kernel::Auto, nruns), KernelKind::Tiled);
         }
         for nruns in [AUTO_KWAY_MIN_RUNS, 64, 1000, 65536] {
-            assert_eq!(resolve(Kernel::Auto, nruns, 8), KernelKind::KWay);
+            assert_eq!(resolve(Kernel::Auto, nruns), KernelKind::KWay);
         }
         for k in Kernel::ALL.into_iter().filter(|&k| k != Kernel::Auto) {
-            assert_eq!(resolve(k, 5, 8).kernel(), k);
-            assert_eq!(resolve(k, 500, 16).kernel(), k);
+            assert_eq!(resolve(k, 5).kernel(), k);
+            assert_eq!(resolve(k, 500).kernel(), k);
         }
     }
 

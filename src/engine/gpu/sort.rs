@@ -67,7 +67,7 @@ pub(crate) fn prepare_sort(gpu: &Gpu, st: &mut State, kb: usize, n: usize, wide:
     let tile = tiles_module.policy.sort_tile();
     // The sorted tiles are the runs of the merge tree (none when one tile holds every key).
     let bounds: Vec<u64> = (0..n as u64).step_by(tile as usize).chain(std::iter::once(n as u64)).collect();
-    let kind = resolve(kernel, bounds.len() - 1, kb);
+    let kind = resolve(kernel, bounds.len() - 1);
     let module = st.module(gpu, ModuleSpec { family: kind.family(), key_bytes: kb, index_bits })?;
     let tree = Planned { levels: plan(kind, &module.policy, bounds), module, kind };
     // Refuse what cannot fit (pooled buffers count as free: they are reused). The tile

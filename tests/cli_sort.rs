@@ -241,6 +241,23 @@ fn sizes_zero_and_one_and_all_equal_keys() {
     assert!(ids.iter().copied().eq(0..90_000), "all keys equal, yet the order is not the input order");
 }
 
+/// Row groups decode in parallel, several at once, but go into the chunks in input order:
+/// with every key equal, the output is the inputs' concatenation, row group for row group,
+/// in one chunk and across spilled runs.
+#[test]
+fn row_groups_decoded_in_parallel_keep_the_input_order() {
+    let rows: Vec<Vec<usize>> = (0..6).map(|f| (0..5).map(|g| [0, 1, 3_000, 700, 9_000][(f + g) % 5]).collect()).collect();
+    let total: usize = rows.iter().flatten().sum();
+    let case = make_case(21, &rows, &[DataType::Utf8], Shape::Random, 1, 0.0);
+    let limit = smallest_limit(&case).to_string();
+    for extra in [&[][..], &["--memory-limit", &limit][..]] {
+        let summary = sort_and_check(&case, extra, &format!("all keys equal, {extra:?}"));
+        assert_eq!(summary["rows"].as_u64(), Some(total as u64));
+    }
+    let ids: Vec<u64> = case.expected.column_by_name("id").unwrap().as_primitive::<UInt64Type>().values().to_vec();
+    assert!(ids.iter().copied().eq(0..total as u64), "all keys equal, yet the oracle's order is not the input order");
+}
+
 /// A memory limit that holds a small part of the rows: many sorted runs spilled, merged
 /// (through intermediate passes where the limit holds too few runs at once), the result
 /// still the oracle's, in every shape and for several key types.

@@ -2,8 +2,9 @@
 //! memory: an external merge sort.
 //!
 //! 1. **Runs.** The inputs are read in order (files as given, row groups and rows in file
-//!    order) into chunks of up to [`SortPlan::chunk_bytes`]; each chunk is sorted stably
-//!    ([`crate::sort_permutation`], on the engine of [`SortFilesOptions::engine`]) and
+//!    order; decoded in parallel, see below) into chunks of up to [`SortPlan::chunk_bytes`];
+//!    each chunk is sorted stably ([`crate::sort_permutation`], on the engine of
+//!    [`SortFilesOptions::engine`]) and
 //!    written as a sorted **spill run** (`run-NNNNNN.parquet`, LZ4 by default) into a spill
 //!    directory of its own (`.corank-sort-<hex>` under [`SortFilesOptions::temp_dir`]).
 //!    When every row fits one chunk, the sorted chunk is the output and nothing is spilled.
@@ -18,12 +19,18 @@
 //! The spill directory is removed when the sort ends, whether it succeeds or fails, and by
 //! the signal handler of [`super::interrupt`] when a signal (Ctrl-C) ends the process.
 //!
-//! Memory (`memory_limit` = B): the inputs' Parquet decoders D (one file is read at a
-//! time); of the rest R = B − D, half for the chunk (its Arrow data plus
-//! [`SORT_BYTES_PER_ROW`] a row for the key words and the permutation), R/16 for a piece of
-//! the sorted chunk gathered for the writer, R/4 for the row groups being encoded; the rest
-//! is slack. The merge of the runs keeps to the same limit ([`super::merge_files`]'s module
-//! doc).
+//! Reading: the inputs' row groups decode on threads of their own, up to one per core
+//! ([`SortPlan::read_threads`], at most [`MAX_READ_THREADS`]), as far ahead as a shared byte
+//! budget lets them, and their batches go into the chunk in input order, so decoding runs on
+//! every core and continues while a full chunk is sorted and spilled.
+//!
+//! Memory (`memory_limit` = B): the Parquet decoders of one row group D (the largest's); of
+//! the rest R = B − D, 3R/8 for the chunk (its Arrow data plus [`SORT_BYTES_PER_ROW`] a row
+//! for the key words and the permutation), R/8 for the row groups decoding ahead of it (half
+//! for their batches, half for their decoders beyond the first: fewer threads where the
+//! decoders would not fit), R/16 for a piece of the sorted chunk gathered for the writer,
+//! R/4 for the row groups being encoded; the rest is slack. The merge of the runs keeps to
+//! the same limit ([`super::merge_files`]'s module doc).
 
 use super::inputs::{conform, decoded_bytes, decoder_bytes, open_input, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
 use super::interrupt::{spill_file_name, SpillDirGuard};
@@ -42,7 +49,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 use parquet::file::metadata::KeyValue;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 /// Bytes a chunk's row costs the sort on top of its own: key words (up to 32 bytes), the
@@ -52,6 +59,11 @@ pub const SORT_BYTES_PER_ROW: usize = 64;
 pub const MIN_CHUNK_ROWS: usize = 1024;
 /// Rows per batch handed to the writer.
 const BATCH_ROWS: usize = 8192;
+/// Most row groups of the inputs decoded at once.
+pub const MAX_READ_THREADS: usize = 16;
+/// Batches each of the row groups decoding at once would hold if the ahead budget were
+/// split evenly (the batch size follows from it).
+const READ_BATCHES_PER_THREAD: usize = 6;
 
 /// Settings of a file sort.
 #[derive(Debug, Clone)]
@@ -92,6 +104,10 @@ pub struct SortPlan {
     pub chunk_bytes: usize,
     /// Rows per decoded input batch.
     pub read_rows: usize,
+    /// Row groups decoded at once, ahead of the chunk they go into.
+    pub read_threads: usize,
+    /// Bytes of decoded batches the row groups decoding may hold ahead of the chunk.
+    pub ahead_bytes: usize,
     /// Estimated number of chunks (1: no spill).
     pub estimated_runs: usize,
     /// Most bytes of Arrow data per row group of a spill run or a one-chunk output.
@@ -187,7 +203,9 @@ pub fn plan_sort(
             as usize;
     let row_bytes = inputs.row_bytes + SORT_BYTES_PER_ROW;
     let rest = options.memory_limit.saturating_sub(decoders);
-    let chunk_bytes = rest / 2;
+    // R/2 for the chunk and the row groups decoded ahead of it: 3R/8 and R/8.
+    let chunk_bytes = rest * 3 / 8;
+    let ahead_bytes = rest / 8;
     let needed = MIN_CHUNK_ROWS * row_bytes;
     let row_group_bytes = options.writer.row_group_bytes.min(row_group_bytes_within(rest / 4));
     // The merge of two spilled runs needs their decoders within half the limit (estimated
@@ -197,7 +215,7 @@ pub fn plan_sort(
     let run_decoders = columns * ((row_group_bytes / columns).min(1 << 20) / 2 + super::inputs::DECODER_BYTES_PER_COLUMN as usize);
     let spills = inputs.total_rows * row_bytes > chunk_bytes;
     if chunk_bytes < needed || decoders > options.memory_limit / 2 || (spills && 4 * run_decoders > options.memory_limit) {
-        let at_least = (decoders + 2 * needed).max(2 * decoders).max(if spills { 4 * run_decoders } else { 0 });
+        let at_least = (decoders + (8 * needed).div_ceil(3)).max(2 * decoders).max(if spills { 4 * run_decoders } else { 0 });
         return Err(Error::InvalidArgument(format!(
             "`memory_limit` {} is too small to sort rows of about {} bytes with {} of Parquet decoders; it needs at least {}",
             show_bytes(options.memory_limit as u64),
@@ -206,7 +224,16 @@ pub fn plan_sort(
             show_bytes(at_least.next_multiple_of(1 << 20) as u64)
         )));
     }
-    let read_rows = (chunk_bytes / 8 / row_bytes).clamp(1, 65536);
+    // Row groups decode on up to one thread per core: half of the ahead budget for their
+    // batches, half for their decoders beyond the one `rest` already leaves out.
+    let mut read_threads = rayon::current_num_threads().clamp(1, MAX_READ_THREADS);
+    while read_threads > 1 && (read_threads - 1) * decoders > ahead_bytes / 2 {
+        read_threads -= 1;
+    }
+    // The batches ahead share half the ahead budget; each decoder may hold one more batch
+    // while it waits for room (a sixth of it in all).
+    let batch_bytes = ahead_bytes / 2 / (read_threads * READ_BATCHES_PER_THREAD);
+    let read_rows = (batch_bytes / row_bytes).clamp(1, 65536);
     let total = inputs.total_rows * row_bytes;
     let estimated_runs = total.div_ceil(chunk_bytes).max(1);
     Ok(SortPlan {
@@ -214,6 +241,8 @@ pub fn plan_sort(
         decoder_bytes: decoders,
         chunk_bytes,
         read_rows,
+        read_threads,
+        ahead_bytes: ahead_bytes / 2 - ahead_bytes / 2 / READ_BATCHES_PER_THREAD,
         estimated_runs,
         row_group_bytes,
         piece_bytes: (rest / 16).max(1 << 20),
@@ -286,52 +315,180 @@ fn batch_bytes(b: &RecordBatch) -> usize {
     b.columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size())).sum()
 }
 
-/// The inputs' rows in order, in batches of the plan's schema.
+/// The inputs' rows in order (files as given, row groups in file order), in batches of the
+/// plan's schema. Row groups decode on threads of their own, up to
+/// [`SortPlan::read_threads`] at once, and their batches are handed out in input order.
+/// The batches decoded ahead of the reader share one byte budget ([`AheadBudget`]), so a
+/// row group behind the one being read decodes as far as the budget lets it, not only a
+/// batch or two (otherwise the reader would wait on one decoder at a time). Dropping the
+/// reader stops the decoders (their channels close).
 struct InputReader<'a> {
     plan: &'a SortPlan,
-    file: usize,
-    reader: Option<parquet::arrow::arrow_reader::ParquetRecordBatchReader>,
-    /// Rows read from the current file.
-    file_rows: usize,
+    /// The row groups not started yet, in input order: (unit, file, row group).
+    waiting: std::collections::VecDeque<(usize, usize, usize)>,
+    /// The row groups decoding, in input order, with the rows each handed out so far.
+    decoding: std::collections::VecDeque<Decoding>,
+    budget: Arc<AheadBudget>,
     rows: usize,
 }
 
-impl InputReader<'_> {
-    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
-        let files = &self.plan.inputs.files;
-        loop {
-            if self.file >= files.len() {
-                return Ok(None);
-            }
-            let f = &files[self.file];
-            if self.reader.is_none() {
-                let file = std::fs::File::open(&f.path).map_err(|e| Error::io(&f.path, "", e))?;
-                let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, f.metadata.clone())
-                    .with_batch_size(self.plan.read_rows)
+/// A row group decoding on its own thread.
+struct Decoding {
+    unit: usize,
+    file: usize,
+    row_group: usize,
+    batches: mpsc::Receiver<Result<(RecordBatch, usize)>>,
+    rows: usize,
+}
+
+/// The bytes of the batches decoded and not yet taken by the reader, and the row group the
+/// reader takes from (`front`). A decoder waits while its next batch would exceed `limit`,
+/// except the front's: the reader waits on it, so it never waits (no deadlock), and it may
+/// pass the limit by its batches.
+struct AheadBudget {
+    state: std::sync::Mutex<AheadState>,
+    changed: std::sync::Condvar,
+    limit: usize,
+}
+
+#[derive(Default)]
+struct AheadState {
+    held: usize,
+    front: usize,
+    /// The reader is gone: nobody waits any more.
+    closed: bool,
+}
+
+impl AheadBudget {
+    fn lock(&self) -> std::sync::MutexGuard<'_, AheadState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until unit `unit` may hold `bytes` more (or the reader is gone).
+    fn acquire(&self, unit: usize, bytes: usize) {
+        let mut state = self.lock();
+        while !state.closed && state.front != unit && state.held > 0 && state.held + bytes > self.limit {
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        state.held += bytes;
+    }
+
+    fn release(&self, bytes: usize) {
+        let mut state = self.lock();
+        state.held = state.held.saturating_sub(bytes);
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    fn set_front(&self, unit: usize) {
+        self.lock().front = unit;
+        self.changed.notify_all();
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_all();
+    }
+}
+
+impl Drop for InputReader<'_> {
+    fn drop(&mut self) {
+        // Decoders waiting for room wake up, find their channel closed and stop.
+        self.budget.close();
+    }
+}
+
+impl<'a> InputReader<'a> {
+    fn new(plan: &'a SortPlan) -> Self {
+        let waiting = (plan.inputs.files.iter().enumerate())
+            .flat_map(|(f, file)| (0..file.metadata.metadata().num_row_groups()).map(move |g| (f, g)))
+            .enumerate()
+            .map(|(u, (f, g))| (u, f, g))
+            .collect();
+        let budget = AheadBudget { state: Default::default(), changed: std::sync::Condvar::new(), limit: plan.ahead_bytes };
+        InputReader { plan, waiting, decoding: Default::default(), budget: Arc::new(budget), rows: 0 }
+    }
+
+    /// Starts decoding row group `g` of file `f` (unit `unit` in input order) on a thread of
+    /// its own.
+    fn start(&self, unit: usize, f: usize, g: usize) -> Decoding {
+        let file = &self.plan.inputs.files[f];
+        let (path, metadata, schema) = (file.path.clone(), file.metadata.clone(), self.plan.inputs.schema.clone());
+        let (read_rows, budget) = (self.plan.read_rows, self.budget.clone());
+        let (send, batches) = mpsc::channel();
+        std::thread::spawn(move || {
+            let reader = std::fs::File::open(&path).map_err(|e| Error::io(&path, "", e)).and_then(|file| {
+                ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata)
+                    .with_row_groups(vec![g])
+                    .with_batch_size(read_rows)
                     .build()
-                    .map_err(|e| Error::parquet(&f.path, "", e))?;
-                self.reader = Some(reader);
-                self.file_rows = 0;
+                    .map_err(|e| Error::parquet(&path, "", e))
+            });
+            let reader = match reader {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = send.send(Err(e));
+                    return;
+                }
+            };
+            let mut rows = 0;
+            for batch in reader {
+                let batch = match batch {
+                    Ok(b) => {
+                        rows += b.num_rows();
+                        conform(b, &schema).map(|b| {
+                            let bytes = batch_bytes(&b);
+                            budget.acquire(unit, bytes);
+                            (b, bytes)
+                        })
+                    }
+                    Err(e) => Err(Error::File { path: path.clone(), detail: format!("reading row group {g} after its row {rows}: {e}") }),
+                };
+                let failed = batch.is_err();
+                // A closed channel: the sort stopped (an error elsewhere).
+                if send.send(batch).is_err() || failed {
+                    return;
+                }
             }
-            match self.reader.as_mut().expect("opened above").next() {
-                Some(Ok(b)) => {
-                    self.file_rows += b.num_rows();
-                    self.rows += b.num_rows();
-                    return Ok(Some(conform(b, &self.plan.inputs.schema)?));
+        });
+        Decoding { unit, file: f, row_group: g, batches, rows: 0 }
+    }
+
+    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        loop {
+            while self.decoding.len() < self.plan.read_threads {
+                let Some((u, f, g)) = self.waiting.pop_front() else { break };
+                let started = self.start(u, f, g);
+                self.decoding.push_back(started);
+            }
+            let Some(front) = self.decoding.front_mut() else { return Ok(None) };
+            match front.batches.recv() {
+                Ok(batch) => {
+                    let (batch, bytes) = batch?;
+                    self.budget.release(bytes);
+                    front.rows += batch.num_rows();
+                    self.rows += batch.num_rows();
+                    return Ok(Some(batch));
                 }
-                Some(Err(e)) => {
-                    return Err(Error::File { path: f.path.clone(), detail: format!("reading the rows after row {}: {e}", self.file_rows) })
-                }
-                None => {
-                    let expected = f.metadata.metadata().file_metadata().num_rows().max(0) as usize;
-                    if self.file_rows != expected {
+                Err(_) => {
+                    // The row group's decoder is done: every row its metadata counts came.
+                    let f = &self.plan.inputs.files[front.file];
+                    let expected = f.metadata.metadata().row_group(front.row_group).num_rows().max(0) as usize;
+                    if front.rows != expected {
                         return Err(Error::File {
                             path: f.path.clone(),
-                            detail: format!("the file ended after {} of the {expected} rows its metadata counts", self.file_rows),
+                            detail: format!(
+                                "row group {} ended after {} of the {expected} rows its metadata counts",
+                                front.row_group, front.rows
+                            ),
                         });
                     }
-                    self.reader = None;
-                    self.file += 1;
+                    self.decoding.pop_front();
+                    if let Some(next) = self.decoding.front() {
+                        self.budget.set_front(next.unit);
+                    } else if let Some(&(u, _, _)) = self.waiting.front() {
+                        self.budget.set_front(u);
+                    }
                 }
             }
         }
@@ -427,7 +584,7 @@ pub fn sort_files(
         merge_time: Duration::ZERO,
         peak_memory: None,
     };
-    let mut reader = InputReader { plan, file: 0, reader: None, file_rows: 0, rows: 0 };
+    let mut reader = InputReader::new(plan);
     let mut runs: Vec<SpilledRun> = Vec::new();
     let mut chunk: Vec<RecordBatch> = Vec::new();
     let mut chunk_bytes = 0;

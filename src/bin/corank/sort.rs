@@ -270,7 +270,7 @@ fn dry_run_text(args: &SortArgs, prepared: &Prepared, engine: &str) -> String {
         );
     }
     out += &format!(
-        "memory: limit {}; Parquet decoders {}; chunks up to {} (about {} sorted run{}{}); batches of {} rows; row groups up to {}\n",
+        "memory: limit {}; Parquet decoders {}; chunks up to {} (about {} sorted run{}{}); batches of {} rows, {} input row groups decoded at once; row groups up to {}\n",
         show_bytes(prepared.options.memory_limit as u64),
         show_bytes(plan.decoder_bytes as u64),
         show_bytes(plan.chunk_bytes as u64),
@@ -282,6 +282,7 @@ fn dry_run_text(args: &SortArgs, prepared: &Prepared, engine: &str) -> String {
             format!(", spilled in {} under {}", show_compression(prepared.options.spill_compression), plan.temp_dir.display())
         },
         group_digits(plan.read_rows),
+        plan.read_threads,
         show_bytes(plan.row_group_bytes as u64),
     );
     out += &format!("engine: {engine}\n");

@@ -411,12 +411,13 @@ impl<'a> InputReader<'a> {
 
     /// Starts decoding row group `g` of file `f` (unit `unit` in input order) on a thread of
     /// its own.
-    fn start(&self, unit: usize, f: usize, g: usize) -> Decoding {
+    fn start(&self, unit: usize, f: usize, g: usize) -> Result<Decoding> {
         let file = &self.plan.inputs.files[f];
         let (path, metadata, schema) = (file.path.clone(), file.metadata.clone(), self.plan.inputs.schema.clone());
         let (read_rows, budget) = (self.plan.read_rows, self.budget.clone());
         let (send, batches) = mpsc::channel();
-        std::thread::spawn(move || {
+        let name = format!("corank-read-{unit}");
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
             let reader = std::fs::File::open(&path).map_err(|e| Error::io(&path, "", e)).and_then(|file| {
                 ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata)
                     .with_row_groups(vec![g])
@@ -451,14 +452,15 @@ impl<'a> InputReader<'a> {
                 }
             }
         });
-        Decoding { unit, file: f, row_group: g, batches, rows: 0 }
+        spawned.map_err(|e| Error::io(&file.path, format!("cannot start a thread to read row group {g}"), e))?;
+        Ok(Decoding { unit, file: f, row_group: g, batches, rows: 0 })
     }
 
     fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
         loop {
             while self.decoding.len() < self.plan.read_threads {
                 let Some((u, f, g)) = self.waiting.pop_front() else { break };
-                let started = self.start(u, f, g);
+                let started = self.start(u, f, g)?;
                 self.decoding.push_back(started);
             }
             let Some(front) = self.decoding.front_mut() else { return Ok(None) };

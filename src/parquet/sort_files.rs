@@ -485,12 +485,10 @@ impl<'a> InputReader<'a> {
                             ),
                         });
                     }
+                    // Units are numbered in input order: the next one is read next.
+                    let next = front.unit + 1;
                     self.decoding.pop_front();
-                    if let Some(next) = self.decoding.front() {
-                        self.budget.set_front(next.unit);
-                    } else if let Some(&(u, _, _)) = self.waiting.front() {
-                        self.budget.set_front(u);
-                    }
+                    self.budget.set_front(next);
                 }
             }
         }

@@ -465,3 +465,71 @@ fn time_partitioned_files_pass_through_a_zstd3_merge() {
     // 10 row groups a file, 3% overlap: the first and last of a file may be merged, the rest pass.
     assert!(field("passthrough_rows") >= 240_000, "{stdout}");
 }
+
+/// Few runs of many row groups each: every run decodes several of its row groups at once
+/// (`RAYON_NUM_THREADS=8` over 2 or 3 runs: 2 to 4 decoders a run, as `--dry-run` says),
+/// and the merged rows are still the oracle's, row for row: row groups of 1 to 9,000 rows
+/// whose keys tie across their boundaries (so a row group handed out of order would show),
+/// nulls, DESC, a memory limit that keeps batches small, and a large one (batches grow after
+/// the first: the decoders reopen their row groups where they stopped).
+#[test]
+fn runs_of_many_row_groups_decode_in_parallel_in_order() {
+    let sizes = [1, 3_000, 700, 9_000, 50, 2, 4_000, 1_200];
+    for (seed, files, limit) in [(31, 2, "2GiB"), (32, 3, "2GiB"), (33, 2, "24MiB"), (34, 3, "32MiB")] {
+        let mut rng = Rng::new(seed);
+        let options = [SortOptions { descending: seed % 2 == 0, nulls_first: seed % 3 == 0 }];
+        let keys: Keys = vec![("k0".into(), options[0])];
+        let dir = tempfile::tempdir().unwrap();
+        let mut paths = Vec::new();
+        let mut next = 0;
+        for f in 0..files {
+            // One sorted run, cut into row groups: each file is one run.
+            let counts: Vec<usize> = (0..sizes.len()).map(|g| sizes[(g + f) % sizes.len()]).collect();
+            let total: usize = counts.iter().sum();
+            let run = sorted_run(&mut rng, &[DataType::Int64, DataType::Utf8], &[options[0], options[0]], total, 30, 0.05, next);
+            next += total as u64;
+            let mut at = 0;
+            let groups: Vec<RecordBatch> = counts
+                .iter()
+                .map(|&n| {
+                    at += n;
+                    run.slice(at - n, n)
+                })
+                .collect();
+            let path = dir.path().join(format!("in-{f}.parquet"));
+            write_file(&path, &groups, Some(&keys));
+            paths.push(path);
+        }
+        let inputs: Vec<RecordBatch> = paths.iter().flat_map(|p| read_file(p).0).collect();
+        let all = concat_batches(&inputs[0].schema(), &inputs).unwrap();
+        let ids = all.column_by_name("id").unwrap().as_primitive::<UInt64Type>();
+        let want: Vec<u64> = oracle(std::slice::from_ref(&all), &keys).into_iter().map(|i| ids.value(i)).collect();
+        let output = dir.path().join("out.parquet");
+        let mut args: Vec<&str> = vec!["merge"];
+        args.extend(paths.iter().map(|p| p.to_str().unwrap()));
+        args.extend(["-o", output.to_str().unwrap(), "--engine", "cpu", "--memory-limit", limit, "--passthrough", "never"]);
+        let run = |extra: &[&str]| {
+            let mut argv = args.clone();
+            argv.extend(extra);
+            Command::new(env!("CARGO_BIN_EXE_corank"))
+                .args(&argv)
+                .env("CORANK_REQUIRE_GPU", "0")
+                .env("RAYON_NUM_THREADS", "8")
+                .output()
+                .expect("the corank binary runs")
+        };
+        let context = format!("seed {seed}, {files} files, limit {limit}");
+        let dry = run(&["--dry-run", "--json"]);
+        assert!(dry.status.success(), "{context}: {}", text(&dry.stderr));
+        let plan: serde_json::Value = serde_json::from_slice(&dry.stdout).unwrap();
+        let decoders = plan["memory"]["decoders_per_run"].as_u64().unwrap();
+        assert!(decoders > 1, "{context}: {decoders} decoder a run: {plan}");
+        let out = run(&[]);
+        assert!(out.status.success(), "{context}: {}", text(&out.stderr));
+        let (batches, _) = read_file(&output);
+        let got: Vec<u64> =
+            batches.iter().flat_map(|b| b.column_by_name("id").unwrap().as_primitive::<UInt64Type>().values().to_vec()).collect();
+        assert_eq!(got.len(), want.len(), "{context}");
+        assert!(got == want, "{context}: order differs from the oracle");
+    }
+}

@@ -4,20 +4,25 @@
 //! window of rows, a round merges everything the frontier rule lets out, and the merged
 //! rows go, gathered in pieces, to a writer thread that encodes row groups (columns in
 //! parallel). Each run decodes on its own thread a batch ahead of the merge (up to
-//! [`MAX_READER_THREADS`] runs; beyond, the merge loop reads the runs in parallel itself).
+//! [`MAX_READER_THREADS`] runs; beyond, the merge loop reads the runs in parallel itself);
+//! with fewer runs than cores, a run decodes several of its row groups at once
+//! ([`read_plan`], [`super::row_group_reader`]), so two large files decode on every core,
+//! not on two.
 //! With `Engine::Auto`, each round merges on the engine that measured faster on the rounds
 //! before ([`crate::engine::auto`]).
 //!
 //! Memory (`memory_limit` = B), by the real size of the decoded batches, not Parquet's
 //! uncompressed sizes (dictionary-encoded strings decode to many times those):
 //! - **decoders**: D, what the runs' Parquet decoders hold (pages, dictionaries,
-//!   decompression contexts; estimated from the footers, [`decoder_bytes`]); of the rest,
-//!   R = B − D:
+//!   decompression contexts; estimated from the footers, [`decoder_bytes`], times the row
+//!   groups a run decodes at once, which [`read_plan`] keeps to B/4); of the rest, R = B − D:
 //! - **windows**: R/4 shared by the runs ([`window_budgets`]: a run that holds less than
 //!   its share leaves the rest to the others), each run's window counted in buffered Arrow
 //!   bytes plus [`ROUND_BYTES_PER_ROW`] a row for the round's key words and permutation;
 //!   every run also holds one batch decoded ahead and may overshoot by one batch, batches
-//!   being a quarter of a window: 3R/8 in all;
+//!   being a quarter of a window: 3R/8 in all (a run decoding several row groups at once
+//!   keeps to the same quarter window ahead and quarter window of overshoot in smaller
+//!   batches: [`parallel_run_reader`]);
 //! - **the round**: gathered in pieces of R/16, one piece handed to the writer while the
 //!   next is gathered (R/8);
 //! - **the writer**: R/4 for the row groups being encoded (their Arrow data and their
@@ -39,6 +44,7 @@
 
 use super::inputs::{conform, MergePlan, Run};
 use super::passthrough::{key_converter, schedule, verify_block, Passthrough, Verified};
+use super::row_group_reader::{batch_bytes, BatchSizing, OrderedRowGroups, RowGroupSource};
 use super::writer::{SortedParquetWriter, WriterSettings, Written};
 use crate::engine::auto::AutoChoice;
 use crate::error::{Error, Result};
@@ -210,6 +216,52 @@ pub fn window_budgets(plan: &MergePlan, memory_limit: usize, decoders: usize) ->
         left = left.saturating_sub(budgets[i]);
     }
     Ok(budgets)
+}
+
+/// Most row groups of one run decoded at once.
+pub const MAX_DECODERS_PER_RUN: usize = 16;
+
+/// How a merge reads its runs, worked out from the footers ([`read_plan`]).
+#[derive(Debug, Clone)]
+pub struct ReadPlan {
+    /// Whether runs keep their files open between batches (else each batch reopens it).
+    pub keep_open: bool,
+    /// Row groups of a run decoded at once, each on a thread of its own (1: one after
+    /// another, on the run's thread).
+    pub decoders_per_run: usize,
+    /// Estimated memory of the runs' Parquet decoders ([`decoder_bytes`] per decoder).
+    pub decoder_bytes: usize,
+    /// Each run's window budget in bytes ([`window_budgets`]).
+    pub window_bytes: Vec<usize>,
+}
+
+/// How `plan`'s runs are read within `memory_limit`. Fewer runs than cores leave cores
+/// idle, since a run decodes its row groups in order: such runs decode up to cores / runs
+/// row groups at once ([`super::row_group_reader`]), as many as their decoders fit (at
+/// most a quarter of the limit, and the windows still fitting). The windows as
+/// [`window_budgets`], with its error where even one decoder per run does not fit.
+pub fn read_plan(plan: &MergePlan, memory_limit: usize) -> Result<ReadPlan> {
+    let runs = plan.runs.len();
+    let keep_open = runs <= open_file_budget();
+    let one_each = decoder_bytes(plan, keep_open);
+    let most_row_groups = plan.runs.iter().map(|r| r.row_groups.len()).max().unwrap_or(1);
+    let mut decoders_per_run = if keep_open && runs <= MAX_READER_THREADS {
+        (rayon::current_num_threads() / runs.max(1)).clamp(1, MAX_DECODERS_PER_RUN.min(most_row_groups).max(1))
+    } else {
+        1
+    };
+    loop {
+        let decoders = one_each * decoders_per_run;
+        if decoders_per_run > 1 && decoders > memory_limit / 4 {
+            decoders_per_run -= 1;
+            continue;
+        }
+        match window_budgets(plan, memory_limit, decoders) {
+            Ok(window_bytes) => return Ok(ReadPlan { keep_open, decoders_per_run, decoder_bytes: decoders, window_bytes }),
+            Err(e) if decoders_per_run == 1 => return Err(e),
+            Err(_) => decoders_per_run -= 1,
+        }
+    }
 }
 
 /// `1.5 GiB`, rounded up at the last digit shown (a hint to pass back must not be short).
@@ -389,11 +441,6 @@ impl<'a> RunReader<'a> {
     }
 }
 
-/// Memory of a batch's rows (a slice at its share of its buffers).
-fn batch_bytes(b: &RecordBatch) -> usize {
-    b.columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size())).sum()
-}
-
 /// The footer metadata the output keeps: the inputs' key-value pairs, the first file's value
 /// where they disagree (the Arrow schema is written anew).
 fn kept_metadata(plan: &MergePlan) -> Vec<KeyValue> {
@@ -495,9 +542,7 @@ pub fn merge_files(
     if options.engine.engine == Engine::Gpu || (options.engine.engine == Engine::Auto && plan.total_rows >= options.engine.gpu_min_rows) {
         crate::engine::warm_up_gpu(&options.engine);
     }
-    let keep_open = plan.runs.len() <= open_file_budget();
-    let decoders = decoder_bytes(plan, keep_open);
-    let budgets = window_budgets(plan, options.memory_limit, decoders)?;
+    let ReadPlan { keep_open, decoders_per_run, decoder_bytes: decoders, window_bytes: budgets } = read_plan(plan, options.memory_limit)?;
     let rest = options.memory_limit - decoders;
     let mut writer_settings = options.writer.clone();
     // R/4 for the writer.
@@ -616,11 +661,14 @@ pub fn merge_files(
                 if has_rows(k) {
                     let sources = match next.take() {
                         Some((j, sources)) if j == k => sources,
-                        _ => start_readers(scope, plan, runs, budgets, keep_open, 0),
+                        _ => start_readers(scope, plan, runs, budgets, keep_open, decoders_per_run, 0),
                     };
                     if prefetch {
                         if let Some(j) = (k + 1..phase_runs.len()).find(|&j| has_rows(j)) {
-                            next = Some((j, start_readers(scope, plan, &phase_runs[j], budgets, keep_open, NEXT_PHASE_AHEAD)));
+                            next = Some((
+                                j,
+                                start_readers(scope, plan, &phase_runs[j], budgets, keep_open, decoders_per_run, NEXT_PHASE_AHEAD),
+                            ));
                         }
                     }
                     let mut phase = Phase {
@@ -706,38 +754,83 @@ struct Phase<'a> {
 
 /// Starts reading the runs' parts of a phase: with few runs each decodes on its own thread
 /// of `scope`, ahead of the merge (decoding overlaps merging and writing), holding at most
-/// `ahead` + 1 batches it decoded; with many, the merge loop reads them, in parallel.
+/// `ahead` + 1 batches it decoded, and a run of several row groups decodes
+/// `decoders_per_run` of them at once ([`parallel_run_reader`]); with many runs, the merge
+/// loop reads them, in parallel.
 fn start_readers<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     plan: &'env MergePlan,
     runs: &'env [Option<Run>],
     budgets: &'env [usize],
     keep_open: bool,
+    decoders_per_run: usize,
     ahead: usize,
 ) -> Sources<'env> {
-    let mut readers: Vec<Option<RunReader<'env>>> =
-        runs.iter().zip(budgets).map(|(r, &budget)| r.as_ref().map(|r| RunReader::new(r, plan, budget, keep_open))).collect();
-    let live = readers.iter().filter(|r| r.is_some()).count();
+    let live = runs.iter().filter(|r| r.is_some()).count();
     if live > MAX_READER_THREADS {
+        let readers = runs.iter().zip(budgets).map(|(r, &budget)| r.as_ref().map(|r| RunReader::new(r, plan, budget, keep_open))).collect();
         return Sources::Inline(readers);
     }
-    let receivers = readers
-        .iter_mut()
-        .map(|slot| {
-            let mut reader = slot.take()?;
+    let receivers = runs
+        .iter()
+        .zip(budgets)
+        .map(|(run, &budget)| {
+            let run = run.as_ref()?;
             let (send, receive) = mpsc::sync_channel::<Result<Option<RunBatch>>>(ahead);
-            scope.spawn(move || loop {
-                let next = reader.next_batch();
-                let last = !matches!(next, Ok(Some((_, false))));
-                // A closed channel means the merge stopped (an error): stop too.
-                if send.send(next).is_err() || last {
-                    break;
-                }
-            });
+            let decoders = decoders_per_run.min(run.row_groups.len());
+            if decoders > 1 {
+                let mut groups = parallel_run_reader(plan, run, budget, decoders);
+                let mut taken = 0;
+                scope.spawn(move || loop {
+                    let next = groups.next_batch().map(|b| {
+                        b.map(|b| {
+                            taken += b.num_rows();
+                            (b, taken >= run.rows())
+                        })
+                    });
+                    let last = !matches!(next, Ok(Some((_, false))));
+                    // A closed channel means the merge stopped (an error): stop too.
+                    if send.send(next).is_err() || last {
+                        break;
+                    }
+                });
+            } else {
+                let mut reader = RunReader::new(run, plan, budget, keep_open);
+                scope.spawn(move || loop {
+                    let next = reader.next_batch();
+                    let last = !matches!(next, Ok(Some((_, false))));
+                    if send.send(next).is_err() || last {
+                        break;
+                    }
+                });
+            }
             Some(receive)
         })
         .collect();
     Sources::Threads(receivers)
+}
+
+/// A run's row groups decoded `decoders` at once, within the reading memory of a run read
+/// one row group after another (the module doc: a quarter window decoded ahead, a quarter
+/// window of overshoot). Batches are `window / (4 (decoders + 2))`: each decoder may hold
+/// one while it waits for room, the row group being read one beyond the budget, and the
+/// run's thread one it hands to the merge; the budget for batches decoded ahead is a
+/// quarter window.
+fn parallel_run_reader(plan: &MergePlan, run: &Run, window_bytes: usize, decoders: usize) -> OrderedRowGroups {
+    let f = &plan.files[run.file];
+    let sources = (run.row_groups.iter().zip(&run.row_group_rows))
+        .map(|(&row_group, &rows)| RowGroupSource { path: f.path.clone(), metadata: f.metadata.clone(), row_group, rows })
+        .collect();
+    let batch_bytes = (window_bytes / (4 * (decoders + 2))).clamp(1, MAX_BATCH_BYTES);
+    let row_bytes = (run.decoded_bytes as usize / run.rows().max(1)).max(1) + ROUND_BYTES_PER_ROW;
+    let sizing = BatchSizing {
+        // The first batches are short: estimates from footers can be far off.
+        rows: (batch_bytes / row_bytes).clamp(1, FIRST_BATCH_ROWS),
+        target_bytes: Some(batch_bytes),
+        extra_bytes_per_row: ROUND_BYTES_PER_ROW,
+        max_rows: MAX_WINDOW_ROWS,
+    };
+    OrderedRowGroups::new(sources, decoders, window_bytes / 4, sizing, Some(plan.schema.clone()))
 }
 
 /// Batches a run of the next phase decodes ahead, besides the one it holds, while the
@@ -904,7 +997,9 @@ pub struct DryRun {
     pub memory_limit: usize,
     /// Whether runs keep their files open between batches (else each batch reopens it).
     pub keep_files_open: bool,
-    /// Estimated memory of the runs' Parquet decoders ([`decoder_bytes`]).
+    /// Row groups of a run decoded at once ([`ReadPlan::decoders_per_run`]).
+    pub decoders_per_run: usize,
+    /// Estimated memory of the runs' Parquet decoders ([`decoder_bytes`], per decoder).
     pub decoder_bytes: usize,
     /// Each run's window budget in bytes ([`window_budgets`]), in the order of the plan's runs.
     pub window_bytes: Vec<usize>,
@@ -920,17 +1015,16 @@ pub struct DryRun {
 /// error where the memory limit is too small. Reads no rows, writes nothing (it may raise
 /// the soft limit on open files, as [`merge_files`] does: [`open_file_budget`]).
 pub fn dry_run(plan: &MergePlan, options: &MergeFilesOptions) -> Result<DryRun> {
-    let keep_files_open = plan.runs.len() <= open_file_budget();
-    let decoders = decoder_bytes(plan, keep_files_open);
-    let window_bytes = window_budgets(plan, options.memory_limit, decoders)?;
-    // As merge_files: window_budgets refused a limit below twice the decoders.
-    let rest = options.memory_limit.saturating_sub(decoders);
+    let read = read_plan(plan, options.memory_limit)?;
+    // As merge_files: read_plan refused a limit below twice the decoders.
+    let rest = options.memory_limit.saturating_sub(read.decoder_bytes);
     let group_cap = super::writer::row_group_bytes_within(rest / 4);
     Ok(DryRun {
         memory_limit: options.memory_limit,
-        keep_files_open,
-        decoder_bytes: decoders,
-        window_bytes,
+        keep_files_open: read.keep_open,
+        decoders_per_run: read.decoders_per_run,
+        decoder_bytes: read.decoder_bytes,
+        window_bytes: read.window_bytes,
         row_group_bytes: options.writer.row_group_bytes.min(group_cap),
         piece_bytes: (rest / 16).max(1 << 20),
     })

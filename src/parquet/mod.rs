@@ -4,6 +4,7 @@
 //! - [`merge_files`](mod@merge_files): stream the runs through the frontier merge;
 //! - [`sort_files`](mod@sort_files): unsorted files sorted into one (an external merge sort);
 //! - [`passthrough`]: row groups that need no merge, copied unchanged;
+//! - [`row_group_reader`]: row groups decoded in parallel, handed out in order;
 //! - [`writer`]: the output (temporary file, parallel column encoding, rename);
 //! - [`order_by`]: sort keys as a SQL `ORDER BY` list;
 //! - [`sorting_columns`]: the order a row group's metadata declares.
@@ -15,6 +16,7 @@ pub mod interrupt;
 pub mod merge_files;
 pub mod order_by;
 pub mod passthrough;
+pub mod row_group_reader;
 pub mod sort_files;
 pub mod sorting_columns;
 pub mod writer;

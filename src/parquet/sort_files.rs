@@ -21,7 +21,7 @@
 //!
 //! Reading: the inputs' row groups decode on threads of their own, up to one per core
 //! ([`SortPlan::read_threads`], at most [`MAX_READ_THREADS`]), as far ahead as a shared byte
-//! budget lets them, and their batches go into the chunk in input order, so decoding runs on
+//! budget lets them ([`super::row_group_reader`]), and their batches go into the chunk in input order, so decoding runs on
 //! every core and continues while a full chunk is sorted and spilled.
 //!
 //! Memory (`memory_limit` = B): the Parquet decoders of one row group D (the largest's); of
@@ -32,10 +32,11 @@
 //! R/4 for the row groups being encoded; the rest is slack. The merge of the runs keeps to
 //! the same limit ([`super::merge_files`]'s module doc).
 
-use super::inputs::{conform, decoded_bytes, decoder_bytes, open_input, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
+use super::inputs::{decoded_bytes, decoder_bytes, open_input, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
 use super::interrupt::{spill_file_name, SpillDirGuard};
-use super::merge_files::{merge_files, peak_memory, window_budgets, MergeFilesOptions, MergeSummary};
+use super::merge_files::{merge_files, peak_memory, MergeFilesOptions, MergeSummary};
 use super::passthrough::Passthrough;
+use super::row_group_reader::{batch_bytes, BatchSizing, OrderedRowGroups, RowGroupSource};
 use super::writer::{common_parquet_schema, row_group_bytes_within, SortedParquetWriter, WriterSettings, Written};
 use crate::error::{Error, Result};
 use crate::options::{Engine, EngineOptions};
@@ -45,11 +46,10 @@ use crate::sort::{sort_permutation, SortBatchesOptions};
 use crate::sort_key::SortKey;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 use parquet::file::metadata::KeyValue;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Bytes a chunk's row costs the sort on top of its own: key words (up to 32 bytes), the
@@ -310,189 +310,22 @@ fn kept_metadata(files: &[InputFile]) -> Vec<KeyValue> {
     kept
 }
 
-/// Memory of a batch's rows (a slice at its share of its buffers).
-fn batch_bytes(b: &RecordBatch) -> usize {
-    b.columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size())).sum()
-}
-
 /// The inputs' rows in order (files as given, row groups in file order), in batches of the
-/// plan's schema. Row groups decode on threads of their own, up to
-/// [`SortPlan::read_threads`] at once, and their batches are handed out in input order.
-/// The batches decoded ahead of the reader share one byte budget ([`AheadBudget`]), so a
-/// row group behind the one being read decodes as far as the budget lets it, not only a
-/// batch or two (otherwise the reader would wait on one decoder at a time). Dropping the
-/// reader stops the decoders (their channels close).
-struct InputReader<'a> {
-    plan: &'a SortPlan,
-    /// The row groups not started yet, in input order: (unit, file, row group).
-    waiting: std::collections::VecDeque<(usize, usize, usize)>,
-    /// The row groups decoding, in input order, with the rows each handed out so far.
-    decoding: std::collections::VecDeque<Decoding>,
-    budget: Arc<AheadBudget>,
-    rows: usize,
-}
-
-/// A row group decoding on its own thread.
-struct Decoding {
-    unit: usize,
-    file: usize,
-    row_group: usize,
-    batches: mpsc::Receiver<Result<(RecordBatch, usize)>>,
-    rows: usize,
-}
-
-/// The bytes of the batches decoded and not yet taken by the reader, and the row group the
-/// reader takes from (`front`). A decoder waits while its next batch would exceed `limit`,
-/// except the front's: the reader waits on it, so it never waits (no deadlock), and it may
-/// pass the limit by its batches.
-struct AheadBudget {
-    state: std::sync::Mutex<AheadState>,
-    changed: std::sync::Condvar,
-    limit: usize,
-}
-
-#[derive(Default)]
-struct AheadState {
-    held: usize,
-    front: usize,
-    /// The reader is gone: nobody waits any more.
-    closed: bool,
-}
-
-impl AheadBudget {
-    fn lock(&self) -> std::sync::MutexGuard<'_, AheadState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Waits until unit `unit` may hold `bytes` more (or the reader is gone).
-    fn acquire(&self, unit: usize, bytes: usize) {
-        let mut state = self.lock();
-        while !state.closed && state.front != unit && state.held > 0 && state.held + bytes > self.limit {
-            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
-        }
-        state.held += bytes;
-    }
-
-    fn release(&self, bytes: usize) {
-        let mut state = self.lock();
-        state.held = state.held.saturating_sub(bytes);
-        drop(state);
-        self.changed.notify_all();
-    }
-
-    fn set_front(&self, unit: usize) {
-        self.lock().front = unit;
-        self.changed.notify_all();
-    }
-
-    fn close(&self) {
-        self.lock().closed = true;
-        self.changed.notify_all();
-    }
-}
-
-impl Drop for InputReader<'_> {
-    fn drop(&mut self) {
-        // Decoders waiting for room wake up, find their channel closed and stop.
-        self.budget.close();
-    }
-}
-
-impl<'a> InputReader<'a> {
-    fn new(plan: &'a SortPlan) -> Self {
-        let waiting = (plan.inputs.files.iter().enumerate())
-            .flat_map(|(f, file)| (0..file.metadata.metadata().num_row_groups()).map(move |g| (f, g)))
-            .enumerate()
-            .map(|(u, (f, g))| (u, f, g))
-            .collect();
-        let budget = AheadBudget { state: Default::default(), changed: std::sync::Condvar::new(), limit: plan.ahead_bytes };
-        InputReader { plan, waiting, decoding: Default::default(), budget: Arc::new(budget), rows: 0 }
-    }
-
-    /// Starts decoding row group `g` of file `f` (unit `unit` in input order) on a thread of
-    /// its own.
-    fn start(&self, unit: usize, f: usize, g: usize) -> Result<Decoding> {
-        let file = &self.plan.inputs.files[f];
-        let (path, metadata, schema) = (file.path.clone(), file.metadata.clone(), self.plan.inputs.schema.clone());
-        let (read_rows, budget) = (self.plan.read_rows, self.budget.clone());
-        let (send, batches) = mpsc::channel();
-        let name = format!("corank-read-{unit}");
-        let spawned = std::thread::Builder::new().name(name).spawn(move || {
-            let reader = std::fs::File::open(&path).map_err(|e| Error::io(&path, "", e)).and_then(|file| {
-                ParquetRecordBatchReaderBuilder::new_with_metadata(file, metadata)
-                    .with_row_groups(vec![g])
-                    .with_batch_size(read_rows)
-                    .build()
-                    .map_err(|e| Error::parquet(&path, "", e))
-            });
-            let reader = match reader {
-                Ok(r) => r,
-                Err(e) => {
-                    let _ = send.send(Err(e));
-                    return;
-                }
-            };
-            let mut rows = 0;
-            for batch in reader {
-                let batch = match batch {
-                    Ok(b) => {
-                        rows += b.num_rows();
-                        conform(b, &schema).map(|b| {
-                            let bytes = batch_bytes(&b);
-                            budget.acquire(unit, bytes);
-                            (b, bytes)
-                        })
-                    }
-                    Err(e) => Err(Error::File { path: path.clone(), detail: format!("reading row group {g} after its row {rows}: {e}") }),
-                };
-                let failed = batch.is_err();
-                // A closed channel: the sort stopped (an error elsewhere).
-                if send.send(batch).is_err() || failed {
-                    return;
-                }
-            }
-        });
-        spawned.map_err(|e| Error::io(&file.path, format!("cannot start a thread to read row group {g}"), e))?;
-        Ok(Decoding { unit, file: f, row_group: g, batches, rows: 0 })
-    }
-
-    fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
-        loop {
-            while self.decoding.len() < self.plan.read_threads {
-                let Some((u, f, g)) = self.waiting.pop_front() else { break };
-                let started = self.start(u, f, g)?;
-                self.decoding.push_back(started);
-            }
-            let Some(front) = self.decoding.front_mut() else { return Ok(None) };
-            match front.batches.recv() {
-                Ok(batch) => {
-                    let (batch, bytes) = batch?;
-                    self.budget.release(bytes);
-                    front.rows += batch.num_rows();
-                    self.rows += batch.num_rows();
-                    return Ok(Some(batch));
-                }
-                Err(_) => {
-                    // The row group's decoder is done: every row its metadata counts came.
-                    let f = &self.plan.inputs.files[front.file];
-                    let expected = f.metadata.metadata().row_group(front.row_group).num_rows().max(0) as usize;
-                    if front.rows != expected {
-                        return Err(Error::File {
-                            path: f.path.clone(),
-                            detail: format!(
-                                "row group {} ended after {} of the {expected} rows its metadata counts",
-                                front.row_group, front.rows
-                            ),
-                        });
-                    }
-                    // Units are numbered in input order: the next one is read next.
-                    let next = front.unit + 1;
-                    self.decoding.pop_front();
-                    self.budget.set_front(next);
-                }
-            }
-        }
-    }
+/// plan's schema, decoded [`SortPlan::read_threads`] row groups at once.
+fn input_reader(plan: &SortPlan) -> OrderedRowGroups {
+    let sources = (plan.inputs.files.iter())
+        .flat_map(|file| {
+            let meta = file.metadata.metadata();
+            (0..meta.num_row_groups()).map(move |g| RowGroupSource {
+                path: file.path.clone(),
+                metadata: file.metadata.clone(),
+                row_group: g,
+                rows: meta.row_group(g).num_rows().max(0) as usize,
+            })
+        })
+        .collect();
+    let sizing = BatchSizing { rows: plan.read_rows, target_bytes: None, extra_bytes_per_row: 0, max_rows: plan.read_rows };
+    OrderedRowGroups::new(sources, plan.read_threads, plan.ahead_bytes, sizing, Some(plan.inputs.schema.clone()))
 }
 
 /// Sorts one chunk and writes it to `writer` in pieces; returns the engine that sorted.
@@ -584,7 +417,7 @@ pub fn sort_files(
         merge_time: Duration::ZERO,
         peak_memory: None,
     };
-    let mut reader = InputReader::new(plan);
+    let mut reader = input_reader(plan);
     let mut runs: Vec<SpilledRun> = Vec::new();
     let mut chunk: Vec<RecordBatch> = Vec::new();
     let mut chunk_bytes = 0;
@@ -685,7 +518,7 @@ pub fn sort_files(
             summary.spill_bytes += written.bytes;
             log::debug!("spill run {}: {} rows, {}", runs.len(), rows, show_bytes(written.bytes));
             runs.push(SpilledRun { path, rows });
-            progress(SortPhase::Runs, reader.rows);
+            progress(SortPhase::Runs, reader.rows());
         }
         if done {
             break;
@@ -847,9 +680,7 @@ fn max_fan_in(files: &[InputFile], inputs: &MergePlan, options: &MergeFilesOptio
         let mut by_size: Vec<&InputFile> = files.iter().collect();
         by_size.sort_by_key(|f| std::cmp::Reverse(f.size));
         let plan = runs_plan(by_size.into_iter().take(n).cloned().collect(), inputs);
-        let keep_open = plan.runs.len() <= super::merge_files::open_file_budget();
-        let decoders = super::merge_files::decoder_bytes(&plan, keep_open);
-        window_budgets(&plan, options.memory_limit, decoders).map(|_| ())
+        super::merge_files::read_plan(&plan, options.memory_limit).map(|_| ())
     };
     if fits(files.len()).is_ok() {
         return Ok(files.len());

@@ -493,9 +493,11 @@ fn dry_run_text(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &Pl
     }
     let windows: usize = dry.window_bytes.iter().sum();
     out += &format!(
-        "memory: limit {}; Parquet decoders {}; windows {} in all, up to {} a run; output row groups up to {} rows and {}; round pieces of {}; input files {}\n",
+        "memory: limit {}; Parquet decoders {} ({} row group{} of a run decoded at once); windows {} in all, up to {} a run; output row groups up to {} rows and {}; round pieces of {}; input files {}\n",
         show_bytes(dry.memory_limit as u64),
         show_bytes(dry.decoder_bytes as u64),
+        dry.decoders_per_run,
+        if dry.decoders_per_run == 1 { "" } else { "s" },
         show_bytes(windows as u64),
         show_bytes(dry.window_bytes.iter().copied().max().unwrap_or(0) as u64),
         group_digits(options.writer.row_group_rows),
@@ -541,6 +543,7 @@ fn dry_run_json(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &Pl
     let memory = Json::object()
         .field("memory_limit", dry.memory_limit)
         .field("decoder_bytes", dry.decoder_bytes)
+        .field("decoders_per_run", dry.decoders_per_run)
         .field("window_bytes", dry.window_bytes.iter().sum::<usize>())
         .field("max_window_bytes", dry.window_bytes.iter().copied().max().unwrap_or(0))
         .field("row_group_bytes", dry.row_group_bytes)

@@ -1,0 +1,331 @@
+//! Row groups decoded on threads of their own, their batches handed out in list order.
+//!
+//! [`OrderedRowGroups`] reads a list of row groups (of one file or of many): up to
+//! `threads` of them decode at once, each on a thread of its own, and their batches come
+//! out in the list's order, row for row as the files hold them (a stable sort or merge
+//! sees the input order). The sort reads all its inputs through one
+//! ([`super::sort_files`]); the merge reads each run through one when few runs leave
+//! cores idle ([`super::merge_files`]: two large files would otherwise decode on two
+//! threads).
+//!
+//! The batches decoded ahead of the reader share one byte budget ([`AheadBudget`]), so a
+//! row group behind the one being read decodes as far as the budget lets it, not a fixed
+//! number of batches (otherwise the reader would wait on one decoder at a time). The row
+//! group being read (the **front**) may always decode one batch beyond the budget: the
+//! reader waits on it, so it never waits on the reader (no deadlock).
+//!
+//! Memory: the budget, plus per decoder the batch it decoded and holds while it waits for
+//! room, plus the front's batch beyond the budget: `ahead_bytes + (threads + 1)` batches.
+//! Dropping the reader stops the decoders (their channels close, the budget wakes them).
+//!
+//! Batch size: [`BatchSizing`] starts at a number of rows and, given a byte target, follows
+//! what the batches measure (a decoder reopens its row group where it stopped when the size
+//! changes by a factor of 2 or more); values so large that a batch overflows its 32-bit
+//! offsets are read with fewer rows.
+
+use super::inputs::conform;
+use crate::error::{Error, Result};
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
+};
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+
+/// One row group to read.
+#[derive(Clone)]
+pub struct RowGroupSource {
+    pub path: PathBuf,
+    pub metadata: ArrowReaderMetadata,
+    pub row_group: usize,
+    /// Rows its metadata counts (the reader checks that they all came).
+    pub rows: usize,
+}
+
+/// How many rows a batch holds.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchSizing {
+    /// Rows of the first batches.
+    pub rows: usize,
+    /// Bytes a batch should hold; `None`: always `rows`.
+    pub target_bytes: Option<usize>,
+    /// Bytes a row costs its consumer on top of its Arrow data (counted toward the target).
+    pub extra_bytes_per_row: usize,
+    /// Most rows of a batch.
+    pub max_rows: usize,
+}
+
+/// Memory of a batch's rows (a slice at its share of its buffers).
+pub fn batch_bytes(b: &RecordBatch) -> usize {
+    b.columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size())).sum()
+}
+
+/// The rows of a list of row groups in list order, decoded `threads` row groups at once
+/// (see the module doc).
+pub struct OrderedRowGroups {
+    /// The row groups not started yet, in list order, numbered (their unit).
+    waiting: VecDeque<(usize, RowGroupSource)>,
+    /// The row groups decoding, in list order.
+    decoding: VecDeque<Decoding>,
+    threads: usize,
+    budget: Arc<AheadBudget>,
+    /// Rows of the batches of row groups started from now on (and of those decoding, which
+    /// reopen for a change of a factor of 2).
+    batch_rows: Arc<AtomicUsize>,
+    sizing: BatchSizing,
+    /// Batches are conformed to this schema on the decoding threads.
+    schema: Option<SchemaRef>,
+    /// Rows handed out so far.
+    rows: usize,
+}
+
+/// A row group decoding on its own thread, with the rows it handed out so far.
+struct Decoding {
+    unit: usize,
+    source: RowGroupSource,
+    batches: mpsc::Receiver<Result<(RecordBatch, usize)>>,
+    rows: usize,
+}
+
+/// The bytes of the batches decoded and not yet taken by the reader, per unit, and the unit
+/// the reader takes from (`front`). A decoder waits while its next batch would pass
+/// `limit`, except the front's when it holds nothing: the reader waits on it.
+struct AheadBudget {
+    state: Mutex<AheadState>,
+    changed: Condvar,
+    limit: usize,
+}
+
+#[derive(Default)]
+struct AheadState {
+    held: usize,
+    by_unit: HashMap<usize, usize>,
+    front: usize,
+    /// The reader is gone: nobody waits any more.
+    closed: bool,
+}
+
+impl AheadBudget {
+    fn lock(&self) -> MutexGuard<'_, AheadState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until unit `unit` may hold `bytes` more (or the reader is gone).
+    fn acquire(&self, unit: usize, bytes: usize) {
+        let mut state = self.lock();
+        loop {
+            let front_empty = state.front == unit && state.by_unit.get(&unit).is_none_or(|&b| b == 0);
+            if state.closed || front_empty || state.held == 0 || state.held + bytes <= self.limit {
+                break;
+            }
+            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        state.held += bytes;
+        *state.by_unit.entry(unit).or_default() += bytes;
+    }
+
+    fn release(&self, unit: usize, bytes: usize) {
+        let mut state = self.lock();
+        state.held = state.held.saturating_sub(bytes);
+        if let Some(b) = state.by_unit.get_mut(&unit) {
+            *b = b.saturating_sub(bytes);
+            if *b == 0 {
+                state.by_unit.remove(&unit);
+            }
+        }
+        drop(state);
+        self.changed.notify_all();
+    }
+
+    fn set_front(&self, unit: usize) {
+        self.lock().front = unit;
+        self.changed.notify_all();
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.changed.notify_all();
+    }
+}
+
+impl Drop for OrderedRowGroups {
+    fn drop(&mut self) {
+        // Decoders waiting for room wake up, find their channel closed and stop.
+        self.budget.close();
+    }
+}
+
+impl OrderedRowGroups {
+    /// Reads `sources` in order, `threads` (at least 1) row groups at once, their batches
+    /// ahead of the reader within `ahead_bytes`; conformed to `schema` where given.
+    pub fn new(sources: Vec<RowGroupSource>, threads: usize, ahead_bytes: usize, sizing: BatchSizing, schema: Option<SchemaRef>) -> Self {
+        let budget = AheadBudget { state: Default::default(), changed: Condvar::new(), limit: ahead_bytes };
+        OrderedRowGroups {
+            waiting: sources.into_iter().enumerate().collect(),
+            decoding: VecDeque::new(),
+            threads: threads.max(1),
+            budget: Arc::new(budget),
+            batch_rows: Arc::new(AtomicUsize::new(sizing.rows.clamp(1, sizing.max_rows.max(1)))),
+            sizing,
+            schema,
+            rows: 0,
+        }
+    }
+
+    /// Starts decoding `source` (unit `unit` in list order) on a thread of its own.
+    fn start(&self, unit: usize, source: RowGroupSource) -> Result<Decoding> {
+        let (send, batches) = mpsc::channel();
+        let decoder = RowGroupDecoder {
+            source: source.clone(),
+            unit,
+            schema: self.schema.clone(),
+            budget: self.budget.clone(),
+            batch_rows: self.batch_rows.clone(),
+        };
+        let name = format!("corank-read-{unit}");
+        let spawned = std::thread::Builder::new().name(name).spawn(move || decoder.run(send));
+        spawned.map_err(|e| Error::io(&source.path, format!("cannot start a thread to read row group {}", source.row_group), e))?;
+        Ok(Decoding { unit, source, batches, rows: 0 })
+    }
+
+    /// The next batch in list order; `None` after the last row group's last batch.
+    pub fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
+        loop {
+            while self.decoding.len() < self.threads {
+                let Some((unit, source)) = self.waiting.pop_front() else { break };
+                let started = self.start(unit, source)?;
+                self.decoding.push_back(started);
+            }
+            let Some(front) = self.decoding.front_mut() else { return Ok(None) };
+            match front.batches.recv() {
+                Ok(batch) => {
+                    let (batch, bytes) = batch?;
+                    self.budget.release(front.unit, bytes);
+                    front.rows += batch.num_rows();
+                    self.rows += batch.num_rows();
+                    self.follow_size(&batch, bytes);
+                    return Ok(Some(batch));
+                }
+                Err(_) => {
+                    // The row group's decoder is done: every row its metadata counts came.
+                    let s = &front.source;
+                    if front.rows != s.rows {
+                        return Err(Error::File {
+                            path: s.path.clone(),
+                            detail: format!(
+                                "row group {} ended after {} of the {} rows its metadata counts",
+                                s.row_group, front.rows, s.rows
+                            ),
+                        });
+                    }
+                    // Units are numbered in list order: the next one is read next.
+                    let next = front.unit + 1;
+                    self.decoding.pop_front();
+                    self.budget.set_front(next);
+                }
+            }
+        }
+    }
+
+    /// Rows handed out so far.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Sizes the next batches by what `batch` measured, changing only for a factor of 2.
+    fn follow_size(&self, batch: &RecordBatch, bytes: usize) {
+        let (Some(target), rows) = (self.sizing.target_bytes, batch.num_rows()) else { return };
+        if rows == 0 {
+            return;
+        }
+        let row_bytes = (bytes / rows).max(1) + self.sizing.extra_bytes_per_row;
+        let fit = (target / row_bytes).clamp(1, self.sizing.max_rows.max(1));
+        let now = self.batch_rows.load(Ordering::Relaxed);
+        if fit * 2 <= now || fit >= now * 2 {
+            self.batch_rows.store(fit, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a decoding thread needs.
+struct RowGroupDecoder {
+    source: RowGroupSource,
+    unit: usize,
+    schema: Option<SchemaRef>,
+    budget: Arc<AheadBudget>,
+    batch_rows: Arc<AtomicUsize>,
+}
+
+impl RowGroupDecoder {
+    /// Opens the row group after its first `skip` rows, for batches of `rows`.
+    fn open(&self, skip: usize, rows: usize) -> Result<ParquetRecordBatchReader> {
+        let s = &self.source;
+        let context = format!("reading row group {}", s.row_group);
+        let file = std::fs::File::open(&s.path).map_err(|e| Error::io(&s.path, context.clone(), e))?;
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, s.metadata.clone())
+            .with_row_groups(vec![s.row_group])
+            .with_batch_size(rows);
+        if skip > 0 {
+            builder = builder.with_row_selection(RowSelection::from(vec![RowSelector::skip(skip), RowSelector::select(s.rows - skip)]));
+        }
+        builder.build().map_err(|e| Error::parquet(&s.path, context, e))
+    }
+
+    /// Decodes the row group into `send`, each batch counted in the budget before it goes.
+    fn run(self, send: mpsc::Sender<Result<(RecordBatch, usize)>>) {
+        let s = &self.source;
+        let mut rows = 0; // decoded so far
+        let mut batch_rows = self.batch_rows.load(Ordering::Relaxed);
+        // Set by a batch that overflowed its offsets: never go back above it.
+        let mut cap = usize::MAX;
+        'open: while rows < s.rows {
+            let mut reader = match self.open(rows, batch_rows) {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = send.send(Err(e));
+                    return;
+                }
+            };
+            loop {
+                let batch = match reader.next() {
+                    None => return,
+                    Some(Ok(b)) => b,
+                    // Values so large that a batch overflows its 32-bit offsets: fewer rows.
+                    Some(Err(e)) if e.to_string().contains("overflow") && batch_rows > 1 => {
+                        batch_rows = (batch_rows / 16).max(1);
+                        cap = batch_rows;
+                        continue 'open;
+                    }
+                    Some(Err(e)) => {
+                        let detail = format!("reading row group {} after its row {rows}: {e}", s.row_group);
+                        let _ = send.send(Err(Error::File { path: s.path.clone(), detail }));
+                        return;
+                    }
+                };
+                rows += batch.num_rows();
+                let batch = match &self.schema {
+                    Some(schema) => conform(batch, schema),
+                    None => Ok(batch),
+                };
+                let batch = batch.map(|b| {
+                    let bytes = batch_bytes(&b);
+                    self.budget.acquire(self.unit, bytes);
+                    (b, bytes)
+                });
+                let failed = batch.is_err();
+                // A closed channel: the reader stopped (an error elsewhere).
+                if send.send(batch).is_err() || failed {
+                    return;
+                }
+                let wanted = self.batch_rows.load(Ordering::Relaxed).min(cap);
+                if rows < s.rows && (wanted * 2 <= batch_rows || wanted >= batch_rows * 2) {
+                    batch_rows = wanted;
+                    continue 'open;
+                }
+            }
+        }
+    }
+}

@@ -60,8 +60,8 @@ fn warm_up_then_merge_matches_the_cpu() {
         return;
     }
     let options = strict_gpu();
-    warm_up_gpu(&options);
-    warm_up_gpu(&options);
+    warm_up_gpu(&options, 0);
+    warm_up_gpu(&options, 0);
     let (keys, offsets) = sorted_runs(7, 3_000, 1);
     let expected = merge_cpu(&keys, &offsets);
     let (got, engine) = merge_keys(&KeyColumn::U64(keys.clone()), &offsets, &options).unwrap();
@@ -77,8 +77,8 @@ fn warm_up_then_merge_matches_the_cpu() {
 #[test]
 fn errors_are_reported_by_the_merge_as_before() {
     let missing = EngineOptions { devices: corank::Devices::One(999), ..strict_gpu() };
-    warm_up_gpu(&missing);
-    warm_up_gpu(&EngineOptions { engine: Engine::Cpu, ..EngineOptions::default() });
+    warm_up_gpu(&missing, 0);
+    warm_up_gpu(&EngineOptions { engine: Engine::Cpu, ..EngineOptions::default() }, 0);
     match gpu_device_name(999) {
         Err(Error::GpuUnavailable(why)) => assert!(why.contains("999") || gpu_availability().is_err(), "{why}"),
         other => panic!("device 999: {other:?}"),
@@ -94,7 +94,7 @@ const CHILD: &str = "CORANK_TEST_WARM_UP_CHILD";
 #[test]
 fn child_exits_during_warm_up() {
     if std::env::var_os(CHILD).is_some() {
-        warm_up_gpu(&EngineOptions::default());
+        warm_up_gpu(&EngineOptions::default(), 0);
     }
 }
 
@@ -166,7 +166,7 @@ fn startup_breakdown() {
     let warm = std::env::var("CORANK_BREAKDOWN_NO_WARM_UP").as_deref() != Ok("1");
     let t = Instant::now();
     if warm {
-        warm_up_gpu(&options);
+        warm_up_gpu(&options, 0);
     }
     let call = t.elapsed();
     // The caller's own work the warm-up overlaps (reading Parquet footers), simulated.

@@ -40,15 +40,20 @@ pub fn gpu_availability() -> std::result::Result<(), String> {
 /// Starts the GPU engine's start-up (the CUDA contexts of `options.devices`, the cached
 /// kernels) on a background thread and returns at once, so that it overlaps the caller's
 /// own work, e.g. reading Parquet footers; the first GPU merge waits for what is still
-/// under way. Does nothing for `Engine::Cpu` or without the `gpu` feature. Errors are not
-/// reported here but by the merge, as without a warm-up (see `gpu::warm_up`).
-pub fn warm_up_gpu(options: &EngineOptions) {
+/// under way. `rows`: the rows the caller expects to merge or sort (0 if not known yet);
+/// from a few hundred thousand, the pinned staging buffers their transfers need are
+/// allocated then too (a later call with the rows known does that part only). Does nothing
+/// for `Engine::Cpu` or without the `gpu` feature. Errors are not reported here but by the
+/// merge, as without a warm-up (see `gpu::warm_up`).
+pub fn warm_up_gpu(options: &EngineOptions, rows: usize) {
     #[cfg(feature = "gpu")]
     if options.engine != Engine::Cpu {
-        gpu::warm_up_devices(options.devices);
+        // Key words and indices: at least 12 bytes a row go up or down.
+        let staging_bytes = if rows >= 1 << 18 { rows.saturating_mul(12) } else { 0 };
+        gpu::warm_up_devices(options.devices, staging_bytes);
     }
     #[cfg(not(feature = "gpu"))]
-    let _ = options;
+    let _ = (options, rows);
 }
 
 /// The name of the GPU device `device`, where one is usable.

@@ -540,7 +540,7 @@ pub fn merge_files(
     // The GPU's start-up (context, cached kernels) overlaps opening the inputs and the
     // writer where a round may go to the GPU; a small `Auto` merge never touches it.
     if options.engine.engine == Engine::Gpu || (options.engine.engine == Engine::Auto && plan.total_rows >= options.engine.gpu_min_rows) {
-        crate::engine::warm_up_gpu(&options.engine);
+        crate::engine::warm_up_gpu(&options.engine, plan.total_rows);
     }
     let ReadPlan { keep_open, decoders_per_run, decoder_bytes: decoders, window_bytes: budgets } = read_plan(plan, options.memory_limit)?;
     let rest = options.memory_limit - decoders;

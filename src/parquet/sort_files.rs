@@ -381,7 +381,7 @@ pub fn sort_files(
     let start = Instant::now();
     let inputs = &plan.inputs;
     if options.engine.engine == Engine::Gpu || (options.engine.engine == Engine::Auto && inputs.total_rows >= options.engine.gpu_min_rows) {
-        crate::engine::warm_up_gpu(&options.engine);
+        crate::engine::warm_up_gpu(&options.engine, inputs.total_rows);
     }
     super::writer::check_output(output, options.writer.overwrite)?;
     let parquet_schema = common_parquet_schema(&inputs.files, &inputs.schema);

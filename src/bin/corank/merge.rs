@@ -156,7 +156,7 @@ pub fn prepare(args: &MergeArgs) -> Result<Prepared> {
         // footers are read (`--engine auto` starts them in merge_files, once the rows are
         // known to reach --gpu-min-rows).
         if !args.dry_run {
-            corank::engine::warm_up_gpu(&args.engine.options());
+            corank::engine::warm_up_gpu(&args.engine.options(), 0);
         }
     }
     // The output is never an input (compared by device and inode), with or without --force.

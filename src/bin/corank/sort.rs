@@ -141,7 +141,7 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
     if args.engine.engine == Engine::Gpu {
         corank::engine::gpu_availability().map_err(Error::GpuUnavailable)?;
         if !args.dry_run {
-            corank::engine::warm_up_gpu(&args.engine.options());
+            corank::engine::warm_up_gpu(&args.engine.options(), 0);
         }
     }
     let paths = expand_inputs_excluding(&args.inputs, &args.output)?;

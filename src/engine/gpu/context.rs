@@ -226,25 +226,40 @@ fn warm_up_specs() -> impl Iterator<Item = ModuleSpec> {
 }
 
 /// Starts creating device `device`'s context, then loading the modules of
-/// [`warm_up_specs`] whose cubins the disk cache holds and allocating the pinned staging
-/// buffers, on a background thread; returns at once. Once a process a device (later calls
-/// do nothing). Errors are not reported here: the context's (or its absence's) stays where
-/// the first merge finds and reports it, as without a warm-up; a module that does not load
-/// from the cache is built by the merge.
-pub(crate) fn warm_up(device: usize) {
+/// [`warm_up_specs`] whose cubins the disk cache holds, and pinning staging buffers for
+/// transfers of `staging_bytes` (none for 0: a small merge pins only what its transfers
+/// need, when they need it), on a background thread; returns at once. Once a process a
+/// device, and once more to pin staging buffers where an earlier call pinned none. Errors
+/// are not reported here: the context's (or its absence's) stays where the first merge
+/// finds and reports it, as without a warm-up; a module that does not load from the cache
+/// is built by the merge.
+pub(crate) fn warm_up(device: usize, staging_bytes: usize) {
     static STARTED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-    {
+    static STAGED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    let first = {
         let mut started = STARTED.lock().unwrap_or_else(|p| p.into_inner());
-        if started.contains(&device) {
-            return;
+        let first = !started.contains(&device);
+        if first {
+            started.push(device);
         }
-        started.push(device);
+        first
+    };
+    let stage = staging_bytes > 0 && {
+        let mut staged = STAGED.lock().unwrap_or_else(|p| p.into_inner());
+        let stage = !staged.contains(&device);
+        if stage {
+            staged.push(device);
+        }
+        stage
+    };
+    if !first && !stage {
+        return;
     }
     let spawned = std::thread::Builder::new().name(format!("corank-gpu{device}-warm-up")).spawn(move || {
         let t = Instant::now();
         let Ok(gpu) = gpu(device) else { return };
         let mut loaded = 0;
-        for spec in warm_up_specs() {
+        for spec in warm_up_specs().filter(|_| first) {
             let Ok(mut st) = gpu.lock() else { return };
             if st.modules.contains_key(&spec) {
                 continue;
@@ -258,9 +273,13 @@ pub(crate) fn warm_up(device: usize) {
                 Err(e) => log::debug!("corank: warm-up of device {device}: {e}"),
             }
         }
-        if let Ok(mut st) = gpu.lock() {
-            if let Err(e) = st.staging() {
-                log::debug!("corank: warm-up of device {device}: {e}");
+        if stage {
+            if let Ok(mut st) = gpu.lock() {
+                let s = Instant::now();
+                match st.staging().and_then(|staging| staging.reserve(staging_bytes)) {
+                    Ok(()) => log::debug!("corank: pinned staging buffers for {staging_bytes} bytes in {:.1?}", s.elapsed()),
+                    Err(e) => log::debug!("corank: warm-up of device {device}: {e}"),
+                }
             }
         }
         log::debug!("corank: warm-up of device {device} done in {:.1?} ({loaded} cached modules loaded)", t.elapsed());
@@ -319,16 +338,12 @@ impl State {
         self.pool.clear();
     }
 
-    /// The pinned staging buffers and their events, allocated on first use.
+    /// The staging buffers and their events (created on first use; the buffers grow with
+    /// the transfers, [`Staging::reserve`]).
     pub fn staging(&mut self) -> Result<&mut Staging> {
         let staging = match self.staging.take() {
             Some(s) => s,
-            None => {
-                let t = Instant::now();
-                let s = Staging::new()?;
-                log::debug!("corank: pinned staging buffers allocated in {:.1?}", t.elapsed());
-                s
-            }
+            None => Staging::new()?,
         };
         Ok(self.staging.insert(staging))
     }

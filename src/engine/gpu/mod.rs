@@ -116,30 +116,32 @@ pub fn compile_all_kernels() -> Result<()> {
 }
 
 /// Starts the GPU engine's start-up for CUDA device `device` on a background thread and
-/// returns at once: the CUDA context is created and the production kernels whose cubins the
-/// disk cache holds are loaded while the caller does other work (reads Parquet footers).
-/// The first merge on the device waits for what is still under way; nothing is done twice.
-/// Errors are not returned here: a missing GPU or a failure is reported by the first merge,
-/// exactly as without a warm-up. Later calls for the same device do nothing.
-pub fn warm_up(device: usize) {
-    context::warm_up(device)
+/// returns at once: the CUDA context is created, the production kernels whose cubins the
+/// disk cache holds are loaded, and pinned staging buffers for transfers of
+/// `staging_bytes` are allocated (none for 0: they then grow with the first transfers)
+/// while the caller does other work (reads Parquet footers). The first merge on the device
+/// waits for what is still under way; nothing is done twice. Errors are not returned here:
+/// a missing GPU or a failure is reported by the first merge, exactly as without a
+/// warm-up.
+pub fn warm_up(device: usize, staging_bytes: usize) {
+    context::warm_up(device, staging_bytes)
 }
 
 /// [`warm_up`] for every device of `devices` (`All`: the count is read on the background
 /// thread too).
-pub fn warm_up_devices(devices: Devices) {
+pub fn warm_up_devices(devices: Devices, staging_bytes: usize) {
     match devices {
         Devices::All => {
-            let spawned = std::thread::Builder::new().name("corank-gpu-warm-up".into()).spawn(|| {
+            let spawned = std::thread::Builder::new().name("corank-gpu-warm-up".into()).spawn(move || {
                 if let Ok(count) = context::device_count() {
-                    (0..count).for_each(context::warm_up);
+                    (0..count).for_each(|d| context::warm_up(d, staging_bytes));
                 }
             });
             if let Err(e) = spawned {
                 log::debug!("corank: no warm-up thread: {e}");
             }
         }
-        d => d.ordinals(0).into_iter().for_each(context::warm_up),
+        d => d.ordinals(0).into_iter().for_each(|d| context::warm_up(d, staging_bytes)),
     }
 }
 

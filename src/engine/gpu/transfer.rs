@@ -20,25 +20,32 @@ use rayon::prelude::*;
 use std::ffi::c_void;
 use std::mem::{size_of_val, MaybeUninit};
 
-/// A pinned host allocation of `STAGE_BYTES`, freed on drop.
+/// A pinned host allocation of `bytes` (none while 0), freed on drop.
 struct Pinned {
     ptr: *mut u8,
+    bytes: usize,
 }
 
 impl Pinned {
-    fn new() -> Result<Pinned> {
+    const NONE: Pinned = Pinned { ptr: std::ptr::null_mut(), bytes: 0 };
+
+    fn new(bytes: usize) -> Result<Pinned> {
         // SAFETY: a plain pinned allocation in the context bound to this thread; owned by the
         // returned value, which frees it.
-        let ptr = unsafe { result::malloc_host(STAGE_BYTES, 0) }.map_err(gpu_err("allocating pinned memory"))?;
-        Ok(Pinned { ptr: ptr as *mut u8 })
+        let ptr = unsafe { result::malloc_host(bytes, 0) }.map_err(gpu_err("allocating pinned memory"))?;
+        Ok(Pinned { ptr: ptr as *mut u8, bytes })
     }
 }
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        // SAFETY: `ptr` came from malloc_host and is freed once; Staging drops its buffers
-        // only when no copy uses them (its owner is the device state, kept for the process,
-        // and every merge waits for its copies before returning).
+        if self.ptr.is_null() {
+            return;
+        }
+        // SAFETY: `ptr` came from malloc_host and is freed once; Staging drops (or replaces)
+        // its buffers only when no copy uses them (it waits for their events first; its
+        // owner is the device state, kept for the process, and every merge waits for its
+        // copies before returning).
         unsafe {
             let _ = result::free_host(self.ptr as *mut c_void);
         }
@@ -46,14 +53,19 @@ impl Drop for Pinned {
 }
 
 /// The two pinned staging buffers and, per buffer, the event of the last copy that used it.
+/// They start empty and grow to what a transfer needs, up to `STAGE_BYTES` each
+/// ([`Staging::reserve`]): pinning is slow (about 25 ms and 7 ms to unpin per 64 MiB on the
+/// H200 host), so a small merge pins a few MiB, not 128.
 pub(crate) struct Staging {
     bufs: [Pinned; 2],
     events: [sys::CUevent; 2],
 }
 
+/// Smallest size a staging buffer grows to.
+const MIN_STAGE_BYTES: usize = 1 << 20;
+
 impl Staging {
     pub fn new() -> Result<Staging> {
-        let bufs = [Pinned::new()?, Pinned::new()?];
         let event = || result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING).map_err(gpu_err("creating an event"));
         let first = event()?;
         let second = match event() {
@@ -66,17 +78,39 @@ impl Staging {
                 return Err(err);
             }
         };
-        Ok(Staging { bufs, events: [first, second] })
+        Ok(Staging { bufs: [Pinned::NONE, Pinned::NONE], events: [first, second] })
+    }
+
+    /// Grows both buffers to hold the pieces of a transfer of `total` bytes
+    /// (`min(total, STAGE_BYTES)`, rounded up to a power of two, at least 1 MiB), once
+    /// the copies that used them have finished. Every transfer calls it first, so its
+    /// pieces (at most `STAGE_BYTES`, at most `total`) always fit.
+    pub fn reserve(&mut self, total: usize) -> Result<()> {
+        if total == 0 {
+            return Ok(());
+        }
+        let want = total.min(STAGE_BYTES).next_power_of_two().clamp(MIN_STAGE_BYTES, STAGE_BYTES);
+        for s in 0..2 {
+            if self.bufs[s].bytes >= want {
+                continue;
+            }
+            // SAFETY: a valid event of this context (an unrecorded event counts as complete).
+            unsafe { result::event::synchronize(self.events[s]) }.map_err(gpu_err("waiting for a copy"))?;
+            // The old buffer is freed (no copy uses it any more) before the new one is pinned.
+            self.bufs[s] = Pinned::NONE;
+            self.bufs[s] = Pinned::new(want)?;
+        }
+        Ok(())
     }
 
     /// Buffer `s` for the host to fill or drain, its first `len` bytes, once the last copy
     /// that used it has finished.
     fn host_buffer(&mut self, s: usize, len: usize) -> Result<&mut [MaybeUninit<u8>]> {
-        assert!(len <= STAGE_BYTES);
+        assert!(len <= self.bufs[s].bytes, "a transfer piece larger than its staging buffer (reserve first)");
         // SAFETY: a valid event of this context (recorded or not: an unrecorded event counts
         // as complete).
         unsafe { result::event::synchronize(self.events[s]) }.map_err(gpu_err("waiting for a copy"))?;
-        // SAFETY: the buffer is a live pinned allocation of STAGE_BYTES >= len bytes; no copy
+        // SAFETY: the buffer is a live pinned allocation of at least len bytes; no copy
         // uses it any more (its event has completed) and `&mut self` keeps the host from
         // queueing another while the view lives. MaybeUninit<u8> makes no claim about the
         // contents.
@@ -162,6 +196,7 @@ pub(crate) fn upload(stream: sys::CUstream, staging: &mut Staging, src: &[u8], d
 /// `STAGE_BYTES` pieces with the host filling one buffer while the other is in flight.
 pub(crate) fn upload_slices(stream: sys::CUstream, staging: &mut Staging, srcs: &[&[u8]], dst: DevPtr) -> Result<()> {
     let total: usize = srcs.iter().map(|s| s.len()).sum();
+    staging.reserve(total)?;
     let (mut slice, mut within) = (0, 0); // where the next piece's bytes start
     for (p, start) in (0..total).step_by(STAGE_BYTES).enumerate() {
         let len = STAGE_BYTES.min(total - start);
@@ -235,6 +270,7 @@ pub(crate) fn download(
     order: &DownloadOrder,
 ) -> Result<()> {
     let total = dst.len();
+    staging.reserve(total)?;
     let chunked = !order.chunk_events.is_empty();
     if !chunked {
         // SAFETY: the engine's own stream handle.
@@ -253,7 +289,7 @@ pub(crate) fn download(
         }
         // SAFETY: buffer `s` was last used by piece p - 2, whose drain (below, in the
         // previous iteration) waited for its copy and finished reading it, and no host view
-        // of it is alive; the copy writes s1 - s0 <= STAGE_BYTES bytes into it and records its
+        // of it is alive; the copy writes s1 - s0 <= STAGE_BYTES bytes (reserved above) into it and records its
         // event right after. `src` is a device allocation of at least `total` bytes.
         unsafe {
             sys::cuMemcpyDtoHAsync_v2(staging.bufs[s].ptr as *mut c_void, src + s0 as u64, s1 - s0, dl_stream)

@@ -1,7 +1,8 @@
 //! The GPU contexts: one per CUDA device ordinal, created lazily on its first use, each
 //! with one stream, its compiled modules (built once per process, lazily, per family, key
 //! width and index width), a pool of device buffers kept and reused across calls (grown
-//! when a call needs more) and the pinned staging buffers.
+//! when a call needs more) and the pinned staging buffers (grown to what the transfers
+//! need, up to `STAGE_BYTES` each: a small merge does not pin 128 MiB).
 //!
 //! One merge runs at a time on a device (its state sits behind a mutex): the buffers are
 //! sized for the largest call so far and a second concurrent merge would need its own.
@@ -12,7 +13,8 @@
 //! [`warm_up`] creates a device's context and loads the modules whose cubins are in the disk
 //! cache on a background thread, so the caller overlaps that with its own work (reading
 //! Parquet footers): the first merge finds the context made (or waits for it: the context
-//! sits in a `OnceLock`, created once whoever asks first) and the modules loaded.
+//! sits in a `OnceLock`, created once whoever asks first) and the modules loaded; where the
+//! caller expects a large merge, the staging buffers are pinned there too.
 
 use super::manifest::Family;
 use super::nvrtc::{Module, ModuleSpec};

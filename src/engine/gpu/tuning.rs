@@ -20,7 +20,8 @@ use std::sync::Mutex;
 /// Threads per block of every kernel in every policy today.
 pub const THREADS: u32 = 256;
 
-/// Bytes of each pinned staging buffer (two of them, used alternately) for host transfers.
+/// Most bytes of each pinned staging buffer (two of them, used alternately) for host
+/// transfers; they grow to this from 1 MiB as transfers need.
 pub const STAGE_BYTES: usize = 64 << 20;
 
 /// Chunks the last level is cut into so the download of one overlaps the merge of the next.

@@ -923,7 +923,15 @@ impl Phase<'_> {
                 let round = frontier.take_round()?;
                 let round = if choice.cpu_next() { round.on_cpu() } else { round };
                 let round = round.merge()?;
-                choice.record(round.perm.engine, round.rows(), t.elapsed());
+                let merged = t.elapsed();
+                log::debug!(
+                    "corank round: {} rows in {} runs merged on the {:?} engine in {:.1?}",
+                    round.rows(),
+                    round.runs.len(),
+                    round.perm.engine,
+                    merged
+                );
+                choice.record(round.perm.engine, round.rows(), merged);
                 match round.perm.engine {
                     Engine::Gpu => *rounds_gpu += 1,
                     _ => *rounds_cpu += 1,

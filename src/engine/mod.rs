@@ -37,6 +37,17 @@ pub fn gpu_availability() -> std::result::Result<(), String> {
     Err("corank was built without the `gpu` feature".into())
 }
 
+/// Whether the GPU engine's libraries (the CUDA driver library, NVRTC) load, without
+/// calling the driver: a check that does not wait ~0.1–0.2 s for `cuInit`, for callers that
+/// start the GPU in the background ([`warm_up_gpu`]) and let the first merge report a
+/// device that cannot be used. `Err` says why not.
+pub fn gpu_libraries_present() -> std::result::Result<(), String> {
+    #[cfg(feature = "gpu")]
+    return gpu::libraries_present();
+    #[cfg(not(feature = "gpu"))]
+    Err("corank was built without the `gpu` feature".into())
+}
+
 /// Starts the GPU engine's start-up (the CUDA contexts of `options.devices`, the cached
 /// kernels) on a background thread and returns at once, so that it overlaps the caller's
 /// own work, e.g. reading Parquet footers; the first GPU merge waits for what is still

@@ -150,20 +150,23 @@ pub fn prepare(args: &MergeArgs) -> Result<Prepared> {
     let by = args.by.as_deref().map(parse_order_by).transpose()?;
     let compression = parse_output_compression(&args.compression)?;
     corank::parquet::writer::check_output(&args.output, args.force)?;
-    if args.engine.engine == Engine::Gpu {
+    if args.engine.engine == Engine::Gpu && !args.dry_run {
+        // Only the libraries are checked here. The driver's start (cuInit, the contexts,
+        // the cached kernels: ~0.35 s) runs on a background thread while the footers and
+        // the first windows are read; a device that cannot be used is the first round's
+        // error, before a row is written (`--engine gpu` never falls back to the CPU).
+        // `--engine auto` starts the GPU in merge_files, once the rows are known to reach
+        // --gpu-min-rows.
+        corank::engine::gpu_libraries_present().map_err(Error::GpuUnavailable)?;
+        corank::engine::warm_up_gpu(&args.engine.options(), 0);
+    } else if args.engine.engine == Engine::Gpu {
         corank::engine::gpu_availability().map_err(Error::GpuUnavailable)?;
-        // The CUDA context and the cached kernels start on a background thread while the
-        // footers are read (`--engine auto` starts them in merge_files, once the rows are
-        // known to reach --gpu-min-rows).
-        if !args.dry_run {
-            corank::engine::warm_up_gpu(&args.engine.options(), 0);
-        }
     }
     // The output is never an input (compared by device and inode), with or without --force.
     let paths = expand_inputs_excluding(&args.inputs, &args.output)?;
     // 2. Footers: schemas, key, runs.
     let plan = plan_merge_with(&paths, by, &PlanOptions { union_by_name: args.union_by_name })?;
-    if args.engine.engine == Engine::Gpu {
+    if args.engine.engine == Engine::Gpu && args.dry_run {
         corank::engine::gpu_devices_shown(args.engine.devices)?; // waits for the contexts
     }
     log::info!(

@@ -138,11 +138,13 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
             return Err(Error::File { path: dir.clone(), detail: "--temp-dir is not a directory".into() });
         }
     }
-    if args.engine.engine == Engine::Gpu {
+    if args.engine.engine == Engine::Gpu && !args.dry_run {
+        // As `corank merge`: the libraries here, the driver's start on a background thread
+        // while the first chunk is read; an unusable device is the first sort's error.
+        corank::engine::gpu_libraries_present().map_err(Error::GpuUnavailable)?;
+        corank::engine::warm_up_gpu(&args.engine.options(), 0);
+    } else if args.engine.engine == Engine::Gpu {
         corank::engine::gpu_availability().map_err(Error::GpuUnavailable)?;
-        if !args.dry_run {
-            corank::engine::warm_up_gpu(&args.engine.options(), 0);
-        }
     }
     let paths = expand_inputs_excluding(&args.inputs, &args.output)?;
     let options = SortFilesOptions {
@@ -158,8 +160,8 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
         spill_compression,
     };
     let plan = plan_sort(&paths, by, &PlanOptions { union_by_name: args.union_by_name }, &args.output, &options)?;
-    if args.engine.engine == Engine::Gpu {
-        corank::engine::gpu_devices_shown(args.engine.devices)?;
+    if args.engine.engine == Engine::Gpu && args.dry_run {
+        corank::engine::gpu_devices_shown(args.engine.devices)?; // waits for the contexts
     }
     log::info!(
         "sorting {} rows of {} files by {} into {} (chunks up to {}, about {} runs)",

@@ -84,9 +84,9 @@ impl Default for GpuOptions {
     }
 }
 
-/// Whether the GPU engine can run here: libcuda and libnvrtc loadable, at least one device.
-/// Never panics (cudarc panics when a library is missing, so presence is checked first).
-pub fn availability() -> std::result::Result<(), String> {
+/// Whether the CUDA driver library and NVRTC load (`dlopen` only, no driver call): the
+/// part of [`availability`] that does not wait for `cuInit` (~0.1–0.2 s).
+pub fn libraries_present() -> std::result::Result<(), String> {
     // SAFETY: only tries to load the library (dlopen), which reports absence as false.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err("the CUDA driver library (libcuda) is not present".into());
@@ -95,6 +95,13 @@ pub fn availability() -> std::result::Result<(), String> {
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         return Err("the NVRTC library (libnvrtc) is not present; put it on LD_LIBRARY_PATH".into());
     }
+    Ok(())
+}
+
+/// Whether the GPU engine can run here: libcuda and libnvrtc loadable, at least one device.
+/// Never panics (cudarc panics when a library is missing, so presence is checked first).
+pub fn availability() -> std::result::Result<(), String> {
+    libraries_present()?;
     use cudarc::driver::result;
     match std::panic::catch_unwind(|| result::init().and_then(|_| result::device::get_count())) {
         Ok(Ok(c)) if c > 0 => Ok(()),

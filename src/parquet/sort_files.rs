@@ -6,7 +6,9 @@
 //!    each chunk is sorted stably ([`crate::sort_permutation`], on the engine of
 //!    [`SortFilesOptions::engine`]) and
 //!    written as a sorted **spill run** (`run-NNNNNN.parquet`, LZ4 by default) into a spill
-//!    directory of its own (`.corank-sort-<hex>` under [`SortFilesOptions::temp_dir`]).
+//!    directory of its own (`.corank-sort-<hex>` under [`SortFilesOptions::temp_dir`]),
+//!    not flushed to disk ([`WriterSettings::sync`] off: the merge reads it back from the
+//!    page cache and it is removed after).
 //!    When every row fits one chunk, the sorted chunk is the output and nothing is spilled.
 //! 2. **Merge.** The runs, in chunk order, are merged into the output by
 //!    [`merge_files`](super::merge_files()), which writes the output as a merge does (a
@@ -389,8 +391,10 @@ pub fn sort_files(
     let mut spill_settings = options.writer.clone();
     spill_settings.row_group_bytes = plan.row_group_bytes;
     spill_settings.overwrite = false;
+    spill_settings.sync = false; // temporary: read back from the page cache, then removed
     let mut output_settings = spill_settings.clone();
     output_settings.overwrite = options.writer.overwrite;
+    output_settings.sync = options.writer.sync;
     spill_settings.compression = options.spill_compression;
     // Created up front: a directory that cannot be written fails before any work.
     let mut spill_dir = if plan.estimated_runs > 1 { Some(SpillDir::create(&plan.temp_dir)?) } else { None };

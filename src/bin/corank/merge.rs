@@ -185,6 +185,7 @@ pub fn prepare(args: &MergeArgs) -> Result<Prepared> {
             row_group_rows: args.row_group_size,
             row_group_bytes: args.max_row_group_bytes,
             overwrite: args.force,
+            sync: true,
         },
         passthrough: args.passthrough,
     };

@@ -155,6 +155,7 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
             row_group_rows: args.row_group_size,
             row_group_bytes: args.max_row_group_bytes,
             overwrite: args.force,
+            sync: true,
         },
         temp_dir: args.temp_dir.clone(),
         spill_compression,

@@ -212,6 +212,9 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::DatafusionCopy(args) => bench::datafusion_copy(args),
     };
+    // The moment the work ended: what a timeline (RUST_LOG=debug) needs to tell the
+    // process's own time from its exit's (the GPU driver's teardown).
+    log::debug!("corank: done ({}), exiting", if result.is_ok() { "ok" } else { "error" });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

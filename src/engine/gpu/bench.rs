@@ -370,5 +370,30 @@ pub fn merge_split_on(keys: &KeyColumn, run_offsets: &[usize], devices: &[usize]
     if devices.is_empty() {
         return Err(Error::InvalidArgument("no device to split the merge across".into()));
     }
-    super::multi::merge_split(keys, run_offsets, devices, options)
+    let n = keys.len();
+    let wide = n > u32::MAX as usize || options.force_u64_indices;
+    let mut out = super::transfer::Output::with_capacity(n, if wide { 8 } else { 4 });
+    super::multi::merge_split(keys, run_offsets, devices, options, out.bytes(), wide)?;
+    // SAFETY: merge_split returned Ok, so it wrote every byte of `out.bytes()`.
+    Ok(unsafe { out.assume_init() })
+}
+
+/// [`super::merge_gpu_into`] split across `devices` (an ordinal may repeat, as for
+/// [`merge_split_on`]): the registered-memory path of a split merge on one GPU, for the
+/// tests.
+pub fn merge_split_on_into<I: super::GpuIndex>(
+    keys: &KeyColumn,
+    run_offsets: &[usize],
+    devices: &[usize],
+    options: &super::GpuOptions,
+    out: &mut [I],
+) -> Result<()> {
+    nonempty_bounds(keys.len(), run_offsets)?;
+    if devices.is_empty() {
+        return Err(Error::InvalidArgument("no device to split the merge across".into()));
+    }
+    super::pinned::check_output_len(out.len(), keys.len())?;
+    // SAFETY: as in merge_gpu_into: I is u32 or u64, any bytes are valid values.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut std::mem::MaybeUninit<u8>, std::mem::size_of_val(out)) };
+    super::multi::merge_split(keys, run_offsets, devices, options, bytes, I::WIDE)
 }

@@ -44,14 +44,6 @@ pub(crate) fn key_bytes(keys: &KeyColumn) -> &[u8] {
     }
 }
 
-fn identity(n: usize) -> Indices {
-    if n <= u32::MAX as usize {
-        Indices::U32((0..n as u32).collect())
-    } else {
-        Indices::U64((0..n as u64).collect())
-    }
-}
-
 /// A merge planned on a device: the module that runs it and its levels.
 pub(crate) struct Planned {
     pub module: Arc<Module>,
@@ -81,21 +73,35 @@ pub(crate) fn prepare(
 /// several ([`super::multi`]).
 pub(crate) fn merge(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions) -> Result<Indices> {
     let n = keys.len();
+    let wide = n > u32::MAX as usize || options.force_u64_indices;
+    let mut out = Output::with_capacity(n, if wide { 8 } else { 4 });
+    merge_into(keys, run_offsets, options, out.bytes(), wide)?;
+    // SAFETY: merge_into returned Ok, so it wrote every byte of `out.bytes()`.
+    Ok(unsafe { out.assume_init() })
+}
+
+/// The merge's indices (u64 where `wide`, else u32) into `dst`, the bytes of `keys.len()`
+/// of them: written whole when this returns Ok.
+pub(crate) fn merge_into(
+    keys: &KeyColumn,
+    run_offsets: &[usize],
+    options: &GpuOptions,
+    dst: &mut [MaybeUninit<u8>],
+    wide: bool,
+) -> Result<()> {
+    let n = keys.len();
     let bounds = nonempty_bounds(n, run_offsets)?;
     let devices = super::multi::resolve_devices(options.devices)?;
     if devices.len() > 1 {
-        return super::multi::merge_split(keys, run_offsets, &devices, options);
+        return super::multi::merge_split(keys, run_offsets, &devices, options, dst, wide);
     }
     let gpu = gpu(devices[0])?;
     if bounds.len() <= 2 {
-        return Ok(identity(n)); // zero or one non-empty run: already in order
+        super::multi::write_consecutive(dst, 0, wide); // zero or one non-empty run: already in order
+        return Ok(());
     }
-    let wide = n > u32::MAX as usize || options.force_u64_indices;
-    let mut out = Output::with_capacity(n, if wide { 8 } else { 4 });
     let part = Part { srcs: &[key_bytes(keys)], key_bytes: keys.key_bytes(), n, bounds, wide_indices: wide, rebase: None };
-    merge_part(gpu, &part, out.bytes(), options)?;
-    // SAFETY: merge_part returned Ok, so its download wrote every byte of `out.bytes()`.
-    Ok(unsafe { out.assume_init() })
+    merge_part(gpu, &part, dst, options)
 }
 
 /// What one device merges: the keys of its runs (the concatenation of `srcs`, `n` keys), the

@@ -35,7 +35,9 @@
 //! - `sort`: the stable sort: tiles sorted in shared memory (cuda/sort_tiles.cu), then
 //!   merged by the tree of `merge`;
 //! - `multi`: a merge split across several devices: one output range per device by
-//!   co-rank, each device merging only its slices of the runs (`GpuOptions::devices`).
+//!   co-rank, each device merging only its slices of the runs (`GpuOptions::devices`);
+//! - `pinned`: host memory registered with the driver ([`Registered`]): keys and outputs
+//!   there are copied by DMA, with no staging copy ([`merge_gpu_into`]).
 //!
 //! An input that does not fit in free device memory is refused with [`Error::Gpu`] (the
 //! caller merges on the CPU). GPU failures are returned, never panics.
@@ -48,6 +50,7 @@ mod manifest;
 mod merge;
 mod multi;
 mod nvrtc;
+mod pinned;
 mod plan;
 mod sort;
 mod transfer;
@@ -61,6 +64,7 @@ pub use crate::options::{Devices, Kernel};
 use crate::permutation::Indices;
 use crate::{Error, Result};
 pub use gather::{gather_fixed_gpu, gather_on_gpu_pays};
+pub use pinned::{GpuIndex, HostMemory, Registered};
 
 /// Options of the GPU engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,6 +175,24 @@ pub fn device_name(device: usize) -> Result<String> {
 /// while the total fits, u64 beyond).
 pub fn merge_gpu(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions) -> Result<Indices> {
     merge::merge(keys, run_offsets, options)
+}
+
+/// [`merge_gpu`] into caller memory: `out` (one index per key, u32 or u64) receives the
+/// merge's indices. Where `keys` and `out` are [`Registered`], the keys go up and the indices
+/// come down by DMA, with no staging copy and no page faults: the host path for memory a
+/// pipeline reuses. u32 indices for more than `u32::MAX` keys, or with
+/// `force_u64_indices`, are refused with [`Error::InvalidArgument`], as is an `out` of the
+/// wrong length.
+pub fn merge_gpu_into<I: GpuIndex>(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions, out: &mut [I]) -> Result<()> {
+    let n = keys.len();
+    pinned::check_output_len(out.len(), n)?;
+    if !I::WIDE && (n > u32::MAX as usize || options.force_u64_indices) {
+        return Err(Error::InvalidArgument(format!("u32 indices for a merge of {n} keys that needs u64 indices")));
+    }
+    // SAFETY: I is u32 or u64 (sealed): any bytes the merge writes make valid values, and
+    // the view covers exactly `out`, borrowed mutably for the call.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut std::mem::MaybeUninit<u8>, std::mem::size_of_val(out)) };
+    merge::merge_into(keys, run_offsets, options, bytes, I::WIDE)
 }
 
 /// Stable sort of `keys` on the first GPU of `options.devices`: for every output row the

@@ -18,12 +18,10 @@
 
 use super::context::{device_count, gpu};
 use super::merge::{self, key_bytes, Part};
-use super::transfer::Output;
 use super::GpuOptions;
 use crate::engine::co_rank::split_output;
 use crate::keys::KeyColumn;
 use crate::options::Devices;
-use crate::permutation::Indices;
 use crate::{with_key_column, Error, Result};
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
@@ -57,17 +55,23 @@ fn on_device(device: usize, e: Error) -> Error {
 
 /// Stable merge of the runs split across `devices` (at least two), identical to the
 /// single-device and CPU merges.
-pub(crate) fn merge_split(keys: &KeyColumn, run_offsets: &[usize], devices: &[usize], options: &GpuOptions) -> Result<Indices> {
-    let n = keys.len();
-    let wide = n > u32::MAX as usize || options.force_u64_indices;
+/// The indices (u64 where `wide`, else u32) go into `dst`, the bytes of `keys.len()` of them,
+/// written whole when this returns Ok.
+pub(crate) fn merge_split(
+    keys: &KeyColumn,
+    run_offsets: &[usize],
+    devices: &[usize],
+    options: &GpuOptions,
+    dst: &mut [MaybeUninit<u8>],
+    wide: bool,
+) -> Result<()> {
     let ib = if wide { 8 } else { 4 };
     let kb = keys.key_bytes();
     let cuts = with_key_column!(keys, v => split_output(v, run_offsets, devices.len()));
     let bytes = key_bytes(keys);
-    let mut out = Output::with_capacity(n, ib);
     // 1. Each device's range of the output, as disjoint byte slices.
     let mut ranges: Vec<&mut [MaybeUninit<u8>]> = Vec::with_capacity(devices.len());
-    let mut rest = out.bytes();
+    let mut rest = dst;
     for d in 0..devices.len() {
         let len: usize = cuts[d + 1].iter().zip(&cuts[d]).map(|(hi, lo)| hi - lo).sum();
         let (range, tail) = rest.split_at_mut(len * ib);
@@ -89,12 +93,9 @@ pub(crate) fn merge_split(keys: &KeyColumn, run_offsets: &[usize], devices: &[us
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::Internal("a device thread panicked".into())))).collect()
     });
-    for r in results {
-        r?;
-    }
-    // SAFETY: every range returned Ok, so each wrote all of its bytes, and the ranges tile
-    // `out.bytes()` (their lengths sum to n elements: the cuts' last entry is every row).
-    Ok(unsafe { out.assume_init() })
+    // Every range returned Ok, so each wrote all of its bytes, and the ranges tile `dst`
+    // (their lengths sum to n elements: the cuts' last entry is every row).
+    results.into_iter().collect()
 }
 
 /// Merges run `r`'s rows `lo[r]..hi[r]` for every run into `dst` (global indices of width
@@ -133,7 +134,7 @@ fn merge_range(
 
 /// Writes `first, first + 1, ..` into `dst` (indices of 8 bytes when `wide`, else 4), on
 /// all cores.
-fn write_consecutive(dst: &mut [MaybeUninit<u8>], first: u64, wide: bool) {
+pub(crate) fn write_consecutive(dst: &mut [MaybeUninit<u8>], first: u64, wide: bool) {
     const CHUNK: usize = 1 << 16; // indices per task
     let ib = if wide { 8 } else { 4 };
     dst.par_chunks_mut(CHUNK * ib).enumerate().for_each(|(c, chunk)| {

@@ -1,5 +1,7 @@
 //! Host transfers: keys up, indices down, through two pinned staging buffers (the host
 //! fills or drains one while the other is in flight), and the output the download fills.
+//! Host memory registered with the driver ([`super::pinned`]) skips the staging buffers:
+//! the DMA reads the keys and writes the indices there directly.
 //!
 //! Invariants, enforced here:
 //! - a staging buffer is handed to the host ([`Staging::host_buffer`]) only after the
@@ -11,6 +13,7 @@
 
 use super::context::gpu_err;
 use super::launch::DevPtr;
+use super::pinned::is_registered;
 use super::plan::chunk_of;
 use super::tuning::STAGE_BYTES;
 use crate::permutation::Indices;
@@ -196,6 +199,23 @@ pub(crate) fn upload(stream: sys::CUstream, staging: &mut Staging, src: &[u8], d
 /// `STAGE_BYTES` pieces with the host filling one buffer while the other is in flight.
 pub(crate) fn upload_slices(stream: sys::CUstream, staging: &mut Staging, srcs: &[&[u8]], dst: DevPtr) -> Result<()> {
     let total: usize = srcs.iter().map(|s| s.len()).sum();
+    if total > 0 && srcs.iter().all(|s| s.is_empty() || is_registered(s.as_ptr(), s.len())) {
+        // Registered memory: one DMA per slice, straight from it.
+        let mut at = 0;
+        for s in srcs.iter().filter(|s| !s.is_empty()) {
+            // SAFETY: `s` lies in registered (page-locked) host memory and stays borrowed,
+            // unchanged, until the merge that queued this copy has finished every copy
+            // (merge_part synchronizes on success and on error); `dst` is a device
+            // allocation of at least `total` bytes, of which this slice covers [at, at + len).
+            unsafe {
+                sys::cuMemcpyHtoDAsync_v2(dst + at as u64, s.as_ptr() as *const c_void, s.len(), stream)
+                    .result()
+                    .map_err(gpu_err("copying to the device"))?;
+            }
+            at += s.len();
+        }
+        return Ok(());
+    }
     staging.reserve(total)?;
     let (mut slice, mut within) = (0, 0); // where the next piece's bytes start
     for (p, start) in (0..total).step_by(STAGE_BYTES).enumerate() {
@@ -270,11 +290,37 @@ pub(crate) fn download(
     order: &DownloadOrder,
 ) -> Result<()> {
     let total = dst.len();
-    staging.reserve(total)?;
+    let direct = is_registered(dst.as_ptr() as *const u8, total);
+    if !direct {
+        staging.reserve(total)?;
+    }
     let chunked = !order.chunk_events.is_empty();
     if !chunked {
         // SAFETY: the engine's own stream handle.
         unsafe { result::stream::synchronize(order.main) }.map_err(gpu_err("running the merge"))?;
+    }
+    if direct {
+        // Registered memory: the DMA writes the output itself, piece by piece as the
+        // chunks complete.
+        for s0 in (0..total).step_by(STAGE_BYTES) {
+            let s1 = (s0 + STAGE_BYTES).min(total);
+            if chunked {
+                let c = chunk_of(order.chunk_ends, ((s1 - 1) / elem) as u64);
+                // SAFETY: as below.
+                unsafe { result::stream::wait_event(dl_stream, order.chunk_events[c], sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+                    .map_err(gpu_err("ordering the download"))?;
+            }
+            // SAFETY: dst[s0..s1] lies in registered host memory, borrowed mutably for this
+            // call, which waits below for the copy to land; `src` is a device allocation of at
+            // least `total` bytes.
+            unsafe {
+                sys::cuMemcpyDtoHAsync_v2(dst[s0..].as_mut_ptr() as *mut c_void, src + s0 as u64, s1 - s0, dl_stream)
+                    .result()
+                    .map_err(gpu_err("copying from the device"))?;
+            }
+        }
+        // SAFETY: the download's own stream.
+        return unsafe { result::stream::synchronize(dl_stream) }.map_err(gpu_err("copying from the device"));
     }
     let mut pending: Option<(usize, usize, usize)> = None; // (buffer, start, end) to drain
     for (p, s0) in (0..total).step_by(STAGE_BYTES).enumerate() {
@@ -361,12 +407,15 @@ impl Output {
 
 /// Maps `buf` with transparent huge pages and touches one byte per page on a few threads of
 /// `scope` (joined when the scope ends), so its page faults are taken there and then rather
-/// than during the download. Does nothing where THP is off, for small buffers, and off
-/// Linux.
+/// than during the download. Does nothing where THP is off, for small buffers, for
+/// registered memory, and off Linux.
 pub(crate) fn prefault<'s>(scope: &'s std::thread::Scope<'s, '_>, buf: &'s mut [MaybeUninit<u8>]) {
     #[cfg(target_os = "linux")]
     {
         const PAGE: usize = 4096;
+        if is_registered(buf.as_ptr() as *const u8, buf.len()) {
+            return; // page-locked: every page is resident already
+        }
         const PREFAULT_THREADS: usize = 4;
         const HUGE: usize = 2 << 20;
         if buf.len() < (64 << 20) {

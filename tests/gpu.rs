@@ -30,6 +30,13 @@ fn availability_never_panics() {
     let _ = gpu::availability();
     let _ = gpu::device_name(0);
     let _ = gpu::device_name(usize::MAX);
+    // Registering host memory needs a device: without one it is an error, never a panic;
+    // empty data registers nothing anywhere.
+    match gpu::Registered::new(vec![1u32, 2, 3]) {
+        Ok(r) => assert_eq!(r.into_inner(), [1, 2, 3]),
+        Err(e) => assert!(matches!(e, Error::GpuUnavailable(_)) && gpu::device_name(0).is_err(), "{e}"),
+    }
+    assert!(gpu::Registered::new(Vec::<u64>::new()).is_ok());
 }
 
 /// Malformed tuning overrides are refused (valid ones would retune the other tests of this

@@ -306,7 +306,8 @@ pub(crate) fn download(
             let s1 = (s0 + STAGE_BYTES).min(total);
             if chunked {
                 let c = chunk_of(order.chunk_ends, ((s1 - 1) / elem) as u64);
-                // SAFETY: as below.
+                // SAFETY: valid stream and event of this context; the event was recorded on
+                // the main stream after the chunk's launch.
                 unsafe { result::stream::wait_event(dl_stream, order.chunk_events[c], sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
                     .map_err(gpu_err("ordering the download"))?;
             }

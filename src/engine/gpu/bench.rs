@@ -393,7 +393,5 @@ pub fn merge_split_on_into<I: super::GpuIndex>(
         return Err(Error::InvalidArgument("no device to split the merge across".into()));
     }
     super::pinned::check_output_len(out.len(), keys.len())?;
-    // SAFETY: as in merge_gpu_into: I is u32 or u64, any bytes are valid values.
-    let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut std::mem::MaybeUninit<u8>, std::mem::size_of_val(out)) };
-    super::multi::merge_split(keys, run_offsets, devices, options, bytes, I::WIDE)
+    super::multi::merge_split(keys, run_offsets, devices, options, super::pinned::index_bytes(out), I::WIDE)
 }

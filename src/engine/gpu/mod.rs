@@ -189,10 +189,7 @@ pub fn merge_gpu_into<I: GpuIndex>(keys: &KeyColumn, run_offsets: &[usize], opti
     if !I::WIDE && (n > u32::MAX as usize || options.force_u64_indices) {
         return Err(Error::InvalidArgument(format!("u32 indices for a merge of {n} keys that needs u64 indices")));
     }
-    // SAFETY: I is u32 or u64 (sealed): any bytes the merge writes make valid values, and
-    // the view covers exactly `out`, borrowed mutably for the call.
-    let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut std::mem::MaybeUninit<u8>, std::mem::size_of_val(out)) };
-    merge::merge_into(keys, run_offsets, options, bytes, I::WIDE)
+    merge::merge_into(keys, run_offsets, options, pinned::index_bytes(out), I::WIDE)
 }
 
 /// Stable sort of `keys` on the first GPU of `options.devices`: for every output row the

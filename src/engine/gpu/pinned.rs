@@ -186,6 +186,13 @@ impl<T: HostMemory + std::fmt::Debug> std::fmt::Debug for Registered<T> {
     }
 }
 
+/// `out`'s memory as the bytes a merge writes its indices into.
+pub(crate) fn index_bytes<I: GpuIndex>(out: &mut [I]) -> &mut [std::mem::MaybeUninit<u8>] {
+    // SAFETY: I is u32 or u64 (sealed): any bytes the merge writes make valid values, and
+    // the view covers exactly `out`, borrowed mutably for the result's lifetime.
+    unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut std::mem::MaybeUninit<u8>, std::mem::size_of_val(out)) }
+}
+
 /// `out.len()` must be `n`: the caller's output of a merge into caller memory.
 pub(crate) fn check_output_len(out: usize, n: usize) -> Result<()> {
     if out != n {

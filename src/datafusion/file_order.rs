@@ -214,12 +214,14 @@ fn repair_scan(scan: &DataSourceExec) -> Repair {
         return Repair::Sort; // a declared partitioning (by partition columns) must stay
     }
     // The proven pieces stay in their groups; each unproven file (all its pieces) or
-    // access-planned piece becomes one group per run.
+    // access-planned piece becomes one group per run, right after what is left of its own
+    // group, so the partitions keep the files' order (a merge breaks ties by partition: where
+    // each file is a partition, ties come out in file order, as from the files unsplit).
     let mut groups = vec![];
-    let mut run_groups = vec![];
     let mut done: Vec<String> = vec![];
     for (group, runs) in config.file_groups.iter().zip(&pieces) {
         let mut kept = vec![];
+        let mut run_groups = vec![];
         for (file, runs) in group.iter().zip(runs) {
             let runs = runs.as_ref().expect("every piece has runs");
             if runs.runs.len() <= 1 {
@@ -243,8 +245,8 @@ fn repair_scan(scan: &DataSourceExec) -> Repair {
         } else if !kept.is_empty() {
             groups.push(FileGroup::new(kept));
         }
+        groups.extend(run_groups);
     }
-    groups.extend(run_groups);
     let config = FileScanConfigBuilder::from(config.clone()).with_file_groups(groups).build();
     Repair::Split(Arc::new(scan.clone().with_data_source(Arc::new(config))))
 }

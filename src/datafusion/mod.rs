@@ -11,6 +11,8 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "ballista")]
+pub mod ballista;
 pub mod codec;
 pub mod config;
 pub mod exec;

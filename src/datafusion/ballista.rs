@@ -89,8 +89,9 @@ fn with_read_all_partitions(mut builder: SessionStateBuilder) -> SessionStateBui
 
 /// Puts a no-op `GlobalLimitExec` over every [`CoRankMergeExec`] and [`CoRankSortExec`] that
 /// reads more than one partition, unless its parent already requires it as one partition (see
-/// the module doc: Ballista's static planner then gives the node's task its whole input). It changes no result: the limit
-/// has no skip and no fetch, and the node has one output partition.
+/// the module doc: Ballista's static planner then gives the node's task its whole input).
+/// It changes no result: the limit has no skip and no fetch, and the node has one output
+/// partition.
 #[derive(Debug, Default)]
 pub struct ReadAllPartitionsRule;
 

@@ -106,7 +106,8 @@ async fn order_by_merges_with_corank_in_the_executor() {
     let session = SessionConfig::new().with_target_partitions(8).with_repartition_file_scans(false);
     let mut config = corank::datafusion::with_corank_config(session);
     if gpu {
-        // Every round on the GPU; with engine 'gpu' a GPU failure is an error (no CPU fallback).
+        // Rounds after the first merge on the GPU; with engine 'gpu' a GPU failure is an error
+        // (no CPU fallback).
         config = config.set_str("corank.engine", "gpu");
     }
     let ctx = corank::datafusion::ballista::standalone(config).await.unwrap();

@@ -24,6 +24,10 @@
 //! radix sort of the same kind of keys. Indices checked equal to the CPU sort. And the sort
 //! from host memory (`sort_gpu`: keys up, sort, indices down) against the PCIe floor.
 //!
+//! Multi-GPU (`multi`, issue 15): the merge host path on one GPU and on every GPU here, and the
+//! sort from host memory split across them (one piece a device, the sorted pieces merged on
+//! the first), each against one GPU in the same run.
+//!
 //! `CORANK_KERNEL_SOURCES=DIR` compiles the kernels from DIR's copies of `cuda/` (kernel
 //! variants measured without a Rust build).
 //!
@@ -313,8 +317,7 @@ fn multi_gpu_section() -> Vec<String> {
     let col = KeyColumn::U64(keys);
     let expect = gpu::merge_gpu(&col, &offsets, &GpuOptions::default()).unwrap().to_vec();
     let mut base: Option<(f64, f64, f64)> = None;
-    let configs: Vec<usize> = if count >= 2 { vec![1, count] } else { vec![1] };
-    for d in configs {
+    for d in configs_of(count) {
         let ordinals: Vec<usize> = (0..d).collect();
         let (up, down) = bench::time_pinned_on(&ordinals, n * 8 / d, REPS).unwrap();
         let floor = median(up) + median(down) * 0.5;
@@ -355,6 +358,82 @@ fn multi_gpu_section() -> Vec<String> {
         ));
     }
     lines.push(format!("(registering the keys and the output, {} MiB, once: {registering:.0} ms)", (n * 12) >> 20));
+    drop((registered_keys, registered_out, col, runs));
+    lines.extend(multi_gpu_sort(&configs_of(count)));
+    lines
+}
+
+fn configs_of(count: usize) -> Vec<usize> {
+    if count >= 2 {
+        vec![1, count]
+    } else {
+        vec![1]
+    }
+}
+
+/// The sort split across GPUs (`sort_gpu` with several devices: one piece a device, the
+/// sorted pieces merged on the first, the download over every link), 2^28 random u64 keys,
+/// from ordinary memory (`sort_gpu`) and from and into registered memory (`sort_gpu_into`),
+/// against one GPU in the same run; results checked equal to one GPU's.
+fn multi_gpu_sort(configs: &[usize]) -> Vec<String> {
+    use corank::Devices;
+    const REPS: usize = 3;
+    let n = 1usize << 28;
+    let mut rng = 0x9e3779b97f4a7c15u64;
+    let keys: Vec<u64> = (0..n)
+        .map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        })
+        .collect();
+    let col = KeyColumn::U64(keys);
+    let registered_keys = gpu::Registered::new(col.clone()).unwrap();
+    let mut registered_out = gpu::Registered::new(vec![0u32; n]).unwrap();
+    let mut lines = vec![
+        format!("\nMulti-GPU sort, 2^28 random u64 keys -> u32 indices, median of {REPS}"),
+        "| GPUs | PCIe floor ms | sort_gpu ms | of floor | registered ms | of floor | sort_gpu vs 1 GPU | registered vs 1 GPU |".into(),
+        "|---:|---:|---:|---:|---:|---:|---:|---:|".into(),
+    ];
+    let mut expect: Option<Vec<usize>> = None;
+    let mut base = None;
+    for &d in configs {
+        let ordinals: Vec<usize> = (0..d).collect();
+        let (up, down) = bench::time_pinned_on(&ordinals, n * 8 / d, REPS).unwrap();
+        let floor = median(up) + median(down) * 0.5;
+        let options = GpuOptions { devices: Devices::from_ordinals(&ordinals).unwrap(), ..GpuOptions::default() };
+        let got = gpu::sort_gpu(&col, &options).unwrap().to_vec(); // warm-up, and the check
+        match &expect {
+            None => expect = Some(got),
+            Some(e) => assert!(got == *e, "{d} GPUs: the sort differs from one GPU's"),
+        }
+        registered_out.as_mut_slice().fill(0);
+        gpu::sort_gpu_into(&registered_keys, &options, registered_out.as_mut_slice()).unwrap();
+        assert!(
+            registered_out.iter().map(|&i| i as usize).eq(expect.as_ref().unwrap().iter().copied()),
+            "{d} GPUs, registered memory: the sort differs from one GPU's"
+        );
+        let (mut plain, mut registered) = (Vec::new(), Vec::new());
+        for _ in 0..REPS {
+            let t = Instant::now();
+            let out = gpu::sort_gpu(&col, &options).unwrap();
+            plain.push(t.elapsed().as_secs_f32() * 1000.0);
+            drop(out);
+            let t = Instant::now();
+            gpu::sort_gpu_into(&registered_keys, &options, registered_out.as_mut_slice()).unwrap();
+            registered.push(t.elapsed().as_secs_f32() * 1000.0);
+        }
+        let (plain, registered) = (median(plain), median(registered));
+        let (p1, r1) = *base.get_or_insert((plain, registered));
+        lines.push(format!(
+            "| {d} | {floor:.1} | {plain:.1} | {:.2} | {registered:.1} | {:.2} | {:.2}x | {:.2}x |",
+            floor / plain,
+            floor / registered,
+            p1 / plain,
+            r1 / registered
+        ));
+    }
     lines
 }
 

@@ -571,6 +571,115 @@ fn sort_case<T: TestKey>(n: usize, shape: SortShape, kernels: &[Kernel]) {
     }
 }
 
+/// The sort split across devices (one piece a device, sorted there, the sorted pieces
+/// merged on the first device): equal to the CPU sort for every key width and index width,
+/// 2 to 64 pieces, sizes below the piece count, at and around the sort tile, every shape
+/// (ties across pieces), every kernel of the merge levels. The split runs over device 0
+/// repeated (so any GPU machine tests it), and over all devices where there are two or more.
+#[test]
+fn split_sort_matches_the_cpu() {
+    if !gpu_or_skip("split_sort_matches_the_cpu") {
+        return;
+    }
+    let count = (0..).take_while(|&d| gpu::device_name(d).is_ok()).count();
+    let mut splits: Vec<Vec<usize>> = vec![vec![0, 0], vec![0, 0, 0]];
+    if count >= 2 {
+        splits.push((0..count).collect());
+        splits.push((0..count).rev().collect());
+    } else {
+        eprintln!("split_sort_matches_the_cpu: one GPU; the split runs over device 0 repeated only");
+    }
+    // The GPU tile is 2048 or 4096 keys on sm_90: pieces of a tile ± 1 for both, two pieces.
+    let mut sizes = vec![0, 1, 2, 3, 5, 4095, 4096, 4097, 8191, 8192, 8193, 9000];
+    if !small_only() {
+        sizes.extend([70_000, 1 << 20]);
+    }
+    for &n in &sizes {
+        for shape in [SortShape::Random, SortShape::FewValues, SortShape::AllEqual, SortShape::Reverse] {
+            split_sort_case::<u32>(n, shape, &splits, count, &[Kernel::Auto]);
+            split_sort_case::<u64>(n, shape, &splits, count, &[Kernel::Auto]);
+            split_sort_case::<[u64; 2]>(n, shape, &splits, count, &[Kernel::Auto]);
+            split_sort_case::<[u64; 3]>(n, shape, &splits, count, &[Kernel::Auto]);
+            split_sort_case::<[u64; 4]>(n, shape, &splits, count, &[Kernel::Auto]);
+        }
+    }
+    let every = [Kernel::Auto, Kernel::Tiled, Kernel::KWay, Kernel::Basic, Kernel::Circular];
+    split_sort_case::<u64>(9000, SortShape::FewValues, &[vec![0; 64], vec![0; 17]], count, &every);
+    split_sort_case::<[u64; 2]>(9000, SortShape::Random, &[vec![0; 5]], count, &every);
+}
+
+/// `sort_gpu_into`: registered keys and output (DMA both ways), and plain memory, on one
+/// device and split (device 0 twice, and every device where there are two or more), equal to
+/// the CPU sort for u32 and u64 indices; a wrong output length and u32 indices where u64 are
+/// asked for are errors, not wrong results.
+#[test]
+fn sort_into_registered_memory_matches_the_cpu() {
+    if !gpu_or_skip("sort_into_registered_memory_matches_the_cpu") {
+        return;
+    }
+    let count = (0..).take_while(|&d| gpu::device_name(d).is_ok()).count();
+    let n = if small_only() { 20_000 } else { 300_000 };
+    let mut rng = Rng(17);
+    let keys: Vec<u64> = (0..n).map(|_| rng.below(5000)).collect();
+    let expect: Vec<u64> = corank::engine::sort::sort_cpu(&keys).to_vec().into_iter().map(|i| i as u64).collect();
+    let plain = KeyColumn::U64(keys.clone());
+    let registered = gpu::Registered::new(KeyColumn::U64(keys)).unwrap();
+    for col in [&plain, &*registered] {
+        let mut out32 = gpu::Registered::new(vec![u32::MAX; n]).unwrap();
+        gpu::sort_gpu_into(col, &GpuOptions::default(), out32.as_mut_slice()).unwrap();
+        assert!(out32.iter().map(|&i| i as u64).eq(expect.iter().copied()), "u32 into registered memory");
+        let mut out64 = vec![u64::MAX; n];
+        gpu::sort_gpu_into(col, &GpuOptions::default(), &mut out64).unwrap();
+        assert!(out64 == expect, "u64 into plain memory");
+        let mut split = gpu::Registered::new(vec![u32::MAX; n]).unwrap();
+        gpu::bench::sort_split_on_into(col, &[0, 0], &GpuOptions::default(), split.as_mut_slice()).unwrap();
+        assert!(split.iter().map(|&i| i as u64).eq(expect.iter().copied()), "split over device 0 twice, registered output");
+        if count >= 2 {
+            let mut all = gpu::Registered::new(vec![u64::MAX; n]).unwrap();
+            gpu::sort_gpu_into(col, &GpuOptions { devices: Devices::All, ..GpuOptions::default() }, all.as_mut_slice()).unwrap();
+            assert!(all.as_slice() == expect.as_slice(), "split over every device, registered output");
+        }
+    }
+    let mut short = vec![0u32; n - 1];
+    assert!(matches!(gpu::sort_gpu_into(&plain, &GpuOptions::default(), &mut short), Err(Error::InvalidArgument(_))));
+    let mut narrow = vec![0u32; n];
+    let wide = GpuOptions { force_u64_indices: true, ..GpuOptions::default() };
+    assert!(matches!(gpu::sort_gpu_into(&plain, &wide, &mut narrow), Err(Error::InvalidArgument(_))));
+}
+
+fn split_sort_case<T: TestKey>(n: usize, shape: SortShape, splits: &[Vec<usize>], count: usize, kernels: &[Kernel]) {
+    let mut rng = Rng(n as u64 * 104_729 + shape as u64 + 3);
+    let range = match shape {
+        SortShape::FewValues => 5,
+        SortShape::AllEqual => 1,
+        _ => u64::MAX,
+    };
+    let mut keys: Vec<T> = (0..n).map(|_| T::make(rng.below(range), &mut rng, range < 64)).collect();
+    if let SortShape::Reverse = shape {
+        keys.sort_by(|a, b| b.cmp(a));
+    }
+    let expect = corank::engine::sort::sort_cpu(&keys).to_vec();
+    let col = T::column(keys);
+    for &kernel in kernels {
+        for wide in [false, true] {
+            let options = GpuOptions { kernel, force_u64_indices: wide, ..GpuOptions::default() };
+            for devices in splits {
+                let got = gpu::bench::sort_split_on(&col, devices, &options).unwrap();
+                assert!(matches!((&got, wide), (Indices::U64(_), true) | (Indices::U32(_), false)), "index width");
+                assert!(
+                    got.to_vec() == expect,
+                    "{n} keys of {} bytes, {shape:?}, {kernel:?}, wide {wide}, devices {devices:?}: differs from the CPU sort",
+                    col.key_bytes()
+                );
+            }
+            if count >= 2 {
+                let got = gpu::sort_gpu(&col, &GpuOptions { devices: Devices::All, ..options.clone() }).unwrap();
+                assert!(got.to_vec() == expect, "sort_gpu on all devices, {n} keys, {shape:?}, {kernel:?}: differs from the CPU sort");
+            }
+        }
+    }
+}
+
 /// The sort through the engine choice and the API: `Engine::Gpu` sorts batches on the GPU,
 /// equal to the CPU engine's result.
 #[test]

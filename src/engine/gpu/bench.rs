@@ -1,7 +1,7 @@
 //! Timings for benches/gpu.rs (device-resident data, CUDA events), kept out of the merge's
 //! path. Not a stable API. Everything runs on device 0 unless it takes devices.
 
-use super::context::{gpu, gpu_err};
+use super::context::{gpu, gpu_err, DevBuf};
 use super::manifest::{Family, MANIFEST};
 use super::merge::{key_bytes, prepare, run_levels};
 use super::nvrtc::ModuleSpec;
@@ -53,26 +53,6 @@ impl Drop for Event {
     }
 }
 
-/// A raw device allocation, freed on drop (after the device has finished with it).
-struct DeviceBytes(sys::CUdeviceptr);
-
-impl DeviceBytes {
-    fn new(bytes: usize) -> Result<DeviceBytes> {
-        // SAFETY: a plain allocation in the context bound to this thread.
-        unsafe { result::malloc_sync(bytes) }.map(DeviceBytes).map_err(gpu_err("allocating device memory"))
-    }
-}
-
-impl Drop for DeviceBytes {
-    fn drop(&mut self) {
-        // SAFETY: allocated by DeviceBytes::new, freed once; the timings synchronize on their
-        // last event before returning, so no queued work uses it.
-        unsafe {
-            let _ = result::free_sync(self.0);
-        }
-    }
-}
-
 /// Milliseconds of each of `reps` merges of `keys` already on the device (uploaded once;
 /// timed from the first kernel to the last, with events), after one warm-up merge.
 pub fn time_device_merge(keys: &KeyColumn, run_offsets: &[usize], kernel: Kernel, reps: usize) -> Result<Vec<f32>> {
@@ -116,10 +96,10 @@ pub fn time_device_sort(keys: &KeyColumn, kernel: Kernel, reps: usize) -> Result
     let mut st = gpu.lock()?;
     let st = &mut *st;
     let wide = n > u32::MAX as usize;
-    let plan = prepare_sort(gpu, st, keys.key_bytes(), n, wide, kernel)?;
+    let plan = prepare_sort(gpu, st, keys.key_bytes(), n, wide, kernel, false)?;
     let src = key_bytes(keys);
-    let pristine = DeviceBytes::new(src.len())?;
-    upload(gpu.cu_stream(), st.staging()?, src, pristine.0)?;
+    let pristine = DevBuf::new(src.len())?;
+    upload(gpu.cu_stream(), st.staging()?, src, pristine.ptr)?;
     let keys0 = st.buffer(super::context::Slot::Keys0, src.len())?;
     let (e0, e1) = (Event::new()?, Event::new()?);
     let mut times = Vec::new();
@@ -127,9 +107,9 @@ pub fn time_device_sort(keys: &KeyColumn, kernel: Kernel, reps: usize) -> Result
     for r in 0..=reps {
         // SAFETY: both allocations hold src.len() bytes and outlive the copy (the event wait
         // below finishes it, on the same stream).
-        unsafe { result::memcpy_dtod_async(keys0, pristine.0, src.len(), gpu.cu_stream()) }.map_err(gpu_err("copy"))?;
+        unsafe { result::memcpy_dtod_async(keys0, pristine.ptr, src.len(), gpu.cu_stream()) }.map_err(gpu_err("copy"))?;
         e0.record(gpu.cu_stream())?;
-        last = queue_sort(gpu, st, &plan, keys0, &[])?.0;
+        last = queue_sort(gpu, st, &plan, keys0, &[])?.idx;
         e1.record(gpu.cu_stream())?;
         let ms = e0.until(&e1)?;
         if r > 0 {
@@ -178,16 +158,16 @@ pub fn time_copy(bytes: usize, reps: usize) -> Result<Vec<f32>> {
     let gpu = gpu(DEVICE)?;
     let _st = gpu.lock()?;
     let s = gpu.cu_stream();
-    let (a, b) = (DeviceBytes::new(bytes)?, DeviceBytes::new(bytes)?);
+    let (a, b) = (DevBuf::new(bytes)?, DevBuf::new(bytes)?);
     let (e0, e1) = (Event::new()?, Event::new()?);
     // SAFETY: `a` holds `bytes` bytes of this context; the stream is the engine's.
-    unsafe { result::memset_d8_async(a.0, 0x5a, bytes, s) }.map_err(gpu_err("memset"))?;
+    unsafe { result::memset_d8_async(a.ptr, 0x5a, bytes, s) }.map_err(gpu_err("memset"))?;
     let mut times = Vec::new();
     for r in 0..=reps {
         e0.record(s)?;
         // SAFETY: both allocations hold `bytes` bytes and outlive the copy (the event wait
         // below finishes it).
-        unsafe { result::memcpy_dtod_async(b.0, a.0, bytes, s) }.map_err(gpu_err("copy"))?;
+        unsafe { result::memcpy_dtod_async(b.ptr, a.ptr, bytes, s) }.map_err(gpu_err("copy"))?;
         e1.record(s)?;
         let ms = e0.until(&e1)?;
         if r > 0 {
@@ -225,7 +205,7 @@ pub fn time_pinned(bytes: usize, reps: usize) -> Result<(Vec<f32>, Vec<f32>)> {
     let gpu = gpu(DEVICE)?;
     let _st = gpu.lock()?;
     let s = gpu.cu_stream();
-    let d = DeviceBytes::new(bytes)?;
+    let d = DevBuf::new(bytes)?;
     let h = PinnedBytes::new(bytes)?;
     let (e0, e1) = (Event::new()?, Event::new()?);
     let (mut up, mut down) = (Vec::new(), Vec::new());
@@ -233,7 +213,7 @@ pub fn time_pinned(bytes: usize, reps: usize) -> Result<(Vec<f32>, Vec<f32>)> {
         e0.record(s)?;
         // SAFETY: `h` and `d` both hold `bytes` bytes and outlive the copy (finished by the
         // event wait below); no host reference to `h` exists while it runs.
-        unsafe { sys::cuMemcpyHtoDAsync_v2(d.0, h.0 as *const _, bytes, s).result() }.map_err(gpu_err("h2d"))?;
+        unsafe { sys::cuMemcpyHtoDAsync_v2(d.ptr, h.0 as *const _, bytes, s).result() }.map_err(gpu_err("h2d"))?;
         e1.record(s)?;
         let ms = e0.until(&e1)?;
         if r > 0 {
@@ -241,7 +221,7 @@ pub fn time_pinned(bytes: usize, reps: usize) -> Result<(Vec<f32>, Vec<f32>)> {
         }
         e0.record(s)?;
         // SAFETY: as above, device to host.
-        unsafe { sys::cuMemcpyDtoHAsync_v2(h.0 as *mut _, d.0, bytes, s).result() }.map_err(gpu_err("d2h"))?;
+        unsafe { sys::cuMemcpyDtoHAsync_v2(h.0 as *mut _, d.ptr, bytes, s).result() }.map_err(gpu_err("d2h"))?;
         e1.record(s)?;
         let ms = e0.until(&e1)?;
         if r > 0 {
@@ -272,11 +252,11 @@ pub fn time_staged_upload(src: &[u8], reps: usize) -> Result<Vec<f32>> {
     let gpu = gpu(DEVICE)?;
     let mut st = gpu.lock()?;
     let s = gpu.cu_stream();
-    let d = DeviceBytes::new(src.len().max(1))?;
+    let d = DevBuf::new(src.len().max(1))?;
     let mut times = Vec::new();
     for r in 0..=reps {
         let t = std::time::Instant::now();
-        upload(s, st.staging()?, src, d.0)?;
+        upload(s, st.staging()?, src, d.ptr)?;
         // SAFETY: the engine's stream.
         unsafe { result::stream::synchronize(s) }.map_err(gpu_err("uploading"))?;
         if r > 0 {
@@ -318,7 +298,7 @@ pub fn time_pinned_on(devices: &[usize], bytes: usize, reps: usize) -> Result<(V
                     let setup = (|| -> Result<_> {
                         let gpu = gpu(device)?;
                         let st = gpu.lock()?;
-                        Ok((gpu, st, DeviceBytes::new(bytes)?, PinnedBytes::new(bytes)?))
+                        Ok((gpu, st, DevBuf::new(bytes)?, PinnedBytes::new(bytes)?))
                     })();
                     let mut times = Vec::new();
                     let mut failure = None;
@@ -334,9 +314,9 @@ pub fn time_pinned_on(devices: &[usize], bytes: usize, reps: usize) -> Result<(V
                             // which the synchronize below finishes.
                             let copied = unsafe {
                                 if dir == 0 {
-                                    sys::cuMemcpyHtoDAsync_v2(d.0, h.0 as *const _, bytes, stream).result()
+                                    sys::cuMemcpyHtoDAsync_v2(d.ptr, h.0 as *const _, bytes, stream).result()
                                 } else {
-                                    sys::cuMemcpyDtoHAsync_v2(h.0 as *mut _, d.0, bytes, stream).result()
+                                    sys::cuMemcpyDtoHAsync_v2(h.0 as *mut _, d.ptr, bytes, stream).result()
                                 }
                                 .and_then(|()| result::stream::synchronize(stream))
                             };
@@ -394,4 +374,43 @@ pub fn merge_split_on_into<I: super::GpuIndex>(
     }
     super::pinned::check_output_len(out.len(), keys.len())?;
     super::multi::merge_split(keys, run_offsets, devices, options, super::pinned::index_bytes(out), I::WIDE)
+}
+
+/// [`super::sort_gpu`] split across `devices` (an ordinal may repeat: one piece a device
+/// listed, so the split sort runs on a machine with one GPU too), for the tests.
+pub fn sort_split_on(keys: &KeyColumn, devices: &[usize], options: &super::GpuOptions) -> Result<crate::Indices> {
+    let n = keys.len();
+    let wide = n > u32::MAX as usize || options.force_u64_indices;
+    let mut out = super::transfer::Output::with_capacity(n, if wide { 8 } else { 4 });
+    sort_split_bytes(keys, devices, options, out.bytes(), wide)?;
+    // SAFETY: sort_split_bytes returned Ok, so it wrote every byte of `out.bytes()`.
+    Ok(unsafe { out.assume_init() })
+}
+
+/// [`super::sort_gpu_into`] split across `devices` (an ordinal may repeat, as for
+/// [`sort_split_on`]): the registered-memory path of a split sort on one GPU, for the tests.
+pub fn sort_split_on_into<I: super::GpuIndex>(
+    keys: &KeyColumn,
+    devices: &[usize],
+    options: &super::GpuOptions,
+    out: &mut [I],
+) -> Result<()> {
+    super::pinned::check_output_len(out.len(), keys.len())?;
+    sort_split_bytes(keys, devices, options, super::pinned::index_bytes(out), I::WIDE)
+}
+
+fn sort_split_bytes(
+    keys: &KeyColumn,
+    devices: &[usize],
+    options: &super::GpuOptions,
+    dst: &mut [std::mem::MaybeUninit<u8>],
+    wide: bool,
+) -> Result<()> {
+    if devices.is_empty() {
+        return Err(Error::InvalidArgument("no device to split the sort across".into()));
+    }
+    if keys.is_empty() {
+        return Ok(());
+    }
+    super::split_sort::sort_split(keys, devices, options, dst, wide)
 }

@@ -30,17 +30,30 @@ pub(crate) fn gpu_err(what: &str) -> impl Fn(result::DriverError) -> Error + '_ 
     move |e| Error::Gpu(format!("{what}: {e:?}"))
 }
 
-/// A device allocation, freed on drop.
-struct DevBuf {
-    ptr: sys::CUdeviceptr,
+/// A device allocation in the context bound to the calling thread, freed on drop: the
+/// pool's buffers, and buffers a call owns outside the pool. Its owner drops it with its
+/// context bound and only once no queued work uses it.
+pub(crate) struct DevBuf {
+    pub ptr: sys::CUdeviceptr,
     bytes: usize,
+}
+
+impl DevBuf {
+    pub fn new(bytes: usize) -> Result<DevBuf> {
+        // SAFETY: a plain allocation in the context bound to this thread; the DevBuf owns the
+        // pointer and frees it once.
+        let ptr =
+            unsafe { result::malloc_sync(bytes) }.map_err(|e| Error::Gpu(format!("allocating {bytes} bytes of device memory: {e:?}")))?;
+        Ok(DevBuf { ptr, bytes })
+    }
 }
 
 impl Drop for DevBuf {
     fn drop(&mut self) {
         // SAFETY: `ptr` came from malloc_sync in this buffer's context and is freed once,
         // here; the pool drops a buffer only after the work that used it has finished
-        // (State::buffer synchronizes first, State::release runs after a synchronize).
+        // (State::buffer synchronizes first, State::release runs after a synchronize), as
+        // other owners do.
         unsafe {
             let _ = result::free_sync(self.ptr);
         }
@@ -326,11 +339,10 @@ impl State {
             result::ctx::synchronize().map_err(gpu_err("waiting for the device"))?;
             self.pool.remove(&slot);
         }
-        // SAFETY: a plain allocation in the context bound to this thread (Gpu::lock); the
-        // pointer is owned by the DevBuf below, which frees it.
-        let ptr =
-            unsafe { result::malloc_sync(bytes) }.map_err(|e| Error::Gpu(format!("allocating {bytes} bytes of device memory: {e:?}")))?;
-        self.pool.insert(slot, DevBuf { ptr, bytes });
+        // The context is bound to this thread (Gpu::lock).
+        let buf = DevBuf::new(bytes)?;
+        let ptr = buf.ptr;
+        self.pool.insert(slot, buf);
         Ok(ptr)
     }
 

@@ -49,6 +49,17 @@ pub(crate) struct Planned {
     pub module: Arc<Module>,
     pub kind: KernelKind,
     pub levels: Vec<LevelPlan>,
+    /// The last level writes the merged keys too (a piece of a split sort, whose sorted keys
+    /// the merge of the pieces reads); otherwise it writes indices only.
+    pub keep_keys: bool,
+}
+
+/// What [`run_levels`] queued: where the final indices (and with `keep_keys` the merged
+/// keys) will be, and the output position each chunk event completes.
+pub(crate) struct Queued {
+    pub idx: DevPtr,
+    pub keys: DevPtr,
+    pub chunk_ends: Vec<u64>,
 }
 
 /// Plans the merge of the non-empty runs `bounds` (at least two) of keys of `key_bytes`
@@ -66,7 +77,7 @@ pub(crate) fn prepare(
     let spec = ModuleSpec { family: kind.family(), key_bytes, index_bits: if wide_indices { 64 } else { 32 } };
     let module = st.module(gpu, spec)?;
     let levels = plan(kind, &module.policy, bounds);
-    Ok(Planned { module, kind, levels })
+    Ok(Planned { module, kind, levels, keep_keys: false })
 }
 
 /// Stable merge on the GPU (see [`super::merge_gpu`]): on one device, or split across
@@ -201,13 +212,13 @@ fn merge_planned(
     // keys go up and the merge runs.
     let dl = gpu.ctx.new_stream().map_err(gpu_err("creating a stream"))?;
     let events = ChunkEvents::new(if overlap_download { DOWNLOAD_CHUNKS } else { 0 })?;
-    let (idx, chunk_ends) = std::thread::scope(|scope| {
+    let queued = std::thread::scope(|scope| {
         prefault(scope, &mut *dst);
         upload_slices(gpu.cu_stream(), st.staging()?, part.srcs, keys0)?;
         run_levels(gpu, st, planned, n, keys0, 0, &events.0, rebase.as_ref())
     })?;
-    let order = DownloadOrder { main: gpu.cu_stream(), chunk_events: &events.0, chunk_ends: &chunk_ends };
-    download(dl.cu_stream(), st.staging()?, idx, dst, ib, &order)?;
+    let order = DownloadOrder { main: gpu.cu_stream(), chunk_events: &events.0, chunk_ends: &queued.chunk_ends };
+    download(dl.cu_stream(), st.staging()?, queued.idx, dst, ib, &order)?;
     dl.synchronize().map_err(gpu_err("finishing the download"))
 }
 
@@ -219,12 +230,12 @@ pub(crate) struct RebaseTable {
 }
 
 /// Most blocks of a rebase launch (it loops over the rest).
-const REBASE_MAX_BLOCKS: u64 = 4096;
+pub(crate) const REBASE_MAX_BLOCKS: u64 = 4096;
 
 /// Queues every level on the device: input keys at `keys0` (read only), `n` keys, and their
 /// indices at `in_idx0`, or 0 when an index is the key's position (a merge; the sort passes
 /// its tiles' positions, and its first level then loads them). Returns
-/// the device address of the final indices. When `chunk_events` is given, the last level
+/// the device address of the final indices (and of the merged keys, with `keep_keys`). When `chunk_events` is given, the last level
 /// is launched in that many chunks of blocks, each followed by its event, and the output
 /// position each chunk completes is returned alongside (for overlapping the download).
 /// With `rebase`, each chunk's indices (or the last level's) are made global right after
@@ -239,16 +250,18 @@ pub(crate) fn run_levels(
     in_idx0: DevPtr,
     chunk_events: &[sys::CUevent],
     rebase: Option<&RebaseTable>,
-) -> Result<(DevPtr, Vec<u64>)> {
-    let Planned { module, kind, levels } = planned;
+) -> Result<Queued> {
+    let Planned { module, kind, levels, keep_keys } = planned;
     let stream = gpu.cu_stream();
     let (kb, ib) = (module.spec.key_bytes, module.spec.index_bytes());
     let (meta, offsets) = metadata(levels);
     let meta_ptr = st.buffer(Slot::Meta, meta.len() * 8)?;
     upload_now(stream, &meta, meta_ptr)?;
     let at = |element: usize| meta_ptr + element as u64 * 8;
-    let keys1 = if levels.len() > 1 { st.buffer(Slot::Keys1, n * kb)? } else { 0 };
-    let keys2 = if levels.len() > 2 { st.buffer(Slot::Keys2, n * kb)? } else { 0 };
+    // Levels that write keys: all but the last, and the last too with keep_keys.
+    let keyed = (levels.len() + *keep_keys as usize).saturating_sub(1);
+    let keys1 = if keyed >= 1 { st.buffer(Slot::Keys1, n * kb)? } else { 0 };
+    let keys2 = if keyed >= 2 { st.buffer(Slot::Keys2, n * kb)? } else { 0 };
     let idx0 = st.buffer(Slot::Idx0, n * ib)?;
     let idx1 = if levels.len() > 1 { st.buffer(Slot::Idx1, n * ib)? } else { 0 };
     let launcher = Launcher { module, stream };
@@ -256,7 +269,7 @@ pub(crate) fn run_levels(
     let mut chunk_ends = Vec::new();
     for (li, (l, off)) in levels.iter().zip(&offsets).enumerate() {
         let last = li + 1 == levels.len();
-        let out_keys = if last {
+        let out_keys = if last && !keep_keys {
             0
         } else if li % 2 == 0 {
             keys1
@@ -280,7 +293,7 @@ pub(crate) fn run_levels(
         // Grid level: the split of every tile boundary, for the kernels that read one.
         let splits = if kind.partitioned() { partition(&launcher, st, l, level, at(off.coarse_start))? } else { 0 };
         // Block level: the merge, in chunks of blocks on the last level when asked.
-        let entry = merge_entry(*kind, li == 0 && in_idx0 == 0, last);
+        let entry = merge_entry(*kind, li == 0 && in_idx0 == 0, last && !keep_keys);
         let chunked = last && !chunk_events.is_empty();
         for (c, (b0, b1)) in chunk_blocks(l.total_tiles(), if chunked { chunk_events.len() } else { 1 }).into_iter().enumerate() {
             level.block_offset = b0;
@@ -303,7 +316,7 @@ pub(crate) fn run_levels(
         in_keys = out_keys;
         in_idx = out_idx;
     }
-    Ok((in_idx, chunk_ends))
+    Ok(Queued { idx: in_idx, keys: in_keys, chunk_ends })
 }
 
 /// Queues the grid-level partition of level `l`: the split of every tile boundary, into

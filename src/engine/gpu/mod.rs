@@ -36,6 +36,8 @@
 //!   merged by the tree of `merge`;
 //! - `multi`: a merge split across several devices: one output range per device by
 //!   co-rank, each device merging only its slices of the runs (`GpuOptions::devices`);
+//! - `split_sort`: a sort split across several devices: one piece of the input per device,
+//!   sorted there, the sorted pieces merged on the first device (peer-to-peer copies);
 //! - `pinned`: host memory registered with the driver ([`Registered`]): keys and outputs
 //!   there are copied by DMA, with no staging copy ([`merge_gpu_into`]).
 //!
@@ -53,6 +55,7 @@ mod nvrtc;
 mod pinned;
 mod plan;
 mod sort;
+mod split_sort;
 mod transfer;
 pub mod tuning;
 
@@ -192,10 +195,25 @@ pub fn merge_gpu_into<I: GpuIndex>(keys: &KeyColumn, run_offsets: &[usize], opti
     merge::merge_into(keys, run_offsets, options, pinned::index_bytes(out), I::WIDE)
 }
 
-/// Stable sort of `keys` on the first GPU of `options.devices`: for every output row the
-/// input position of its key, equal keys in input order, identical to
-/// [`crate::engine::sort::sort_cpu`] (u32 indices while the count fits, u64 beyond).
-/// Tiles sorted in shared memory, then merged by the pairwise co-rank tree (`sort`).
+/// Stable sort of `keys` on the GPU `options.devices` (split across them where there are
+/// several): for every output row the input position of its key, equal keys in input order,
+/// identical to [`crate::engine::sort::sort_cpu`] (u32 indices while the count fits, u64
+/// beyond). Tiles sorted in shared memory, then merged by the co-rank tree (`sort`); with
+/// several devices each sorts a piece and the first merges the sorted pieces (`split_sort`).
 pub fn sort_gpu(keys: &KeyColumn, options: &GpuOptions) -> Result<Indices> {
     sort::sort(keys, options)
+}
+
+/// [`sort_gpu`] into caller memory, as [`merge_gpu_into`] for the merge: where `keys` and
+/// `out` are [`Registered`], the keys go up and the indices come down by DMA (each device of
+/// a split sort its own piece and output range). u32 indices for more than `u32::MAX` keys,
+/// or with `force_u64_indices`, are refused with [`Error::InvalidArgument`], as is an `out`
+/// of the wrong length.
+pub fn sort_gpu_into<I: GpuIndex>(keys: &KeyColumn, options: &GpuOptions, out: &mut [I]) -> Result<()> {
+    let n = keys.len();
+    pinned::check_output_len(out.len(), n)?;
+    if !I::WIDE && (n > u32::MAX as usize || options.force_u64_indices) {
+        return Err(Error::InvalidArgument(format!("u32 indices for a sort of {n} keys that needs u64 indices")));
+    }
+    sort::sort_into(keys, options, pinned::index_bytes(out), I::WIDE)
 }

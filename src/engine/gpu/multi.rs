@@ -44,7 +44,7 @@ pub(crate) fn resolve_devices(devices: Devices) -> Result<Vec<usize>> {
 }
 
 /// `e` with the device named, where its message does not name one yet.
-fn on_device(device: usize, e: Error) -> Error {
+pub(crate) fn on_device(device: usize, e: Error) -> Error {
     let name = |m: String| if m.starts_with("CUDA device") { m } else { format!("CUDA device {device}: {m}") };
     match e {
         Error::Gpu(m) => Error::Gpu(name(m)),

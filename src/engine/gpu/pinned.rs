@@ -193,10 +193,10 @@ pub(crate) fn index_bytes<I: GpuIndex>(out: &mut [I]) -> &mut [std::mem::MaybeUn
     unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut std::mem::MaybeUninit<u8>, std::mem::size_of_val(out)) }
 }
 
-/// `out.len()` must be `n`: the caller's output of a merge into caller memory.
+/// `out.len()` must be `n`: the caller's output of a merge or sort into caller memory.
 pub(crate) fn check_output_len(out: usize, n: usize) -> Result<()> {
     if out != n {
-        return Err(Error::InvalidArgument(format!("the output holds {out} indices for a merge of {n} keys")));
+        return Err(Error::InvalidArgument(format!("the output holds {out} indices for {n} keys")));
     }
     Ok(())
 }

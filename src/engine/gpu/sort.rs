@@ -16,7 +16,7 @@
 use super::context::{gpu, gpu_err, Gpu, Slot, State};
 use super::launch::{Args, DevPtr, Launcher};
 use super::manifest::{Entry, Family};
-use super::merge::{key_bytes, run_levels, ChunkEvents, Planned};
+use super::merge::{key_bytes, run_levels, ChunkEvents, Planned, Queued};
 use super::nvrtc::{Module, ModuleSpec};
 use super::plan::{device_bytes, plan, resolve};
 use super::transfer::{download, prefault, upload_slices, DownloadOrder, Output};
@@ -30,26 +30,42 @@ use cudarc::driver::{result, sys};
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
-/// Stable sort of `keys` on the first device of `options.devices` (see [`super::sort_gpu`]).
+/// Stable sort of `keys` on the device of `options.devices`, or split across them where
+/// there are several ([`super::split_sort`]); see [`super::sort_gpu`].
 pub(crate) fn sort(keys: &KeyColumn, options: &GpuOptions) -> Result<Indices> {
     let n = keys.len();
-    let devices = super::multi::resolve_devices(options.devices)?;
-    let gpu = gpu(devices[0])?;
     let wide = n > u32::MAX as usize || options.force_u64_indices;
-    if n == 0 {
-        return Ok(if wide { Indices::U64(Vec::new()) } else { Indices::U32(Vec::new()) });
-    }
     let mut out = Output::with_capacity(n, if wide { 8 } else { 4 });
+    sort_into(keys, options, out.bytes(), wide)?;
+    // SAFETY: sort_into returned Ok, so it wrote every byte of `out.bytes()`.
+    Ok(unsafe { out.assume_init() })
+}
+
+/// The sort's indices (u64 where `wide`, else u32) into `dst`, the bytes of `keys.len()` of
+/// them: written whole when this returns Ok.
+pub(crate) fn sort_into(keys: &KeyColumn, options: &GpuOptions, dst: &mut [MaybeUninit<u8>], wide: bool) -> Result<()> {
+    let devices = super::multi::resolve_devices(options.devices)?;
+    if keys.is_empty() {
+        return Ok(());
+    }
+    if devices.len() > 1 {
+        super::split_sort::sort_split(keys, &devices, options, dst, wide)
+    } else {
+        sort_on_device(gpu(devices[0])?, keys, options, dst, wide)
+    }
+}
+
+/// The stable sort of `keys` (at least one) on `gpu`, its indices into `dst` as
+/// [`sort_into`]. On an error the device is left clean for the next call.
+pub(crate) fn sort_on_device(gpu: &Gpu, keys: &KeyColumn, options: &GpuOptions, dst: &mut [MaybeUninit<u8>], wide: bool) -> Result<()> {
     let mut st = gpu.lock()?;
-    let res = sort_on(gpu, &mut st, key_bytes(keys), keys.key_bytes(), n, wide, out.bytes(), options);
+    let res = sort_on(gpu, &mut st, key_bytes(keys), keys.key_bytes(), keys.len(), wide, dst, options);
     if res.is_err() {
         // As merge_part: finish or abandon what was queued, then free the pool.
         let _ = result::ctx::synchronize();
         st.release();
     }
-    res?;
-    // SAFETY: sort_on returned Ok, so its download wrote every byte of `out.bytes()`.
-    Ok(unsafe { out.assume_init() })
+    res
 }
 
 /// A sort planned on a device: the tile module and the merge tree over its tiles.
@@ -60,8 +76,17 @@ pub(crate) struct SortPlan {
 }
 
 /// Plans the sort of `n` keys of `kb` bytes (`n` > 0) with `kernel` for the merge levels,
-/// building the modules it needs, and checks that it fits in device memory.
-pub(crate) fn prepare_sort(gpu: &Gpu, st: &mut State, kb: usize, n: usize, wide: bool, kernel: Kernel) -> Result<SortPlan> {
+/// building the modules it needs, and checks that it fits in device memory. With
+/// `keep_keys` the sorted keys stay on the device too (a piece of a split sort).
+pub(crate) fn prepare_sort(
+    gpu: &Gpu,
+    st: &mut State,
+    kb: usize,
+    n: usize,
+    wide: bool,
+    kernel: Kernel,
+    keep_keys: bool,
+) -> Result<SortPlan> {
     let index_bits = if wide { 64 } else { 32 };
     let tiles_module = st.module(gpu, ModuleSpec { family: Family::Sort, key_bytes: kb, index_bits })?;
     let tile = tiles_module.policy.sort_tile();
@@ -69,11 +94,15 @@ pub(crate) fn prepare_sort(gpu: &Gpu, st: &mut State, kb: usize, n: usize, wide:
     let bounds: Vec<u64> = (0..n as u64).step_by(tile as usize).chain(std::iter::once(n as u64)).collect();
     let kind = resolve(kernel, bounds.len() - 1);
     let module = st.module(gpu, ModuleSpec { family: kind.family(), key_bytes: kb, index_bits })?;
-    let tree = Planned { levels: plan(kind, &module.policy, bounds), module, kind };
+    let tree = Planned { levels: plan(kind, &module.policy, bounds), module, kind, keep_keys };
     // Refuse what cannot fit (pooled buffers count as free: they are reused). The tile
-    // level's indices take the second index buffer, which a tree of one level lacks.
+    // level's indices take the second index buffer, which a tree of one level lacks; kept
+    // keys take an intermediate key buffer more where the tree has fewer than three levels.
     let ib = index_bits as usize / 8;
-    let need = device_bytes(kb, ib, n, &tree.levels) + if tree.levels.len() <= 1 { n * ib } else { 0 };
+    let levels = tree.levels.len();
+    let need = device_bytes(kb, ib, n, &tree.levels)
+        + if levels <= 1 { n * ib } else { 0 }
+        + if keep_keys && (1..=2).contains(&levels) { n * kb } else { 0 };
     let (free, _) = result::mem_get_info().map_err(gpu_err("reading free device memory"))?;
     let have = free + st.pooled_bytes();
     if need > have {
@@ -86,15 +115,10 @@ pub(crate) fn prepare_sort(gpu: &Gpu, st: &mut State, kb: usize, n: usize, wide:
 }
 
 /// Queues the sort of the keys at `keys0` (sorted in place): the tile level into the Idx1
-/// slot, then the merge levels (see [`run_levels`] for `chunk_events`). Returns the device
-/// address of the sorted indices and the chunk ends of the last level.
-pub(crate) fn queue_sort(
-    gpu: &Gpu,
-    st: &mut State,
-    plan: &SortPlan,
-    keys0: DevPtr,
-    chunk_events: &[sys::CUevent],
-) -> Result<(DevPtr, Vec<u64>)> {
+/// slot, then the merge levels (see [`run_levels`] for `chunk_events`). Returns where the
+/// sorted indices (and, where the plan keeps them, the sorted keys) will be and the chunk
+/// ends of the last level.
+pub(crate) fn queue_sort(gpu: &Gpu, st: &mut State, plan: &SortPlan, keys0: DevPtr, chunk_events: &[sys::CUevent]) -> Result<Queued> {
     let n = plan.n;
     let tile_idx = st.buffer(Slot::Idx1, n * plan.tiles_module.spec.index_bytes())?;
     // Tile level: one block per tile.
@@ -102,7 +126,8 @@ pub(crate) fn queue_sort(
     let tiles = (n as u64).div_ceil(plan.tiles_module.policy.sort_tile());
     launcher.launch(Entry::SortTiles, tiles, Args::SortTiles { keys: keys0, idx: tile_idx, n: n as u64 })?;
     if plan.tree.levels.is_empty() {
-        return Ok((tile_idx, Vec::new()));
+        // One tile: sorted in place.
+        return Ok(Queued { idx: tile_idx, keys: keys0, chunk_ends: Vec::new() });
     }
     // The merge levels over the sorted tiles, starting from their positions: the first
     // reads Idx1 and writes Idx0.
@@ -120,17 +145,17 @@ fn sort_on(
     dst: &mut [MaybeUninit<u8>],
     options: &GpuOptions,
 ) -> Result<()> {
-    let plan = prepare_sort(gpu, st, kb, n, wide, options.kernel)?;
+    let plan = prepare_sort(gpu, st, kb, n, wide, options.kernel, false)?;
     let keys0 = st.buffer(Slot::Keys0, n * kb)?;
     let dl = gpu.ctx.new_stream().map_err(gpu_err("creating a stream"))?;
     let overlap = options.overlap_download && !plan.tree.levels.is_empty();
     let events = ChunkEvents::new(if overlap { DOWNLOAD_CHUNKS } else { 0 })?;
-    let (idx, chunk_ends) = std::thread::scope(|scope| {
+    let queued = std::thread::scope(|scope| {
         prefault(scope, &mut *dst);
         upload_slices(gpu.cu_stream(), st.staging()?, &[src], keys0)?;
         queue_sort(gpu, st, &plan, keys0, &events.0)
     })?;
-    let order = DownloadOrder { main: gpu.cu_stream(), chunk_events: &events.0, chunk_ends: &chunk_ends };
-    download(dl.cu_stream(), st.staging()?, idx, dst, plan.tiles_module.spec.index_bytes(), &order)?;
+    let order = DownloadOrder { main: gpu.cu_stream(), chunk_events: &events.0, chunk_ends: &queued.chunk_ends };
+    download(dl.cu_stream(), st.staging()?, queued.idx, dst, plan.tiles_module.spec.index_bytes(), &order)?;
     dl.synchronize().map_err(gpu_err("finishing the download"))
 }

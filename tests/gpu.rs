@@ -141,7 +141,7 @@ fn split_case<T: TestKey>(lens: &[usize], range: u64, splits: &[Vec<usize>], cou
 }
 
 /// A device set naming a missing device is `Error::GpuUnavailable` naming it, before any
-/// work (never a panic, never a partial result).
+/// work, for the merge and the sort (never a panic, never a partial result).
 #[test]
 fn split_merge_with_a_missing_device() {
     if !gpu_or_skip("split_merge_with_a_missing_device") {
@@ -155,6 +155,12 @@ fn split_merge_with_a_missing_device() {
         Err(Error::GpuUnavailable(m)) => assert!(m.contains(&missing.to_string()), "{m}"),
         other => panic!("devices {devices}: expected GpuUnavailable, got {other:?}"),
     }
+    // The sort split across the same devices: the same error, before any work.
+    match gpu::sort_gpu(&col, &GpuOptions { devices, ..GpuOptions::default() }) {
+        Err(Error::GpuUnavailable(m)) => assert!(m.contains(&missing.to_string()), "{m}"),
+        other => panic!("sort on devices {devices}: expected GpuUnavailable, got {other:?}"),
+    }
+    assert!(gpu::bench::sort_split_on(&col, &[], &GpuOptions::default()).is_err());
     assert!(gpu::bench::merge_split_on(&col, &offsets, &[], &GpuOptions::default()).is_err());
     assert!(gpu::bench::merge_split_on(&col, &[0, 5], &[0, 0], &GpuOptions::default()).is_err());
 }

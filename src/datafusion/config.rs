@@ -60,7 +60,7 @@ impl CoRankConfig {
     /// The settings' names (without the prefix) and descriptions, in `SHOW ALL` order.
     const ENTRIES: [(&'static str, &'static str); 9] = [
         ("check_sorted", "Check every input partition's order while merging: an unsorted input is an error naming the partition and row."),
-        ("devices", "CUDA devices the GPU engine uses: an ordinal ('0'), a list ('0,1': each merge round is split across them) or 'all'."),
+        ("devices", "CUDA devices the GPU engine uses: an ordinal ('0'), a list ('0,1': each merge round and chunk sort is split across them) or 'all'."),
         ("enabled", "Replace plan-level SortPreservingMergeExec nodes with CoRankMergeExec, and check that the Parquet files below a merge are sorted as declared."),
         ("engine", "Merge engine: 'auto' (the GPU for rounds of at least gpu_min_rows where one is usable), 'cpu' or 'gpu'."),
         ("gpu_min_rows", "With engine 'auto', merge rounds of at least this many rows run on the GPU."),

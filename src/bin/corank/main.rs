@@ -62,8 +62,8 @@ pub struct EngineArgs {
     /// GPU kernel: auto (the fastest measured), basic, tiled, circular or kway.
     #[arg(long, default_value = "auto", value_parser = parse_named::<corank::Kernel>)]
     pub kernel: corank::Kernel,
-    /// CUDA devices of the GPU engine: an ordinal (0), a list (0,1: each merge round is
-    /// split across them) or all.
+    /// CUDA devices of the GPU engine: an ordinal (0), a list (0,1: each merge round and
+    /// each chunk sort is split across them) or all.
     #[arg(long, visible_alias = "device", default_value = "0", value_parser = parse_named::<corank::Devices>)]
     pub devices: corank::Devices,
     /// With --engine auto, rounds of at least this many rows merge on the GPU.

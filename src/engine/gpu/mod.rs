@@ -80,8 +80,8 @@ pub struct GpuOptions {
     /// of more than u32::MAX keys take, at sizes a test can afford).
     pub force_u64_indices: bool,
     /// The CUDA devices: one ordinal (the default, device 0), a set, or all of them. With
-    /// more than one the merge is split across them (`multi`); the payload gather uses the
-    /// first.
+    /// more than one the merge is split across them (`multi`), and so is the sort
+    /// (`split_sort`); the payload gather uses the first.
     pub devices: Devices,
 }
 

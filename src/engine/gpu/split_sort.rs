@@ -8,7 +8,7 @@
 //!    stages the copy otherwise), into one concatenation of sorted runs there.
 //! 3. **On the first device**: each piece's indices made global (+ the piece's first row,
 //!    cuda/rebase.cu), then the merge of the sorted pieces loading those indices (the levels
-//!    of [`super::merge`]: one pass for up to 64 pieces).
+//!    of [`super::merge`], as for any merge of that many runs: one level for two pieces).
 //! 4. **Download over every link**: the output is cut into one range per distinct device;
 //!    the first device downloads its range, each other device pulls its range over the peer
 //!    link and downloads it over its own PCIe link, on its own host thread.

@@ -234,10 +234,11 @@ pub(crate) const REBASE_MAX_BLOCKS: u64 = 4096;
 
 /// Queues every level on the device: input keys at `keys0` (read only), `n` keys, and their
 /// indices at `in_idx0`, or 0 when an index is the key's position (a merge; the sort passes
-/// its tiles' positions, and its first level then loads them). Returns
-/// the device address of the final indices (and of the merged keys, with `keep_keys`). When `chunk_events` is given, the last level
-/// is launched in that many chunks of blocks, each followed by its event, and the output
-/// position each chunk completes is returned alongside (for overlapping the download).
+/// its tiles' positions, and its first level then loads them). Returns the device address
+/// of the final indices (and of the merged keys, with `keep_keys`). When `chunk_events` is
+/// given, the last level is launched in that many chunks of blocks, each followed by its
+/// event, and the output position each chunk completes is returned alongside (for
+/// overlapping the download).
 /// With `rebase`, each chunk's indices (or the last level's) are made global right after
 /// it, before its event.
 #[allow(clippy::too_many_arguments)]

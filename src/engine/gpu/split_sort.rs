@@ -202,8 +202,9 @@ fn merge_pieces(gpu: &Gpu, kb: usize, wide: bool, bounds: &[u64], keys: DevPtr, 
         // b. The merge of the pieces, its first level loading their indices.
         let planned = prepare(gpu, st, kb, bounds.to_vec(), kernel, wide)?;
         let queued = run_levels(gpu, st, &planned, n, keys, idx, &[], None)?;
-        // Back into the call's own buffer (a device copy, ~0.5 ms for 2^28 u32 indices on an H200): the pool's
-        // buffer may be reused by another call once the lock is let go, before step 4 reads it.
+        // Back into the call's own buffer (a device copy, ~0.5 ms for 2^28 u32 indices on an
+        // H200): the pool's buffer may be reused by another call once the lock is let go,
+        // before step 4 reads it.
         // SAFETY: both are device allocations of at least n indices in this context; the copy
         // is queued after the merge that reads `idx` and writes `queued.idx`.
         unsafe { result::memcpy_dtod_async(idx, queued.idx, n * ib, gpu.cu_stream()) }.map_err(gpu_err("copying the indices"))?;

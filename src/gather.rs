@@ -30,9 +30,9 @@
 use crate::error::{Error, Result};
 use crate::permutation::{Indices, Permutation, RunLocator};
 use arrow::array::{
-    new_empty_array, Array, ArrayRef, AsArray, DictionaryArray, PrimitiveArray, RecordBatch, RecordBatchOptions, UInt32Array,
+    new_empty_array, Array, ArrayRef, AsArray, DictionaryArray, PrimitiveArray, RecordBatch, RecordBatchOptions, UInt32Array, UInt64Array,
 };
-use arrow::compute::{interleave, interleave_record_batch, take};
+use arrow::compute::{interleave, interleave_record_batch, take, take_record_batch};
 use arrow::datatypes::{
     ArrowDictionaryKeyType, ArrowNativeType, DataType, Field, Int16Type, Int32Type, Int64Type, Int8Type, Schema, UInt16Type, UInt32Type,
     UInt64Type, UInt8Type,
@@ -91,8 +91,11 @@ pub fn gather(runs: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Re
         let n = runs[0].num_rows();
         return Ok((0..n).step_by(batch_size).map(|s| runs[0].slice(s, batch_size.min(n - s))).collect());
     }
-    let gatherer = Gatherer::new(&runs, perm)?;
     let starts: Vec<usize> = (0..perm.len()).step_by(batch_size).collect();
+    if runs.len() == 1 {
+        return take_from_one_run(&runs[0], perm, &starts, batch_size);
+    }
+    let gatherer = Gatherer::new(&runs, perm)?;
     let piece = |slots: &mut RunSlots, s: usize| gatherer.gather_range(slots, s, (s + batch_size).min(perm.len()));
     // One output batch is gathered on the calling thread (no hand-off to the pool).
     let pieces: Vec<Vec<RecordBatch>> = if starts.len() == 1 {
@@ -101,6 +104,28 @@ pub fn gather(runs: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Re
         starts.into_par_iter().map_init(|| RunSlots::new(runs.len()), piece).collect::<std::result::Result<_, ArrowError>>()?
     };
     Ok(pieces.into_iter().flatten().collect())
+}
+
+/// Rows of one run (a sort of one batch) through arrow's `take`: output row `i` reads its
+/// view, offset or key from the one source array as it is, where `interleave` would remap
+/// every string view's buffer index (it serves any number of arrays) at about twice the
+/// cost per row. Nothing needs a split: a dictionary column keeps the run's dictionary
+/// (its keys fit their type already), and a permutation never takes more bytes than the
+/// run holds (no offset overflow).
+fn take_from_one_run(run: &RecordBatch, perm: &Permutation, starts: &[usize], batch_size: usize) -> Result<Vec<RecordBatch>> {
+    let piece = |s: usize| -> std::result::Result<RecordBatch, ArrowError> {
+        let e = (s + batch_size).min(perm.len());
+        match &perm.indices {
+            Indices::U32(v) => take_record_batch(run, &UInt32Array::from(v[s..e].to_vec())),
+            Indices::U64(v) => take_record_batch(run, &UInt64Array::from(v[s..e].to_vec())),
+        }
+    };
+    let batches = if starts.len() == 1 {
+        vec![piece(starts[0])?]
+    } else {
+        starts.par_iter().map(|&s| piece(s)).collect::<std::result::Result<_, ArrowError>>()?
+    };
+    Ok(batches)
 }
 
 /// Whether output row `i` is input row `i` for every `i`.

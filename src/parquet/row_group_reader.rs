@@ -21,7 +21,11 @@
 //! Batch size: [`BatchSizing`] starts at a number of rows and, given a byte target, follows
 //! what the batches measure (a decoder reopens its row group where it stopped when the size
 //! changes by a factor of 2 or more); values so large that a batch overflows its 32-bit
-//! offsets are read with fewer rows.
+//! offsets are read with fewer rows. The sizes depend on the data only, never on timing, so
+//! the same inputs give the same batches and the output the same bytes (batch boundaries
+//! reach the writer's page cuts): the first row group's first batch sets every row group's
+//! starting size ([`FirstSize`]; the others wait for it before they open), then each row
+//! group follows its own batches.
 
 use super::inputs::conform;
 use crate::error::{Error, Result};
@@ -32,7 +36,6 @@ use parquet::arrow::arrow_reader::{
 };
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 
 /// One row group to read.
@@ -74,7 +77,7 @@ pub struct OrderedRowGroups {
     budget: Arc<AheadBudget>,
     /// Rows of the batches of row groups started from now on (and of those decoding, which
     /// reopen for a change of a factor of 2).
-    batch_rows: Arc<AtomicUsize>,
+    first_size: Arc<FirstSize>,
     sizing: BatchSizing,
     /// Batches are conformed to this schema on the decoding threads.
     schema: Option<SchemaRef>,
@@ -168,7 +171,7 @@ impl OrderedRowGroups {
             decoding: VecDeque::new(),
             threads: threads.max(1),
             budget: Arc::new(budget),
-            batch_rows: Arc::new(AtomicUsize::new(sizing.rows.clamp(1, sizing.max_rows.max(1)))),
+            first_size: Arc::new(FirstSize::default()),
             sizing,
             schema,
             rows: 0,
@@ -183,7 +186,8 @@ impl OrderedRowGroups {
             unit,
             schema: self.schema.clone(),
             budget: self.budget.clone(),
-            batch_rows: self.batch_rows.clone(),
+            first_size: self.first_size.clone(),
+            sizing: self.sizing,
         };
         let name = format!("corank-read-{unit}");
         let spawned = std::thread::Builder::new().name(name).spawn(move || decoder.run(send));
@@ -206,7 +210,6 @@ impl OrderedRowGroups {
                     self.budget.release(front.unit, bytes);
                     front.rows += batch.num_rows();
                     self.rows += batch.num_rows();
-                    self.follow_size(&batch, bytes);
                     return Ok(Some(batch));
                 }
                 Err(_) => {
@@ -234,19 +237,68 @@ impl OrderedRowGroups {
     pub fn rows(&self) -> usize {
         self.rows
     }
+}
 
-    /// Sizes the next batches by what `batch` measured, changing only for a factor of 2.
-    fn follow_size(&self, batch: &RecordBatch, bytes: usize) {
-        let (Some(target), rows) = (self.sizing.target_bytes, batch.num_rows()) else { return };
+impl BatchSizing {
+    /// The rows of the first batches, within bounds.
+    fn first_rows(&self) -> usize {
+        self.rows.clamp(1, self.max_rows.max(1))
+    }
+
+    /// The rows a batch should have by what `batch` (`bytes` of Arrow data) measured; `None`
+    /// without a byte target.
+    fn fit(&self, batch: &RecordBatch, bytes: usize) -> Option<usize> {
+        let (target, rows) = (self.target_bytes?, batch.num_rows());
         if rows == 0 {
-            return;
+            return None;
         }
-        let row_bytes = (bytes / rows).max(1) + self.sizing.extra_bytes_per_row;
-        let fit = (target / row_bytes).clamp(1, self.sizing.max_rows.max(1));
-        let now = self.batch_rows.load(Ordering::Relaxed);
-        if fit * 2 <= now || fit >= now * 2 {
-            self.batch_rows.store(fit, Ordering::Relaxed);
+        let row_bytes = (bytes / rows).max(1) + self.extra_bytes_per_row;
+        Some((target / row_bytes).clamp(1, self.max_rows.max(1)))
+    }
+}
+
+/// The batch size every row group starts at: what the first row group's first batch
+/// measured (its own first batches are [`BatchSizing::rows`]). Set once by unit 0's decoder,
+/// right after that batch is decoded (before it waits for room in the budget, so the others
+/// never wait on the reader), or when unit 0 ends without one; the others wait for it
+/// before they open their row group.
+#[derive(Default)]
+struct FirstSize {
+    rows: Mutex<Option<usize>>,
+    set: Condvar,
+}
+
+impl FirstSize {
+    fn publish(&self, rows: usize) {
+        let mut slot = self.rows.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(rows);
+            self.set.notify_all();
         }
+    }
+
+    fn wait(&self) -> usize {
+        let mut slot = self.rows.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(rows) = *slot {
+                return rows;
+            }
+            slot = self.set.wait(slot).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Unit 0's promise to publish a [`FirstSize`]: kept on every way out of its decoder (an
+/// error, an empty row group, a closed channel), with the first batches' size where no batch
+/// measured one.
+struct FirstSizeGuard {
+    first_size: Arc<FirstSize>,
+    fallback: usize,
+}
+
+impl Drop for FirstSizeGuard {
+    fn drop(&mut self) {
+        self.first_size.publish(self.fallback);
     }
 }
 
@@ -256,7 +308,8 @@ struct RowGroupDecoder {
     unit: usize,
     schema: Option<SchemaRef>,
     budget: Arc<AheadBudget>,
-    batch_rows: Arc<AtomicUsize>,
+    first_size: Arc<FirstSize>,
+    sizing: BatchSizing,
 }
 
 impl RowGroupDecoder {
@@ -278,7 +331,14 @@ impl RowGroupDecoder {
     fn run(self, send: mpsc::Sender<Result<(RecordBatch, usize)>>) {
         let s = &self.source;
         let mut rows = 0; // decoded so far
-        let mut batch_rows = self.batch_rows.load(Ordering::Relaxed);
+                          // Unit 0 measures the starting size for every row group; the others wait for it
+                          // (with no byte target every batch has the first batches' size: nothing to wait for).
+        let first_rows = self.sizing.first_rows();
+        let mut publisher = (self.unit == 0).then(|| FirstSizeGuard { first_size: self.first_size.clone(), fallback: first_rows });
+        let mut batch_rows = match (&publisher, self.sizing.target_bytes) {
+            (None, Some(_)) => self.first_size.wait(),
+            _ => first_rows,
+        };
         // Set by a batch that overflowed its offsets: never go back above it.
         let mut cap = usize::MAX;
         'open: while rows < s.rows {
@@ -310,8 +370,15 @@ impl RowGroupDecoder {
                     Some(schema) => conform(batch, schema),
                     None => Ok(batch),
                 };
+                let mut wanted = batch_rows;
                 let batch = batch.map(|b| {
                     let bytes = batch_bytes(&b);
+                    if let Some(fit) = self.sizing.fit(&b, bytes) {
+                        wanted = fit.min(cap);
+                        if let Some(guard) = publisher.take() {
+                            guard.first_size.publish(fit);
+                        }
+                    }
                     self.budget.acquire(self.unit, bytes);
                     (b, bytes)
                 });
@@ -320,12 +387,78 @@ impl RowGroupDecoder {
                 if send.send(batch).is_err() || failed {
                     return;
                 }
-                let wanted = self.batch_rows.load(Ordering::Relaxed).min(cap);
                 if rows < s.rows && (wanted * 2 <= batch_rows || wanted >= batch_rows * 2) {
                     batch_rows = wanted;
                     continue 'open;
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+    use parquet::arrow::arrow_reader::ArrowReaderOptions;
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+    use std::collections::HashSet;
+
+    /// A file of 24 row groups of 3000 rows whose rows differ in size by up to 40× from one
+    /// row group to the next (so the batch size changes between and within row groups).
+    fn uneven_file(dir: &std::path::Path) -> (PathBuf, ArrowReaderMetadata) {
+        let path = dir.join("uneven.parquet");
+        let ids = Int64Array::from_iter_values(0..72_000);
+        let text = StringArray::from_iter_values((0..72_000).map(|i| "x".repeat(1 + (i / 3000 % 5) * (i / 3000 % 3) * 20)));
+        let batch = RecordBatch::try_from_iter([("id", Arc::new(ids) as _), ("text", Arc::new(text) as _)]).unwrap();
+        let props = WriterProperties::builder().set_max_row_group_row_count(Some(3000)).build();
+        let mut writer = ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), batch.schema(), Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let metadata = ArrowReaderMetadata::load(&std::fs::File::open(&path).unwrap(), ArrowReaderOptions::new()).unwrap();
+        (path, metadata)
+    }
+
+    /// The batch lengths of one read, the consumer pausing after batches as `pause` says.
+    fn batch_lengths(path: &std::path::Path, metadata: &ArrowReaderMetadata, pause: impl Fn(usize) -> u64) -> Vec<usize> {
+        let groups = metadata.metadata().num_row_groups();
+        let sources = (0..groups)
+            .map(|g| RowGroupSource {
+                path: path.to_path_buf(),
+                metadata: metadata.clone(),
+                row_group: g,
+                rows: metadata.metadata().row_group(g).num_rows() as usize,
+            })
+            .collect();
+        let sizing = BatchSizing { rows: 100, target_bytes: Some(64 << 10), extra_bytes_per_row: 16, max_rows: 1 << 20 };
+        let mut reader = OrderedRowGroups::new(sources, 4, 256 << 10, sizing, None);
+        let (mut lengths, mut next_id) = (Vec::new(), 0i64);
+        while let Some(batch) = reader.next_batch().unwrap() {
+            let ids = batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            assert!(ids.values().iter().all(|&id| {
+                next_id += 1;
+                id == next_id - 1
+            }));
+            lengths.push(batch.num_rows());
+            std::thread::sleep(std::time::Duration::from_micros(pause(lengths.len())));
+        }
+        assert_eq!(next_id, 72_000);
+        lengths
+    }
+
+    /// Batch boundaries reach the writer's page cuts: they must not depend on how fast the
+    /// reader takes batches or the decoders make them.
+    #[test]
+    fn batch_sizes_do_not_depend_on_timing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, metadata) = uneven_file(dir.path());
+        let first = batch_lengths(&path, &metadata, |_| 0);
+        assert!(first.iter().collect::<HashSet<_>>().len() > 2, "the sizes should vary: {first:?}");
+        let patterns: [&dyn Fn(usize) -> u64; 4] =
+            [&|_| 300, &|i| if i < 3 { 5000 } else { 0 }, &|i| (i as u64 * 7919) % 900, &|i| if i % 5 == 0 { 2000 } else { 0 }];
+        for pause in patterns {
+            assert_eq!(batch_lengths(&path, &metadata, pause), first);
         }
     }
 }

@@ -75,8 +75,7 @@ pub struct OrderedRowGroups {
     decoding: VecDeque<Decoding>,
     threads: usize,
     budget: Arc<AheadBudget>,
-    /// Rows of the batches of row groups started from now on (and of those decoding, which
-    /// reopen for a change of a factor of 2).
+    /// The batch size every row group starts at, once the first row group measured it.
     first_size: Arc<FirstSize>,
     sizing: BatchSizing,
     /// Batches are conformed to this schema on the decoding threads.
@@ -331,8 +330,9 @@ impl RowGroupDecoder {
     fn run(self, send: mpsc::Sender<Result<(RecordBatch, usize)>>) {
         let s = &self.source;
         let mut rows = 0; // decoded so far
-                          // Unit 0 measures the starting size for every row group; the others wait for it
-                          // (with no byte target every batch has the first batches' size: nothing to wait for).
+
+        // Unit 0 measures the starting size for every row group; the others wait for it
+        // (with no byte target every batch has the first batches' size: nothing to wait for).
         let first_rows = self.sizing.first_rows();
         let mut publisher = (self.unit == 0).then(|| FirstSizeGuard { first_size: self.first_size.clone(), fallback: first_rows });
         let mut batch_rows = match (&publisher, self.sizing.target_bytes) {

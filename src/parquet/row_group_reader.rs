@@ -36,7 +36,7 @@ use parquet::arrow::arrow_reader::{
 };
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 /// One row group to read.
 #[derive(Clone)]
@@ -170,7 +170,7 @@ impl OrderedRowGroups {
             decoding: VecDeque::new(),
             threads: threads.max(1),
             budget: Arc::new(budget),
-            first_size: Arc::new(FirstSize::default()),
+            first_size: Arc::new(FirstSize::new()),
             sizing,
             schema,
             rows: 0,
@@ -261,35 +261,11 @@ impl BatchSizing {
 /// right after that batch is decoded (before it waits for room in the budget, so the others
 /// never wait on the reader), or when unit 0 ends without one; the others wait for it
 /// before they open their row group.
-#[derive(Default)]
-struct FirstSize {
-    rows: Mutex<Option<usize>>,
-    set: Condvar,
-}
+type FirstSize = OnceLock<usize>;
 
-impl FirstSize {
-    fn publish(&self, rows: usize) {
-        let mut slot = self.rows.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            *slot = Some(rows);
-            self.set.notify_all();
-        }
-    }
-
-    fn wait(&self) -> usize {
-        let mut slot = self.rows.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if let Some(rows) = *slot {
-                return rows;
-            }
-            slot = self.set.wait(slot).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-}
-
-/// Unit 0's promise to publish a [`FirstSize`]: kept on every way out of its decoder (an
+/// Unit 0's promise to set the [`FirstSize`]: kept on every way out of its decoder (an
 /// error, an empty row group, a closed channel), with the first batches' size where no batch
-/// measured one.
+/// measured one (a size set before stays).
 struct FirstSizeGuard {
     first_size: Arc<FirstSize>,
     fallback: usize,
@@ -297,7 +273,7 @@ struct FirstSizeGuard {
 
 impl Drop for FirstSizeGuard {
     fn drop(&mut self) {
-        self.first_size.publish(self.fallback);
+        let _ = self.first_size.set(self.fallback);
     }
 }
 
@@ -336,7 +312,7 @@ impl RowGroupDecoder {
         let first_rows = self.sizing.first_rows();
         let mut publisher = (self.unit == 0).then(|| FirstSizeGuard { first_size: self.first_size.clone(), fallback: first_rows });
         let mut batch_rows = match (&publisher, self.sizing.target_bytes) {
-            (None, Some(_)) => self.first_size.wait(),
+            (None, Some(_)) => *self.first_size.wait(),
             _ => first_rows,
         };
         // Set by a batch that overflowed its offsets: never go back above it.
@@ -376,7 +352,7 @@ impl RowGroupDecoder {
                     if let Some(fit) = self.sizing.fit(&b, bytes) {
                         wanted = fit.min(cap);
                         if let Some(guard) = publisher.take() {
-                            guard.first_size.publish(fit);
+                            let _ = guard.first_size.set(fit);
                         }
                     }
                     self.budget.acquire(self.unit, bytes);

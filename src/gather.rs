@@ -84,6 +84,7 @@ pub fn gather(runs: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Re
     if runs.is_empty() || perm.is_empty() {
         return Ok(vec![]);
     }
+    check_fits(runs, perm)?;
     let schema = merged_schema(runs);
     let runs: Vec<RecordBatch> = runs.iter().map(|b| b.clone().with_schema(schema.clone())).collect::<Result<_, _>>()?;
     if runs.len() == 1 && perm.len() == runs[0].num_rows() && is_identity(&perm.indices) {
@@ -104,6 +105,30 @@ pub fn gather(runs: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Re
         starts.into_par_iter().map_init(|| RunSlots::new(runs.len()), piece).collect::<std::result::Result<_, ArrowError>>()?
     };
     Ok(pieces.into_iter().flatten().collect())
+}
+
+/// A permutation built for other runs (run offsets that are not the runs' row counts, an
+/// index past the last row) is an error here, not a panic in arrow's gathers.
+fn check_fits(runs: &[RecordBatch], perm: &Permutation) -> Result<()> {
+    let offsets = &perm.run_offsets;
+    let matches_runs = offsets.len() == runs.len() + 1
+        && offsets[0] == 0
+        && runs.iter().zip(offsets.windows(2)).all(|(run, w)| w[1].checked_sub(w[0]) == Some(run.num_rows()));
+    if !matches_runs {
+        let rows: Vec<usize> = runs.iter().map(RecordBatch::num_rows).collect();
+        return Err(Error::InvalidArgument(format!(
+            "the permutation's run offsets {offsets:?} do not match the runs' row counts {rows:?}"
+        )));
+    }
+    let total = offsets[runs.len()];
+    let largest = match &perm.indices {
+        Indices::U32(v) => v.par_iter().max().map(|&i| i as usize),
+        Indices::U64(v) => v.par_iter().max().map(|&i| usize::try_from(i).unwrap_or(usize::MAX)),
+    };
+    match largest {
+        Some(i) if i >= total => Err(Error::InvalidArgument(format!("the permutation's index {i} is past the runs' {total} rows"))),
+        _ => Ok(()),
+    }
 }
 
 /// Rows of one run (a sort of one batch) through arrow's `take`: output row `i` reads its

@@ -1,8 +1,8 @@
 //! The public API on bad and degenerate input: clear errors or correct results, never a panic.
 
 use arrow::array::*;
-use arrow::datatypes::{DataType, Field, Int32Type, Schema};
-use corank::{gather, merge, merge_permutation, Engine, Error, MergeOptions, SortKey};
+use arrow::datatypes::{DataType, Field, Int32Type, Int8Type, Schema};
+use corank::{gather, merge, merge_permutation, Engine, Error, Indices, MergeOptions, Permutation, SortKey};
 use std::sync::Arc;
 
 fn run(k: Vec<i64>, v: Vec<&str>) -> RecordBatch {
@@ -141,4 +141,67 @@ fn gpu_engine_without_a_gpu_is_a_clear_error() {
 
 fn corank_has_gpu() -> bool {
     corank::engine::gpu_availability().is_ok()
+}
+
+/// One run: nullable integers, short and long string views, a dictionary.
+fn one_run_of_every_kind(n: usize) -> RecordBatch {
+    let ints = Int64Array::from_iter((0..n).map(|i| (i % 7 != 3).then_some((i * 37 % 101) as i64)));
+    let views = StringViewArray::from_iter((0..n).map(|i| {
+        (i % 11 != 5).then(|| if i % 3 == 0 { format!("short{i}") } else { format!("a string longer than twelve bytes, row {i}") })
+    }));
+    let dict: DictionaryArray<Int8Type> = (0..n).map(|i| ["red", "green", "blue"][i * 7 % 3]).collect();
+    RecordBatch::try_from_iter([("i", Arc::new(ints) as ArrayRef), ("v", Arc::new(views) as _), ("d", Arc::new(dict) as _)]).unwrap()
+}
+
+/// The one-run gather (arrow's `take`) gives what the many-run gather (`interleave`) gives
+/// for the same rows: the run cut in two, the global indices unchanged.
+#[test]
+fn one_run_gathers_like_many_runs() {
+    let n = 1000;
+    let batch = one_run_of_every_kind(n);
+    let order: Vec<usize> = (0..n).map(|i| i * 389 % n).collect(); // a permutation (389 is prime to 1000)
+    let halves = [batch.slice(0, 400), batch.slice(400, n - 400)];
+    for rows in [order.clone(), order[..333].to_vec(), vec![999, 0, 999, 0]] {
+        for wide in [false, true] {
+            let indices = match wide {
+                false => Indices::U32(rows.iter().map(|&i| i as u32).collect()),
+                true => Indices::U64(rows.iter().map(|&i| i as u64).collect()),
+            };
+            let one = Permutation { run_offsets: vec![0, n], indices: indices.clone(), engine: Engine::Cpu, key_bytes: 8 };
+            let two = Permutation { run_offsets: vec![0, 400, n], ..one.clone() };
+            for batch_size in [1, 7, rows.len(), rows.len() + 5] {
+                let got = gather(std::slice::from_ref(&batch), &one, batch_size).unwrap();
+                let want = gather(&halves, &two, batch_size).unwrap();
+                let lengths = |b: &[RecordBatch]| b.iter().map(RecordBatch::num_rows).collect::<Vec<_>>();
+                assert_eq!(lengths(&got), lengths(&want), "{} rows, wide {wide}, batch size {batch_size}", rows.len());
+                let concat = |b: &[RecordBatch]| arrow::compute::concat_batches(&batch.schema(), b).unwrap();
+                assert_eq!(concat(&got), concat(&want), "{} rows, wide {wide}, batch size {batch_size}", rows.len());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_permutation_of_other_runs_is_an_error() {
+    let batch = one_run_of_every_kind(10);
+    let one = [batch.clone()];
+    let two = [batch.slice(0, 5), batch.slice(5, 5)];
+    let perm = |run_offsets: &[usize], indices: Indices| Permutation {
+        run_offsets: run_offsets.to_vec(),
+        indices,
+        engine: Engine::Cpu,
+        key_bytes: 8,
+    };
+    // Indices past the last row, through the one-run and the many-run gather.
+    for indices in [Indices::U32(vec![3, 10]), Indices::U64(vec![u64::MAX])] {
+        for (runs, offsets) in [(&one[..], &[0, 10][..]), (&two[..], &[0, 5, 10][..])] {
+            let err = gather(runs, &perm(offsets, indices.clone()), 4).unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        }
+    }
+    // Run offsets that are not the runs' row counts.
+    for offsets in [&[0, 11][..], &[0, 5, 10][..], &[1, 10][..]] {
+        let err = gather(&one, &perm(offsets, Indices::U32(vec![0])), 4).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    }
 }

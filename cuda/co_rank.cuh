@@ -12,10 +12,12 @@
 // The co-rank of k (below) searched within [lo, hi], a window known to hold it: the
 // smallest i in it with i == hi or not le(i, k - i - 1). Every le(i, k - i - 1) it asks has
 // lo <= i < hi.
-template <class Le>
-__device__ __forceinline__ u64 co_rank_in(u64 k, u64 lo, u64 hi, Le le) {
+// T: u64 for positions in global memory, u32 inside a shared tile (half the instructions a
+// step: 64-bit adds and shifts take two).
+template <class T, class Le>
+__device__ __forceinline__ T co_rank_in(T k, T lo, T hi, Le le) {
     while (lo < hi) {
-        u64 i = lo + (hi - lo) / 2;
+        T i = lo + (hi - lo) / 2;
         if (le(i, k - i - 1)) {
             lo = i + 1;  // A[i] precedes B[k - i - 1] (ties go to A): more of A is needed
         } else {
@@ -28,10 +30,10 @@ __device__ __forceinline__ u64 co_rank_in(u64 k, u64 lo, u64 hi, Le le) {
 // Two-run co-rank: how many of the first k outputs of the stable merge of A (length m)
 // then B (length n) come from A. Requires k <= m + n. `le(i, j)`: whether A[i] <= B[j]
 // (the tiled kernel's narrow keys compare through it, cuda/merge_tiled.cu).
-template <class Le>
-__device__ __forceinline__ u64 co_rank_by(u64 k, u64 m, u64 n, Le le) {
+template <class T, class Le>
+__device__ __forceinline__ T co_rank_by(T k, T m, T n, Le le) {
     // i lies in [k - n, min(k, m)], so A[i] and B[k - i - 1] exist for every i searched.
-    return co_rank_in(k, k > n ? k - n : 0, k < m ? k : m, le);
+    return co_rank_in(k, k > n ? k - n : (T)0, k < m ? k : m, le);
 }
 
 // The co-rank over accessors: `a(i)` and `b(j)` return the keys.

@@ -48,8 +48,7 @@ __device__ __forceinline__ void kway_round(Key *sk, index_t *si, const u32 *seg,
         const u32 pa = seg[q * 2 * w];
         u32 pb = seg[min(q * 2 * w + w, nr)], pe = seg[min(q * 2 * w + 2 * w, nr)];
         const u32 kk = o0 - pa;
-        const u32 i = (u32)co_rank_by((u64)kk, (u64)(pb - pa), (u64)(pe - pb),
-                                      [&](u64 ia, u64 jb) { return key_le(sk[PK(pa + (u32)ia)], sk[PK(pb + (u32)jb)]); });
+        const u32 i = co_rank_by(kk, pb - pa, pe - pb, [&](u32 ia, u32 jb) { return key_le(sk[PK(pa + ia)], sk[PK(pb + jb)]); });
         u32 ap = pa + i, bp = pb + (kk - i);
         // Reads are clamped into the tile: a key read past a list is never compared (the
         // bounds tests come first), outputs past the tile's end are not stored.

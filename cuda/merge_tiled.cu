@@ -70,9 +70,7 @@ __device__ __forceinline__ void merge_tile(const Level &L, const TileRegs<IPT_TI
     Key rk[KEEP_KEYS ? IPT_TILED : 1];
     index_t ri[DIRECT ? 1 : IPT_TILED];
     if (o0 < len) {
-        u32 i = (u32)co_rank_by((u64)o0, (u64)alen, (u64)blen, [&](u64 ia, u64 jb) {
-            return le(sk[PT((u32)ia)], sk[PT(alen + (u32)jb)], (u32)ia, (u32)jb);
-        });
+        u32 i = co_rank_by(o0, alen, blen, [&](u32 ia, u32 jb) { return le(sk[PT(ia)], sk[PT(alen + jb)], ia, jb); });
         u32 j = o0 - i;
         // The current candidates. Positions are clamped into the tile: a key read past a
         // piece's end is never compared (the bounds tests come first) and outputs past the

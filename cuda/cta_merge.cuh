@@ -201,6 +201,50 @@ __device__ __forceinline__ void cta_store_shared(u32 len, const T (&keys)[IPT], 
     }
 }
 
+// Copies *src (global memory) to *dst (shared memory) without passing through registers:
+// cp.async (sm_80 and later) in 8-byte pieces (4-byte for 4-byte types), completed by
+// copy_async_wait. Elsewhere a load and a store.
+template <class T>
+__device__ __forceinline__ void copy_async(T *dst, const T *src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int C = sizeof(T) % 8 == 0 ? 8 : 4;
+    static_assert(sizeof(T) % C == 0, "copied in 4- or 8-byte pieces");
+    const u32 s = (u32)__cvta_generic_to_shared(dst);
+    const char *g = (const char *)src;
+#pragma unroll
+    for (int c = 0; c < (int)(sizeof(T) / C); ++c) {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s + c * C), "l"(g + c * C), "n"(C) : "memory");
+    }
+#else
+    *dst = *src;
+#endif
+}
+
+// Waits for this thread's copy_async copies (the block then synchronizes before reading).
+__device__ __forceinline__ void copy_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// Loads the tile's `len` (<= THREADS * IPT) elements, element p from level position src(p),
+// into padded shared memory by copy_async (keys, and per IDX the indices): one instruction
+// an element and no registers held, where a load into registers then a store take two.
+// Coalesced. The caller synchronizes before reading the tile.
+template <int IPT, IndexLoad IDX, class Src>
+__device__ __forceinline__ void cta_load_async(const Level &L, u32 len, Src src, Key *sk, index_t *si) {
+#pragma unroll
+    for (int u = 0; u < IPT; ++u) {
+        u32 p = threadIdx.x + u * THREADS;
+        if (p < len) {
+            u64 pos = src(p);
+            copy_async(&sk[padded<IPT>(p)], &L.in_keys[pos]);
+            if (IDX == INDEX_LOADED) copy_async(&si[padded<IPT>(p)], &L.in_idx[pos]);
+        }
+    }
+    copy_async_wait();
+}
+
 // Loads the tile's `len` (<= THREADS * IPT) elements, element p from level position src(p),
 // straight into padded shared memory: keys to sk, indices to si (load_idx: L.in_idx where it
 // is set, else the position). Coalesced, BATCH elements of a thread in flight at a time: the

@@ -8,8 +8,10 @@
 // the exact pieces A[i0, i1) and B[j0, j1) the tile consumes (i1 - i0 + j1 - j0 = tile
 // length), so every input is read once and a short tile is never read past (the book's
 // A_consumed reads assume full tiles).
-// Block level: the pieces are loaded coalesced into shared memory, A's then B's
-// (cta_load_regs with the two-stream source, then cta_store_shared).
+// Block level: the pieces are loaded coalesced into shared memory, A's then B's: through
+// registers (cta_load_regs with the two-stream source, then cta_store_shared) where the
+// keys alone are loaded or narrow keys are made from them, by cp.async (cta_load_async)
+// where keys and indices are.
 // Thread level: per-thread co-rank inside the tile, then a serial merge of IPT_TILED
 // outputs that keeps the current key of A and of B in registers (one shared load per
 // output, not three). The outputs go back to shared memory in output order and are stored
@@ -34,8 +36,9 @@ template <class T, class F> struct Pick<false, T, F> { typedef F type; };
 // input indices are positions (not loaded). KEEP_KEYS: the merged keys are written too
 // (every level but the last; never NARROW). `out`: the level position of the tile's first
 // output.
-// nk: the narrow keys of the thread's elements (NARROW).
-template <bool NARROW, bool FIRST, bool KEEP_KEYS>
+// nk: the narrow keys of the thread's elements (NARROW). IN_SHARED: the caller loaded the
+// tile into shared memory (r and nk are not read).
+template <bool NARROW, bool FIRST, bool KEEP_KEYS, bool IN_SHARED = false>
 __device__ __forceinline__ void merge_tile(const Level &L, const TileRegs<IPT_TILED> &r, const NarrowMap &M, const u32 (&nk)[IPT_TILED],
                                            u64 abase, u32 alen, u64 bbase, u32 blen, u64 out) {
     static_assert(!(NARROW && KEEP_KEYS), "narrow keys cannot be written out");
@@ -55,7 +58,9 @@ __device__ __forceinline__ void merge_tile(const Level &L, const TileRegs<IPT_TI
         }
     };
     // Block level: shared[0, alen) = A piece, shared[alen, len) = B piece.
-    if constexpr (NARROW) {
+    if constexpr (IN_SHARED) {
+        // loaded there by the caller
+    } else if constexpr (NARROW) {
         cta_store_shared<IPT_TILED, FIRST ? INDEX_NONE : INDEX_LOADED>(len, nk, r, sk, si);
     } else {
         cta_store_shared<IPT_TILED, FIRST ? INDEX_NONE : INDEX_LOADED>(len, r.k, r, sk, si);
@@ -140,12 +145,12 @@ __device__ __forceinline__ void merge_tiled_block(const Level &L, const u64 *spl
     const u32 alen = (u32)T.a_count, blen = (u32)T.b_count, len = alen + blen;
     const u64 abase = T.a_begin, bbase = T.b_begin;  // level positions of the pieces
     if (len == 0) return;  // uniform across the block
-    // Block level: coalesced loads into registers, tile position p = A piece then B piece.
-    TileRegs<IPT_TILED> r;
-    cta_load_regs<IPT_TILED, FIRST ? INDEX_NONE : INDEX_LOADED>(L, len, TwoStreams{abase, bbase, alen}, r);
     const u64 out = R.a_begin + k0;
+    TileRegs<IPT_TILED> r;
     u32 nk[IPT_TILED];
     if constexpr (TILED_NARROW && !KEEP_KEYS && KEY_BITS > 32) {
+        // Block level: coalesced loads into registers, tile position p = A piece then B piece.
+        cta_load_regs<IPT_TILED, FIRST ? INDEX_NONE : INDEX_LOADED>(L, len, TwoStreams{abase, bbase, alen}, r);
         const NarrowMap M = tile_narrow_map(L, abase, alen, bbase, blen);
 #pragma unroll
         for (int u = 0; u < IPT_TILED; ++u) nk[u] = narrow_key(M, r.k[u]);  // garbage past len, never stored
@@ -157,8 +162,19 @@ __device__ __forceinline__ void merge_tiled_block(const Level &L, const u64 *spl
             cta_load_regs<IPT_TILED, INDEX_NONE>(L, len, TwoStreams{abase, bbase, alen}, r);
             merge_tile<false, FIRST, KEEP_KEYS>(L, r, M, nk, abase, alen, bbase, blen, out);
         }
-    } else {
+    } else if constexpr (FIRST) {
+        // Block level: coalesced loads of the keys into registers, then to shared memory.
+        cta_load_regs<IPT_TILED, INDEX_NONE>(L, len, TwoStreams{abase, bbase, alen}, r);
         merge_tile<false, FIRST, KEEP_KEYS>(L, r, NarrowMap{}, nk, abase, alen, bbase, blen, out);
+    } else {
+        // Keys and indices: coalesced copies straight into shared memory. Through registers
+        // they take 3 of a thread's registers an element (u64 key, u32 index), and under the
+        // 64 that 4 blocks a multiprocessor allow the loads do not all stay in flight; for
+        // keys alone (the first level) the register path measured faster (docs/PERFORMANCE.md).
+        extern __shared__ __align__(16) unsigned char smem_tiled[];
+        Key *sk = (Key *)smem_tiled;
+        cta_load_async<IPT_TILED, INDEX_LOADED>(L, len, TwoStreams{abase, bbase, alen}, sk, (index_t *)(sk + TILE_SLOTS));
+        merge_tile<false, FIRST, KEEP_KEYS, true>(L, r, NarrowMap{}, nk, abase, alen, bbase, blen, out);
     }
 }
 

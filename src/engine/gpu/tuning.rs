@@ -186,25 +186,27 @@ pub fn policy(arch: Arch, key_bytes: usize, index_bytes: usize) -> Policy {
 }
 
 /// The names [`set_overrides`] accepts.
-const OVERRIDABLE: [&str; 10] = [
+const OVERRIDABLE: [&str; 11] = [
     "ipt_basic",
     "ipt_tiled",
     "ipt_circ",
     "circ_tiles",
     "ipt_kway",
     "kway_min_blocks",
+    "kway_coarse",
     "tiled_min_blocks",
     "ipt_sort",
     "tiled_narrow",
     "narrow_tie_threads",
 ];
 
-/// The values an override may take: switches 0 or 1, a count of threads up to a block,
-/// everything else 1..=32.
+/// The values an override may take: switches 0 or 1, a count of threads up to a block, the
+/// tiles between two coarse k-way splits up to 1024, everything else 1..=32.
 fn override_range(name: &str) -> std::ops::RangeInclusive<u32> {
     match name {
         "tiled_narrow" => 0..=1,
         "narrow_tie_threads" => 0..=THREADS,
+        "kway_coarse" => 1..=1024,
         _ => 1..=32,
     }
 }
@@ -285,6 +287,7 @@ fn apply(mut p: Policy, overrides: &[(&'static str, u32)]) -> Policy {
             "circ_tiles" => p.circ_tiles = v,
             "ipt_kway" => p.ipt_kway = v,
             "kway_min_blocks" => p.kway_min_blocks = v,
+            "kway_coarse" => p.kway_coarse = v,
             "tiled_min_blocks" => p.tiled_min_blocks = v,
             "ipt_sort" => p.ipt_sort = v,
             "tiled_narrow" => p.tiled_narrow = v,
@@ -327,6 +330,8 @@ mod tests {
         assert!(parse_overrides("ipt_tiled=0").is_err());
         assert!(parse_overrides("ipt_tiled=x").is_err());
         assert_eq!(parse_overrides("tiled_narrow=0").unwrap(), vec![("tiled_narrow", 0)]);
+        assert_eq!(parse_overrides("kway_coarse=128").unwrap(), vec![("kway_coarse", 128)]);
+        assert!(parse_overrides("kway_coarse=0").is_err() && parse_overrides("kway_coarse=1025").is_err());
         assert!(parse_overrides("tiled_narrow=2").is_err());
         assert!(parse_overrides("narrow_tie_threads=256").is_ok() && parse_overrides("narrow_tie_threads=257").is_err());
         let p = apply(sm90(8), &parse_overrides("ipt_tiled=12,tiled_min_blocks=6").unwrap());

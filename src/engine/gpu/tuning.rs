@@ -143,7 +143,9 @@ fn sm90(key_bytes: usize) -> Policy {
         // issue 16 item 4).
         ipt_kway: if narrow { 16 } else { 8 },
         kway_min_blocks: if narrow { 4 } else { 1 },
-        kway_coarse: 32,
+        // 16 measured 1-2% faster than 32 at k = 8, 16 and 64 in two calls on an H100
+        // (docs/PERFORMANCE.md, stop 37): shorter fine windows for more coarse searches.
+        kway_coarse: 16,
         tiled_min_blocks: if narrow { 4 } else { 1 },
         // Not tuned yet (docs/PERFORMANCE.md): 4096-key tiles of keys up to 8 bytes, the
         // CPU sort's tile; 2048 for wider keys (registers: a thread holds its keys).
@@ -347,14 +349,14 @@ mod tests {
                 let p = policy(Arch::SM90, kb, ib);
                 assert_eq!(
                     (p.threads, p.ipt_basic, p.ipt_tiled, p.ipt_circ, p.circ_tiles, p.ipt_kway, p.kway_coarse, p.tiled_min_blocks),
-                    (256, 4, 16, 4, 8, 16, 32, 4)
+                    (256, 4, 16, 4, 8, 16, 16, 4)
                 );
             }
             for kb in [16, 24, 32] {
                 let p = policy(Arch::SM90, kb, ib);
                 assert_eq!(
                     (p.threads, p.ipt_basic, p.ipt_tiled, p.ipt_circ, p.circ_tiles, p.ipt_kway, p.kway_coarse, p.tiled_min_blocks),
-                    (256, 4, 4, 2, 8, 8, 32, 1)
+                    (256, 4, 4, 2, 8, 8, 16, 1)
                 );
             }
         }

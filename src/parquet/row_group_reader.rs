@@ -186,6 +186,9 @@ impl OrderedRowGroups {
             schema: self.schema.clone(),
             budget: self.budget.clone(),
             first_size: self.first_size.clone(),
+            // Unit 0 promises the first size from here on: a decoder that never runs (its
+            // thread not started) keeps the promise as it is dropped.
+            publisher: (unit == 0).then(|| FirstSizeGuard { first_size: self.first_size.clone(), fallback: self.sizing.first_rows() }),
             sizing: self.sizing,
         };
         let name = format!("corank-read-{unit}");
@@ -264,7 +267,7 @@ impl BatchSizing {
 type FirstSize = OnceLock<usize>;
 
 /// Unit 0's promise to set the [`FirstSize`]: kept on every way out of its decoder (an
-/// error, an empty row group, a closed channel), with the first batches' size where no batch
+/// error, an empty row group, a closed channel, a thread that never started), with the first batches' size where no batch
 /// measured one (a size set before stays).
 struct FirstSizeGuard {
     first_size: Arc<FirstSize>,
@@ -284,6 +287,8 @@ struct RowGroupDecoder {
     schema: Option<SchemaRef>,
     budget: Arc<AheadBudget>,
     first_size: Arc<FirstSize>,
+    /// Unit 0's promise to set `first_size` (`None` for the others).
+    publisher: Option<FirstSizeGuard>,
     sizing: BatchSizing,
 }
 
@@ -303,14 +308,14 @@ impl RowGroupDecoder {
     }
 
     /// Decodes the row group into `send`, each batch counted in the budget before it goes.
-    fn run(self, send: mpsc::Sender<Result<(RecordBatch, usize)>>) {
+    fn run(mut self, send: mpsc::Sender<Result<(RecordBatch, usize)>>) {
         let s = &self.source;
         let mut rows = 0; // decoded so far
 
         // Unit 0 measures the starting size for every row group; the others wait for it
         // (with no byte target every batch has the first batches' size: nothing to wait for).
         let first_rows = self.sizing.first_rows();
-        let mut publisher = (self.unit == 0).then(|| FirstSizeGuard { first_size: self.first_size.clone(), fallback: first_rows });
+        let mut publisher = self.publisher.take();
         let mut batch_rows = match (&publisher, self.sizing.target_bytes) {
             (None, Some(_)) => *self.first_size.wait(),
             _ => first_rows,

@@ -286,6 +286,59 @@ fn writer_counts_slices_at_their_own_size() {
     assert_eq!(rows, [30000, 30000, 30000, 10000]);
 }
 
+/// Dictionary encoding per column, chosen on the first row group (src/parquet/dictionary.rs):
+/// a column of four values keeps its dictionary in every row group, one of distinct values
+/// is written plain in every row group (the first in the smaller of its two encodings,
+/// the rest by that choice); the rows read back unchanged and two writes of the same rows
+/// give the same bytes. An output of one row group is encoded as the properties say (every
+/// dictionary on).
+#[test]
+fn writer_keeps_a_dictionary_only_where_it_pays() {
+    use corank::parquet::writer::SortedParquetWriter;
+    let d = tempfile::tempdir().unwrap();
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("few", DataType::Utf8, true),
+        Field::new("many", DataType::Int64, false),
+    ]));
+    let n = 100_000usize;
+    let k: Vec<i64> = (0..n as i64).collect();
+    let mix = |i: u64| (i ^ 0x5DEE_CE66).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 1;
+    let few: Vec<Option<&str>> =
+        (0..n as u64).map(|i| [Some("air"), Some("rail"), None, Some("truck shipment")][(mix(i) >> 40) as usize % 4]).collect();
+    let many: Vec<i64> = (0..n as u64).map(|i| mix(i) as i64).collect();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(Int64Array::from(k)), Arc::new(StringArray::from(few)), Arc::new(Int64Array::from(many))],
+    )
+    .unwrap();
+    let write = |name: &str, rows: usize| {
+        let out = d.path().join(name);
+        let settings = corank::parquet::WriterSettings { row_group_rows: 20_000, ..Default::default() };
+        let mut writer =
+            SortedParquetWriter::create(&out, schema.clone(), None, &[corank::SortKey::asc("k")], vec![], rows, settings).unwrap();
+        for start in (0..rows).step_by(8192) {
+            writer.write(batch.slice(start, 8192.min(rows - start))).unwrap();
+        }
+        writer.finish().unwrap();
+        out
+    };
+    let has_dictionary = |path: &Path, column: usize| -> Vec<bool> {
+        footer(path).row_groups().iter().map(|g| g.column(column).dictionary_page_offset().is_some()).collect()
+    };
+    let a = write("a.parquet", n);
+    assert_eq!(has_dictionary(&a, 1), [true; 5], "four values keep their dictionary");
+    assert_eq!(has_dictionary(&a, 2), [false; 5], "distinct values are written plain");
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&a).unwrap()).unwrap().build().unwrap();
+    let back: Vec<RecordBatch> = reader.map(|b| b.unwrap()).collect();
+    assert_eq!(arrow::compute::concat_batches(&schema, &back).unwrap(), batch);
+    let b = write("b.parquet", n);
+    assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "the same rows gave different bytes");
+    let one = write("one.parquet", 20_000);
+    assert_eq!(has_dictionary(&one, 2), [true], "one row group: every dictionary on, as the properties say");
+}
+
 #[test]
 fn more_than_32767_row_groups_are_refused_up_front() {
     let d = tempfile::tempdir().unwrap();

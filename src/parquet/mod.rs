@@ -6,11 +6,13 @@
 //! - [`passthrough`]: row groups that need no merge, copied unchanged;
 //! - [`row_group_reader`]: row groups decoded in parallel, handed out in order;
 //! - [`writer`]: the output (temporary file, parallel column encoding, rename);
+//! - [`dictionary`]: which output columns keep Parquet's dictionary encoding;
 //! - [`order_by`]: sort keys as a SQL `ORDER BY` list;
 //! - [`sorting_columns`]: the order a row group's metadata declares.
 //!
 //! Sorted row groups as DataFusion partitions are `corank::datafusion::SortedRowGroupsTable`.
 
+pub mod dictionary;
 pub mod inputs;
 pub mod interrupt;
 pub mod merge_files;

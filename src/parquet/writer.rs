@@ -33,6 +33,7 @@
 //! key type. Such a column's key type is widened to the narrowest signed type that holds
 //! the largest count seen ([`widened_dictionary_keys`]); a column that fits keeps its type.
 
+use super::dictionary::{self, DictionaryChoice};
 use super::interrupt::TempGuard;
 use crate::error::{Error, Result};
 use crate::sort_key::SortKey;
@@ -173,6 +174,8 @@ pub struct SortedParquetWriter {
     written_back: usize,
     /// Compressed bytes of the row groups queued to be copied (held in memory once read).
     copy_bytes: usize,
+    /// Which columns keep their dictionary ([`super::dictionary`]).
+    dictionary: DictionaryChoice,
 }
 
 /// Fewest row groups in flight (encoding, or queued to be copied), each encoded as a task
@@ -208,10 +211,14 @@ pub const WRITEBACK_BYTES: usize = 64 << 20;
 /// values a narrow-keyed dictionary column holds in it (0 for other columns).
 type EncodedRowGroup = parquet::errors::Result<(Vec<ArrowColumnChunk>, Vec<usize>)>;
 
+/// An encoded row group and, for the first one, its chunks encoded without dictionaries
+/// too ([`super::dictionary`]).
+type EncodedTrial = parquet::errors::Result<(Vec<ArrowColumnChunk>, Vec<usize>, Option<Vec<ArrowColumnChunk>>)>;
+
 /// A row group on its way into the file, in output order.
 enum InFlight {
     /// Being encoded (on rayon), with its rows.
-    Encoding(Receiver<EncodedRowGroup>, usize),
+    Encoding(Receiver<EncodedTrial>, usize),
     /// Copied unchanged from an input once every row group before it is written, so the
     /// writer never waits for an encode to finish before a copy (see
     /// [`SortedParquetWriter::append_row_group`]).
@@ -595,6 +602,7 @@ impl SortedParquetWriter {
             codec_kept_row_groups: 0,
             written_back: 0,
             copy_bytes: 0,
+            dictionary: DictionaryChoice::Undecided,
             schema,
         })
     }
@@ -725,12 +733,42 @@ impl SortedParquetWriter {
             return Ok(());
         }
         let target = self.target.clone();
-        let writers = self.factory.create_column_writers(self.row_groups_started).map_err(|e| Error::parquet(&target, "", e))?;
+        let err = |e| Error::parquet(&target, "", e);
+        // The row groups after the first encoded one wait for its choice of dictionaries.
+        while matches!(self.dictionary, DictionaryChoice::Trial) {
+            self.append_oldest()?;
+        }
+        let g = self.row_groups_started;
+        let (writers, plain_writers) = match &self.dictionary {
+            DictionaryChoice::Undecided if self.expected_rows > self.rows() => {
+                let props = dictionary::without_dictionaries(self.writer.properties());
+                let plain = dictionary::factory_with(self.writer.schema_descr(), &self.schema, props).map_err(err)?;
+                let plain_writers = plain.create_column_writers(g).map_err(err)?;
+                self.dictionary = DictionaryChoice::Trial;
+                (self.factory.create_column_writers(g).map_err(err)?, Some(plain_writers))
+            }
+            DictionaryChoice::Undecided | DictionaryChoice::Trial => {
+                // One row group is all that is expected: nothing later to choose for. (No
+                // trial is in flight here: the loop above waited for it.)
+                self.dictionary = DictionaryChoice::Decided(None);
+                (self.factory.create_column_writers(g).map_err(err)?, None)
+            }
+            DictionaryChoice::Decided(factory) => (factory.as_ref().unwrap_or(&self.factory).create_column_writers(g).map_err(err)?, None),
+        };
         let batches = std::mem::take(&mut self.pending);
         let schema = self.schema.clone();
         let (done, result) = std::sync::mpsc::sync_channel(1);
         rayon::spawn(move || {
-            let _ = done.send(encode_row_group(&schema, batches, writers));
+            let encoded = match plain_writers {
+                None => encode_row_group(&schema, batches, writers).map(|(chunks, distinct)| (chunks, distinct, None)),
+                Some(plain_writers) => {
+                    let copy = batches.clone();
+                    let (with, plain) =
+                        rayon::join(|| encode_row_group(&schema, batches, writers), || encode_row_group(&schema, copy, plain_writers));
+                    with.and_then(|(chunks, distinct)| Ok((chunks, distinct, Some(plain?.0))))
+                }
+            };
+            let _ = done.send(encoded);
         });
         self.in_flight.push_back(InFlight::Encoding(result, self.pending_rows));
         self.row_groups_started += 1;
@@ -751,11 +789,24 @@ impl SortedParquetWriter {
             InFlight::Copy(copy) => return self.append_copy(copy),
         };
         let err = |e: parquet::errors::ParquetError| Error::parquet(&target, "", e);
-        let (chunks, distinct) =
+        let (chunks, distinct, plain) =
             result.recv().map_err(|_| Error::Internal(format!("{}: a row group encoder stopped", target.display())))?.map_err(err)?;
         for (max, n) in self.max_distinct.iter_mut().zip(distinct) {
             *max = (*max).max(n);
         }
+        let chunks = match plain {
+            None => chunks,
+            Some(plain) => {
+                let (chunks, went_plain) = dictionary::smaller_chunks(chunks, plain);
+                let schema = self.writer.schema_descr();
+                let names: Vec<String> =
+                    schema.columns().iter().zip(&went_plain).filter(|(_, &p)| p).map(|(c, _)| c.path().string()).collect();
+                log::debug!("{}: columns written without a dictionary: {}", target.display(), names.join(", "));
+                let factory = dictionary::decided_factory(schema, &self.schema, self.writer.properties(), &went_plain).map_err(err)?;
+                self.dictionary = DictionaryChoice::Decided(factory);
+                chunks
+            }
+        };
         let mut row_group = self.writer.next_row_group().map_err(err)?;
         for chunk in chunks {
             chunk.append_to_row_group(&mut row_group).map_err(err)?;

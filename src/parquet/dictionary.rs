@@ -1,0 +1,92 @@
+//! Which columns of the output keep Parquet's dictionary encoding, chosen on the file's
+//! first encoded row group.
+//!
+//! arrow-rs dictionary-encodes every column by default: each value is hashed into the column
+//! chunk's dictionary, and only once the dictionary passes its page limit (1 MiB) does the
+//! chunk fall back to plain values, the rows before keeping their dictionary pages. For a
+//! column of mostly distinct values (prices, comments, a foreign key) that is work for
+//! nothing, and for one of a few repeats per value (a sorted key) a dictionary also costs
+//! more than it saves once the chunk is compressed. Measured on 10M lineitem rows (2 cores,
+//! docs/PERFORMANCE.md, "Dictionary encoding where it pays"): the writer's dictionary
+//! interner took 17% of a merge's samples, and writing four such columns plain made the
+//! merge ~20% faster and the file 10% smaller.
+//!
+//! **The rule.** The first row group the writer encodes (not a copied one) is encoded twice
+//! when more rows are expected after it: once as the file's properties say (every
+//! dictionary on) and once with every dictionary off. Each of its column chunks is written
+//! in the smaller of the two encodings (compressed bytes, dictionary page included; a tie
+//! goes to plain values, the faster to write and read), and every later encoded row group
+//! writes a column without a dictionary if and only if its first chunk was written that
+//! way. The choice follows from the first row group's rows alone, so the file's bytes do not
+//! depend on timing; the row group after the first waits for it to be encoded (the next
+//! row group's rows are gathered meanwhile). A column whose values change character later in
+//! the file keeps the first row group's choice (a dictionary kept still falls back by
+//! itself; a column written plain stays plain: larger, never wrong).
+//!
+//! An output expected to be one row group is encoded once, as the properties say: no later
+//! row group could use the choice.
+
+use parquet::arrow::arrow_writer::{ArrowColumnChunk, ArrowRowGroupWriterFactory};
+use parquet::errors::Result;
+use parquet::file::properties::{WriterProperties, WriterPropertiesPtr};
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::SchemaDescriptor;
+use std::sync::Arc;
+
+/// Where the writer stands with the choice.
+pub(super) enum DictionaryChoice {
+    /// No row group encoded yet.
+    Undecided,
+    /// The first encoded row group is in flight in both encodings.
+    Trial,
+    /// Every later row group's column writers come from this factory (`None`: the file's
+    /// own, every dictionary kept).
+    Decided(Option<ArrowRowGroupWriterFactory>),
+}
+
+/// A factory of column writers with `props` for `schema`: made from a file writer that
+/// writes nowhere, since arrow-rs takes a factory's properties from its file writer.
+pub(super) fn factory_with(
+    schema: &SchemaDescriptor,
+    arrow_schema: &arrow::datatypes::SchemaRef,
+    props: WriterProperties,
+) -> Result<ArrowRowGroupWriterFactory> {
+    let nowhere = SerializedFileWriter::new(std::io::sink(), schema.root_schema_ptr(), Arc::new(props))?;
+    Ok(ArrowRowGroupWriterFactory::new(&nowhere, Arc::clone(arrow_schema)))
+}
+
+/// `props` with every column's dictionary off: the trial's second encoding.
+pub(super) fn without_dictionaries(props: &WriterPropertiesPtr) -> WriterProperties {
+    props.as_ref().clone().into_builder().set_dictionary_enabled(false).build()
+}
+
+/// The first row group's chunks: per leaf column, the smaller of its two encodings
+/// (`with` the file's properties, `plain` without dictionaries; a tie goes to plain), and
+/// whether the plain one was taken.
+pub(super) fn smaller_chunks(with: Vec<ArrowColumnChunk>, plain: Vec<ArrowColumnChunk>) -> (Vec<ArrowColumnChunk>, Vec<bool>) {
+    with.into_iter()
+        .zip(plain)
+        .map(|(d, p)| {
+            let take_plain = p.close().metadata.compressed_size() <= d.close().metadata.compressed_size();
+            (if take_plain { p } else { d }, take_plain)
+        })
+        .unzip()
+}
+
+/// The factory for the row groups after the first, given which leaves (in the order of
+/// `schema`'s columns) went plain; `None` when none did (the file's own factory serves).
+pub(super) fn decided_factory(
+    schema: &SchemaDescriptor,
+    arrow_schema: &arrow::datatypes::SchemaRef,
+    props: &WriterPropertiesPtr,
+    plain: &[bool],
+) -> Result<Option<ArrowRowGroupWriterFactory>> {
+    if !plain.iter().any(|&p| p) {
+        return Ok(None);
+    }
+    let mut builder = props.as_ref().clone().into_builder();
+    for (leaf, _) in schema.columns().iter().zip(plain).filter(|(_, &p)| p) {
+        builder = builder.set_column_dictionary_enabled(leaf.path().clone(), false);
+    }
+    factory_with(schema, arrow_schema, builder.build()).map(Some)
+}

@@ -20,14 +20,24 @@
 #define KWAY_SLOTS (KWAY_TILE + KWAY_TILE / IPT_KWAY)
 #define KWAY_LOAD_BATCH 4  // elements of a thread loaded at a time (cta_load_tile)
 
-// The source of a k-way tile: position p of the tile lies in the piece r with
-// seg[r] <= p < seg[r + 1], which starts at level position src0[r].
+// Granules of the tile for the load's piece lookup: positions [32 g, 32 g + 32).
+#define KWAY_GRANULE 32
+#define KWAY_GRANULES (KWAY_TILE / KWAY_GRANULE)
+
+// The source of a k-way tile: position p of the tile lies in the piece r, the last with
+// seg[r] <= p (empty pieces are passed over), which starts at level position src0[r].
+// first[g] is that piece for granule g's first position, searched once a block; a
+// position's piece is then found by stepping past the piece starts inside its granule
+// (rarely one: the pieces average 4096 / k positions), not by a search over all k pieces
+// per element, which cost more shared loads than the merge rounds' own at k = 16.
 struct KStreams {
     const u32 *seg;
     const u64 *src0;
+    const unsigned char *first;
     u32 nr;
     __device__ __forceinline__ u64 operator()(u32 p) const {
-        const u32 r = last_le(nr, p, [&](u32 i) { return seg[i]; });
+        u32 r = first[p / KWAY_GRANULE];
+        while (r + 1 < nr && seg[r + 1] <= p) ++r;
         return src0[r] + (p - seg[r]);
     }
 };
@@ -98,6 +108,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kwa
     static_assert(KWAY_SLOTS * sizeof(Key) % sizeof(index_t) == 0, "the index tile must be aligned");
     __shared__ u32 seg[65];  // piece r occupies [seg[r], seg[r + 1]) of the tile
     __shared__ u64 src0[64]; // level position of piece r's first element
+    __shared__ unsigned char first[KWAY_GRANULES];  // KStreams: the piece of each granule's start
     const GroupPos P = block_pos<0>(L);
     const u32 r0 = P.r0, nr = P.nr;
     const u64 *lo = splits + boundary_index(L.tile_start, P.group, P.index) * L.group;
@@ -122,8 +133,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kwa
     }
     __syncthreads();
     const u32 len = seg[nr];
+    for (u32 g = threadIdx.x; g < KWAY_GRANULES; g += THREADS) {
+        first[g] = (unsigned char)last_le(nr, g * KWAY_GRANULE, [&](u32 i) { return seg[i]; });
+    }
+    __syncthreads();
     // Block level: coalesced loads of the pieces, side by side.
-    cta_load_tile<IPT_KWAY, KWAY_LOAD_BATCH>(L, len, KStreams{seg, src0, nr}, sk, si);
+    cta_load_tile<IPT_KWAY, KWAY_LOAD_BATCH>(L, len, KStreams{seg, src0, first, nr}, sk, si);
     __syncthreads();
     // Block-level merge tree in shared memory: in round w, pieces [j*w, j*w + w) have been
     // merged; pairs (j*2w .. +w) and (+w .. +2w) are merged.

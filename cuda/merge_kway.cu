@@ -25,20 +25,21 @@
 #define KWAY_GRANULES (KWAY_TILE / KWAY_GRANULE)
 
 // The source of a k-way tile: position p of the tile lies in the piece r, the last with
-// seg[r] <= p (empty pieces are passed over), which starts at level position src0[r].
+// seg[r] <= p (empty pieces are passed over), at level position shift[r] + p (shift[r]: the
+// piece's first level position less seg[r], mod 2^64).
 // first[g] is that piece for granule g's first position, searched once a block; a
 // position's piece is then found by stepping past the piece starts inside its granule
 // (rarely one: the pieces average 4096 / k positions), not by a search over all k pieces
 // per element, which cost more shared loads than the merge rounds' own at k = 16.
 struct KStreams {
     const u32 *seg;
-    const u64 *src0;
+    const u64 *shift;
     const unsigned char *first;
     u32 nr;
     __device__ __forceinline__ u64 operator()(u32 p) const {
         u32 r = first[p / KWAY_GRANULE];
         while (r + 1 < nr && seg[r + 1] <= p) ++r;
-        return src0[r] + (p - seg[r]);
+        return shift[r] + p;
     }
 };
 
@@ -107,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kwa
     index_t *si = (index_t *)(sk + KWAY_SLOTS);
     static_assert(KWAY_SLOTS * sizeof(Key) % sizeof(index_t) == 0, "the index tile must be aligned");
     __shared__ u32 seg[65];  // piece r occupies [seg[r], seg[r + 1]) of the tile
-    __shared__ u64 src0[64]; // level position of piece r's first element
+    __shared__ u64 shift[64]; // level position of piece r's first element, less seg[r] (mod 2^64)
     __shared__ unsigned char first[KWAY_GRANULES];  // KStreams: the piece of each granule's start
     const GroupPos P = block_pos<0>(L);
     const u32 r0 = P.r0, nr = P.nr;
@@ -120,13 +121,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kwa
         for (int s = 0; s < 2; ++s) {
             u32 r = threadIdx.x + 32 * s;
             len[s] = r < nr ? (u32)(hi[r] - lo[r]) : 0;
-            if (r < nr) src0[r] = L.bounds[r0 + r] + lo[r];
             u32 x = len[s];
             for (int o = 1; o < 32; o *= 2) {
                 u32 y = __shfl_up_sync(0xffffffffu, x, o);
                 if (threadIdx.x >= (u32)o) x += y;
             }
-            if (r < nr) seg[r] = run_sum + x - len[s];
+            if (r < nr) {
+                seg[r] = run_sum + x - len[s];
+                shift[r] = L.bounds[r0 + r] + lo[r] - seg[r];
+            }
             run_sum += __shfl_sync(0xffffffffu, x, 31);
         }
         if (threadIdx.x == 0) seg[nr] = run_sum;  // the tile length
@@ -138,7 +141,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kwa
     }
     __syncthreads();
     // Block level: coalesced loads of the pieces, side by side.
-    cta_load_tile<IPT_KWAY, KWAY_LOAD_BATCH>(L, len, KStreams{seg, src0, first, nr}, sk, si);
+    cta_load_tile<IPT_KWAY, KWAY_LOAD_BATCH>(L, len, KStreams{seg, shift, first, nr}, sk, si);
     __syncthreads();
     // Block-level merge tree in shared memory: in round w, pieces [j*w, j*w + w) have been
     // merged; pairs (j*2w .. +w) and (+w .. +2w) are merged.

@@ -207,18 +207,15 @@ pub fn row_group_bytes_within(writer_bytes: usize) -> usize {
 /// 16-core host).
 pub const WRITEBACK_BYTES: usize = 64 << 20;
 
-/// A row group's encoded column chunks, and per top-level column the number of distinct
-/// values a narrow-keyed dictionary column holds in it (0 for other columns).
-type EncodedRowGroup = parquet::errors::Result<(Vec<ArrowColumnChunk>, Vec<usize>)>;
-
-/// An encoded row group and, for the first one, its chunks encoded without dictionaries
-/// too ([`super::dictionary`]).
-type EncodedTrial = parquet::errors::Result<(Vec<ArrowColumnChunk>, Vec<usize>, Option<Vec<ArrowColumnChunk>>)>;
+/// A row group's encoded column chunks, per top-level column the number of distinct values
+/// a narrow-keyed dictionary column holds in it (0 for other columns), and for the first
+/// row group its chunks encoded without dictionaries too ([`super::dictionary`]).
+type EncodedRowGroup = parquet::errors::Result<(Vec<ArrowColumnChunk>, Vec<usize>, Option<Vec<ArrowColumnChunk>>)>;
 
 /// A row group on its way into the file, in output order.
 enum InFlight {
     /// Being encoded (on rayon), with its rows.
-    Encoding(Receiver<EncodedTrial>, usize),
+    Encoding(Receiver<EncodedRowGroup>, usize),
     /// Copied unchanged from an input once every row group before it is written, so the
     /// writer never waits for an encode to finish before a copy (see
     /// [`SortedParquetWriter::append_row_group`]).
@@ -347,8 +344,14 @@ pub fn widened_dictionary_keys(schema: &Schema, max_distinct: &[usize]) -> Schem
     Schema::new_with_metadata(fields, schema.metadata().clone())
 }
 
-/// Encodes and compresses one row group's columns in parallel.
-fn encode_row_group(schema: &SchemaRef, batches: Vec<RecordBatch>, writers: Vec<ArrowColumnWriter>) -> EncodedRowGroup {
+/// Encodes and compresses one row group's columns in parallel; with `plain_writers` (the
+/// first row group's trial) a second time alongside, from the same leaves.
+fn encode_row_group(
+    schema: &SchemaRef,
+    batches: Vec<RecordBatch>,
+    writers: Vec<ArrowColumnWriter>,
+    plain_writers: Option<Vec<ArrowColumnWriter>>,
+) -> EncodedRowGroup {
     // 0. Distinct values of narrow dictionary columns (see the module doc).
     let distinct: Vec<usize> = schema
         .fields()
@@ -368,18 +371,26 @@ fn encode_row_group(schema: &SchemaRef, batches: Vec<RecordBatch>, writers: Vec<
         }
     }
     drop(batches);
-    // 2. One task per column.
-    let chunks = writers
-        .into_par_iter()
-        .zip(leaves)
-        .map(|(mut writer, leaves)| {
-            for leaf in &leaves {
-                writer.write(leaf)?;
-            }
-            writer.close()
-        })
-        .collect::<parquet::errors::Result<Vec<_>>>()?;
-    Ok((chunks, distinct))
+    // 2. One task per column (and per encoding).
+    let encode = |writers: Vec<ArrowColumnWriter>| {
+        writers
+            .into_par_iter()
+            .zip(&leaves)
+            .map(|(mut writer, leaves)| {
+                for leaf in leaves {
+                    writer.write(leaf)?;
+                }
+                writer.close()
+            })
+            .collect::<parquet::errors::Result<Vec<_>>>()
+    };
+    match plain_writers {
+        None => Ok((encode(writers)?, distinct, None)),
+        Some(plain_writers) => {
+            let (chunks, plain) = rayon::join(|| encode(writers), || encode(plain_writers));
+            Ok((chunks?, distinct, Some(plain?)))
+        }
+    }
 }
 
 /// `keys` as Parquet `sorting_columns`: they name leaf columns, and keys are top-level
@@ -759,16 +770,7 @@ impl SortedParquetWriter {
         let schema = self.schema.clone();
         let (done, result) = std::sync::mpsc::sync_channel(1);
         rayon::spawn(move || {
-            let encoded = match plain_writers {
-                None => encode_row_group(&schema, batches, writers).map(|(chunks, distinct)| (chunks, distinct, None)),
-                Some(plain_writers) => {
-                    let copy = batches.clone();
-                    let (with, plain) =
-                        rayon::join(|| encode_row_group(&schema, batches, writers), || encode_row_group(&schema, copy, plain_writers));
-                    with.and_then(|(chunks, distinct)| Ok((chunks, distinct, Some(plain?.0))))
-                }
-            };
-            let _ = done.send(encoded);
+            let _ = done.send(encode_row_group(&schema, batches, writers, plain_writers));
         });
         self.in_flight.push_back(InFlight::Encoding(result, self.pending_rows));
         self.row_groups_started += 1;

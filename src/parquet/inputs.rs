@@ -321,24 +321,26 @@ fn continues(input: &InputFile, key: &SortKey, allow_equal: bool) -> Vec<bool> {
 pub fn decoded_bytes(input: &InputFile, g: usize) -> u64 {
     let rg = input.metadata.metadata().row_group(g);
     let rows = rg.num_rows().max(0) as u64;
-    rg.columns()
-        .iter()
-        .map(|c| {
-            let width = match c.column_type() {
-                PhysicalType::BOOLEAN => 1,
-                PhysicalType::INT32 | PhysicalType::FLOAT => 4,
-                PhysicalType::INT64 | PhysicalType::DOUBLE => 8,
-                PhysicalType::INT96 => 12,
-                PhysicalType::FIXED_LEN_BYTE_ARRAY => c.column_descr().type_length().max(1) as u64,
-                // Offsets or views, plus the bytes themselves.
-                PhysicalType::BYTE_ARRAY => {
-                    let data = c.unencoded_byte_array_data_bytes().map(|b| b.max(0) as u64).unwrap_or(c.uncompressed_size().max(0) as u64);
-                    return 16 * rows + data + rows / 8;
-                }
-            };
-            (width * rows).max(c.uncompressed_size().max(0) as u64) + rows / 8
-        })
-        .sum()
+    rg.columns().iter().map(|c| chunk_decoded_bytes(c, rows, 16)).sum()
+}
+
+/// Estimated bytes of one column chunk of `rows` rows once decoded, as [`decoded_bytes`]
+/// counts them; a byte array costs `offset_bytes` a row besides its bytes (16: the size of
+/// a view, the most any string or binary type takes).
+pub fn chunk_decoded_bytes(c: &parquet::file::metadata::ColumnChunkMetaData, rows: u64, offset_bytes: u64) -> u64 {
+    let width = match c.column_type() {
+        PhysicalType::BOOLEAN => 1,
+        PhysicalType::INT32 | PhysicalType::FLOAT => 4,
+        PhysicalType::INT64 | PhysicalType::DOUBLE => 8,
+        PhysicalType::INT96 => 12,
+        PhysicalType::FIXED_LEN_BYTE_ARRAY => c.column_descr().type_length().max(1) as u64,
+        // Offsets or views, plus the bytes themselves.
+        PhysicalType::BYTE_ARRAY => {
+            let data = c.unencoded_byte_array_data_bytes().map(|b| b.max(0) as u64).unwrap_or(c.uncompressed_size().max(0) as u64);
+            return offset_bytes * rows + data + rows / 8;
+        }
+    };
+    (width * rows).max(c.uncompressed_size().max(0) as u64) + rows / 8
 }
 
 /// Memory a Parquet decoder holds for each column it reads besides the pages: the

@@ -39,6 +39,7 @@ use super::interrupt::{spill_file_name, SpillDirGuard};
 use super::merge_files::{merge_files, peak_memory, MergeFilesOptions, MergeSummary};
 use super::passthrough::Passthrough;
 use super::row_group_reader::{batch_bytes, BatchSizing, OrderedRowGroups, RowGroupSource};
+use super::sort_by_columns::{plan_columns, sort_by_columns, ColumnsPlan};
 use super::writer::{common_parquet_schema, row_group_bytes_within, SortedParquetWriter, WriterSettings, Written};
 use crate::error::{Error, Result};
 use crate::options::{Engine, EngineOptions};
@@ -67,6 +68,32 @@ pub const MAX_READ_THREADS: usize = 16;
 /// split evenly (the batch size follows from it).
 const READ_BATCHES_PER_THREAD: usize = 6;
 
+/// How a file sort works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SortStrategy {
+    /// One column at a time where the memory limit allows it, else sorted runs.
+    #[default]
+    Auto,
+    /// One column at a time ([`super::sort_by_columns`]): every value decoded and encoded
+    /// once; needs the key columns and one other column of every row in memory.
+    Columns,
+    /// Sorted runs spilled and merged (an external merge sort, this module's doc): any
+    /// number of rows in any memory limit that holds a chunk of them.
+    Runs,
+}
+
+impl std::str::FromStr for SortStrategy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(SortStrategy::Auto),
+            "columns" => Ok(SortStrategy::Columns),
+            "runs" => Ok(SortStrategy::Runs),
+            other => Err(Error::InvalidArgument(format!("sort strategy \"{other}\": use auto, columns or runs"))),
+        }
+    }
+}
+
 /// Settings of a file sort.
 #[derive(Debug, Clone)]
 pub struct SortFilesOptions {
@@ -80,6 +107,8 @@ pub struct SortFilesOptions {
     pub temp_dir: Option<PathBuf>,
     /// The spill runs' codec (fast: they are read once).
     pub spill_compression: Compression,
+    /// Columns, runs, or whichever fits.
+    pub strategy: SortStrategy,
 }
 
 impl Default for SortFilesOptions {
@@ -90,6 +119,7 @@ impl Default for SortFilesOptions {
             writer: WriterSettings::default(),
             temp_dir: None,
             spill_compression: Compression::LZ4_RAW,
+            strategy: SortStrategy::Auto,
         }
     }
 }
@@ -118,11 +148,17 @@ pub struct SortPlan {
     pub piece_bytes: usize,
     /// Where the spill directory would go.
     pub temp_dir: PathBuf,
+    /// The column-at-a-time sort's plan, where it is the one that runs.
+    pub columns: Option<ColumnsPlan>,
+    /// Why the sort runs in runs: the strategy asked for it, or the columns did not fit.
+    pub runs_because: Option<String>,
 }
 
 /// What a finished sort did.
 #[derive(Debug, Clone)]
 pub struct SortSummary {
+    /// `columns` or `runs` ([`SortStrategy`]).
+    pub strategy: &'static str,
     pub rows: usize,
     pub input_files: usize,
     pub input_bytes: u64,
@@ -200,6 +236,19 @@ pub fn plan_sort(
     options: &SortFilesOptions,
 ) -> Result<SortPlan> {
     let inputs = plan_merge_with(paths, by, plan_options)?;
+    let (columns_plan, runs_because) = match options.strategy {
+        SortStrategy::Runs => (None, Some("--strategy runs".to_string())),
+        strategy => match plan_columns(&inputs, options.memory_limit, &options.writer) {
+            Ok(plan) => (Some(plan), None),
+            Err(why) if strategy == SortStrategy::Columns => {
+                return Err(Error::InvalidArgument(format!(
+                    "`memory_limit` {} is too small to sort one column at a time: {why}; raise it or sort in runs",
+                    show_bytes(options.memory_limit as u64)
+                )))
+            }
+            Err(why) => (None, Some(format!("one column at a time does not fit: {why}"))),
+        },
+    };
     let decoders =
         inputs.files.iter().flat_map(|f| (0..f.metadata.metadata().num_row_groups()).map(move |g| decoder_bytes(f, g))).max().unwrap_or(0)
             as usize;
@@ -216,7 +265,8 @@ pub fn plan_sort(
     let columns = inputs.files.first().map_or(1, |f| f.metadata.parquet_schema().num_columns().max(1));
     let run_decoders = columns * ((row_group_bytes / columns).min(1 << 20) / 2 + super::inputs::DECODER_BYTES_PER_COLUMN as usize);
     let spills = inputs.total_rows * row_bytes > chunk_bytes;
-    if chunk_bytes < needed || decoders > options.memory_limit / 2 || (spills && 4 * run_decoders > options.memory_limit) {
+    let runs_fit = !(chunk_bytes < needed || decoders > options.memory_limit / 2 || (spills && 4 * run_decoders > options.memory_limit));
+    if !runs_fit && columns_plan.is_none() {
         let at_least = (decoders + (8 * needed).div_ceil(3)).max(2 * decoders).max(if spills { 4 * run_decoders } else { 0 });
         return Err(Error::InvalidArgument(format!(
             "`memory_limit` {} is too small to sort rows of about {} bytes with {} of Parquet decoders; it needs at least {}",
@@ -249,12 +299,14 @@ pub fn plan_sort(
         row_group_bytes,
         piece_bytes: (rest / 16).max(1 << 20),
         temp_dir: spill_parent(output, options.temp_dir.as_deref()),
+        columns: columns_plan,
+        runs_because,
     })
 }
 
 /// A spill directory: created empty, registered for the signal handler before it exists,
 /// removed with everything in it when dropped.
-struct SpillDir {
+pub(super) struct SpillDir {
     path: PathBuf,
     guard: SpillDirGuard,
     /// Spill files named so far (`run-000000.parquet` on).
@@ -262,7 +314,7 @@ struct SpillDir {
 }
 
 impl SpillDir {
-    fn create(parent: &Path) -> Result<SpillDir> {
+    pub(super) fn create(parent: &Path) -> Result<SpillDir> {
         use std::hash::{BuildHasher, Hasher};
         let context = "cannot create the spill directory (set the temporary directory with --temp-dir)";
         for attempt in 0..64u32 {
@@ -282,7 +334,7 @@ impl SpillDir {
     }
 
     /// The path of the next spill file (announced to the signal handler first).
-    fn next_file(&mut self) -> PathBuf {
+    pub(super) fn next_file(&mut self) -> PathBuf {
         let i = self.next;
         self.next += 1;
         self.guard.announce(self.next);
@@ -397,9 +449,10 @@ pub fn sort_files(
     output_settings.sync = options.writer.sync;
     spill_settings.compression = options.spill_compression;
     // Created up front: a directory that cannot be written fails before any work.
-    let mut spill_dir = if plan.estimated_runs > 1 { Some(SpillDir::create(&plan.temp_dir)?) } else { None };
+    let mut spill_dir = if plan.columns.is_none() && plan.estimated_runs > 1 { Some(SpillDir::create(&plan.temp_dir)?) } else { None };
 
     let mut summary = SortSummary {
+        strategy: if plan.columns.is_some() { "columns" } else { "runs" },
         rows: 0,
         input_files: inputs.files.len(),
         input_bytes: inputs.total_bytes,
@@ -421,6 +474,12 @@ pub fn sort_files(
         merge_time: Duration::ZERO,
         peak_memory: None,
     };
+    if let Some(columns) = &plan.columns {
+        sort_by_columns(plan, columns, output, options, metadata, progress, &mut summary)?;
+        summary.elapsed = start.elapsed();
+        summary.peak_memory = peak_memory();
+        return Ok(summary);
+    }
     let mut reader = input_reader(plan);
     let mut runs: Vec<SpilledRun> = Vec::new();
     let mut chunk: Vec<RecordBatch> = Vec::new();
@@ -602,11 +661,16 @@ fn check_rows(rows: usize, expected: usize, output: &Path) -> Result<()> {
 }
 
 fn finish_summary(summary: &mut SortSummary, written: &Written, start: Instant) {
+    record_written(summary, written);
+    summary.elapsed = start.elapsed();
+    summary.peak_memory = peak_memory();
+}
+
+/// The output's rows, bytes and row groups into `summary`.
+pub(super) fn record_written(summary: &mut SortSummary, written: &Written) {
     summary.rows = written.rows;
     summary.output_bytes = written.bytes;
     summary.output_row_groups = written.row_groups;
-    summary.elapsed = start.elapsed();
-    summary.peak_memory = peak_memory();
 }
 
 fn add_rounds(summary: &mut SortSummary, merged: &MergeSummary) {

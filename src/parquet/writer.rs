@@ -289,15 +289,20 @@ fn read_chunks(source: &Path, ranges: &[(u64, u64)]) -> parquet::errors::Result<
 
 /// Whether `dt` is a dictionary whose key type is narrower than 32 bits (the only ones a
 /// row group can outgrow in practice).
-fn narrow_dictionary(dt: &DataType) -> bool {
+pub(super) fn narrow_dictionary(dt: &DataType) -> bool {
     matches!(dt, DataType::Dictionary(k, _) if matches!(k.as_ref(), DataType::Int8 | DataType::UInt8 | DataType::Int16 | DataType::UInt16))
 }
 
 /// Distinct values the rows of `column` (a dictionary array) reference across `batches`.
 fn distinct_dictionary_values(batches: &[RecordBatch], column: usize) -> usize {
+    distinct_values_of(batches.iter().map(|b| b.column(column)))
+}
+
+/// Distinct values the rows of dictionary `arrays` reference (0 for other arrays).
+pub(super) fn distinct_values_of<'a>(arrays: impl Iterator<Item = &'a arrow::array::ArrayRef>) -> usize {
     let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
-    for b in batches {
-        let Some(dict) = b.column(column).as_any_dictionary_opt() else { continue };
+    for array in arrays {
+        let Some(dict) = array.as_any_dictionary_opt() else { continue };
         let values = dict.values();
         let Ok(converter) = RowConverter::new(vec![SortField::new(values.data_type().clone())]) else { return 0 };
         let Ok(rows) = converter.convert_columns(std::slice::from_ref(values)) else { return 0 };
@@ -727,6 +732,54 @@ impl SortedParquetWriter {
         while self.in_flight.len() >= row_groups_in_flight() || (self.copy_bytes > copy_limit && self.in_flight.len() > 1) {
             self.append_oldest()?;
         }
+        Ok(())
+    }
+
+    /// What column writers for this file are made from: its Parquet schema, Arrow schema
+    /// and properties (see [`super::dictionary::factory_with`]), for row groups encoded
+    /// elsewhere and appended with [`append_encoded_row_group`](Self::append_encoded_row_group).
+    pub(super) fn encoding(&self) -> (&SchemaDescriptor, &SchemaRef, &parquet::file::properties::WriterPropertiesPtr) {
+        (self.writer.schema_descr(), &self.schema, self.writer.properties())
+    }
+
+    /// Appends a row group encoded elsewhere: `chunks` are its column chunks in leaf order,
+    /// from column writers made as [`encoding`](Self::encoding) says; `distinct` per
+    /// top-level column the distinct values a narrow dictionary column holds in it (see
+    /// [`widened_dictionary_keys`]). Rows buffered by [`write`](Self::write) are cut as a
+    /// row group first, and the row groups in flight written.
+    pub(super) fn append_encoded_row_group(&mut self, chunks: Vec<ArrowColumnChunk>, rows: usize, distinct: &[usize]) -> Result<()> {
+        self.flush_row_group()?;
+        while !self.in_flight.is_empty() {
+            self.append_oldest()?;
+        }
+        if self.row_groups_started >= MAX_ROW_GROUPS {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a Parquet file holds at most {MAX_ROW_GROUPS} row groups",
+                self.target.display()
+            )));
+        }
+        let target = self.target.clone();
+        let err = |e: parquet::errors::ParquetError| Error::parquet(&target, "", e);
+        if chunks.len() != self.writer.schema_descr().num_columns() {
+            return Err(Error::Internal(format!(
+                "{}: a row group of {} column chunks for {} leaf columns",
+                target.display(),
+                chunks.len(),
+                self.writer.schema_descr().num_columns()
+            )));
+        }
+        for (max, &n) in self.max_distinct.iter_mut().zip(distinct) {
+            *max = (*max).max(n);
+        }
+        let mut row_group = self.writer.next_row_group().map_err(err)?;
+        for chunk in chunks {
+            chunk.append_to_row_group(&mut row_group).map_err(err)?;
+        }
+        row_group.close().map_err(err)?;
+        self.row_groups_started += 1;
+        self.rows += rows;
+        self.row_groups += 1;
+        self.start_writeback();
         Ok(())
     }
 

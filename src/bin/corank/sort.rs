@@ -9,7 +9,9 @@ use crate::show_bytes::show_bytes;
 use crate::{parse_bytes, parse_count, EngineArgs};
 use clap::{ArgAction, Args};
 use corank::parquet::inputs::{expand_inputs_excluding, show_keys, PlanOptions};
-use corank::parquet::{parse_order_by, plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortSummary, WriterSettings};
+use corank::parquet::{
+    parse_order_by, plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary, WriterSettings,
+};
 use corank::{Engine, Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -57,6 +59,12 @@ pub struct SortArgs {
     /// merge's windows); more data than fits is sorted in runs spilled to --temp-dir.
     #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
     pub memory_limit: usize,
+    /// How to sort: `columns` builds the output one column at a time (every value decoded
+    /// and encoded once; needs the key columns and one other column of all rows within
+    /// --memory-limit), `runs` sorts chunks of whole rows into runs spilled to --temp-dir and
+    /// merges them (any size), `auto` takes columns where they fit.
+    #[arg(long, default_value = "auto", value_parser = parse_strategy)]
+    pub strategy: SortStrategy,
     /// No progress bar and no summary line (with --json the JSON object is still printed).
     #[arg(short, long)]
     pub quiet: bool,
@@ -72,6 +80,10 @@ pub struct SortArgs {
     /// nothing is written. With --json, the plan as one JSON object.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+fn parse_strategy(s: &str) -> std::result::Result<SortStrategy, String> {
+    s.parse().map_err(|e: Error| e.to_string())
 }
 
 /// What a sort knows before it reads a row.
@@ -99,7 +111,8 @@ pub fn run(args: SortArgs) -> Result<()> {
     }
     if args.verbose > 0 {
         eprintln!(
-            "reading {:.2?}, sorting {:.2?} ({} cpu + {} gpu chunk sorts), writing sorted chunks {:.2?}, merging {:.2?} ({} spill runs, {} intermediate passes, {} runs in the final merge; {} cpu + {} gpu rounds); chunks up to {}; {} output row groups; peak memory {}",
+            "strategy {}; reading {:.2?}, sorting {:.2?} ({} cpu + {} gpu chunk sorts), writing sorted chunks {:.2?}, merging {:.2?} ({} spill runs, {} intermediate passes, {} runs in the final merge; {} cpu + {} gpu rounds); chunks up to {}; {} output row groups; peak memory {}",
+            summary.strategy,
             summary.read_time,
             summary.sort_time,
             summary.sorts_cpu,
@@ -159,10 +172,22 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
         },
         temp_dir: args.temp_dir.clone(),
         spill_compression,
+        strategy: args.strategy,
     };
     let plan = plan_sort(&paths, by, &PlanOptions { union_by_name: args.union_by_name }, &args.output, &options)?;
     if args.engine.engine == Engine::Gpu && args.dry_run {
         corank::engine::gpu_devices_shown(args.engine.devices)?; // waits for the contexts
+    }
+    match (&plan.columns, &plan.runs_because) {
+        (Some(c), _) => log::info!(
+            "sorting one column at a time: {} row groups of {} rows, {} columns decoded at once, {} of encoded pages in memory",
+            c.row_groups,
+            c.row_group_rows,
+            c.depth,
+            show_bytes(c.page_budget as u64)
+        ),
+        (None, Some(why)) => log::info!("sorting in runs: {why}"),
+        (None, None) => {}
     }
     log::info!(
         "sorting {} rows of {} files by {} into {} (chunks up to {}, about {} runs)",
@@ -182,14 +207,15 @@ fn sort_prepared(args: &SortArgs, prepared: &Prepared) -> Result<SortSummary> {
     let (plan, options) = (&prepared.plan, &prepared.options);
     let total = plan.inputs.total_rows as u64;
     let bar = progress_bar(2 * total, args.quiet);
+    let by_columns = plan.columns.is_some();
     let on_progress = |phase: SortPhase, rows: usize| match phase {
         SortPhase::Runs => {
             bar.set_position(rows as u64);
-            bar.set_message("sorting into runs");
+            bar.set_message(if by_columns { "sorting the keys" } else { "sorting into runs" });
         }
         SortPhase::Merge => {
             bar.set_position(total + rows as u64);
-            bar.set_message("merging the runs");
+            bar.set_message(if by_columns { "writing the columns" } else { "merging the runs" });
         }
     };
     let result = sort_files(plan, &args.output, options, &on_progress);
@@ -199,7 +225,12 @@ fn sort_prepared(args: &SortArgs, prepared: &Prepared) -> Result<SortSummary> {
 
 /// `sorted 10,000,000 rows (4 files) into out.parquet: 1.2 GiB in, 1.1 GiB out, 6 runs spilled (1.4 GiB), 5.31 M rows/s, engine cpu, 1.88 s`
 pub fn summary_line(s: &SortSummary, output: &Path) -> String {
-    let spilled = if s.spill_runs == 0 {
+    let spilled = if s.strategy == "columns" {
+        match s.spill_bytes {
+            0 => "one column at a time, nothing spilled".to_string(),
+            b => format!("one column at a time, {} of encoded pages spilled", show_bytes(b)),
+        }
+    } else if s.spill_runs == 0 {
         "in memory, nothing spilled".to_string()
     } else {
         format!("{} runs spilled ({})", s.spill_runs, show_bytes(s.spill_bytes))
@@ -223,6 +254,7 @@ pub fn summary_json(s: &SortSummary, args: &SortArgs, prepared: &Prepared) -> Js
     Json::object()
         .field("ok", true)
         .field("output", args.output.as_path())
+        .field("strategy", s.strategy)
         .field("rows", s.rows)
         .field("files", s.input_files)
         .field("input_bytes", s.input_bytes)
@@ -288,6 +320,18 @@ fn dry_run_text(args: &SortArgs, prepared: &Prepared, engine: &str) -> String {
         plan.read_threads,
         show_bytes(plan.row_group_bytes as u64),
     );
+    out += &match (&plan.columns, &plan.runs_because) {
+        (Some(c), _) => format!(
+            "strategy: columns (one column at a time): {} row groups of {} rows, {} columns decoded at once, key sort about {}, columns about {}, up to {} of encoded pages in memory\n",
+            c.row_groups,
+            group_digits(c.row_group_rows),
+            c.depth,
+            show_bytes(c.key_phase_bytes as u64),
+            show_bytes(c.column_phase_bytes as u64),
+            show_bytes(c.page_budget as u64)
+        ),
+        (None, why) => format!("strategy: runs ({})\n", why.as_deref().unwrap_or("chosen")),
+    };
     out += &format!("engine: {engine}\n");
     out += &format!("output: {}, {}", args.output.display(), show_compression(prepared.options.writer.compression));
     out
@@ -320,6 +364,7 @@ fn dry_run_json(args: &SortArgs, prepared: &Prepared, engine: &str) -> Json {
         .field("decoder_bytes", plan.decoder_bytes)
         .field("chunk_bytes", plan.chunk_bytes)
         .field("estimated_runs", plan.estimated_runs)
+        .field("strategy", if plan.columns.is_some() { "columns" } else { "runs" })
         .field("temp_dir", plan.temp_dir.as_path())
         .field("engine", engine)
         .field("compression", show_compression(prepared.options.writer.compression))

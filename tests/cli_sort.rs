@@ -219,9 +219,17 @@ fn random_inputs_sort_like_the_oracle() {
         let domain = [1, 3, 50, 1 << 40][rng.below(4) as usize];
         let null_p = [0.0, 0.1, 0.9][rng.below(3) as usize];
         let case = make_case(seed, &rows, &key_types, shape, domain, null_p);
-        let context = format!("seed {seed}: {key_types:?}, {:?}, {shape:?}, rows {rows:?}, domain {domain}, nulls {null_p}", case.keys);
-        let summary = sort_and_check(&case, &[], &context);
-        assert_eq!(summary["spill_runs"].as_u64(), Some(0), "{context}: {summary}");
+        // Both strategies, and the one `auto` picks (columns: these inputs fit).
+        for strategy in ["columns", "runs", "auto"] {
+            let context = format!(
+                "seed {seed}: {key_types:?}, {:?}, {shape:?}, rows {rows:?}, domain {domain}, nulls {null_p}, {strategy}",
+                case.keys
+            );
+            let summary = sort_and_check(&case, &["--strategy", strategy], &context);
+            assert_eq!(summary["spill_runs"].as_u64(), Some(0), "{context}: {summary}");
+            let expected = if strategy == "runs" { "runs" } else { "columns" };
+            assert_eq!(summary["strategy"].as_str(), Some(expected), "{context}: {summary}");
+        }
     }
 }
 
@@ -233,9 +241,10 @@ fn sizes_zero_and_one_and_all_equal_keys() {
     }
     // All keys equal: the output is the input order (stability), with and without spills.
     let case = make_case(5, &[vec![30_000], vec![20_000, 40_000]], &[DataType::Utf8], Shape::Random, 1, 0.0);
-    sort_and_check(&case, &[], "all equal");
+    sort_and_check(&case, &["--strategy", "columns"], "all equal, by columns");
+    sort_and_check(&case, &["--strategy", "runs"], "all equal, in runs");
     let limit = smallest_limit(&case).to_string();
-    let summary = sort_and_check(&case, &["--memory-limit", &limit], "all equal, spilled");
+    let summary = sort_and_check(&case, &["--memory-limit", &limit, "--strategy", "runs"], "all equal, spilled");
     assert!(summary["spill_runs"].as_u64().unwrap() > 1, "{summary}");
     let ids: Vec<u64> = case.expected.column_by_name("id").unwrap().as_primitive::<UInt64Type>().values().to_vec();
     assert!(ids.iter().copied().eq(0..90_000), "all keys equal, yet the order is not the input order");
@@ -250,7 +259,7 @@ fn row_groups_decoded_in_parallel_keep_the_input_order() {
     let total: usize = rows.iter().flatten().sum();
     let case = make_case(21, &rows, &[DataType::Utf8], Shape::Random, 1, 0.0);
     let limit = smallest_limit(&case).to_string();
-    for extra in [&[][..], &["--memory-limit", &limit][..]] {
+    for extra in [&["--strategy", "columns"][..], &["--strategy", "runs"][..], &["--memory-limit", &limit, "--strategy", "runs"][..]] {
         let summary = sort_and_check(&case, extra, &format!("all keys equal, {extra:?}"));
         assert_eq!(summary["rows"].as_u64(), Some(total as u64));
     }
@@ -276,7 +285,7 @@ fn small_memory_limit_spills_many_runs() {
         let case = make_case(seed, &rows, &types, shape, domain, 0.1);
         let limit = smallest_limit(&case);
         let context = format!("seed {seed}: {types:?} {shape:?} {:?}, limit {limit}", case.keys);
-        let summary = sort_and_check(&case, &["--memory-limit", &limit.to_string(), "-v"], &context);
+        let summary = sort_and_check(&case, &["--memory-limit", &limit.to_string(), "-v", "--strategy", "runs"], &context);
         let runs = summary["spill_runs"].as_u64().unwrap();
         assert!(runs > 2, "{context}: {summary}");
         assert!(summary["spill_bytes"].as_u64().unwrap() > 0, "{context}: {summary}");
@@ -392,12 +401,23 @@ fn bad_inputs_get_merges_exit_codes_and_leave_no_output() {
 fn a_temp_dir_that_cannot_be_written_is_an_error() {
     let case = make_case(20, &[vec![20_000], vec![20_000]], &[DataType::Int64], Shape::Random, 1 << 40, 0.0);
     let limit = smallest_limit(&case).to_string();
+    for strategy in ["runs", "columns"] {
+        // Runs spill at the smallest limit; the columns' sort keeps its encoded pages in a
+        // file of the spill directory beyond its budget, so it needs the directory too.
+        let limit = if strategy == "runs" { limit.as_str() } else { "2GiB" };
+        temp_dir_errors(&case, &["--memory-limit", limit, "--strategy", strategy]);
+    }
+}
+
+fn temp_dir_errors(case: &Case, extra: &[&str]) {
     let by = by_clause(&case.keys);
     let out = case.dir.path().join("out.parquet");
     let (a, b) = (case.paths[0].display().to_string(), case.paths[1].display().to_string());
     let before = files_in(case.dir.path());
     let sort_with_temp = |temp: &Path| {
-        corank(&["sort", &a, &b, "-o", out.to_str().unwrap(), "--by", &by, "--memory-limit", &limit, "--temp-dir", temp.to_str().unwrap()])
+        let mut args = vec!["sort", &a, &b, "-o", out.to_str().unwrap(), "--by", &by, "--temp-dir", temp.to_str().unwrap()];
+        args.extend(extra);
+        corank(&args)
     };
     let file = case.dir.path().join("in-00.parquet");
     let missing = case.dir.path().join("missing");
@@ -432,6 +452,7 @@ fn a_temp_dir_that_cannot_be_written_is_an_error() {
     let res = sort_with_temp(temp.path());
     assert!(res.status.success(), "{}", text(&res.stderr));
     assert_eq!(files_in(temp.path()), Vec::<String>::new(), "spill files left after success");
+    std::fs::remove_file(&out).unwrap();
 }
 
 /// A failure in the middle of the sort (a page of the third input is corrupt, after
@@ -452,6 +473,7 @@ fn a_failure_after_spilling_leaves_nothing_behind() {
     let mut args: Vec<String> = vec!["sort".into()];
     args.extend(case.paths.iter().map(|p| p.display().to_string()));
     args.extend(["-o".into(), out.display().to_string(), "--by".into(), by, "--memory-limit".into(), limit, "-v".into()]);
+    args.extend(["--strategy".into(), "runs".into()]);
     args.extend(["--temp-dir".into(), temp.path().display().to_string()]);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let res = corank(&argv);
@@ -462,17 +484,24 @@ fn a_failure_after_spilling_leaves_nothing_behind() {
     assert_eq!(files_in(temp.path()), Vec::<String>::new(), "spill files left after a failure");
 }
 
-/// Ctrl-C during the sort, once spill runs exist: the process ends by SIGINT and neither
-/// the output, its temporary file nor the spill directory is left. A sort that ended before
-/// the signal landed proves nothing: it must have succeeded, and it is run again.
+/// Ctrl-C during the sort, once spill runs exist (or, sorting by columns, the file for its
+/// encoded pages): the process ends by SIGINT and neither the output, its temporary file
+/// nor the spill directory is left. A sort that ended before the signal landed proves
+/// nothing: it must have succeeded, and it is run again.
 #[cfg(unix)]
 #[test]
 fn interrupted_sort_leaves_no_file() {
-    use std::os::unix::process::ExitStatusExt;
-    use std::time::{Duration, Instant};
     let case =
         make_case(40, &[vec![100_000], vec![100_000], vec![100_000]], &[DataType::Int64, DataType::Utf8], Shape::Random, 1 << 40, 0.0);
     let limit = smallest_limit(&case).to_string();
+    interrupted_sort_leaves_no_file_with(&case, &["--memory-limit", &limit, "--strategy", "runs"]);
+    interrupted_sort_leaves_no_file_with(&case, &["--strategy", "columns"]);
+}
+
+#[cfg(unix)]
+fn interrupted_sort_leaves_no_file_with(case: &Case, extra: &[&str]) {
+    use std::os::unix::process::ExitStatusExt;
+    use std::time::{Duration, Instant};
     let by = by_clause(&case.keys);
     let temp = tempfile::tempdir().unwrap();
     let out_dir = tempfile::tempdir().unwrap();
@@ -481,7 +510,9 @@ fn interrupted_sort_leaves_no_file() {
         |dir: &Path| -> usize { std::fs::read_dir(dir).unwrap().filter_map(|e| e.ok()).map(|e| files_in(&e.path()).len()).sum() };
     for attempt in 0..5 {
         let mut child = Command::new(env!("CARGO_BIN_EXE_corank"))
-            .args(["sort", "-q", "--engine", "cpu", "--by", &by, "--memory-limit", &limit, "--temp-dir"])
+            .args(["sort", "-q", "--engine", "cpu", "--by", &by])
+            .args(extra)
+            .arg("--temp-dir")
             .arg(temp.path())
             .arg("-o")
             .arg(&out)
@@ -496,7 +527,7 @@ fn interrupted_sort_leaves_no_file() {
             if child.try_wait().unwrap().is_some() {
                 break false;
             }
-            assert!(start.elapsed() < Duration::from_secs(60), "no spill file after 60 s");
+            assert!(start.elapsed() < Duration::from_secs(60), "{extra:?}: no spill file after 60 s");
             std::thread::sleep(Duration::from_millis(1));
         };
         if seen {
@@ -514,7 +545,7 @@ fn interrupted_sort_leaves_no_file() {
         assert_eq!(outputs, ["sorted.parquet"], "attempt {attempt}: files left behind");
         std::fs::remove_file(&out).unwrap();
     }
-    panic!("five sorts ended before their signal");
+    panic!("{extra:?}: five sorts ended before their signal");
 }
 
 #[test]
@@ -531,5 +562,213 @@ fn dry_run_writes_nothing() {
     let v: serde_json::Value = serde_json::from_str(text(&res.stdout).trim()).unwrap();
     assert_eq!(v["rows"], 10_000);
     assert_eq!(v["estimated_runs"], 1);
+    assert_eq!(v["strategy"], "columns");
+    let res = corank(&["sort", &a, &b, "-o", out.to_str().unwrap(), "--by", &by, "--dry-run", "--strategy", "runs"]);
+    assert!(text(&res.stdout).contains("\nstrategy: runs (--strategy runs)\n"), "{}", text(&res.stdout));
     assert_eq!(files_in(case.dir.path()), before);
+}
+
+/// A corrupt page of a payload column, met once the keys are sorted and the file of
+/// encoded pages exists: an error naming the file, no output, the spill directory gone.
+#[test]
+fn a_failure_while_sorting_by_columns_leaves_nothing_behind() {
+    let case = make_case(31, &[vec![20_000], vec![20_000], vec![20_000]], &[DataType::Int64], Shape::Random, 1 << 40, 0.0);
+    // Break the first page header of the third file's `id` column (not the key).
+    let footer = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&case.paths[2]).unwrap()).unwrap().metadata().clone();
+    let id = footer.row_group(0).columns().iter().find(|c| c.column_path().string() == "id").unwrap();
+    let at = id.dictionary_page_offset().unwrap_or(id.data_page_offset()) as usize;
+    let mut bytes = std::fs::read(&case.paths[2]).unwrap();
+    for x in &mut bytes[at..at + 32] {
+        *x = 0xff;
+    }
+    std::fs::write(&case.paths[2], &bytes).unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let out = case.dir.path().join("out.parquet");
+    let mut args: Vec<String> = vec!["sort".into()];
+    args.extend(case.paths.iter().map(|p| p.display().to_string()));
+    args.extend(["-o".into(), out.display().to_string(), "--by".into(), by_clause(&case.keys), "--strategy".into(), "columns".into()]);
+    args.extend(["--temp-dir".into(), temp.path().display().to_string()]);
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let res = corank(&argv);
+    let stderr = text(&res.stderr);
+    assert_eq!(res.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("in-02.parquet"), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(!out.exists());
+    assert_eq!(files_in(temp.path()), Vec::<String>::new(), "spill files left after a failure");
+}
+
+/// Reads every batch of `path` as one batch.
+fn read_all(path: &Path) -> RecordBatch {
+    let (batches, _) = read_file(path);
+    concat_batches(&batches[0].schema(), &batches).unwrap()
+}
+
+/// Sorts `paths` by `by` with each strategy (and `extra`), checks that both outputs hold
+/// the same rows in the same order, and returns the columns' output.
+fn sort_both_ways(dir: &Path, paths: &[PathBuf], by: &str, extra: &[&str]) -> RecordBatch {
+    let mut outputs = Vec::new();
+    for strategy in ["columns", "runs"] {
+        let out = dir.join(format!("out-{strategy}.parquet"));
+        let mut args: Vec<String> = vec!["sort".into()];
+        args.extend(paths.iter().map(|p| p.display().to_string()));
+        args.extend(["-o".into(), out.display().to_string(), "--by".into(), by.into(), "--strategy".into(), strategy.into()]);
+        args.extend(["--json".into(), "--engine".into(), "cpu".into(), "-f".into()]);
+        args.extend(extra.iter().map(|e| e.to_string()));
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let res = corank(&argv);
+        assert!(res.status.success(), "{strategy}: {}", text(&res.stderr));
+        let summary: serde_json::Value = serde_json::from_str(text(&res.stdout).trim()).unwrap();
+        assert_eq!(summary["strategy"], strategy, "{summary}");
+        outputs.push(read_all(&out));
+    }
+    assert_eq!(outputs[0], outputs[1], "the two strategies' outputs differ");
+    outputs.swap_remove(0)
+}
+
+/// Payloads of every kind (struct, list, a narrow dictionary whose key type the output's row
+/// groups outgrow, large strings, binaries, fixed-size binaries, booleans, decimals) sorted
+/// one column at a time into several row groups: the oracle's rows, as the runs give them.
+#[test]
+fn payloads_of_every_kind_sort_by_columns_as_in_runs() {
+    use arrow::array::{
+        BinaryArray, BooleanArray, Decimal128Array, DictionaryArray, FixedSizeBinaryArray, Int32Array, LargeStringArray, ListArray,
+        StructArray,
+    };
+    use arrow::datatypes::{Field, Int8Type};
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(77);
+    let mut paths = Vec::new();
+    let mut next_id = 0u64;
+    for f in 0..2u64 {
+        let groups: Vec<RecordBatch> = (0..2)
+            .map(|_| {
+                let n = 2500;
+                let k = random_array(&mut rng, &DataType::Int64, n, 1000, 0.05);
+                let ids = UInt64Array::from_iter_values(next_id..next_id + n as u64);
+                next_id += n as u64;
+                let words: Vec<String> = (0..n).map(|i| format!("w{}-{}", f, (i as u64 * 7919 + next_id) % 100)).collect();
+                let dict: DictionaryArray<Int8Type> = words.iter().map(String::as_str).collect();
+                let a = Int32Array::from_iter((0..n).map(|i| (i % 5 != 0).then_some(i as i32)));
+                let b = StringArray::from_iter((0..n).map(|i| (i % 3 != 0).then(|| format!("s{i}"))));
+                let st = StructArray::from(vec![
+                    (Arc::new(Field::new("a", DataType::Int32, true)), Arc::new(a) as ArrayRef),
+                    (Arc::new(Field::new("b", DataType::Utf8, true)), Arc::new(b) as ArrayRef),
+                ]);
+                let list = ListArray::from_iter_primitive::<Int64Type, _, _>(
+                    (0..n).map(|i| (i % 4 != 0).then(|| (0..i % 3).map(|j| Some((i * j) as i64)).collect::<Vec<_>>())),
+                );
+                let large = LargeStringArray::from_iter((0..n).map(|i| (i % 6 != 0).then(|| "x".repeat(i % 40))));
+                let bin = BinaryArray::from_iter((0..n).map(|i| (i % 7 != 0).then(|| vec![i as u8; i % 20])));
+                let fixed = FixedSizeBinaryArray::try_from_sparse_iter_with_size((0..n).map(|i| Some([(i % 251) as u8; 4])), 4).unwrap();
+                let flags = BooleanArray::from_iter((0..n).map(|i| (i % 9 != 0).then_some(i % 2 == 0)));
+                let dec = Decimal128Array::from_iter((0..n).map(|i| (i % 8 != 0).then_some(i as i128 * 1001)))
+                    .with_precision_and_scale(20, 3)
+                    .unwrap();
+                RecordBatch::try_from_iter_with_nullable([
+                    ("k", k, true),
+                    ("id", Arc::new(ids) as ArrayRef, false),
+                    ("dict", Arc::new(dict) as ArrayRef, false),
+                    ("st", Arc::new(st) as ArrayRef, true),
+                    ("list", Arc::new(list) as ArrayRef, true),
+                    ("large", Arc::new(large) as ArrayRef, true),
+                    ("bin", Arc::new(bin) as ArrayRef, true),
+                    ("fixed", Arc::new(fixed) as ArrayRef, true),
+                    ("flags", Arc::new(flags) as ArrayRef, true),
+                    ("dec", Arc::new(dec) as ArrayRef, true),
+                ])
+                .unwrap()
+            })
+            .collect();
+        let path = dir.path().join(format!("in-{f:02}.parquet"));
+        write_file(&path, &groups, None, Compression::SNAPPY);
+        paths.push(path);
+    }
+    let keys: Keys = vec![("k".into(), SortOptions { descending: true, nulls_first: false })];
+    let got = sort_both_ways(dir.path(), &paths, &by_clause(&keys), &["--row-group-size", "3000"]);
+    // The oracle, over the inputs as read back.
+    // (The dictionary column as strings: the inputs' Int8 keys cannot index both files' values.)
+    let as_text = |a: &ArrayRef| arrow::compute::cast(a, &DataType::Utf8).unwrap();
+    let inputs: Vec<RecordBatch> = paths
+        .iter()
+        .map(|p| {
+            let b = read_all(p);
+            let columns =
+                b.schema().fields().iter().zip(b.columns()).map(|(f, c)| if f.name() == "dict" { as_text(c) } else { c.clone() }).collect();
+            RecordBatch::try_from_iter(b.schema().fields().iter().map(|f| f.name().clone()).zip::<Vec<ArrayRef>>(columns)).unwrap()
+        })
+        .collect();
+    let all = concat_batches(&inputs[0].schema(), &inputs).unwrap();
+    let order = UInt64Array::from_iter_values(oracle(std::slice::from_ref(&all), &keys).into_iter().map(|i| i as u64));
+    assert_eq!(got.num_rows(), all.num_rows());
+    for (i, f) in all.schema().fields().iter().enumerate() {
+        let want = take(all.column(i), &order, None).unwrap();
+        let have = got.column_by_name(f.name()).unwrap();
+        if f.name() == "dict" {
+            // 200 distinct values in a row group: the Int8 keys were widened.
+            assert_eq!(have.data_type(), &DataType::Dictionary(Box::new(DataType::Int16), Box::new(DataType::Utf8)));
+            assert_eq!(as_text(have).as_ref(), want.as_ref(), "column dict");
+        } else {
+            assert_eq!(have.as_ref(), want.as_ref(), "column {}", f.name());
+        }
+    }
+    let (_, sorting) = read_file(&dir.path().join("out-columns.parquet"));
+    assert_eq!(sorting.map(|s| s.len()), Some(1));
+    let row_groups = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(dir.path().join("out-columns.parquet")).unwrap())
+        .unwrap()
+        .metadata()
+        .num_row_groups();
+    assert_eq!(row_groups, 4, "10,000 rows in row groups of 3,000");
+}
+
+/// `--union-by-name`: a column one file lacks reads as nulls, a narrower type is widened,
+/// one column at a time as in runs.
+#[test]
+fn union_by_name_sorts_by_columns_as_in_runs() {
+    use arrow::array::{Float64Array, Int32Array};
+    let dir = tempfile::tempdir().unwrap();
+    let a = RecordBatch::try_from_iter([
+        ("k", Arc::new(Int32Array::from(vec![5, 1, 3, 1])) as ArrayRef),
+        ("v", Arc::new(StringArray::from(vec!["a5", "a1", "a3", "a1b"])) as ArrayRef),
+    ])
+    .unwrap();
+    let b = RecordBatch::try_from_iter([
+        ("w", Arc::new(Float64Array::from(vec![0.5, 1.5, 2.5])) as ArrayRef),
+        ("k", Arc::new(Int64Array::from(vec![2, 1, 6])) as ArrayRef),
+    ])
+    .unwrap();
+    let (pa, pb) = (dir.path().join("in-a.parquet"), dir.path().join("in-b.parquet"));
+    write_file(&pa, &[a], None, Compression::UNCOMPRESSED);
+    write_file(&pb, &[b], None, Compression::UNCOMPRESSED);
+    let got = sort_both_ways(dir.path(), &[pa, pb], "k", &["--union-by-name"]);
+    let k: Vec<i64> = got.column_by_name("k").unwrap().as_primitive::<Int64Type>().values().to_vec();
+    assert_eq!(k, [1, 1, 1, 2, 3, 5, 6]);
+    let v = got.column_by_name("v").unwrap().as_string::<i32>();
+    let v: Vec<Option<&str>> = v.iter().collect();
+    assert_eq!(v, [Some("a1"), Some("a1b"), None, None, Some("a3"), Some("a5"), None]);
+}
+
+/// Encoded pages past the page budget go to a file in the spill directory and come back
+/// from it into the output: the oracle's rows, nothing left behind.
+#[test]
+fn encoded_pages_past_the_budget_go_to_the_spill_directory() {
+    use corank::parquet::inputs::PlanOptions;
+    use corank::parquet::{parse_order_by, plan_sort, sort_files, SortFilesOptions, SortStrategy};
+    let case = make_case(61, &[vec![30_000, 10_000], vec![25_000]], &[DataType::Utf8, DataType::Int32], Shape::Random, 50, 0.1);
+    let temp = tempfile::tempdir().unwrap();
+    let out = case.dir.path().join("out.parquet");
+    let options =
+        SortFilesOptions { strategy: SortStrategy::Columns, temp_dir: Some(temp.path().to_path_buf()), ..SortFilesOptions::default() };
+    let mut options = options;
+    options.writer.row_group_rows = 20_000;
+    let keys = parse_order_by(&by_clause(&case.keys)).unwrap();
+    let mut plan = plan_sort(&case.paths, Some(keys), &PlanOptions::default(), &out, &options).unwrap();
+    plan.columns.as_mut().expect("sorted by columns").page_budget = 0;
+    let summary = sort_files(&plan, &out, &options, &|_, _| {}).unwrap();
+    assert_eq!(summary.strategy, "columns");
+    assert!(summary.spill_bytes > 0, "no page went to the spill directory");
+    assert_eq!(summary.output_row_groups, 4);
+    let got = read_all(&out);
+    assert_eq!(got, case.expected);
+    assert_eq!(files_in(temp.path()), Vec::<String>::new(), "spill files left after success");
 }

@@ -25,10 +25,13 @@
 //!    ([`SortedParquetWriter::append_encoded_row_group`]): a temporary file renamed into place
 //!    when complete, `sorting_columns` on every row group, as every output of corank.
 //!
-//! **Dictionary encoding** follows the writer's rule ([`super::dictionary`]) per column: the
-//! column's first output row group is encoded both ways and the smaller chunk kept, and its
-//! other row groups are encoded as that one was (an output of one row group is encoded once,
-//! dictionaries on). Deterministic: the choice depends on the rows only.
+//! **Dictionary encoding** follows the writer's rule ([`super::dictionary`]) per column, on a
+//! sample: the first [`TRIAL_ROWS`] rows of the column's first output row group are encoded
+//! both ways, and every row group of the column is encoded as the smaller sample was (a tie
+//! goes to plain values; an output of one row group is encoded once, dictionaries on). The
+//! writer encodes its whole first row group twice; here that would hold back the column's
+//! other row groups (16 cores mostly idle meanwhile), the sample costs a tenth of it.
+//! Deterministic: the choice depends on the rows only.
 //!
 //! **Memory** (limit B; [`plan_columns`] refuses this path where it does not fit): while the
 //! keys are sorted, their decoded columns plus [`SORT_BYTES_PER_ROW`] a row; then the
@@ -36,7 +39,7 @@
 //! views into their decoded pages) and a copy of one's values or views while its row
 //! groups' pieces are joined, per thread [`GATHER_ROWS`] rows gathered twice (values and
 //! leaves) and a column writer's buffers
-//! ([`WRITER_BYTES`]), and the pages held in memory (the rest of 3B/4, at least
+//! ([`WRITER_BYTES`]), and the pages held in memory (the rest of B, at least
 //! [`MIN_PAGE_BUDGET`]).
 
 use super::dictionary;
@@ -67,6 +70,8 @@ pub const GATHER_ROWS: usize = 64 << 10;
 /// Bytes a column writer holds beyond the rows it is given: a data page being built, a
 /// dictionary, the compressor's context.
 pub const WRITER_BYTES: usize = 3 << 20;
+/// Rows of a column's first row group its choice of dictionaries is made on.
+pub const TRIAL_ROWS: usize = GATHER_ROWS;
 /// Least memory left for encoded pages (the rest goes to the spill directory).
 pub const MIN_PAGE_BUDGET: usize = 16 << 20;
 
@@ -99,13 +104,30 @@ fn offset_bytes(t: &DataType) -> u64 {
 }
 
 /// `t` as the column phase decodes it: strings and binaries as views, which point into the
-/// decoded pages (no copy of the bytes when decoded, concatenated or gathered).
+/// decoded pages (no copy of the bytes when decoded, concatenated or gathered); a
+/// dictionary with keys narrower than 32 bits with `Int32` keys, since the row groups'
+/// dictionaries joined may hold more values than the narrow type indexes (the output's
+/// key type is widened only as far as its row groups need, see
+/// [`super::writer::widened_dictionary_keys`]).
 fn viewed(t: &DataType) -> DataType {
     match t {
         DataType::Utf8 | DataType::LargeUtf8 => DataType::Utf8View,
         DataType::Binary | DataType::LargeBinary => DataType::BinaryView,
+        DataType::Dictionary(_, v) if narrow_dictionary(t) => DataType::Dictionary(Box::new(DataType::Int32), v.clone()),
         other => other.clone(),
     }
+}
+
+/// Whether the column phase decodes `t` as views.
+fn is_viewed(t: &DataType) -> bool {
+    matches!(viewed(t), DataType::Utf8View | DataType::BinaryView)
+}
+
+/// Whether every data page of `chunk` is dictionary-encoded (where its footer says).
+fn all_dictionary_pages(chunk: &parquet::file::metadata::ColumnChunkMetaData) -> bool {
+    use parquet::basic::Encoding;
+    chunk.dictionary_page_offset().is_some()
+        && chunk.page_encoding_stats_mask().is_some_and(|m| m.is_only(Encoding::PLAIN_DICTIONARY) || m.is_only(Encoding::RLE_DICTIONARY))
 }
 
 /// `schema` with its top-level strings and binaries as views ([`viewed`]).
@@ -121,8 +143,6 @@ pub fn plan_columns(inputs: &MergePlan, memory_limit: usize, writer: &WriterSett
     let schema = &inputs.schema;
     // 1. Every top-level column's decoded bytes, from each file's column chunks.
     let mut column_bytes = vec![0u64; schema.fields().len()];
-    // The part a concatenation copies: values or views, not the bytes views point to.
-    let mut column_fixed = vec![0u64; schema.fields().len()];
     for file in &inputs.files {
         let meta = file.metadata.metadata();
         let leaves = meta.file_metadata().schema_descr();
@@ -132,12 +152,12 @@ pub fn plan_columns(inputs: &MergePlan, memory_limit: usize, writer: &WriterSett
             for (leaf, chunk) in rg.columns().iter().enumerate() {
                 let name = file_fields.get(leaves.get_column_root_idx(leaf)).map(|f| f.name());
                 if let Some(c) = name.and_then(|name| schema.index_of(name).ok()) {
-                    let bytes = chunk_decoded_bytes(chunk, rows, offset_bytes(schema.field(c).data_type()));
-                    column_bytes[c] += bytes;
-                    column_fixed[c] += match chunk.column_type() {
-                        parquet::basic::Type::BYTE_ARRAY => bytes.min(16 * rows),
-                        _ => bytes,
+                    let bytes = match all_dictionary_pages(chunk) && is_viewed(schema.field(c).data_type()) {
+                        // Views into the chunk's dictionary: no bytes of their own.
+                        true => 16 * rows + chunk.uncompressed_size().max(0) as u64 + rows / 8,
+                        false => chunk_decoded_bytes(chunk, rows, offset_bytes(schema.field(c).data_type())),
                     };
+                    column_bytes[c] += bytes;
                 }
             }
         }
@@ -146,9 +166,7 @@ pub fn plan_columns(inputs: &MergePlan, memory_limit: usize, writer: &WriterSett
         for (c, f) in schema.fields().iter().enumerate() {
             if file.metadata.schema().index_of(f.name()).is_err() {
                 let rows = meta.file_metadata().num_rows().max(0) as u64;
-                let bytes = rows * f.data_type().primitive_width().unwrap_or(16) as u64 + rows / 8;
-                column_bytes[c] += bytes;
-                column_fixed[c] += bytes;
+                column_bytes[c] += rows * f.data_type().primitive_width().unwrap_or(16) as u64 + rows / 8;
             }
         }
     }
@@ -161,19 +179,19 @@ pub fn plan_columns(inputs: &MergePlan, memory_limit: usize, writer: &WriterSett
     }
     // 3. The column phase: the permutation, the decoded columns, per thread the rows being
     //    gathered and a writer.
-    let index_bytes = if n <= u32::MAX as usize { 4 } else { 8 };
+    // Where each output row is: its row group piece and row in it, 8 bytes.
+    let index_bytes = 8;
     let widest_row = column_bytes.iter().map(|&b| b as usize / n.max(1)).max().unwrap_or(0);
     let threads = rayon::current_num_threads();
     let base = n * index_bytes + threads * (WRITER_BYTES + 2 * GATHER_ROWS.min(n.max(1)) * widest_row.max(1));
     let mut largest = column_bytes.clone();
     largest.sort_unstable_by(|a, b| b.cmp(a));
-    // `d` columns decoded, and the copy of one while its row groups' pieces are joined.
-    let concat = column_fixed.iter().max().copied().unwrap_or(0);
-    let top = |d: usize| (largest.iter().take(d).sum::<u64>() + concat) as usize;
-    let room = memory_limit / 4 * 3;
-    let Some(depth) = [2, 1].into_iter().find(|&d| base + top(d) + MIN_PAGE_BUDGET <= room) else {
+    let top = |d: usize| largest.iter().take(d).sum::<u64>() as usize;
+    // Encoded pages take what is left, at least MIN_PAGE_BUDGET (the rest go to disk).
+    let room = memory_limit.saturating_sub(MIN_PAGE_BUDGET);
+    let Some(depth) = [2, 1].into_iter().find(|&d| base + top(d) <= room) else {
         return Err(format!(
-            "one column of every row needs about {} besides the {} limit's share",
+            "one column of every row needs about {} of the {} the limit leaves it",
             show_bytes((base + top(1)) as u64),
             show_bytes(room as u64)
         ));
@@ -247,9 +265,25 @@ fn decode_row_group(
     Ok(batch)
 }
 
-/// One column of every input row, in input order.
+/// One column of every input row: one piece per input row group with rows, in input order.
 struct DecodedColumn {
-    values: ArrayRef,
+    pieces: Vec<ArrayRef>,
+}
+
+/// Where an output row is in the decoded pieces: `piece << 32 | row`.
+type Location = u64;
+
+/// The location of every output row, from the permutation (positions in the concatenation
+/// of the pieces) and the pieces' `starts`.
+fn locations(perm: &Indices, starts: &[usize]) -> Vec<Location> {
+    let locate = |p: usize| {
+        let piece = starts.partition_point(|&s| s <= p) - 1;
+        ((piece as u64) << 32) | (p - starts[piece]) as u64
+    };
+    match perm {
+        Indices::U32(v) => v.par_iter().map(|&p| locate(p as usize)).collect(),
+        Indices::U64(v) => v.par_iter().map(|&p| locate(p as usize)).collect(),
+    }
 }
 
 /// Encoded pages of the column chunks: in memory while the pool holds less than its budget,
@@ -399,20 +433,23 @@ struct ColumnJob {
 /// The chunks and distinct values of one (row group, column), or the first error.
 type Encoded = std::result::Result<(Vec<ArrowColumnChunk>, usize), Error>;
 
-/// Gathers rows `range` of the output of `job`'s column through `perm` (the permutation as
-/// an array of indices) and encodes them with `writers` (the column's leaves).
+/// Gathers rows `range` of the output of `job`'s column from its pieces (`locations` of
+/// every output row) and encodes them with `writers` (the column's leaves). The pieces are
+/// gathered from directly: joining them first would copy the column once more, on one thread.
 fn encode_chunk(
     field: &Field,
     job: &ColumnJob,
-    perm: &dyn Array,
+    locations: &[Location],
     range: std::ops::Range<usize>,
     mut writers: Vec<ArrowColumnWriter>,
 ) -> Encoded {
+    let pieces: Vec<&dyn Array> = job.decoded.pieces.iter().map(|a| a.as_ref()).collect();
     let mut kept: Vec<ArrayRef> = Vec::new();
     let mut at = range.start;
     while at < range.end {
         let end = (at + GATHER_ROWS).min(range.end);
-        let values = arrow::compute::take(job.decoded.values.as_ref(), perm.slice(at, end - at).as_ref(), None)?;
+        let from: Vec<(usize, usize)> = locations[at..end].iter().map(|&l| ((l >> 32) as usize, (l & 0xffff_ffff) as usize)).collect();
+        let values = arrow::compute::interleave(&pieces, &from)?;
         for (writer, leaf) in writers.iter_mut().zip(compute_leaves(field, &values).map_err(encoding_error)?) {
             writer.write(&leaf).map_err(encoding_error)?;
         }
@@ -528,12 +565,14 @@ pub(super) fn sort_by_columns(
         spilled: AtomicUsize::new(0),
     });
     let (leaves, arrow_schema, props) = writer.encoding();
+    let unpooled = |props: parquet::file::properties::WriterProperties| -> Result<ArrowRowGroupWriterFactory> {
+        dictionary::factory_with(leaves, arrow_schema, props).map_err(|e| Error::parquet(output, "", e))
+    };
     let factory_for = |props: parquet::file::properties::WriterProperties| -> Result<Arc<ArrowRowGroupWriterFactory>> {
-        let factory = dictionary::factory_with(leaves, arrow_schema, props).map_err(|e| Error::parquet(output, "", e))?;
-        Ok(Arc::new(factory.with_page_store_factory(Arc::new(PagePoolFactory(Arc::clone(&pool))))))
+        Ok(Arc::new(unpooled(props)?.with_page_store_factory(Arc::new(PagePoolFactory(Arc::clone(&pool))))))
     };
     let with_dictionaries = factory_for(props.as_ref().clone())?;
-    let without_dictionaries = factory_for(dictionary::without_dictionaries(props))?;
+    let (trial_with, trial_plain) = (unpooled(props.as_ref().clone())?, unpooled(dictionary::without_dictionaries(props))?);
     // Per column, the factory of its row groups after the first: a leaf whose first chunk
     // went plain is written plain.
     let decided = |plain: &[bool], first_leaf: usize| -> Result<Arc<ArrowRowGroupWriterFactory>> {
@@ -584,11 +623,15 @@ pub(super) fn sort_by_columns(
         progress(SortPhase::Merge, n * done / fields.max(1));
     };
     let schema = inputs.schema.as_ref();
-    let perm: ArrayRef = match perm.indices {
-        Indices::U32(v) => Arc::new(arrow::array::UInt32Array::from(v)),
-        Indices::U64(v) => Arc::new(arrow::array::UInt64Array::from(v)),
-    };
-    let perm_indices = perm.as_ref();
+    let mut starts = Vec::with_capacity(sources.len());
+    let mut at = 0;
+    for s in &sources {
+        starts.push(at);
+        at += s.rows;
+    }
+    let locations = locations(&perm.indices, &starts);
+    drop(perm);
+    let locations = locations.as_slice();
     rayon::scope(|s| {
         for (c, &(first_leaf, leaf_count)) in leaf_ranges.iter().enumerate() {
             // Wait (running other tasks meanwhile) until this column may be decoded.
@@ -603,14 +646,8 @@ pub(super) fn sort_by_columns(
             let t = Instant::now();
             let field = inputs.schema.field(c).as_ref().clone();
             let field = field.clone().with_data_type(viewed(field.data_type()));
-            let decoded = decode_fields(&[c], &view_metadata, &Arc::new(Schema::new(vec![field.clone()]))).and_then(|batches| {
-                let pieces: Vec<&dyn Array> = batches.iter().map(|b| b.column(0).as_ref()).collect();
-                let values = match pieces.len() {
-                    1 => batches[0].column(0).clone(),
-                    _ => arrow::compute::concat(&pieces)?,
-                };
-                Ok(DecodedColumn { values })
-            });
+            let decoded = decode_fields(&[c], &view_metadata, &Arc::new(Schema::new(vec![field.clone()])))
+                .map(|batches| DecodedColumn { pieces: batches.into_iter().map(|b| b.column(0).clone()).collect() });
             let decoded = match decoded {
                 Ok(d) => d,
                 Err(e) => {
@@ -629,44 +666,42 @@ pub(super) fn sort_by_columns(
             });
             alive.fetch_add(1, Ordering::AcqRel);
             let remaining = Arc::new(AtomicUsize::new(row_groups));
-            let (with_dictionaries, without_dictionaries) = (&with_dictionaries, &without_dictionaries);
+            let (with_dictionaries, trial_with, trial_plain) = (&with_dictionaries, &trial_with, &trial_plain);
             let (store, column_finished, decided, rows_of, has_failed) = (&store, &column_finished, &decided, &rows_of, &has_failed);
             s.spawn(move |s| {
-                // The first row group, both ways when more follow: the column's choice.
-                let first = (|| -> std::result::Result<(Encoded, Arc<ArrowRowGroupWriterFactory>), Error> {
-                    let encode_first = |factory: &ArrowRowGroupWriterFactory| {
-                        let writers = column_writers(factory, &job, 0).map_err(encoding_error)?;
-                        encode_chunk(&job.field, &job, perm_indices, rows_of(0), writers)
-                    };
-                    if row_groups == 1 {
-                        return Ok((encode_first(with_dictionaries), Arc::clone(with_dictionaries)));
-                    }
-                    let (with, plain) = rayon::join(|| encode_first(with_dictionaries), || encode_first(without_dictionaries));
-                    let ((with, distinct), (plain, _)) = (with?, plain?);
-                    let (chunks, went_plain) = dictionary::smaller_chunks(with, plain);
-                    Ok((Ok((chunks, distinct)), decided(&went_plain, job.first_leaf)?))
-                })();
-                let factory = match first {
-                    Ok((encoded, factory)) => {
-                        store(0, job.column, encoded);
-                        factory
-                    }
+                // The column's choice of dictionaries, on a sample of its first row group
+                // encoded both ways (pages kept off the pool: they are dropped), then every
+                // row group encoded as chosen.
+                let chosen = match row_groups {
+                    1 => Ok(Arc::clone(with_dictionaries)),
+                    _ => (|| -> Result<Arc<ArrowRowGroupWriterFactory>> {
+                        let first = rows_of(0);
+                        let sample = first.start..first.end.min(first.start + TRIAL_ROWS);
+                        let encode = |factory: &ArrowRowGroupWriterFactory| {
+                            let writers = column_writers(factory, &job, 0).map_err(encoding_error)?;
+                            encode_chunk(&job.field, &job, locations, sample.clone(), writers)
+                        };
+                        let (with, plain) = rayon::join(|| encode(trial_with), || encode(trial_plain));
+                        let ((with, _), (plain, _)) = (with?, plain?);
+                        let (_, went_plain) = dictionary::smaller_chunks(with, plain);
+                        decided(&went_plain, job.first_leaf)
+                    })(),
+                };
+                let factory = match chosen {
+                    Ok(factory) => factory,
                     Err(e) => {
                         store(0, job.column, Err(e));
                         column_finished();
                         return;
                     }
                 };
-                if remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    column_finished();
-                }
-                for r in 1..row_groups {
+                for r in 0..row_groups {
                     let (job, factory, remaining) = (Arc::clone(&job), Arc::clone(&factory), Arc::clone(&remaining));
                     s.spawn(move |_| {
                         if !has_failed() {
                             let encoded = column_writers(&factory, &job, r)
                                 .map_err(encoding_error)
-                                .and_then(|w| encode_chunk(&job.field, &job, perm_indices, rows_of(r), w));
+                                .and_then(|w| encode_chunk(&job.field, &job, locations, rows_of(r), w));
                             store(r, job.column, encoded);
                         }
                         if remaining.fetch_sub(1, Ordering::AcqRel) == 1 {

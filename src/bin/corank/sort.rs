@@ -180,10 +180,10 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
     }
     match (&plan.columns, &plan.runs_because) {
         (Some(c), _) => log::info!(
-            "sorting one column at a time: {} row groups of {} rows, {} columns decoded at once, {} of encoded pages in memory",
+            "sorting one column at a time: {} row groups of {} rows, {} decoded at once, {} of encoded pages in memory",
             c.row_groups,
             c.row_group_rows,
-            c.depth,
+            if c.depth == 1 { "one column" } else { "two columns" },
             show_bytes(c.page_budget as u64)
         ),
         (None, Some(why)) => log::info!("sorting in runs: {why}"),
@@ -322,10 +322,10 @@ fn dry_run_text(args: &SortArgs, prepared: &Prepared, engine: &str) -> String {
     );
     out += &match (&plan.columns, &plan.runs_because) {
         (Some(c), _) => format!(
-            "strategy: columns (one column at a time): {} row groups of {} rows, {} columns decoded at once, key sort about {}, columns about {}, up to {} of encoded pages in memory\n",
+            "strategy: columns (one column at a time): {} row groups of {} rows, {} decoded at once, key sort about {}, columns about {}, up to {} of encoded pages in memory\n",
             c.row_groups,
             group_digits(c.row_group_rows),
-            c.depth,
+            if c.depth == 1 { "one column" } else { "two columns" },
             show_bytes(c.key_phase_bytes as u64),
             show_bytes(c.column_phase_bytes as u64),
             show_bytes(c.page_budget as u64)

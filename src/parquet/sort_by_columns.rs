@@ -10,17 +10,21 @@
 //! 1. **Keys.** The key columns of every input row group are decoded (row groups in
 //!    parallel, only the keys' leaves read) and sorted stably in input order (files as
 //!    given, row groups, rows) by [`crate::sort_columns`] on the options' engine: the
-//!    permutation, for every output row its position in the inputs' concatenation.
+//!    permutation, for every output row its position in the inputs' concatenation, turned
+//!    into its `Location` (row group piece, row).
 //! 2. **Row groups.** The output's row groups are fixed before any column is encoded:
 //!    [`ColumnsPlan::row_group_rows`] rows each (the writer's row limit, and its byte limit
 //!    over the footers' estimate of a row's decoded bytes).
 //! 3. **Columns.** For each top-level column, in schema order: its leaves are decoded from
-//!    every input row group (in parallel); then every output row group (in parallel) gathers
-//!    its values through the permutation, [`GATHER_ROWS`] at a time, and encodes them into
-//!    its column chunks. While one column's row groups encode, the next column decodes
-//!    ([`ColumnsPlan::depth`] columns decoded at most). The encoded pages go to a
-//!    [`PagePool`]: in memory up to [`ColumnsPlan::page_budget`] bytes, beyond that in a file
-//!    of the spill directory (read back once, when the row group is written).
+//!    every input row group (in parallel; strings and binaries as views into the decoded
+//!    pages, see `viewed`), one piece per row group; then every output row group (in
+//!    parallel) gathers its values from the pieces, [`GATHER_ROWS`] at a time, and encodes
+//!    them into its column chunks. The pieces are not joined into one array first: that
+//!    copy ran on one thread and held the 16 cores back (docs/PERFORMANCE.md). While one
+//!    column's row groups encode, the next column decodes ([`ColumnsPlan::depth`] columns
+//!    decoded at most). The encoded pages go to a `PagePool`: in memory up to
+//!    [`ColumnsPlan::page_budget`] bytes, beyond that in a file of the spill directory
+//!    (read back once, when the row group is written).
 //! 4. **File.** The row groups, their chunks in leaf order, are appended to the output
 //!    ([`SortedParquetWriter::append_encoded_row_group`]): a temporary file renamed into place
 //!    when complete, `sorting_columns` on every row group, as every output of corank.
@@ -31,16 +35,15 @@
 //! goes to plain values; an output of one row group is encoded once, dictionaries on). The
 //! writer encodes its whole first row group twice; here that would hold back the column's
 //! other row groups (16 cores mostly idle meanwhile), the sample costs a tenth of it.
-//! Deterministic: the choice depends on the rows only.
+//! Deterministic: the choice, like every row group cut, depends on the rows only, so the
+//! output's bytes do not depend on the engine, the cores or the timing.
 //!
 //! **Memory** (limit B; [`plan_columns`] refuses this path where it does not fit): while the
 //! keys are sorted, their decoded columns plus [`SORT_BYTES_PER_ROW`] a row; then the
-//! permutation (4 or 8 bytes a row), up to `depth` decoded columns (strings and binaries as
-//! views into their decoded pages) and a copy of one's values or views while its row
-//! groups' pieces are joined, per thread [`GATHER_ROWS`] rows gathered twice (values and
-//! leaves) and a column writer's buffers
-//! ([`WRITER_BYTES`]), and the pages held in memory (the rest of B, at least
-//! [`MIN_PAGE_BUDGET`]).
+//! locations (8 bytes a row), up to `depth` decoded columns (strings and binaries as views
+//! into their decoded pages), per thread [`GATHER_ROWS`] rows gathered twice (values and
+//! leaves) and a column writer's buffers ([`WRITER_BYTES`]), and the pages held in memory
+//! (the rest of B, at least [`MIN_PAGE_BUDGET`]).
 
 use super::dictionary;
 use super::inputs::{chunk_decoded_bytes, conform, MergePlan};

@@ -110,24 +110,37 @@ pub fn run(args: SortArgs) -> Result<()> {
         print_stdout(&summary_line(&summary, &args.output), &written)?;
     }
     if args.verbose > 0 {
-        eprintln!(
-            "strategy {}; reading {:.2?}, sorting {:.2?} ({} cpu + {} gpu chunk sorts), writing sorted chunks {:.2?}, merging {:.2?} ({} spill runs, {} intermediate passes, {} runs in the final merge; {} cpu + {} gpu rounds); chunks up to {}; {} output row groups; peak memory {}",
-            summary.strategy,
-            summary.read_time,
-            summary.sort_time,
-            summary.sorts_cpu,
-            summary.sorts_gpu,
-            summary.spill_time,
-            summary.merge_time,
-            summary.spill_runs,
-            summary.intermediate_passes,
-            summary.final_runs,
-            summary.rounds_cpu,
-            summary.rounds_gpu,
-            show_bytes(summary.chunk_bytes as u64),
-            summary.output_row_groups,
-            summary.peak_memory.map_or("unknown".into(), show_bytes),
-        );
+        let peak = summary.peak_memory.map_or("unknown".into(), show_bytes);
+        if summary.strategy == "columns" {
+            eprintln!(
+                "strategy columns; reading {:.2?} (the keys, then each column), sorting the keys {:.2?} on the {}, writing the columns {:.2?} ({} output row groups, {} of encoded pages spilled); peak memory {}",
+                summary.read_time,
+                summary.sort_time,
+                summary.engine(),
+                summary.merge_time,
+                summary.output_row_groups,
+                show_bytes(summary.spill_bytes),
+                peak,
+            );
+        } else {
+            eprintln!(
+                "strategy runs; reading {:.2?}, sorting {:.2?} ({} cpu + {} gpu chunk sorts), writing sorted chunks {:.2?}, merging {:.2?} ({} spill runs, {} intermediate passes, {} runs in the final merge; {} cpu + {} gpu rounds); chunks up to {}; {} output row groups; peak memory {}",
+                summary.read_time,
+                summary.sort_time,
+                summary.sorts_cpu,
+                summary.sorts_gpu,
+                summary.spill_time,
+                summary.merge_time,
+                summary.spill_runs,
+                summary.intermediate_passes,
+                summary.final_runs,
+                summary.rounds_cpu,
+                summary.rounds_gpu,
+                show_bytes(summary.chunk_bytes as u64),
+                summary.output_row_groups,
+                peak,
+            );
+        }
     }
     Ok(())
 }

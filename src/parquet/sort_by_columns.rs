@@ -579,14 +579,13 @@ pub(super) fn sort_by_columns(
     // Per column, the factory of its row groups after the first: a leaf whose first chunk
     // went plain is written plain.
     let decided = |plain: &[bool], first_leaf: usize| -> Result<Arc<ArrowRowGroupWriterFactory>> {
-        if !plain.iter().any(|&p| p) {
-            return Ok(Arc::clone(&with_dictionaries));
+        // The writer's own rule over every leaf: this column's as chosen, the others kept.
+        let mut all = vec![false; leaves.num_columns()];
+        all[first_leaf..first_leaf + plain.len()].copy_from_slice(plain);
+        match dictionary::decided_factory(leaves, arrow_schema, props, &all).map_err(|e| Error::parquet(output, "", e))? {
+            None => Ok(Arc::clone(&with_dictionaries)),
+            Some(factory) => Ok(Arc::new(factory.with_page_store_factory(Arc::new(PagePoolFactory(Arc::clone(&pool)))))),
         }
-        let mut builder = props.as_ref().clone().into_builder();
-        for (leaf, _) in plain.iter().enumerate().filter(|(_, &p)| p) {
-            builder = builder.set_column_dictionary_enabled(leaves.column(first_leaf + leaf).path().clone(), false);
-        }
-        factory_for(builder.build())
     };
     let fields = inputs.schema.fields().len();
     let leaf_ranges: Vec<(usize, usize)> = (0..fields)

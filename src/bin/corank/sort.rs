@@ -196,7 +196,7 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
             "sorting one column at a time: {} row groups of {} rows, {} decoded at once, {} of encoded pages in memory",
             c.row_groups,
             c.row_group_rows,
-            if c.depth == 1 { "one column" } else { "two columns" },
+            columns_at_once(c),
             show_bytes(c.page_budget as u64)
         ),
         (None, Some(why)) => log::info!("sorting in runs: {why}"),
@@ -338,7 +338,7 @@ fn dry_run_text(args: &SortArgs, prepared: &Prepared, engine: &str) -> String {
             "strategy: columns (one column at a time): {} row groups of {} rows, {} decoded at once, key sort about {}, columns about {}, up to {} of encoded pages in memory\n",
             c.row_groups,
             group_digits(c.row_group_rows),
-            if c.depth == 1 { "one column" } else { "two columns" },
+            columns_at_once(c),
             show_bytes(c.key_phase_bytes as u64),
             show_bytes(c.column_phase_bytes as u64),
             show_bytes(c.page_budget as u64)
@@ -382,4 +382,13 @@ fn dry_run_json(args: &SortArgs, prepared: &Prepared, engine: &str) -> Json {
         .field("engine", engine)
         .field("compression", show_compression(prepared.options.writer.compression))
         .field("spill_compression", show_compression(prepared.options.spill_compression))
+}
+
+/// How many columns a sort by columns decodes at once, in words.
+fn columns_at_once(plan: &corank::parquet::sort_by_columns::ColumnsPlan) -> &'static str {
+    if plan.depth == 1 {
+        "one column"
+    } else {
+        "two columns"
+    }
 }

@@ -192,7 +192,7 @@ async fn settings_show_and_set_under_their_full_names() {
         ("corank.window_rows", "1048576"),
         ("corank.gpu_min_rows", &corank::GPU_MIN_ROWS.to_string()),
         ("corank.check_sorted", "false"),
-        ("corank.sort_chunk_rows", "1048576"),
+        ("corank.sort_chunk_rows", "8388608"),
     ] {
         assert_eq!(value(&all, name).as_deref(), Some(default), "SHOW ALL: {name}\n{all:?}");
     }

@@ -69,9 +69,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::Sender;
 use tokio::task::JoinHandle;
 
-/// Rows per chunk unless the node says otherwise: about the size the CPU sort handles at
-/// full speed on all cores, small enough that sorting overlaps reading.
-pub const DEFAULT_CHUNK_ROWS: usize = 1 << 20;
+/// Rows per chunk unless the node says otherwise; [`CHUNK_BYTES`] cuts wide rows sooner.
+/// Each chunk is a run of the final merge and, with the GPU engine, one sort holding the
+/// device: in memory (16 x 16M rows of 32 bytes) 1M-row chunks made 256 runs and 256 device
+/// sorts one after the other, and the sort took 2-2.9x as long as with whole 16M-row
+/// partitions (H100 host, both engines; docs/PERFORMANCE.md, stop 41). Partitions read from
+/// files are cut by [`CHUNK_BYTES`] at a few million rows, so sorting still overlaps reading.
+pub const DEFAULT_CHUNK_ROWS: usize = 1 << 23;
 
 /// Bytes of input rows at which a chunk is sorted whatever its rows: the bytes the rows
 /// themselves take (a slice's share of its buffers), not the batches' memory size, which

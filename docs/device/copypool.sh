@@ -19,6 +19,6 @@ for v in OLD NEW OLD NEW; do
   C=${!v}
   for e in cpu gpu; do
     printf "sort 20M %s %s: " $v $e
-    /usr/bin/time -f "%e s %M KB" $C sort $F -o /tmp/s_$v_$e.parquet -f -q --by l_partkey --engine $e --compression 'zstd(3)' 2>&1 | tail -1
+    /usr/bin/time -f "%e s %M KB" $C sort $F -o /tmp/s_${v}_${e}.parquet -f -q --by l_partkey --engine $e --compression 'zstd(3)' 2>&1 | tail -1
   done
 done

@@ -72,9 +72,9 @@ use tokio::task::JoinHandle;
 /// Rows per chunk unless the node says otherwise; [`CHUNK_BYTES`] cuts wide rows sooner.
 /// Each chunk is a run of the final merge and, with the GPU engine, one sort holding the
 /// device: in memory (16 x 16M rows of 32 bytes) 1M-row chunks made 256 runs and 256 device
-/// sorts one after the other, and the sort took 2-2.9x as long as with whole 16M-row
-/// partitions (H100 host, both engines; docs/PERFORMANCE.md, stop 41). Partitions read from
-/// files are cut by [`CHUNK_BYTES`] at a few million rows, so sorting still overlaps reading.
+/// sorts one after the other, and 8M-row chunks sorted 1.36x faster on the CPU engine, 1.75x
+/// on the GPU (H100 host, one call; docs/PERFORMANCE.md, stop 41). Wide rows, as read from
+/// lineitem files, reach [`CHUNK_BYTES`] at 1-2M rows, so sorting still overlaps reading.
 pub const DEFAULT_CHUNK_ROWS: usize = 1 << 23;
 
 /// Bytes of input rows at which a chunk is sorted whatever its rows: the bytes the rows

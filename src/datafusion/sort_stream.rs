@@ -441,9 +441,14 @@ impl SortTask {
         }
         // 2. Nothing spilled: the runs in memory are merged if the pool holds two output
         //    rounds besides them; else (or once anything spilled) every run spills: memory
-        //    for the merge's windows.
+        //    for the merge's windows. (Runs sorted after the last spill are still in memory
+        //    then: they spill too, or the merge of the spill files finds the pool full.)
         let mut spilled = state.runs.values().any(|r| matches!(r, Run::Spilled(_)));
-        if !spilled {
+        if spilled {
+            if let Some(spill) = state.spill.clone() {
+                state.spill_memory_runs(&spill).await?;
+            }
+        } else {
             let (rows, in_bytes) = state.runs.values().fold((0, 0), |(r, b), run| match run {
                 Run::Memory { batches, bytes } => (r + batches.iter().map(|b| b.num_rows()).sum::<usize>(), b + bytes),
                 Run::Spilled(_) => (r, b),

@@ -207,15 +207,15 @@ fn the_sort_node_on_the_gpu_gives_the_cpu_output_in_memory_and_spilled() {
         }
     };
     let (partitions, total) = table(if small_only() { 10 } else { 1 });
-    let (want, cpu_runs, _) = sort_node_output(&partitions, cpu.clone(), 1 << 20, None);
+    let (want, cpu_runs, _) = sort_node_output(&partitions, cpu, 1 << 20, None);
     assert_eq!((want.num_rows(), cpu_runs), (total, 3), "each partition with rows one chunk");
     // A partition a chunk: three device sorts, their runs merged.
-    let (got, runs, spills) = sort_node_output(&partitions, gpu.clone(), 1 << 20, None);
+    let (got, runs, spills) = sort_node_output(&partitions, gpu, 1 << 20, None);
     same(&got, &want, "a partition a chunk");
     assert_eq!((runs, spills), (3, 0), "a partition a chunk");
     // Small chunks (cut at batch ends): 201 device sorts, several at once from the node's
     // blocking threads (CORANK_GPU_SMALL: a batch a chunk, 41).
-    let (got, runs, spills) = sort_node_output(&partitions, gpu.clone(), total / 200, None);
+    let (got, runs, spills) = sort_node_output(&partitions, gpu, total / 200, None);
     same(&got, &want, "small chunks");
     assert!(runs > 40 && spills == 0, "small chunks: {runs} runs, {spills} spills");
     // A pool of half the input (about 10 MB): sorted chunks spill, the spill files merge.

@@ -181,6 +181,88 @@ fn one_run_gathers_like_many_runs() {
     }
 }
 
+/// Runs of every fixed-width type (gathered through their value addresses), sliced so
+/// that the arrays have offsets, some with nulls and some without, beside a string column
+/// (gathered by `interleave`): the gather gives arrow's `interleave` of the same rows, for
+/// few runs and for more than the 64 past which the runs are renumbered per batch.
+#[test]
+fn fixed_width_columns_gather_like_interleave() {
+    use arrow::datatypes::{i256, IntervalMonthDayNano};
+    let fixed_run = |r: usize, n: usize| -> RecordBatch {
+        let valid = |i: usize| r % 3 != 0 || i % 5 != 2; // every third run has nulls
+        let cols: Vec<(&str, ArrayRef)> = vec![
+            ("i8", Arc::new(Int8Array::from_iter((0..n).map(|i| valid(i).then_some((r * 31 + i) as i8))))),
+            ("u16", Arc::new(UInt16Array::from_iter((0..n).map(|i| valid(i).then_some((r * 1009 + i) as u16))))),
+            ("f16", Arc::new(Float16Array::from_iter((0..n).map(|i| valid(i).then_some(half::f16::from_f32(i as f32 + r as f32 / 8.0)))))),
+            ("f32", Arc::new(Float32Array::from_iter((0..n).map(|i| valid(i).then_some(i as f32 * 0.25 - r as f32))))),
+            ("d32", Arc::new(Date32Array::from_iter((0..n).map(|i| valid(i).then_some((r * 100 + i) as i32))))),
+            ("u64", Arc::new(UInt64Array::from_iter((0..n).map(|i| valid(i).then_some(((r as u64) << 40) | i as u64))))),
+            (
+                "ts",
+                Arc::new(
+                    TimestampMicrosecondArray::from_iter((0..n).map(|i| valid(i).then_some((r * 1_000_000 + i) as i64)))
+                        .with_timezone("+02:00"),
+                ),
+            ),
+            (
+                "dec128",
+                Arc::new(
+                    Decimal128Array::from_iter((0..n).map(|i| valid(i).then_some(((r as i128) << 70) - i as i128)))
+                        .with_precision_and_scale(38, 4)
+                        .unwrap(),
+                ),
+            ),
+            (
+                "dec256",
+                Arc::new(
+                    Decimal256Array::from_iter((0..n).map(|i| valid(i).then_some(i256::from_parts(i as u128, r as i128 - 50))))
+                        .with_precision_and_scale(76, 2)
+                        .unwrap(),
+                ),
+            ),
+            (
+                "mdn",
+                Arc::new(IntervalMonthDayNanoArray::from_iter(
+                    (0..n).map(|i| valid(i).then_some(IntervalMonthDayNano::new(r as i32, i as i32, (r * i) as i64))),
+                )),
+            ),
+            ("dur", Arc::new(DurationNanosecondArray::from_iter((0..n).map(|i| valid(i).then_some(-((r * n + i) as i64)))))),
+            ("s", Arc::new(StringArray::from_iter((0..n).map(|i| valid(i).then(|| format!("r{r}i{i}")))))),
+        ];
+        // Slice off two rows at the front: every array has an offset.
+        RecordBatch::try_from_iter(cols).unwrap().slice(2, n - 2)
+    };
+    for runs in [3, 100] {
+        let batches: Vec<RecordBatch> = (0..runs).map(|r| fixed_run(r, 12 + r % 7)).collect();
+        let mut run_offsets = vec![0];
+        for b in &batches {
+            run_offsets.push(run_offsets.last().unwrap() + b.num_rows());
+        }
+        let total = *run_offsets.last().unwrap();
+        // A permutation with repeats: every row, then some rows again.
+        let rows: Vec<usize> = (0..total).map(|i| i * 7919 % total).chain((0..total / 3).map(|i| i * 13 % total)).collect();
+        let perm = Permutation {
+            run_offsets: run_offsets.clone(),
+            indices: Indices::U32(rows.iter().map(|&i| i as u32).collect()),
+            engine: Engine::Cpu,
+            key_bytes: 8,
+        };
+        let pairs: Vec<(usize, usize)> = rows.iter().map(|&g| perm.locate(g)).collect();
+        let refs: Vec<&RecordBatch> = batches.iter().collect();
+        let want = arrow::compute::interleave_record_batch(&refs, &pairs).unwrap();
+        for batch_size in [1, 10, rows.len()] {
+            let got = gather(&batches, &perm, batch_size).unwrap();
+            let got = arrow::compute::concat_batches(&batches[0].schema(), &got).unwrap();
+            assert_eq!(got.schema(), want.schema(), "{runs} runs, batch size {batch_size}");
+            for c in 0..want.num_columns() {
+                let name = want.schema().field(c).name().clone();
+                assert_eq!(got.column(c).to_data(), want.column(c).to_data(), "{runs} runs, batch size {batch_size}, column {name}");
+                assert_eq!(got.column(c).null_count(), want.column(c).null_count(), "{runs} runs, column {name}");
+            }
+        }
+    }
+}
+
 #[test]
 fn a_permutation_of_other_runs_is_an_error() {
     let batch = one_run_of_every_kind(10);

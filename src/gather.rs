@@ -294,17 +294,20 @@ impl FixedColumn {
     /// The raw values (of `T`'s width) of the rows `idx`.
     fn gather_values<T: ArrowNativeType>(&self, idx: &[Source]) -> Buffer {
         debug_assert_eq!(std::mem::size_of::<T>(), self.width);
-        let values: Vec<T> = idx
-            .iter()
-            .map(|&(run, row)| {
-                let start = self.value_start[run] as *const T;
-                // SAFETY: `run` is a run of the gatherer (the permutation's indices were
-                // checked against the runs' rows by `check_fits`, and `RunLocator` maps them
-                // to a run and a row below its length), so the value lies inside the run's
-                // validated buffer; unaligned, as a sliced buffer may be.
-                unsafe { start.add(row).read_unaligned() }
-            })
-            .collect();
+        // SAFETY: `run` is a run of the gatherer (the permutation's indices were checked
+        // against the runs' rows by `check_fits`, and `RunLocator` maps them to a run and a
+        // row below its length), so the value lies inside the run's validated buffer;
+        // unaligned, as a sliced buffer may be.
+        let read = |&(run, row): &Source| unsafe { (self.value_start[run] as *const T).add(row).read_unaligned() };
+        let mut values: Vec<T> = Vec::with_capacity(idx.len());
+        // Eight independent loads at a time: more cache misses in flight.
+        let chunks = idx.chunks_exact(8);
+        let rest = chunks.remainder();
+        for c in chunks {
+            let v = [read(&c[0]), read(&c[1]), read(&c[2]), read(&c[3]), read(&c[4]), read(&c[5]), read(&c[6]), read(&c[7])];
+            values.extend_from_slice(&v);
+        }
+        values.extend(rest.iter().map(read));
         Buffer::from_vec(values)
     }
 }

@@ -10,11 +10,13 @@
 //! - `merged, 16 runs`: 16 runs of ROWS / 16 rows read front to back in turn (a merge's
 //!   output gathered from its runs);
 //! - `random, + a string column`: the first case with a Utf8 column beside (it goes
-//!   through `interleave` in both).
+//!   through `interleave` in both);
+//! - `random, + a string view column`: with a Utf8View column beside (as DataFusion reads
+//!   Parquet strings), half its values longer than 12 bytes.
 //!
 //!   cargo bench --bench gather -- [ROWS [RUNS]]     (defaults: 16M rows, 5 runs)
 
-use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, UInt64Array};
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, StringViewArray, UInt64Array};
 use arrow::compute::interleave_record_batch;
 use corank::permutation::RunLocator;
 use corank::{Engine, Indices, Permutation};
@@ -31,8 +33,18 @@ fn mix(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// `runs` batches of `rows` rows: four 8-byte columns, and a short string where `strings`.
-fn batches(runs: usize, rows: usize, strings: bool) -> Vec<RecordBatch> {
+/// What goes beside the four 8-byte columns.
+#[derive(Clone, Copy, PartialEq)]
+enum Extra {
+    None,
+    /// A Utf8 column of short strings.
+    Utf8,
+    /// A Utf8View column, every other value longer than a view's 12 inline bytes.
+    Utf8View,
+}
+
+/// `runs` batches of `rows` rows: four 8-byte columns, and `extra`.
+fn batches(runs: usize, rows: usize, extra: Extra) -> Vec<RecordBatch> {
     (0..runs)
         .map(|r| {
             let base = (r * rows) as u64;
@@ -42,8 +54,21 @@ fn batches(runs: usize, rows: usize, strings: bool) -> Vec<RecordBatch> {
                 ("f", Arc::new(Float64Array::from_iter_values((0..rows).map(|i| i as f64 * 0.5)))),
                 ("u", Arc::new(UInt64Array::from_iter_values((0..rows as u64).map(|i| mix(i ^ 0x55))))),
             ];
-            if strings {
-                cols.push(("s", Arc::new(StringArray::from_iter_values((0..rows).map(|i| format!("row{}", base as usize + i))))));
+            match extra {
+                Extra::None => {}
+                Extra::Utf8 => {
+                    cols.push(("s", Arc::new(StringArray::from_iter_values((0..rows).map(|i| format!("row{}", base as usize + i))))))
+                }
+                Extra::Utf8View => cols.push((
+                    "v",
+                    Arc::new(StringViewArray::from_iter_values((0..rows).map(|i| {
+                        if i % 2 == 0 {
+                            format!("r{}", base as usize + i)
+                        } else {
+                            format!("a longer value, row {}", base as usize + i)
+                        }
+                    }))),
+                )),
             }
             RecordBatch::try_from_iter(cols).unwrap()
         })
@@ -76,14 +101,16 @@ fn main() {
     println!("gather of {rows} rows, {} threads, median of {repeats} runs", rayon::current_num_threads());
     println!("| case | arrow interleave ms | corank gather ms | corank vs arrow |");
     println!("|---|---:|---:|---:|");
-    let cases: [(&str, usize, bool); 3] = [
-        ("random, 8192-row batches", rows.div_ceil(BATCH), false),
-        ("merged, 16 runs", 16, false),
-        ("random, + a string column", rows.div_ceil(BATCH), true),
+    let batches_of_8192 = rows.div_ceil(BATCH);
+    let cases = [
+        ("random, 8192-row batches", batches_of_8192, Extra::None),
+        ("merged, 16 runs", 16, Extra::None),
+        ("random, + a string column", batches_of_8192, Extra::Utf8),
+        ("random, + a string view column", batches_of_8192, Extra::Utf8View),
     ];
-    for (name, runs, strings) in cases {
+    for (name, runs, extra) in cases {
         let per_run = rows / runs;
-        let data = batches(runs, per_run, strings);
+        let data = batches(runs, per_run, extra);
         let total = runs * per_run;
         let order: Vec<u32> = if runs == 16 {
             (0..total).map(|i| ((i % 16) * per_run + i / 16) as u32).collect()

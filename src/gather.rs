@@ -2,11 +2,13 @@
 //! parallel task.
 //!
 //! Fixed-width columns (integers, floats, decimals, temporal types) are read through a
-//! table of the runs' value addresses (`FixedColumn`); other columns but dictionaries go
-//! through arrow's `interleave`. Top-level dictionary columns (`Dictionary(K, V)`, every
+//! table of the runs' value addresses (`FixedColumn`), string and binary views the same way
+//! (`ViewColumn`, long values' buffers renumbered per batch); other columns but dictionaries
+//! go through arrow's `interleave`. Top-level dictionary columns (`Dictionary(K, V)`, every
 //! key type Int8..UInt64, every value type) are gathered with their dictionaries merged
 //! exactly, because arrow merges them only best effort (a hash table that overwrites on
-//! collisions, and no merge at all for non-byte value types) and fails with "Dictionary key bigger than the key type" as soon as the runs of a round
+//! collisions, and no merge at all for non-byte value types) and fails with "Dictionary key
+//! bigger than the key type" as soon as the runs of a round
 //! (several files, or several batches of one file: the Parquet reader gives every batch its
 //! own dictionary) hold more values together than the key type can index, even when they
 //! all hold the same few categories:
@@ -31,10 +33,10 @@
 use crate::error::{Error, Result};
 use crate::permutation::{Indices, Permutation, RunLocator};
 use arrow::array::{
-    make_array, new_empty_array, Array, ArrayData, ArrayRef, AsArray, DictionaryArray, PrimitiveArray, RecordBatch, RecordBatchOptions,
-    UInt32Array, UInt64Array,
+    make_array, new_empty_array, Array, ArrayData, ArrayRef, AsArray, BinaryViewArray, DictionaryArray, PrimitiveArray, RecordBatch,
+    RecordBatchOptions, StringViewArray, UInt32Array, UInt64Array,
 };
-use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
+use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, ScalarBuffer};
 use arrow::compute::{interleave, interleave_record_batch, take, take_record_batch};
 use arrow::datatypes::{
     i256, ArrowDictionaryKeyType, ArrowNativeType, DataType, Field, Int16Type, Int32Type, Int64Type, Int8Type, Schema, UInt16Type,
@@ -235,6 +237,8 @@ enum Column {
     Dictionary(DictColumn),
     /// Fixed-width values read through the runs' value pointers.
     Fixed(FixedColumn),
+    /// String or binary views read as fixed-width values.
+    View(ViewColumn),
 }
 
 /// A fixed-width column (every type with a `primitive_width`: integers, floats, decimals,
@@ -265,9 +269,7 @@ impl FixedColumn {
             // The arrays were validated when built: the buffer holds offset + len values.
             value_start.push(values.as_ptr() as usize + data.offset() * width);
         }
-        let any_nulls = runs.iter().any(|b| b.column(c).null_count() > 0);
-        let nulls = any_nulls.then(|| runs.iter().map(|b| b.column(c).logical_nulls()).collect());
-        Some(FixedColumn { data_type: data_type.clone(), width, value_start, nulls })
+        Some(FixedColumn { data_type: data_type.clone(), width, value_start, nulls: run_nulls(runs, c) })
     }
 
     /// The values of the rows `idx` (run, row within the run) as one array.
@@ -280,13 +282,7 @@ impl FixedColumn {
             16 => self.gather_values::<i128>(idx),
             _ => self.gather_values::<i256>(idx),
         };
-        let nulls = self.nulls.as_ref().and_then(|nulls| {
-            let valid = BooleanBuffer::collect_bool(idx.len(), |i| {
-                let (run, row) = idx[i];
-                nulls[run].as_ref().is_none_or(|n| n.is_valid(row))
-            });
-            Some(NullBuffer::new(valid)).filter(|n| n.null_count() > 0)
-        });
+        let nulls = gathered_nulls(self.nulls.as_ref(), idx);
         let data = ArrayData::builder(self.data_type.clone()).len(idx.len()).add_buffer(values).nulls(nulls).build()?;
         Ok(make_array(data))
     }
@@ -294,21 +290,148 @@ impl FixedColumn {
     /// The raw values (of `T`'s width) of the rows `idx`.
     fn gather_values<T: ArrowNativeType>(&self, idx: &[Source]) -> Buffer {
         debug_assert_eq!(std::mem::size_of::<T>(), self.width);
-        // SAFETY: `run` is a run of the gatherer (the permutation's indices were checked
-        // against the runs' rows by `check_fits`, and `RunLocator` maps them to a run and a
-        // row below its length), so the value lies inside the run's validated buffer;
-        // unaligned, as a sliced buffer may be.
-        let read = |&(run, row): &Source| unsafe { (self.value_start[run] as *const T).add(row).read_unaligned() };
-        let mut values: Vec<T> = Vec::with_capacity(idx.len());
-        // Eight independent loads at a time: more cache misses in flight.
-        let chunks = idx.chunks_exact(8);
-        let rest = chunks.remainder();
-        for c in chunks {
-            let v = [read(&c[0]), read(&c[1]), read(&c[2]), read(&c[3]), read(&c[4]), read(&c[5]), read(&c[6]), read(&c[7])];
-            values.extend_from_slice(&v);
+        // SAFETY: `value_start` holds each run's first value of width `T` (`FixedColumn::new`).
+        Buffer::from_vec(unsafe { read_at::<T>(&self.value_start, idx) })
+    }
+}
+
+/// The value of each row `idx` (run, row within the run) at `start[run] + row * size_of::<T>()`,
+/// eight independent loads at a time (more cache misses in flight; the reads of a random
+/// order miss the cache on nearly every row).
+///
+/// # Safety
+///
+/// `start[run]` is the address of a run's first value of type `T` in a buffer that outlives
+/// the call and holds more than `row` values for every `(run, row)` of `idx`. The gatherer's
+/// rows are so: the permutation's indices were checked against the runs' rows by
+/// `check_fits`, and `RunLocator` maps them to a run and a row below its length. Reads are
+/// unaligned, as a sliced buffer may be.
+unsafe fn read_at<T: Copy>(start: &[usize], idx: &[Source]) -> Vec<T> {
+    // SAFETY: the caller's contract (above).
+    let read = |&(run, row): &Source| unsafe { (start[run] as *const T).add(row).read_unaligned() };
+    let mut values: Vec<T> = Vec::with_capacity(idx.len());
+    let chunks = idx.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        let v = [read(&c[0]), read(&c[1]), read(&c[2]), read(&c[3]), read(&c[4]), read(&c[5]), read(&c[6]), read(&c[7])];
+        values.extend_from_slice(&v);
+    }
+    values.extend(rest.iter().map(read));
+    values
+}
+
+/// Per run, its validity, where some run's column `c` holds a null.
+fn run_nulls(runs: &[RecordBatch], c: usize) -> Option<Vec<Option<NullBuffer>>> {
+    let any_nulls = runs.iter().any(|b| b.column(c).null_count() > 0);
+    any_nulls.then(|| runs.iter().map(|b| b.column(c).logical_nulls()).collect())
+}
+
+/// The validity of the rows `idx` from the runs' (`run_nulls`); `None` where none is null.
+fn gathered_nulls(nulls: Option<&Vec<Option<NullBuffer>>>, idx: &[Source]) -> Option<NullBuffer> {
+    let nulls = nulls?;
+    let valid = BooleanBuffer::collect_bool(idx.len(), |i| {
+        let (run, row) = idx[i];
+        nulls[run].as_ref().is_none_or(|n| n.is_valid(row))
+    });
+    Some(NullBuffer::new(valid)).filter(|n| n.null_count() > 0)
+}
+
+/// A string or binary view column (`Utf8View`, `BinaryView`), its 16-byte views read as
+/// `FixedColumn` reads values. A view of more than 12 bytes points into one of its run's
+/// data buffers: its buffer index is renumbered over the buffers the output batch
+/// references (in order of first reference, as arrow's `interleave` does), so that a batch
+/// holds only the buffers it uses.
+struct ViewColumn {
+    data_type: DataType,
+    /// Per run, the address of its first view.
+    view_start: Vec<usize>,
+    /// Per run, its data buffers.
+    buffers: Vec<Vec<Buffer>>,
+    /// Per run, the number of its first data buffer among all runs' buffers.
+    first_buffer: Vec<usize>,
+    /// The data buffers of all runs.
+    total_buffers: usize,
+    /// Per run, its validity, where some run's column holds a null.
+    nulls: Option<Vec<Option<NullBuffer>>>,
+}
+
+/// The bits of a view's buffer index (`ByteView::buffer_index`: bits 64..96 of the view).
+const VIEW_BUFFER_SHIFT: u32 = 64;
+
+impl ViewColumn {
+    /// Column `c` of `runs`, or `None` where it is not a view column.
+    fn new(runs: &[RecordBatch], c: usize, data_type: &DataType) -> Option<Self> {
+        let (mut view_start, mut buffers, mut first_buffer) = (Vec::new(), Vec::new(), Vec::new());
+        let mut next_buffer = 0;
+        for run in runs {
+            let column = run.column(c);
+            let (views, data) = match data_type {
+                DataType::Utf8View => {
+                    let a = column.as_string_view();
+                    (a.views(), a.data_buffers())
+                }
+                DataType::BinaryView => {
+                    let a = column.as_binary_view();
+                    (a.views(), a.data_buffers())
+                }
+                _ => return None,
+            };
+            view_start.push(views.as_ptr() as usize);
+            first_buffer.push(next_buffer);
+            next_buffer += data.len();
+            buffers.push(data.to_vec());
         }
-        values.extend(rest.iter().map(read));
-        Buffer::from_vec(values)
+        Some(ViewColumn {
+            data_type: data_type.clone(),
+            view_start,
+            buffers,
+            first_buffer,
+            total_buffers: next_buffer,
+            nulls: run_nulls(runs, c),
+        })
+    }
+
+    /// The views of the rows `idx` as one array.
+    fn gather(&self, idx: &[Source]) -> ArrayRef {
+        // SAFETY: `view_start` holds each run's first view (`ViewColumn::new`).
+        let mut views: Vec<u128> = unsafe { read_at::<u128>(&self.view_start, idx) };
+        let mut out_buffers: Vec<Buffer> = Vec::new();
+        // Per buffer of all runs, its index in `out_buffers` or `u32::MAX` (made at the first
+        // long value: a batch of short strings needs none).
+        let mut renumbered: Vec<u32> = Vec::new();
+        for (view, &(run, _)) in views.iter_mut().zip(idx) {
+            if (*view as u32) <= 12 {
+                continue; // inline: the bytes are in the view
+            }
+            if renumbered.is_empty() {
+                renumbered = vec![u32::MAX; self.total_buffers];
+            }
+            let index = (*view >> VIEW_BUFFER_SHIFT) as u32 as usize;
+            let Some(buffer) = self.buffers[run].get(index) else {
+                // Only a null slot's view can point past its run's buffers (valid views are
+                // checked when their array is built): an empty view, not a panic.
+                *view = 0;
+                continue;
+            };
+            let new_index = &mut renumbered[self.first_buffer[run] + index];
+            if *new_index == u32::MAX {
+                *new_index = out_buffers.len() as u32;
+                out_buffers.push(buffer.clone());
+            }
+            *view = (*view & !((u32::MAX as u128) << VIEW_BUFFER_SHIFT)) | ((*new_index as u128) << VIEW_BUFFER_SHIFT);
+        }
+        let nulls = gathered_nulls(self.nulls.as_ref(), idx);
+        let views = ScalarBuffer::from(views);
+        // Every view is one of a valid view array of this type (or the empty view), its
+        // buffer index renumbered to the same buffer's place in `out_buffers`: what
+        // `try_new` checks (lengths, offsets within the buffer, UTF-8 for strings) held in
+        // the runs' arrays.
+        match self.data_type {
+            // SAFETY: as said above.
+            DataType::Utf8View => Arc::new(unsafe { StringViewArray::new_unchecked(views, out_buffers, nulls) }),
+            // SAFETY: as said above.
+            _ => Arc::new(unsafe { BinaryViewArray::new_unchecked(views, out_buffers, nulls) }),
+        }
     }
 }
 
@@ -334,6 +457,10 @@ impl<'a> Gatherer<'a> {
                 Ok(match f.data_type() {
                     DataType::Dictionary(k, v) => match prepare_dictionary(runs, c, k, v)? {
                         Some(d) => Column::Dictionary(d),
+                        None => Column::Interleave(arrays()),
+                    },
+                    DataType::Utf8View | DataType::BinaryView => match ViewColumn::new(runs, c, f.data_type()) {
+                        Some(views) => Column::View(views),
                         None => Column::Interleave(arrays()),
                     },
                     data_type => match FixedColumn::new(runs, c, data_type) {
@@ -439,6 +566,7 @@ impl<'a> Gatherer<'a> {
                 }
                 Column::Dictionary(d) => by_key_type!(&d.key_type, gather_dictionary(d, &idx, slots)),
                 Column::Fixed(fixed) => fixed.gather(&idx),
+                Column::View(views) => Ok(views.gather(&idx)),
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
         RecordBatch::try_new_with_options(self.schema.clone(), arrays, &RecordBatchOptions::new().with_row_count(Some(idx.len())))

@@ -181,12 +181,13 @@ fn one_run_gathers_like_many_runs() {
     }
 }
 
-/// Runs of every fixed-width type (gathered through their value addresses), sliced so
-/// that the arrays have offsets, some with nulls and some without, beside a string column
-/// (gathered by `interleave`): the gather gives arrow's `interleave` of the same rows, for
-/// few runs and for more than the 64 past which the runs are renumbered per batch.
+/// Runs of every fixed-width type and string and binary views (gathered through their
+/// value addresses), sliced so that the arrays have offsets, some with nulls and some
+/// without, beside a string column (gathered by `interleave`): the gather gives arrow's
+/// `interleave` of the same rows, for few runs and for more than the 64 past which the runs
+/// are renumbered per batch.
 #[test]
-fn fixed_width_columns_gather_like_interleave() {
+fn fixed_width_and_view_columns_gather_like_interleave() {
     use arrow::datatypes::{i256, IntervalMonthDayNano};
     let fixed_run = |r: usize, n: usize| -> RecordBatch {
         let valid = |i: usize| !r.is_multiple_of(3) || i % 5 != 2; // every third run has nulls
@@ -228,6 +229,24 @@ fn fixed_width_columns_gather_like_interleave() {
             ),
             ("dur", Arc::new(DurationNanosecondArray::from_iter((0..n).map(|i| valid(i).then_some(-((r * n + i) as i64)))))),
             ("s", Arc::new(StringArray::from_iter((0..n).map(|i| valid(i).then(|| format!("r{r}i{i}")))))),
+            ("sv", {
+                // Short (inline) and long values, in data buffers of 64 bytes: several a run.
+                let mut b = StringViewBuilder::new().with_fixed_block_size(64);
+                for i in 0..n {
+                    match (valid(i), i % 3) {
+                        (false, _) => b.append_null(),
+                        (true, 0) => b.append_value(format!("s{r}.{i}")),
+                        (true, _) => b.append_value(format!("a longer string of run {r}, row {i}")),
+                    }
+                }
+                Arc::new(b.finish())
+            }),
+            (
+                "bv",
+                Arc::new(BinaryViewArray::from_iter(
+                    (0..n).map(|i| valid(i).then(|| format!("binary view {r} {i} {}", "x".repeat(i % 20)).into_bytes())),
+                )),
+            ),
         ];
         // Slice off two rows at the front: every array has an offset.
         RecordBatch::try_from_iter(cols).unwrap().slice(2, n - 2)

@@ -9,8 +9,7 @@
 //!   chunk gathered from its input batches);
 //! - `merged, 16 runs`: 16 runs of ROWS / 16 rows read front to back in turn (a merge's
 //!   output gathered from its runs);
-//! - `random, + a string column`: the first case with a Utf8 column beside (it goes
-//!   through `interleave` in both);
+//! - `random, + a string column`: the first case with a Utf8 column beside;
 //! - `random, + a string view column`: with a Utf8View column beside (as DataFusion reads
 //!   Parquet strings), half its values longer than 12 bytes.
 //!

@@ -3,8 +3,9 @@
 //!
 //! Fixed-width columns (integers, floats, decimals, temporal types) are read through a
 //! table of the runs' value addresses (`FixedColumn`), string and binary views the same way
-//! (`ViewColumn`, long values' buffers renumbered per batch); other columns but dictionaries
-//! go through arrow's `interleave`. Top-level dictionary columns (`Dictionary(K, V)`, every
+//! (`ViewColumn`, long values' buffers renumbered per batch), strings and bytes with offsets
+//! by their offsets (`BytesColumn`); other columns but dictionaries go through arrow's
+//! `interleave`. Top-level dictionary columns (`Dictionary(K, V)`, every
 //! key type Int8..UInt64, every value type) are gathered with their dictionaries merged
 //! exactly, because arrow merges them only best effort (a hash table that overwrites on
 //! collisions, and no merge at all for non-byte value types) and fails with "Dictionary key
@@ -33,10 +34,10 @@
 use crate::error::{Error, Result};
 use crate::permutation::{Indices, Permutation, RunLocator};
 use arrow::array::{
-    make_array, new_empty_array, Array, ArrayData, ArrayRef, AsArray, BinaryViewArray, DictionaryArray, PrimitiveArray, RecordBatch,
-    RecordBatchOptions, StringViewArray, UInt32Array, UInt64Array,
+    make_array, new_empty_array, Array, ArrayData, ArrayRef, AsArray, BinaryViewArray, DictionaryArray, GenericBinaryArray,
+    GenericStringArray, OffsetSizeTrait, PrimitiveArray, RecordBatch, RecordBatchOptions, StringViewArray, UInt32Array, UInt64Array,
 };
-use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, ScalarBuffer};
+use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::compute::{interleave, interleave_record_batch, take, take_record_batch};
 use arrow::datatypes::{
     i256, ArrowDictionaryKeyType, ArrowNativeType, DataType, Field, Int16Type, Int32Type, Int64Type, Int8Type, Schema, UInt16Type,
@@ -239,6 +240,8 @@ enum Column {
     Fixed(FixedColumn),
     /// String or binary views read as fixed-width values.
     View(ViewColumn),
+    /// Strings or bytes with offsets: offsets read as fixed-width values, bytes copied.
+    Bytes(BytesColumn),
 }
 
 /// A fixed-width column (every type with a `primitive_width`: integers, floats, decimals,
@@ -435,6 +438,90 @@ impl ViewColumn {
     }
 }
 
+/// A string or binary column with offsets (`Utf8`, `LargeUtf8`, `Binary`, `LargeBinary`):
+/// each row's start and end offsets read as `FixedColumn` reads values, then its bytes
+/// copied from its run's value buffer.
+struct BytesColumn {
+    data_type: DataType,
+    /// Per run, the address of the offset of its first row (the start offsets).
+    start_offsets: Vec<usize>,
+    /// Per run, the address of the offset after its first row (the end offsets).
+    end_offsets: Vec<usize>,
+    /// Per run, the address of its value bytes (what the offsets count from).
+    values: Vec<usize>,
+    /// Per run, its validity, where some run's column holds a null.
+    nulls: Option<Vec<Option<NullBuffer>>>,
+}
+
+impl BytesColumn {
+    /// Column `c` of `runs`, or `None` where it is not a string or binary column with offsets.
+    fn new(runs: &[RecordBatch], c: usize, data_type: &DataType) -> Option<Self> {
+        fn addresses<O: ArrowNativeType>(offsets: &[O], values: &Buffer) -> (usize, usize, usize) {
+            let start = offsets.as_ptr() as usize;
+            (start, start + std::mem::size_of::<O>(), values.as_ptr() as usize)
+        }
+        let (mut start_offsets, mut end_offsets, mut values) = (Vec::new(), Vec::new(), Vec::new());
+        for run in runs {
+            let column = run.column(c);
+            let (start, end, bytes) = match data_type {
+                DataType::Utf8 => addresses(column.as_string::<i32>().value_offsets(), column.as_string::<i32>().values()),
+                DataType::LargeUtf8 => addresses(column.as_string::<i64>().value_offsets(), column.as_string::<i64>().values()),
+                DataType::Binary => addresses(column.as_binary::<i32>().value_offsets(), column.as_binary::<i32>().values()),
+                DataType::LargeBinary => addresses(column.as_binary::<i64>().value_offsets(), column.as_binary::<i64>().values()),
+                _ => return None,
+            };
+            start_offsets.push(start);
+            end_offsets.push(end);
+            values.push(bytes);
+        }
+        Some(BytesColumn { data_type: data_type.clone(), start_offsets, end_offsets, values, nulls: run_nulls(runs, c) })
+    }
+
+    /// The values of the rows `idx` as one array; `OffsetOverflowError` where their bytes
+    /// do not fit the offset type (the batch is then halved).
+    fn gather(&self, idx: &[Source]) -> std::result::Result<ArrayRef, ArrowError> {
+        match self.data_type {
+            DataType::Utf8 | DataType::Binary => self.gather_with::<i32>(idx),
+            _ => self.gather_with::<i64>(idx),
+        }
+    }
+
+    fn gather_with<O: OffsetSizeTrait>(&self, idx: &[Source]) -> std::result::Result<ArrayRef, ArrowError> {
+        // 1. Each row's byte range in its run's values.
+        // SAFETY: a run's offsets hold its length + 1 entries (`BytesColumn::new`): the
+        // start offset of each row and, from the next address, its end offset.
+        let starts: Vec<O> = unsafe { read_at::<O>(&self.start_offsets, idx) };
+        // SAFETY: as above.
+        let ends: Vec<O> = unsafe { read_at::<O>(&self.end_offsets, idx) };
+        // 2. The output offsets.
+        let mut offsets: Vec<O> = Vec::with_capacity(idx.len() + 1);
+        offsets.push(O::usize_as(0));
+        let mut total = 0usize;
+        for (start, end) in starts.iter().zip(&ends) {
+            total += end.as_usize() - start.as_usize();
+            offsets.push(O::from_usize(total).ok_or(ArrowError::OffsetOverflowError(total))?);
+        }
+        // 3. The bytes.
+        let mut bytes: Vec<u8> = Vec::with_capacity(total);
+        for ((&(run, _), start), end) in idx.iter().zip(&starts).zip(&ends) {
+            let (start, len) = (start.as_usize(), end.as_usize() - start.as_usize());
+            // SAFETY: a valid array's offsets (null rows' too) lie within its value buffer.
+            bytes.extend_from_slice(unsafe { std::slice::from_raw_parts((self.values[run] as *const u8).add(start), len) });
+        }
+        let nulls = gathered_nulls(self.nulls.as_ref(), idx);
+        // SAFETY: the offsets start at 0 and grow by each row's length.
+        let offsets = unsafe { OffsetBuffer::new_unchecked(ScalarBuffer::from(offsets)) };
+        let bytes = Buffer::from_vec(bytes);
+        // Whole values of valid arrays of this type, copied (UTF-8 stays UTF-8).
+        Ok(match self.data_type {
+            // SAFETY: as said above.
+            DataType::Utf8 | DataType::LargeUtf8 => Arc::new(unsafe { GenericStringArray::<O>::new_unchecked(offsets, bytes, nulls) }),
+            // SAFETY: as said above.
+            _ => Arc::new(unsafe { GenericBinaryArray::<O>::new_unchecked(offsets, bytes, nulls) }),
+        })
+    }
+}
+
 struct Gatherer<'a> {
     runs: &'a [RecordBatch],
     perm: &'a Permutation,
@@ -459,6 +546,12 @@ impl<'a> Gatherer<'a> {
                         Some(d) => Column::Dictionary(d),
                         None => Column::Interleave(arrays()),
                     },
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary => {
+                        match BytesColumn::new(runs, c, f.data_type()) {
+                            Some(bytes) => Column::Bytes(bytes),
+                            None => Column::Interleave(arrays()),
+                        }
+                    }
                     DataType::Utf8View | DataType::BinaryView => match ViewColumn::new(runs, c, f.data_type()) {
                         Some(views) => Column::View(views),
                         None => Column::Interleave(arrays()),
@@ -567,6 +660,7 @@ impl<'a> Gatherer<'a> {
                 Column::Dictionary(d) => by_key_type!(&d.key_type, gather_dictionary(d, &idx, slots)),
                 Column::Fixed(fixed) => fixed.gather(&idx),
                 Column::View(views) => Ok(views.gather(&idx)),
+                Column::Bytes(bytes) => bytes.gather(&idx),
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
         RecordBatch::try_new_with_options(self.schema.clone(), arrays, &RecordBatchOptions::new().with_row_count(Some(idx.len())))

@@ -181,13 +181,13 @@ fn one_run_gathers_like_many_runs() {
     }
 }
 
-/// Runs of every fixed-width type and string and binary views (gathered through their
-/// value addresses), sliced so that the arrays have offsets, some with nulls and some
-/// without, beside a string column (gathered by `interleave`): the gather gives arrow's
+/// Runs of every fixed-width type, string and binary views, and strings and bytes with
+/// i32 and i64 offsets (all gathered through their value addresses), sliced so that the
+/// arrays have offsets, some with nulls and some without: the gather gives arrow's
 /// `interleave` of the same rows, for few runs and for more than the 64 past which the runs
 /// are renumbered per batch.
 #[test]
-fn fixed_width_and_view_columns_gather_like_interleave() {
+fn fixed_width_view_and_byte_columns_gather_like_interleave() {
     use arrow::datatypes::{i256, IntervalMonthDayNano};
     let fixed_run = |r: usize, n: usize| -> RecordBatch {
         let valid = |i: usize| !r.is_multiple_of(3) || i % 5 != 2; // every third run has nulls
@@ -229,6 +229,9 @@ fn fixed_width_and_view_columns_gather_like_interleave() {
             ),
             ("dur", Arc::new(DurationNanosecondArray::from_iter((0..n).map(|i| valid(i).then_some(-((r * n + i) as i64)))))),
             ("s", Arc::new(StringArray::from_iter((0..n).map(|i| valid(i).then(|| format!("r{r}i{i}")))))),
+            ("ls", Arc::new(LargeStringArray::from_iter((0..n).map(|i| valid(i).then(|| "é".repeat((r + i) % 9)))))),
+            ("b", Arc::new(BinaryArray::from_iter((0..n).map(|i| valid(i).then(|| vec![r as u8; i % 4]))))),
+            ("lb", Arc::new(LargeBinaryArray::from_iter((0..n).map(|i| valid(i).then(|| vec![i as u8; r % 5]))))),
             ("sv", {
                 // Short (inline) and long values, in data buffers of 64 bytes: several a run.
                 let mut b = StringViewBuilder::new().with_fixed_block_size(64);
@@ -280,6 +283,27 @@ fn fixed_width_and_view_columns_gather_like_interleave() {
             }
         }
     }
+}
+
+/// A batch whose strings pass the 2 GiB that i32 offsets can count is halved, not an
+/// error: one 1.5 GiB value taken twice comes out in two batches, every byte in place.
+#[test]
+fn strings_past_i32_offsets_come_out_in_smaller_batches() {
+    let huge = "x".repeat(3 << 29);
+    let a = RecordBatch::try_from_iter([("s", Arc::new(StringArray::from(vec![huge.as_str()])) as ArrayRef)]).unwrap();
+    let b = RecordBatch::try_from_iter([("s", Arc::new(StringArray::from(vec!["y"])) as ArrayRef)]).unwrap();
+    drop(huge);
+    let perm = Permutation { run_offsets: vec![0, 1, 2], indices: Indices::U32(vec![0, 1, 0]), engine: Engine::Cpu, key_bytes: 8 };
+    let out = gather(&[a, b], &perm, 3).unwrap();
+    assert!(out.len() > 1, "one batch of {} rows", out[0].num_rows());
+    let values: Vec<(usize, bool)> = out
+        .iter()
+        .flat_map(|batch| {
+            let s = batch.column(0).as_string::<i32>().clone();
+            (0..s.len()).map(move |i| (s.value(i).len(), s.value(i).bytes().all(|c| c == s.value(i).as_bytes()[0])))
+        })
+        .collect();
+    assert_eq!(values, [(3 << 29, true), (1, true), (3 << 29, true)]);
 }
 
 #[test]

@@ -5,11 +5,11 @@
 //! table of the runs' value addresses (`FixedColumn`), string and binary views the same way
 //! (`ViewColumn`, long values' buffers renumbered per batch), strings and bytes with offsets
 //! by their offsets (`BytesColumn`); other columns but dictionaries go through arrow's
-//! `interleave`. Top-level dictionary columns (`Dictionary(K, V)`, every
-//! key type Int8..UInt64, every value type) are gathered with their dictionaries merged
-//! exactly, because arrow merges them only best effort (a hash table that overwrites on
-//! collisions, and no merge at all for non-byte value types) and fails with "Dictionary key
-//! bigger than the key type" as soon as the runs of a round
+//! `interleave`. Top-level dictionary columns (`Dictionary(K, V)`, every key type
+//! Int8..UInt64, every value type) are gathered with their dictionaries merged exactly,
+//! because arrow merges them only best effort (a hash table that overwrites on collisions,
+//! and no merge at all for non-byte value types) and fails with "Dictionary key bigger than
+//! the key type" as soon as the runs of a round
 //! (several files, or several batches of one file: the Parquet reader gives every batch its
 //! own dictionary) hold more values together than the key type can index, even when they
 //! all hold the same few categories:
@@ -247,8 +247,9 @@ enum Column {
 /// A fixed-width column (every type with a `primitive_width`: integers, floats, decimals,
 /// dates, times, timestamps, durations, intervals), gathered by reading each output row's
 /// value at `value_start[run] + row * width`. arrow's `interleave` does the same through a
-/// downcast array per run and a bounds-checked `value(row)`; this table of addresses gathered
-/// 1.5-1.8x faster (4 u64 columns, 16M rows from 2048 batches, 2 cores).
+/// downcast array per run and a bounds-checked `value(row)`; this table of addresses, read
+/// eight rows at a time, gathered 2.0x faster (`benches/gather.rs`: 4 u64 columns, 16M rows
+/// from 2048 batches in random order, 2 cores).
 struct FixedColumn {
     data_type: DataType,
     /// Bytes per value: 1, 2, 4, 8, 16 or 32.

@@ -244,6 +244,22 @@ enum Column {
     Bytes(BytesColumn),
 }
 
+impl Column {
+    /// The column of `arrays` (one per run, all of `data_type`) read through the runs'
+    /// addresses where its type allows, else interleaved (dictionaries included).
+    fn by_address(arrays: Vec<ArrayRef>, data_type: &DataType) -> Column {
+        let column = match data_type {
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary => {
+                BytesColumn::new(&arrays, data_type).map(Column::Bytes)
+            }
+            DataType::Utf8View | DataType::BinaryView => ViewColumn::new(&arrays, data_type).map(Column::View),
+            DataType::Dictionary(..) => None,
+            _ => FixedColumn::new(&arrays, data_type).map(Column::Fixed),
+        };
+        column.unwrap_or(Column::Interleave(arrays))
+    }
+}
+
 /// A fixed-width column (every type with a `primitive_width`: integers, floats, decimals,
 /// dates, times, timestamps, durations, intervals), gathered by reading each output row's
 /// value at `value_start[run] + row * width`. arrow's `interleave` does the same through a
@@ -263,17 +279,17 @@ struct FixedColumn {
 }
 
 impl FixedColumn {
-    /// Column `c` of `runs`, or `None` where its type is not fixed-width.
-    fn new(runs: &[RecordBatch], c: usize, data_type: &DataType) -> Option<Self> {
+    /// A column of `arrays` (one per run), or `None` where its type is not fixed-width.
+    fn new(arrays: &[ArrayRef], data_type: &DataType) -> Option<Self> {
         let width = data_type.primitive_width().filter(|w| [1, 2, 4, 8, 16, 32].contains(w))?;
-        let mut value_start = Vec::with_capacity(runs.len());
-        for run in runs {
-            let data = run.column(c).to_data();
+        let mut value_start = Vec::with_capacity(arrays.len());
+        for array in arrays {
+            let data = array.to_data();
             let values = data.buffers().first()?;
             // The arrays were validated when built: the buffer holds offset + len values.
             value_start.push(values.as_ptr() as usize + data.offset() * width);
         }
-        Some(FixedColumn { data_type: data_type.clone(), width, value_start, nulls: run_nulls(runs, c) })
+        Some(FixedColumn { data_type: data_type.clone(), width, value_start, nulls: run_nulls(arrays) })
     }
 
     /// The values of the rows `idx` (run, row within the run) as one array.
@@ -299,21 +315,24 @@ impl FixedColumn {
     }
 }
 
-/// The value of each row `idx` (run, row within the run) at `start[run] + row * size_of::<T>()`,
-/// eight independent loads at a time (more cache misses in flight; the reads of a random
-/// order miss the cache on nearly every row).
+/// The value of each row `idx` (run, row within the run) at `start[run] + row * size_of::<T>()`.
 ///
 /// # Safety
 ///
 /// `start[run]` is the address of a run's first value of type `T` in a buffer that outlives
 /// the call and holds more than `row` values for every `(run, row)` of `idx`. The gatherer's
 /// rows are so: the permutation's indices were checked against the runs' rows by
-/// `check_fits`, and `RunLocator` maps them to a run and a row below its length. Reads are
-/// unaligned, as a sliced buffer may be.
+/// `check_fits`, and `RunLocator` maps them to a run and a row below its length
+/// ([`PieceGather`] checks its locations). Reads are unaligned, as a sliced buffer may be.
 unsafe fn read_at<T: Copy>(start: &[usize], idx: &[Source]) -> Vec<T> {
     // SAFETY: the caller's contract (above).
-    let read = |&(run, row): &Source| unsafe { (start[run] as *const T).add(row).read_unaligned() };
-    let mut values: Vec<T> = Vec::with_capacity(idx.len());
+    read_eight_at_a_time(idx, |&(run, row)| unsafe { (start[run] as *const T).add(row).read_unaligned() })
+}
+
+/// `read` of each row of `idx`, eight independent reads at a time (more cache misses in
+/// flight; the reads of a random order miss the cache on nearly every row).
+fn read_eight_at_a_time<V: Copy>(idx: &[Source], read: impl Fn(&Source) -> V) -> Vec<V> {
+    let mut values: Vec<V> = Vec::with_capacity(idx.len());
     let chunks = idx.chunks_exact(8);
     let rest = chunks.remainder();
     for c in chunks {
@@ -324,10 +343,10 @@ unsafe fn read_at<T: Copy>(start: &[usize], idx: &[Source]) -> Vec<T> {
     values
 }
 
-/// Per run, its validity, where some run's column `c` holds a null.
-fn run_nulls(runs: &[RecordBatch], c: usize) -> Option<Vec<Option<NullBuffer>>> {
-    let any_nulls = runs.iter().any(|b| b.column(c).null_count() > 0);
-    any_nulls.then(|| runs.iter().map(|b| b.column(c).logical_nulls()).collect())
+/// Per run, its validity, where some run's array holds a null.
+fn run_nulls(arrays: &[ArrayRef]) -> Option<Vec<Option<NullBuffer>>> {
+    let any_nulls = arrays.iter().any(|a| a.null_count() > 0);
+    any_nulls.then(|| arrays.iter().map(|a| a.logical_nulls()).collect())
 }
 
 /// The validity of the rows `idx` from the runs' (`run_nulls`); `None` where none is null.
@@ -363,12 +382,11 @@ struct ViewColumn {
 const VIEW_BUFFER_SHIFT: u32 = 64;
 
 impl ViewColumn {
-    /// Column `c` of `runs`, or `None` where it is not a view column.
-    fn new(runs: &[RecordBatch], c: usize, data_type: &DataType) -> Option<Self> {
+    /// A column of `arrays` (one per run), or `None` where it is not a view column.
+    fn new(arrays: &[ArrayRef], data_type: &DataType) -> Option<Self> {
         let (mut view_start, mut buffers, mut first_buffer) = (Vec::new(), Vec::new(), Vec::new());
         let mut next_buffer = 0;
-        for run in runs {
-            let column = run.column(c);
+        for column in arrays {
             let (views, data) = match data_type {
                 DataType::Utf8View => {
                     let a = column.as_string_view();
@@ -391,7 +409,7 @@ impl ViewColumn {
             buffers,
             first_buffer,
             total_buffers: next_buffer,
-            nulls: run_nulls(runs, c),
+            nulls: run_nulls(arrays),
         })
     }
 
@@ -440,14 +458,12 @@ impl ViewColumn {
 }
 
 /// A string or binary column with offsets (`Utf8`, `LargeUtf8`, `Binary`, `LargeBinary`):
-/// each row's start and end offsets read as `FixedColumn` reads values, then its bytes
-/// copied from its run's value buffer.
+/// each row's start and end offsets read together (adjacent: one cache miss), then its
+/// bytes copied from its run's value buffer.
 struct BytesColumn {
     data_type: DataType,
-    /// Per run, the address of the offset of its first row (the start offsets).
-    start_offsets: Vec<usize>,
-    /// Per run, the address of the offset after its first row (the end offsets).
-    end_offsets: Vec<usize>,
+    /// Per run, the address of the offset of its first row.
+    offsets: Vec<usize>,
     /// Per run, the address of its value bytes (what the offsets count from).
     values: Vec<usize>,
     /// Per run, its validity, where some run's column holds a null.
@@ -455,27 +471,25 @@ struct BytesColumn {
 }
 
 impl BytesColumn {
-    /// Column `c` of `runs`, or `None` where it is not a string or binary column with offsets.
-    fn new(runs: &[RecordBatch], c: usize, data_type: &DataType) -> Option<Self> {
-        fn addresses<O: ArrowNativeType>(offsets: &[O], values: &Buffer) -> (usize, usize, usize) {
-            let start = offsets.as_ptr() as usize;
-            (start, start + std::mem::size_of::<O>(), values.as_ptr() as usize)
+    /// A column of `arrays` (one per run), or `None` where it is not a string or binary
+    /// column with offsets.
+    fn new(arrays: &[ArrayRef], data_type: &DataType) -> Option<Self> {
+        fn addresses<O: ArrowNativeType>(offsets: &[O], values: &Buffer) -> (usize, usize) {
+            (offsets.as_ptr() as usize, values.as_ptr() as usize)
         }
-        let (mut start_offsets, mut end_offsets, mut values) = (Vec::new(), Vec::new(), Vec::new());
-        for run in runs {
-            let column = run.column(c);
-            let (start, end, bytes) = match data_type {
+        let (mut offsets, mut values) = (Vec::new(), Vec::new());
+        for column in arrays {
+            let (o, v) = match data_type {
                 DataType::Utf8 => addresses(column.as_string::<i32>().value_offsets(), column.as_string::<i32>().values()),
                 DataType::LargeUtf8 => addresses(column.as_string::<i64>().value_offsets(), column.as_string::<i64>().values()),
                 DataType::Binary => addresses(column.as_binary::<i32>().value_offsets(), column.as_binary::<i32>().values()),
                 DataType::LargeBinary => addresses(column.as_binary::<i64>().value_offsets(), column.as_binary::<i64>().values()),
                 _ => return None,
             };
-            start_offsets.push(start);
-            end_offsets.push(end);
-            values.push(bytes);
+            offsets.push(o);
+            values.push(v);
         }
-        Some(BytesColumn { data_type: data_type.clone(), start_offsets, end_offsets, values, nulls: run_nulls(runs, c) })
+        Some(BytesColumn { data_type: data_type.clone(), offsets, values, nulls: run_nulls(arrays) })
     }
 
     /// The values of the rows `idx` as one array; `OffsetOverflowError` where their bytes
@@ -489,22 +503,25 @@ impl BytesColumn {
 
     fn gather_with<O: OffsetSizeTrait>(&self, idx: &[Source]) -> std::result::Result<ArrayRef, ArrowError> {
         // 1. Each row's byte range in its run's values.
-        // SAFETY: a run's offsets hold its length + 1 entries (`BytesColumn::new`): the
-        // start offset of each row and, from the next address, its end offset.
-        let starts: Vec<O> = unsafe { read_at::<O>(&self.start_offsets, idx) };
-        // SAFETY: as above.
-        let ends: Vec<O> = unsafe { read_at::<O>(&self.end_offsets, idx) };
+        let ranges: Vec<(O, O)> = read_eight_at_a_time(idx, |&(run, row)| {
+            // SAFETY: a run's offsets hold its length + 1 entries (`BytesColumn::new`; rows
+            // as `read_at` requires): each row's start offset, and its end offset next.
+            unsafe {
+                let at = (self.offsets[run] as *const O).add(row);
+                (at.read_unaligned(), at.add(1).read_unaligned())
+            }
+        });
         // 2. The output offsets.
         let mut offsets: Vec<O> = Vec::with_capacity(idx.len() + 1);
         offsets.push(O::usize_as(0));
         let mut total = 0usize;
-        for (start, end) in starts.iter().zip(&ends) {
+        for (start, end) in &ranges {
             total += end.as_usize() - start.as_usize();
             offsets.push(O::from_usize(total).ok_or(ArrowError::OffsetOverflowError(total))?);
         }
         // 3. The bytes.
         let mut bytes: Vec<u8> = Vec::with_capacity(total);
-        for ((&(run, _), start), end) in idx.iter().zip(&starts).zip(&ends) {
+        for (&(run, _), (start, end)) in idx.iter().zip(&ranges) {
             let (start, len) = (start.as_usize(), end.as_usize() - start.as_usize());
             // SAFETY: a valid array's offsets (null rows' too) lie within its value buffer.
             bytes.extend_from_slice(unsafe { std::slice::from_raw_parts((self.values[run] as *const u8).add(start), len) });
@@ -523,6 +540,53 @@ impl BytesColumn {
     }
 }
 
+/// One column of several arrays (pieces) gathered by (piece, row within the piece)
+/// locations, read through the pieces' addresses as [`gather`] reads a column of its runs
+/// (arrow's `interleave` for the types it does not read so: booleans, lists, structs,
+/// dictionaries). Built once for many gathers: the column phase of `corank sort` gathers
+/// each output row group's values from every input row group's piece.
+pub(crate) struct PieceGather {
+    /// The pieces: the column's addresses point into their buffers.
+    _pieces: Vec<ArrayRef>,
+    /// Each piece's length.
+    lengths: Vec<usize>,
+    column: Column,
+}
+
+impl PieceGather {
+    /// The gather of `pieces` (all of one type; none gathers nothing).
+    pub(crate) fn new(pieces: Vec<ArrayRef>) -> Result<Self> {
+        let Some(data_type) = pieces.first().map(|p| p.data_type().clone()) else {
+            return Ok(PieceGather { _pieces: pieces, lengths: vec![], column: Column::Interleave(vec![]) });
+        };
+        if let Some(other) = pieces.iter().find(|p| p.data_type() != &data_type) {
+            return Err(Error::InvalidArgument(format!("arrays of {data_type} and {} gathered as one column", other.data_type())));
+        }
+        let column = Column::by_address(pieces.clone(), &data_type);
+        let lengths = pieces.iter().map(|p| p.len()).collect();
+        Ok(PieceGather { _pieces: pieces, lengths, column })
+    }
+
+    /// The values at `from` (piece, row within the piece) as one array.
+    pub(crate) fn gather(&self, from: &[(usize, usize)]) -> Result<ArrayRef> {
+        // The address reads need every location inside its piece.
+        let outside = |&&(piece, row): &&(usize, usize)| self.lengths.get(piece).is_none_or(|&n| row >= n);
+        if let Some((piece, row)) = from.iter().find(outside) {
+            return Err(Error::InvalidArgument(format!("row {row} of piece {piece} gathered from {} pieces", self.lengths.len())));
+        }
+        Ok(match &self.column {
+            Column::Fixed(fixed) => fixed.gather(from)?,
+            Column::View(views) => views.gather(from),
+            Column::Bytes(bytes) => bytes.gather(from)?,
+            Column::Interleave(arrays) => {
+                let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+                interleave(&refs, from)?
+            }
+            Column::Dictionary(_) => return Err(Error::Internal("a dictionary column built for a piece gather".into())),
+        })
+    }
+}
+
 struct Gatherer<'a> {
     runs: &'a [RecordBatch],
     perm: &'a Permutation,
@@ -531,6 +595,8 @@ struct Gatherer<'a> {
     /// `None` when every column goes through `interleave` (arrow's `interleave_record_batch`
     /// then).
     columns: Option<Vec<Column>>,
+    /// Whether some column goes through `interleave` (which takes the runs' arrays).
+    interleaves: bool,
 }
 
 impl<'a> Gatherer<'a> {
@@ -541,32 +607,20 @@ impl<'a> Gatherer<'a> {
             .iter()
             .enumerate()
             .map(|(c, f)| {
-                let arrays = || runs.iter().map(|b| b.column(c).clone()).collect();
+                let arrays: Vec<ArrayRef> = runs.iter().map(|b| b.column(c).clone()).collect();
                 Ok(match f.data_type() {
                     DataType::Dictionary(k, v) => match prepare_dictionary(runs, c, k, v)? {
                         Some(d) => Column::Dictionary(d),
-                        None => Column::Interleave(arrays()),
+                        None => Column::Interleave(arrays),
                     },
-                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary => {
-                        match BytesColumn::new(runs, c, f.data_type()) {
-                            Some(bytes) => Column::Bytes(bytes),
-                            None => Column::Interleave(arrays()),
-                        }
-                    }
-                    DataType::Utf8View | DataType::BinaryView => match ViewColumn::new(runs, c, f.data_type()) {
-                        Some(views) => Column::View(views),
-                        None => Column::Interleave(arrays()),
-                    },
-                    data_type => match FixedColumn::new(runs, c, data_type) {
-                        Some(fixed) => Column::Fixed(fixed),
-                        None => Column::Interleave(arrays()),
-                    },
+                    data_type => Column::by_address(arrays, data_type),
                 })
             })
             .collect::<std::result::Result<Vec<_>, ArrowError>>()?;
         let all_interleaved = columns.iter().all(|c| matches!(c, Column::Interleave(_)));
+        let interleaves = columns.iter().any(|c| matches!(c, Column::Interleave(_)));
         let columns = (!all_interleaved).then_some(columns);
-        Ok(Gatherer { runs, perm, locator: RunLocator::new(&perm.run_offsets), schema, columns })
+        Ok(Gatherer { runs, perm, locator: RunLocator::new(&perm.run_offsets), schema, columns, interleaves })
     }
 
     /// The output rows `s..e`: one batch, or several where it had to be split.
@@ -636,7 +690,7 @@ impl<'a> Gatherer<'a> {
         };
         // The arrays to interleave: every run's, or those of the runs `idx` references (none
         // where no column is interleaved).
-        let interleaves = self.columns.as_ref().is_none_or(|columns| columns.iter().any(|c| matches!(c, Column::Interleave(_))));
+        let interleaves = self.interleaves;
         let renumbered = if interleaves { slots.renumber(&idx) } else { None };
         let every_run: Vec<usize>;
         let (runs, local_idx): (&[usize], &[(usize, usize)]) = match &renumbered {
@@ -835,4 +889,58 @@ fn gather_dictionary<K: ArrowDictionaryKeyType>(
         }
     };
     Ok(Arc::new(DictionaryArray::<K>::try_new(keys, values)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{BooleanArray, Int32Array, Int64Array, ListArray, StringArray};
+    use arrow::datatypes::Int32Type;
+
+    /// Pieces of one column each (sliced, some with nulls), of the types read by address and
+    /// of those interleaved.
+    fn columns_of_pieces() -> Vec<Vec<ArrayRef>> {
+        let piece = |p: usize| -> Vec<ArrayRef> {
+            let n = 20 + p;
+            let valid = |i: usize| p != 1 || i % 4 != 1;
+            let cols: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter((0..n).map(|i| valid(i).then_some((p * 1000 + i) as i64)))),
+                Arc::new(StringArray::from_iter((0..n).map(|i| valid(i).then(|| format!("p{p}:{}", "s".repeat(i % 5)))))),
+                Arc::new(StringViewArray::from_iter((0..n).map(|i| valid(i).then(|| format!("piece {p}, a long enough value {i}"))))),
+                Arc::new(BooleanArray::from_iter((0..n).map(|i| valid(i).then_some(i % 3 == p % 2)))),
+                Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>((0..n).map(|i| valid(i).then(|| vec![Some(i as i32); p])))),
+                Arc::new((0..n).map(|i| ["x", "y", "z"][(i + p) % 3]).collect::<DictionaryArray<Int8Type>>()),
+            ];
+            cols.into_iter().map(|a| a.slice(1, n - 1)).collect()
+        };
+        let pieces: Vec<Vec<ArrayRef>> = (0..4).map(piece).collect();
+        (0..pieces[0].len()).map(|c| pieces.iter().map(|p| p[c].clone()).collect()).collect()
+    }
+
+    #[test]
+    fn piece_gather_gives_interleave() {
+        for column in columns_of_pieces() {
+            let gather = PieceGather::new(column.clone()).unwrap();
+            let from: Vec<(usize, usize)> = (0..200).map(|i| (i * 7 % 4, i * 13 % 19)).collect();
+            let refs: Vec<&dyn Array> = column.iter().map(|a| a.as_ref()).collect();
+            for rows in [&from[..], &from[..1], &[]] {
+                let want = interleave(&refs, rows).unwrap();
+                assert_eq!(gather.gather(rows).unwrap().to_data(), want.to_data(), "{}", column[0].data_type());
+            }
+        }
+    }
+
+    #[test]
+    fn piece_gather_refuses_rows_outside_and_mixed_types() {
+        let column = columns_of_pieces().swap_remove(0);
+        let gather = PieceGather::new(column.clone()).unwrap();
+        let last = column[3].len();
+        assert!(gather.gather(&[(3, last - 1)]).is_ok());
+        for outside in [(3, last), (4, 0)] {
+            assert!(matches!(gather.gather(&[(0, 0), outside]), Err(Error::InvalidArgument(_))), "{outside:?}");
+        }
+        let mixed = vec![column[0].clone(), Arc::new(Int32Array::from(vec![1])) as ArrayRef];
+        assert!(matches!(PieceGather::new(mixed), Err(Error::InvalidArgument(_))));
+        assert!(PieceGather::new(vec![]).unwrap().gather(&[(0, 0)]).is_err());
+    }
 }

@@ -50,10 +50,11 @@ use super::inputs::{chunk_decoded_bytes, conform, MergePlan};
 use super::sort_files::{SortPhase, SortPlan, SortSummary, SpillDir, SORT_BYTES_PER_ROW};
 use super::writer::{common_parquet_schema, distinct_values_of, narrow_dictionary, SortedParquetWriter, WriterSettings, MAX_ROW_GROUPS};
 use crate::error::{Error, Result};
+use crate::gather::PieceGather;
 use crate::permutation::Indices;
 use crate::show_bytes::show_bytes;
 use crate::sort::{sort_columns, SortBatchesOptions};
-use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
@@ -268,11 +269,6 @@ fn decode_row_group(
     Ok(batch)
 }
 
-/// One column of every input row: one piece per input row group with rows, in input order.
-struct DecodedColumn {
-    pieces: Vec<ArrayRef>,
-}
-
 /// Where an output row is in the decoded pieces: `piece << 32 | row`.
 type Location = u64;
 
@@ -428,7 +424,8 @@ struct ColumnJob {
     /// The column's leaves: `first..first + count` of the file's.
     first_leaf: usize,
     leaf_count: usize,
-    decoded: DecodedColumn,
+    /// Its values: one piece per input row group with rows, in input order.
+    pieces: PieceGather,
     /// Counted for widening a narrow dictionary's key type.
     narrow_dictionary: bool,
 }
@@ -446,13 +443,12 @@ fn encode_chunk(
     range: std::ops::Range<usize>,
     mut writers: Vec<ArrowColumnWriter>,
 ) -> Encoded {
-    let pieces: Vec<&dyn Array> = job.decoded.pieces.iter().map(|a| a.as_ref()).collect();
     let mut kept: Vec<ArrayRef> = Vec::new();
     let mut at = range.start;
     while at < range.end {
         let end = (at + GATHER_ROWS).min(range.end);
         let from: Vec<(usize, usize)> = locations[at..end].iter().map(|&l| ((l >> 32) as usize, (l & 0xffff_ffff) as usize)).collect();
-        let values = arrow::compute::interleave(&pieces, &from)?;
+        let values = job.pieces.gather(&from)?;
         for (writer, leaf) in writers.iter_mut().zip(compute_leaves(field, &values).map_err(encoding_error)?) {
             writer.write(&leaf).map_err(encoding_error)?;
         }
@@ -649,7 +645,7 @@ pub(super) fn sort_by_columns(
             let field = inputs.schema.field(c).as_ref().clone();
             let field = field.clone().with_data_type(viewed(field.data_type()));
             let decoded = decode_fields(&[c], &view_metadata, &Arc::new(Schema::new(vec![field.clone()])))
-                .map(|batches| DecodedColumn { pieces: batches.into_iter().map(|b| b.column(0).clone()).collect() });
+                .and_then(|batches| PieceGather::new(batches.into_iter().map(|b| b.column(0).clone()).collect()));
             let decoded = match decoded {
                 Ok(d) => d,
                 Err(e) => {
@@ -663,7 +659,7 @@ pub(super) fn sort_by_columns(
                 column: c,
                 first_leaf,
                 leaf_count,
-                decoded,
+                pieces: decoded,
                 narrow_dictionary: narrow_dictionary(schema.field(c).data_type()),
             });
             alive.fetch_add(1, Ordering::AcqRel);

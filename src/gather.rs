@@ -264,8 +264,8 @@ impl Column {
 /// dates, times, timestamps, durations, intervals), gathered by reading each output row's
 /// value at `value_start[run] + row * width`. arrow's `interleave` does the same through a
 /// downcast array per run and a bounds-checked `value(row)`; this table of addresses, read
-/// eight rows at a time, gathered 2.0x faster (`benches/gather.rs`: 4 u64 columns, 16M rows
-/// from 2048 batches in random order, 2 cores).
+/// eight rows at a time, gathered 2.0x faster on 2 cores and 1.3-1.4x on 16 threads
+/// (`benches/gather.rs`: 4 u64 columns, 16M rows from 2048 batches in random order).
 struct FixedColumn {
     data_type: DataType,
     /// Bytes per value: 1, 2, 4, 8, 16 or 32.
@@ -330,16 +330,25 @@ unsafe fn read_at<T: Copy>(start: &[usize], idx: &[Source]) -> Vec<T> {
 }
 
 /// `read` of each row of `idx`, eight independent reads at a time (more cache misses in
-/// flight; the reads of a random order miss the cache on nearly every row).
+/// flight; the reads of a random order miss the cache on nearly every row), written straight
+/// into the output (as arrow's `interleave` does).
 fn read_eight_at_a_time<V: Copy>(idx: &[Source], read: impl Fn(&Source) -> V) -> Vec<V> {
     let mut values: Vec<V> = Vec::with_capacity(idx.len());
+    let out = &mut values.spare_capacity_mut()[..idx.len()];
+    let mut out_chunks = out.chunks_exact_mut(8);
     let chunks = idx.chunks_exact(8);
     let rest = chunks.remainder();
-    for c in chunks {
+    for (o, c) in (&mut out_chunks).zip(chunks) {
         let v = [read(&c[0]), read(&c[1]), read(&c[2]), read(&c[3]), read(&c[4]), read(&c[5]), read(&c[6]), read(&c[7])];
-        values.extend_from_slice(&v);
+        for (slot, value) in o.iter_mut().zip(v) {
+            slot.write(value);
+        }
     }
-    values.extend(rest.iter().map(read));
+    for (slot, row) in out_chunks.into_remainder().iter_mut().zip(rest) {
+        slot.write(read(row));
+    }
+    // SAFETY: the first `idx.len()` slots were all written above (eight a chunk, then the rest).
+    unsafe { values.set_len(idx.len()) };
     values
 }
 

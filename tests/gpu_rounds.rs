@@ -226,3 +226,102 @@ fn the_sort_node_on_the_gpu_gives_the_cpu_output_in_memory_and_spilled() {
     same(&got, &want, "spilled");
     assert!(runs > 3 && spills > 0, "spilled: {runs} runs, {spills} spills");
 }
+
+/// Batch `b` of partition `p` of an unsorted table of fixed-width columns only, `rows` rows:
+/// keys with many ties (`k`), a nullable float key (`price`), a unique `id` (stability
+/// shows), and payload of 1-, 4- and 16-byte types, some with nulls.
+fn unsorted_fixed(p: u64, b: u64, rows: usize) -> RecordBatch {
+    use arrow::array::{Date32Array, Decimal128Array, Int8Array};
+    let mut rng = gpu_common::Rng(0x5851_f42d_4c95_7f2d ^ ((p << 20) + b + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let (n, first) = (rows as u64, b * 1000);
+    let k: ArrayRef = Arc::new(UInt64Array::from_iter_values((0..n).map(|_| rng.below(5_000))));
+    let price: ArrayRef = Arc::new(Float64Array::from_iter((0..n).map(|_| (rng.below(13) != 0).then(|| rng.below(50) as f64 * 0.5))));
+    let id: ArrayRef = Arc::new(UInt64Array::from_iter_values((0..n).map(|i| (p << 40) | (first + i))));
+    let tiny: ArrayRef = Arc::new(Int8Array::from_iter((0..n).map(|i| (i % 5 != 1).then_some((i % 100) as i8))));
+    let day: ArrayRef = Arc::new(Date32Array::from_iter_values((0..n).map(|i| (first + i) as i32)));
+    let amount: ArrayRef = Arc::new(
+        Decimal128Array::from_iter((0..n).map(|i| (i % 9 != 4).then_some((first + i) as i128 * 1_000_003)))
+            .with_precision_and_scale(30, 2)
+            .unwrap(),
+    );
+    RecordBatch::try_from_iter([("k", k), ("price", price), ("id", id), ("tiny", tiny), ("day", day), ("amount", amount)]).unwrap()
+}
+
+/// `CoRankSortExec` over `partitions` by `k`, then `price` descending, nulls first (as
+/// [`sort_node_output`] does otherwise).
+fn sort_fixed_output(
+    partitions: &[Vec<RecordBatch>],
+    engine: EngineOptions,
+    chunk_rows: usize,
+    pool_bytes: Option<usize>,
+) -> (RecordBatch, usize, usize) {
+    let schema = partitions[0][0].schema();
+    let source = MemorySourceConfig::try_new_exec(partitions, Arc::clone(&schema), None).unwrap();
+    let expr = LexOrdering::new([
+        PhysicalSortExpr::new(col("k", &schema).unwrap(), SortOptions { descending: false, nulls_first: false }),
+        PhysicalSortExpr::new(col("price", &schema).unwrap(), SortOptions { descending: true, nulls_first: true }),
+    ])
+    .unwrap();
+    let settings = MergeSettings { engine, window_rows: 1 << 16 };
+    let node = Arc::new(CoRankSortExec::new(expr, source).with_settings(settings).with_chunk_rows(chunk_rows));
+    let mut state = SessionStateBuilder::new().with_config(SessionConfig::new().with_batch_size(1000));
+    if let Some(bytes) = pool_bytes {
+        state = state.with_runtime_env(RuntimeEnvBuilder::new().with_memory_limit(bytes, 1.0).build_arc().unwrap());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
+    let out = rt.block_on(collect(Arc::clone(&node) as Arc<dyn ExecutionPlan>, state.build().task_ctx())).unwrap();
+    assert!(out.iter().all(|b| b.num_rows() <= 1000), "batches of at most batch_size rows");
+    let metrics = node.metrics().unwrap();
+    let runs = metrics.sum_by_name("runs").map_or(0, |m| m.as_usize());
+    let spills = metrics.spill_count().unwrap_or(0);
+    (arrow::compute::concat_batches(&schema, &out).unwrap(), runs, spills)
+}
+
+#[test]
+fn the_sort_node_sorts_fixed_width_input_whole_on_the_gpu_and_falls_back_to_chunks() {
+    if !gpu_or_skip("the_sort_node_sorts_fixed_width_input_whole_on_the_gpu_and_falls_back_to_chunks") {
+        return;
+    }
+    // 4 partitions of uneven sizes (one empty) in batches of 1000 rows (CORANK_GPU_SMALL: a
+    // tenth, but for the pool cases, whose pool must hold the merge's rounds).
+    let table = |scale: usize| -> (Vec<Vec<RecordBatch>>, usize) {
+        let sizes = [120_000 / scale, 1 + 50_000 / scale, 0, 170_000 / scale];
+        let partitions = sizes
+            .iter()
+            .enumerate()
+            .map(|(p, &rows)| (0..rows).step_by(1000).map(|s| unsorted_fixed(p as u64, (s / 1000) as u64, 1000.min(rows - s))).collect())
+            .collect();
+        (partitions, sizes.iter().sum())
+    };
+    let (partitions, total) = table(if small_only() { 10 } else { 1 });
+    let cpu = EngineOptions::default().with_engine(Engine::Cpu);
+    let gpu = EngineOptions { engine: Engine::Gpu, on_gpu_failure: OnGpuFailure::Error, ..EngineOptions::default() };
+    let same = |got: &RecordBatch, want: &RecordBatch, what: &str| {
+        assert_eq!(got.num_rows(), want.num_rows(), "{what}");
+        for c in 0..want.num_columns() {
+            assert_eq!(got.column(c).to_data(), want.column(c).to_data(), "{what}: column {}", want.schema().field(c).name());
+        }
+    };
+    let (want, cpu_runs, _) = sort_fixed_output(&partitions, cpu, total / 8, None);
+    assert_eq!(want.num_rows(), total);
+    assert!(cpu_runs > 3, "the CPU engine sorts chunks: {cpu_runs} runs");
+    // The whole input as one device sort, whatever the chunk size: one run, no merge.
+    for chunk_rows in [1 << 20, total / 8] {
+        let (got, runs, spills) = sort_fixed_output(&partitions, gpu, chunk_rows, None);
+        same(&got, &want, &format!("whole, chunk rows {chunk_rows}"));
+        assert_eq!((runs, spills), (1, 0), "whole, chunk rows {chunk_rows}");
+    }
+    // A pool that holds the input (and its sorted runs) but not the whole sort's output
+    // beside it: the deferred chunks are sorted and merged instead.
+    let (partitions, total) = table(1);
+    let (want, _, _) = sort_fixed_output(&partitions, cpu, total / 8, None);
+    let input_bytes: usize = partitions.iter().flatten().map(|b| b.get_array_memory_size()).sum();
+    let (got, runs, _) = sort_fixed_output(&partitions, gpu, total / 8, Some(input_bytes * 3 / 2));
+    same(&got, &want, "no room for the output");
+    assert!(runs > 3, "no room for the output: {runs} runs");
+    // A pool of half the input: the pool refuses a batch on the way in, the deferred chunks
+    // are cut as they would have been, sorted and spilled; the spill files merge.
+    let (got, runs, spills) = sort_fixed_output(&partitions, gpu, total / 8, Some(input_bytes / 2));
+    same(&got, &want, "spilled");
+    assert!(runs > 3 && spills > 0, "spilled: {runs} runs, {spills} spills");
+}

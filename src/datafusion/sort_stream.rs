@@ -12,6 +12,16 @@
 //! frontier merge in rounds, on the engine of the settings; its first round one batch, so
 //! that it comes early). Once some run is spilled, the runs still in memory are spilled too.
 //!
+//! **The whole input on the device.** Where the GPU sorts and every column is fixed-width
+//! (the device gathers those), no chunk is cut while the input is read: once it is all in,
+//! it is sorted as one chunk and every column gathered on the device
+//! ([`sort_on_device`]), and that is the output, with no merge at all. A chunk sort gathers
+//! every row on the CPU at random and the merge gathers it again; this moves each row over
+//! PCIe up once and down once instead. The pool must hold the output beside the input;
+//! where it does not, or the pool refuses a batch on the way in (the deferred chunks are
+//! then cut and sorted as they would have been, and spilled), or the device fails and the
+//! options allow the CPU, the chunks are sorted and merged as above.
+//!
 //! **Why runs are gathered before the merge.** Every gather reads its sources front to
 //! back, and each reads from few at once: a piece's rows (in cache), a chunk's pieces (one
 //! line per piece and column), the runs (one batch each). The earlier design merged all
@@ -213,6 +223,61 @@ fn sort_chunk(batches: Vec<RecordBatch>, expr: &LexOrdering, specs: &[SortKey], 
     gathered(&sorted, &perm, options.batch_size)
 }
 
+/// Whether the node defers its chunks to sort the whole input on the device: the engine may
+/// use the GPU, one is usable, and every column is of a type the device gathers
+/// ([`fixed_width`](crate::engine::gpu::gather::fixed_width)).
+fn sorts_whole_on_device(schema: &SchemaRef, options: &SortBatchesOptions) -> bool {
+    #[cfg(feature = "gpu")]
+    {
+        use crate::engine::gpu::gather::fixed_width;
+        options.engine.engine != Engine::Cpu
+            && !schema.fields().is_empty()
+            && schema.fields().iter().all(|f| fixed_width(f.data_type()).is_some())
+            && crate::engine::gpu_availability().is_ok()
+    }
+    #[cfg(not(feature = "gpu"))]
+    {
+        let _ = (schema, options);
+        false
+    }
+}
+
+/// Sorts `batches` (the whole input, partitions in order) stably as one chunk on the GPU and
+/// gathers every column on the device into ordinary memory
+/// ([`GatherOutput::Pageable`](crate::engine::gpu::GatherOutput)): batches of
+/// `options.batch_size` rows with `schema`, slices of one array per column.
+#[cfg(feature = "gpu")]
+fn sort_on_device(
+    batches: &[RecordBatch],
+    expr: &LexOrdering,
+    specs: &[SortKey],
+    options: &SortBatchesOptions,
+    schema: &SchemaRef,
+) -> Result<Vec<RecordBatch>> {
+    use crate::engine::gpu::{gather_fixed_gpu_into, GatherOutput, GpuOptions};
+    use arrow::array::RecordBatchOptions;
+    let perm = sort_columns(&key_columns(batches, expr)?, specs, options).map_err(to_datafusion)?;
+    let columns: Vec<usize> = (0..schema.fields().len()).collect();
+    let gpu_options = GpuOptions { devices: options.engine.devices, ..GpuOptions::default() };
+    let arrays = gather_fixed_gpu_into(batches, &perm, &columns, &gpu_options, GatherOutput::Pageable).map_err(to_datafusion)?;
+    let rows = perm.len();
+    let batch_size = options.batch_size.max(1);
+    (0..rows)
+        .step_by(batch_size)
+        .map(|start| {
+            let len = batch_size.min(rows - start);
+            let columns = arrays.iter().map(|a| a.slice(start, len)).collect();
+            let options = RecordBatchOptions::new().with_row_count(Some(len));
+            Ok(RecordBatch::try_new_with_options(Arc::clone(schema), columns, &options)?)
+        })
+        .collect()
+}
+
+#[cfg(not(feature = "gpu"))]
+fn sort_on_device(_: &[RecordBatch], _: &LexOrdering, _: &[SortKey], _: &SortBatchesOptions, _: &SchemaRef) -> Result<Vec<RecordBatch>> {
+    Err(DataFusionError::NotImplemented("corank was built without the `gpu` feature".into()))
+}
+
 /// Rows gathered into batches of `batch_size` rows in the order of `perm`.
 fn gathered(batches: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Result<Vec<RecordBatch>> {
     gather(batches, perm, batch_size).map_err(to_datafusion)
@@ -241,6 +306,9 @@ struct Runs {
     /// Chunks started per partition (the next chunk's number).
     chunks: Vec<usize>,
     sorting: FuturesUnordered<JoinHandle<Sorted>>,
+    /// No chunk is cut while true: the input may be sorted whole on the device
+    /// ([`sorts_whole_on_device`]); false from the first spill on.
+    defer: bool,
     runs: BTreeMap<RunKey, Run>,
     runs_count: Count,
     sort_time: Time,
@@ -260,7 +328,7 @@ impl Runs {
         chunk.bytes += bytes;
         chunk.row_bytes += row_bytes(&batch);
         chunk.batches.push(batch);
-        if chunk.rows >= self.chunk_rows || chunk.row_bytes >= CHUNK_BYTES {
+        if !self.defer && (chunk.rows >= self.chunk_rows || chunk.row_bytes >= CHUNK_BYTES) {
             self.start_sort(i);
         }
         Ok(())
@@ -278,9 +346,30 @@ impl Runs {
         Ok(())
     }
 
-    /// Sorts partition `i`'s chunk (if it holds rows) on a blocking thread.
+    /// Sorts partition `i`'s chunk (if it holds rows) on blocking threads: as one chunk, or,
+    /// where it grew past the chunk limits while chunks were deferred, as the chunks
+    /// [`Runs::push`] would have cut (after the batch that reaches a limit).
     fn start_sort(&mut self, i: usize) {
-        let chunk = std::mem::take(&mut self.pending[i]);
+        let pending = std::mem::take(&mut self.pending[i]);
+        if pending.rows < self.chunk_rows && pending.row_bytes < CHUNK_BYTES {
+            return self.spawn_sort(i, pending);
+        }
+        let mut chunk = Chunk::default();
+        for batch in pending.batches {
+            // The same size push counted it at.
+            chunk.bytes += get_record_batch_memory_size(&batch);
+            chunk.rows += batch.num_rows();
+            chunk.row_bytes += row_bytes(&batch);
+            chunk.batches.push(batch);
+            if chunk.rows >= self.chunk_rows || chunk.row_bytes >= CHUNK_BYTES {
+                self.spawn_sort(i, std::mem::take(&mut chunk));
+            }
+        }
+        self.spawn_sort(i, chunk);
+    }
+
+    /// Sorts `chunk`, partition `i`'s next, on a blocking thread (nothing without rows).
+    fn spawn_sort(&mut self, i: usize, chunk: Chunk) {
         if chunk.rows == 0 {
             return;
         }
@@ -292,6 +381,47 @@ impl Runs {
             let sorted = sort_chunk(chunk.batches, &expr, &specs, &options);
             (key, chunk.bytes, sorted, started.elapsed())
         }));
+    }
+
+    /// The whole input, deferred in the partitions' chunks, sorted at once on the device
+    /// ([`sort_on_device`]): the output batches, counted in the reservation until the
+    /// reservation drops, the input uncounted; `None` where the chunks are to be sorted
+    /// instead (too few rows for the engine, no room in the pool for the output beside
+    /// the input, or the device failed and the options allow the CPU).
+    async fn sort_whole(&mut self, schema: &SchemaRef) -> Result<Option<Vec<RecordBatch>>> {
+        let batches: Vec<RecordBatch> = self.pending.iter().flat_map(|c| c.batches.iter().cloned()).collect();
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        if rows == 0 {
+            return Ok(Some(Vec::new()));
+        }
+        if chunk_on_cpu(&self.options, rows) {
+            return Ok(None);
+        }
+        let out_bytes = self.pending.iter().map(|c| c.row_bytes).sum::<usize>();
+        if self.reservation.try_grow(out_bytes).is_err() {
+            return Ok(None);
+        }
+        let (expr, specs, options, out_schema) = (self.expr.clone(), self.specs.clone(), self.options.clone(), Arc::clone(schema));
+        let started = Instant::now();
+        let sorted = tokio::task::spawn_blocking(move || sort_on_device(&batches, &expr, &specs, &options, &out_schema))
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        match sorted {
+            Ok(out) => {
+                self.sort_time.add_duration(started.elapsed());
+                self.elapsed_compute.add_duration(started.elapsed());
+                self.runs_count.add(1);
+                let in_bytes: usize = self.pending.iter_mut().map(|c| std::mem::take(c).bytes).sum();
+                self.reservation.shrink(in_bytes.min(self.reservation.size()));
+                Ok(Some(out))
+            }
+            Err(e) if self.options.engine.on_gpu_failure != OnGpuFailure::Error => {
+                log::warn!("corank: sorting the whole input on the GPU failed ({e}); sorting it in chunks instead");
+                self.reservation.shrink(out_bytes.min(self.reservation.size()));
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Makes a sorted chunk a run in memory, counted at its sorted batches' size (instead of
@@ -331,6 +461,8 @@ impl Runs {
         let Some(spill) = self.spill.clone() else {
             return Err(DataFusionError::Internal("CoRankSortExec: spilling without a spill manager".into()));
         };
+        // The input no longer fits whole: chunks from here on.
+        self.defer = false;
         for i in 0..self.pending.len() {
             self.start_sort(i);
         }
@@ -414,11 +546,13 @@ impl SortTask {
             pending: (0..n).map(|_| Chunk::default()).collect(),
             chunks: vec![0; n],
             sorting: FuturesUnordered::new(),
+            defer: false,
             runs: BTreeMap::new(),
             runs_count,
             sort_time,
             elapsed_compute: merge_metrics.baseline.elapsed_compute().clone(),
         };
+        state.defer = sorts_whole_on_device(&schema, &state.options);
         // 1. Read every partition at once (each polled by its own task, two batches ahead);
         //    sort chunks as they fill, at most one per core at a time (reading pauses
         //    meanwhile: the sorts use every core).
@@ -434,9 +568,31 @@ impl SortTask {
                         pulling.push(next_batch(i, stream));
                     }
                     Some(Err(e)) => return Err(e),
+                    None if state.defer => {}
                     None => state.start_sort(i),
                 },
                 else => break,
+            }
+        }
+        // 1b. Chunks deferred to the end (nothing spilled): the whole input sorted on the
+        //     device is the output; else the chunks are sorted now, as step 1 would have.
+        if state.defer {
+            state.defer = false;
+            if let Some(batches) = state.sort_whole(&schema).await? {
+                for batch in batches {
+                    merge_metrics.baseline.record_output(batch.num_rows());
+                    if tx.send(Ok(batch)).await.is_err() {
+                        return Ok(()); // the output stream was dropped
+                    }
+                }
+                merge_metrics.baseline.done();
+                return Ok(());
+            }
+            for i in 0..n {
+                state.start_sort(i);
+            }
+            while let Some(done) = state.sorting.next().await {
+                state.finish_sort(done).await?;
             }
         }
         // 2. Nothing spilled: the runs in memory are merged if the pool holds two output

@@ -241,7 +241,7 @@ pub fn gather_fixed_timed(
 ) -> Result<(Vec<arrow::array::ArrayRef>, f32)> {
     let mut ms = 0.0;
     let options = super::GpuOptions { devices: crate::Devices::One(DEVICE), ..super::GpuOptions::default() };
-    let out = super::gather::gather_timed(runs, perm, columns, &options, Some(&mut ms))?;
+    let out = super::gather::gather_timed(runs, perm, columns, &options, super::gather::GatherOutput::Pinned, Some(&mut ms))?;
     Ok((out, ms))
 }
 

@@ -110,6 +110,8 @@ pub(crate) struct Gpu {
 pub(crate) struct GatherLane {
     stream: Option<Arc<CudaStream>>,
     staging: Option<Staging>,
+    /// A second pair for downloads into pageable memory, drained while `staging` fills.
+    download_staging: Option<Staging>,
 }
 
 // SAFETY: as for State: the stream and the pinned memory belong to the context, and every
@@ -131,6 +133,16 @@ impl GatherLane {
             self.staging = Some(Staging::new()?);
         }
         Ok(self.staging.as_mut().expect("allocated above"))
+    }
+
+    /// The upload staging buffers and the download's (both allocated on first use): a gather
+    /// into pageable memory fills the one while another thread drains the other.
+    pub fn both_stagings(&mut self) -> Result<(&mut Staging, &mut Staging)> {
+        self.staging()?;
+        if self.download_staging.is_none() {
+            self.download_staging = Some(Staging::new()?);
+        }
+        Ok((self.staging.as_mut().expect("allocated above"), self.download_staging.as_mut().expect("allocated above")))
     }
 }
 

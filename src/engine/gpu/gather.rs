@@ -8,7 +8,10 @@
 //! flight); the column's kernels run (values, and the validity bitmap where any run has
 //! nulls); the result comes down on a second stream straight into a pinned allocation that
 //! becomes the output array's buffers, while the next column goes up (PCIe is full duplex).
-//! The indices go up once, first.
+//! The indices go up once, first. Where the output is larger than the pinned pool keeps (a
+//! whole sort's, [`GatherOutput::Pageable`]), it lands in ordinary memory instead: a thread
+//! of its own drains each column through a second pair of staging buffers while the next
+//! column goes up, since pinning gigabytes afresh (~0.4 s a GiB) costs more than that copy.
 //!
 //! Invariants, enforced here:
 //! - an output buffer is wrapped as an Arrow buffer only after the download stream that
@@ -24,15 +27,16 @@ use super::context::{gpu, gpu_err, GatherLane, Gpu};
 use super::launch::{Args, DevPtr, Launcher};
 use super::manifest::{Entry, Family};
 use super::nvrtc::{Module, ModuleSpec};
-use super::transfer::{upload, upload_now, upload_slices};
+use super::transfer::{download, upload, upload_now, upload_slices, DownloadOrder, Staging};
 use super::GpuOptions;
 use crate::permutation::{Indices, Permutation};
 use crate::{Error, Result};
 use arrow::array::{make_array, new_empty_array, Array, ArrayData, ArrayRef, RecordBatch};
-use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
+use arrow::buffer::{BooleanBuffer, Buffer, MutableBuffer, NullBuffer};
 use arrow::datatypes::DataType;
 use cudarc::driver::{result, sys};
 use std::ffi::c_void;
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
@@ -305,6 +309,29 @@ fn index_bytes(indices: &Indices) -> &[u8] {
     }
 }
 
+/// Where [`gather_fixed_gpu_into`]'s arrays live on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatherOutput {
+    /// Pooled pinned blocks that become the arrays' buffers, written by the DMA itself: for
+    /// outputs the pool holds ([`PINNED_POOL_BYTES`]), such as a merge round's.
+    Pinned,
+    /// Ordinary (pageable) allocations, filled from staging buffers by the host: for outputs
+    /// larger than the pool, such as a whole sort's, where pinning fresh memory would cost
+    /// more than the copy (747 ms for 1.8 GiB, cold, on the H100 host).
+    Pageable,
+}
+
+/// [`gather_fixed_gpu`] with the output's host memory chosen by the caller.
+pub fn gather_fixed_gpu_into(
+    runs: &[RecordBatch],
+    perm: &Permutation,
+    columns: &[usize],
+    options: &GpuOptions,
+    output: GatherOutput,
+) -> Result<Vec<ArrayRef>> {
+    gather_timed(runs, perm, columns, options, output, None)
+}
+
 /// Gathers the fixed-width columns `columns` (indices into the runs' schema) of `runs` in
 /// the order of `perm` on the first GPU of `options.devices`: one array per column, `perm.len()` rows,
 /// identical to what [`crate::gather::gather`] produces for those columns (values and
@@ -316,7 +343,7 @@ fn index_bytes(indices: &Indices) -> &[u8] {
 /// [`Error::Gpu`] or [`Error::GpuUnavailable`]; never a panic, never a partial result.
 /// Whether this pays against the CPU gather: [`gather_on_gpu_pays`].
 pub fn gather_fixed_gpu(runs: &[RecordBatch], perm: &Permutation, columns: &[usize], options: &GpuOptions) -> Result<Vec<ArrayRef>> {
-    gather_timed(runs, perm, columns, options, None)
+    gather_timed(runs, perm, columns, options, GatherOutput::Pinned, None)
 }
 
 /// [`gather_fixed_gpu`], adding the kernels' time (CUDA events, ms) to `kernel_ms` when
@@ -326,6 +353,7 @@ pub(crate) fn gather_timed(
     perm: &Permutation,
     columns: &[usize],
     options: &GpuOptions,
+    output: GatherOutput,
     kernel_ms: Option<&mut f32>,
 ) -> Result<Vec<ArrayRef>> {
     if columns.is_empty() {
@@ -443,42 +471,93 @@ pub(crate) fn gather_timed(
     let base = device_buffer(device, layout.0)?;
     // The outputs live here, outside the queued work, so that on error the copies into them
     // are finished (below) before they are dropped.
-    let mut blocks = Vec::with_capacity(plans.len());
-    for p in &plans {
-        blocks.push(PinnedBlock::new(device, p.out_values + p.out_bits)?);
-    }
+    let mut dest = match output {
+        GatherOutput::Pinned => {
+            Dest::Pinned(plans.iter().map(|p| PinnedBlock::new(device, p.out_values + p.out_bits)).collect::<Result<_>>()?)
+        }
+        GatherOutput::Pageable => Dest::Pageable(plans.iter().map(|p| MutableBuffer::with_capacity(p.out_values + p.out_bits)).collect()),
+    };
     let mut error = 0u32;
-    let res = run(gpu, &mut lane, &module, &plans, &blocks, perm, total, base, dev_idx, dev_error, wide, kernel_ms, &mut error);
+    let res = run(gpu, &mut lane, &module, &plans, &mut dest, perm, total, base, dev_idx, dev_error, wide, kernel_ms, &mut error);
     if res.is_err() {
         let _ = result::ctx::synchronize();
+    }
+    if output == GatherOutput::Pageable && layout.0 > KEEP_DEVICE_BYTES {
+        // A whole sort's buffer: not kept for the process (the merges' rounds need far less).
+        release_device_buffer(device);
     }
     drop(lane);
     res?;
     if error != 0 {
         return Err(Error::InvalidArgument(format!("gather_fixed_gpu: a permutation index is past the {total} input rows")));
     }
+    // (values, bitmap) buffers per column.
+    let buffers: Vec<(Buffer, Option<Buffer>)> = match dest {
+        Dest::Pinned(blocks) => plans
+            .iter()
+            .zip(blocks)
+            .map(|(p, block)| {
+                let block: Arc<PinnedBlock> = Arc::new(block);
+                // SAFETY: the block holds out_values + out_bits bytes, all written by the
+                // finished download (`run` returned Ok after synchronizing the download
+                // stream) and never written again; the Arc keeps it alive (and out of the
+                // pool) while a buffer uses it. Both ranges start at multiples of ALIGN from a
+                // page-aligned block, so they are aligned for every native type.
+                let values = unsafe { Buffer::from_custom_allocation(block.ptr, n * p.width, block.clone()) };
+                let bits = p.nullable().then(|| {
+                    // SAFETY: as above, the bitmap's words follow the padded values.
+                    let ptr = unsafe { NonNull::new_unchecked(block.ptr.as_ptr().add(p.out_values)) };
+                    // SAFETY: as above.
+                    unsafe { Buffer::from_custom_allocation(ptr, n.div_ceil(8), block.clone()) }
+                });
+                (values, bits)
+            })
+            .collect(),
+        Dest::Pageable(bufs) => plans
+            .iter()
+            .zip(bufs)
+            .map(|(p, mut buf)| {
+                // SAFETY: `run` returned Ok: the drain wrote all out_values + out_bits bytes
+                // (the capacity asked for) before returning.
+                unsafe { buf.set_len(p.out_values + p.out_bits) };
+                let whole: Buffer = buf.into();
+                let bits = p.nullable().then(|| whole.slice_with_length(p.out_values, n.div_ceil(8)));
+                (whole.slice_with_length(0, n * p.width), bits)
+            })
+            .collect(),
+    };
     let mut out = Vec::with_capacity(plans.len());
-    for (p, block) in plans.iter().zip(blocks) {
-        let block: Arc<PinnedBlock> = Arc::new(block);
-        // SAFETY: the block holds out_values + out_bits bytes, all written by the finished
-        // download (`run` returned Ok after synchronizing the download stream) and never
-        // written again; the Arc keeps it alive (and out of the pool) while a buffer uses it.
-        // Both ranges start at multiples of ALIGN from a page-aligned block, so they are
-        // aligned for every native type.
-        let values = unsafe { Buffer::from_custom_allocation(block.ptr, n * p.width, block.clone()) };
-        let nulls = if p.nullable() {
-            // SAFETY: as above, the bitmap's words follow the padded values.
-            let ptr = unsafe { NonNull::new_unchecked(block.ptr.as_ptr().add(p.out_values)) };
-            // SAFETY: as above.
-            let bits = unsafe { Buffer::from_custom_allocation(ptr, n.div_ceil(8), block.clone()) };
-            Some(NullBuffer::new(BooleanBuffer::new(bits, 0, n))).filter(|nb| nb.null_count() > 0)
-        } else {
-            None
-        };
+    for (p, (values, bits)) in plans.iter().zip(buffers) {
+        let nulls = bits.map(|bits| NullBuffer::new(BooleanBuffer::new(bits, 0, n))).filter(|nb| nb.null_count() > 0);
         let data = ArrayData::builder(p.data_type.clone()).len(n).add_buffer(values).nulls(nulls).build()?;
         out.push(make_array(data));
     }
     Ok(out)
+}
+
+/// The gather's host outputs, one per column: out_values + out_bits bytes each.
+enum Dest {
+    Pinned(Vec<PinnedBlock>),
+    /// Allocated, not initialized, until the drain fills them.
+    Pageable(Vec<MutableBuffer>),
+}
+
+/// Bytes of device buffer a pageable (whole-sort) gather keeps for the next call; a larger
+/// one is freed when the call ends.
+const KEEP_DEVICE_BYTES: usize = 4 << 30;
+
+/// Frees `device`'s gather buffer (the caller holds the gather lane, the device is idle).
+fn release_device_buffer(device: usize) {
+    let mut held = DEVICE_BUFFERS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(i) = held.iter().position(|h| h.device == device) {
+        let _ = result::ctx::synchronize();
+        let h = held.swap_remove(i);
+        // SAFETY: allocated by device_buffer in this context (bound: the caller holds the
+        // lane), freed once; the device is idle.
+        unsafe {
+            let _ = result::free_sync(h.ptr);
+        }
+    }
 }
 
 /// A CUDA event for timing, destroyed on drop.
@@ -510,14 +589,17 @@ fn grid(work: u64, threads: u32) -> u64 {
 }
 
 /// Queues everything and waits for it: indices up, per column values (and bitmaps) up, the
-/// kernels, the result down into `blocks`; then reads the error word into `error`.
+/// kernels, the result down into `dest` (pinned: copies on a second stream; pageable: a
+/// thread of its own drains each column through the download staging buffers once its
+/// kernels are done, while this thread sends the next column up); then reads the error word
+/// into `error`.
 #[allow(clippy::too_many_arguments)]
 fn run(
     gpu: &Gpu,
     lane: &mut GatherLane,
     module: &Module,
     plans: &[ColumnPlan],
-    blocks: &[PinnedBlock],
+    dest: &mut Dest,
     perm: &Permutation,
     total: usize,
     base: DevPtr,
@@ -537,7 +619,14 @@ fn run(
     for p in plans.iter().filter(|p| p.nullable()) {
         upload_now(stream, &p.table, at(p.dev_table))?;
     }
-    upload(stream, lane.staging()?, index_bytes(&perm.indices), at(dev_idx))?;
+    let (up, down) = match dest {
+        Dest::Pinned(_) => (lane.staging()?, None),
+        Dest::Pageable(_) => {
+            let (up, down) = lane.both_stagings()?;
+            (up, Some(down))
+        }
+    };
+    upload(stream, up, index_bytes(&perm.indices), at(dev_idx))?;
     let launcher = Launcher { module, stream };
     let threads = module.policy.threads;
     let timing = match kernel_ms {
@@ -545,10 +634,11 @@ fn run(
         None => None,
     };
     let done: Vec<TimingEvent> = (0..plans.len()).map(|_| TimingEvent::new()).collect::<Result<_>>()?;
-    for ((p, block), ev) in plans.iter().zip(blocks).zip(&done) {
-        upload_slices(stream, lane.staging()?, &p.values, at(p.dev_in))?;
+    // Column `p` up, its kernels, and its event recorded after them.
+    let mut queue = |p: &ColumnPlan, ev: &TimingEvent, up: &mut Staging| -> Result<()> {
+        upload_slices(stream, up, &p.values, at(p.dev_in))?;
         if p.nullable() {
-            upload_slices(stream, lane.staging()?, &p.bits, at(p.dev_bits))?;
+            upload_slices(stream, up, &p.bits, at(p.dev_bits))?;
         }
         if let Some((t0, _)) = &timing {
             t0.record(stream)?;
@@ -590,27 +680,69 @@ fn run(
                 *ms += result::event::elapsed(t0.0, t1.0).map_err(gpu_err("timing events"))?;
             }
         }
-        ev.record(stream)?;
-        // The download waits for this column's kernels only; the next column goes up
-        // meanwhile.
-        // SAFETY: `dl` and the event belong to this context; the block holds out_values +
-        // out_bits bytes and stays alive (the caller drops it only after the download stream
-        // finished: synchronized below, or after a context synchronize on error); the device
-        // ranges lie in the device buffer.
-        unsafe {
-            result::stream::wait_event(dl.cu_stream(), ev.0, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
-                .map_err(gpu_err("ordering the download"))?;
-            sys::cuMemcpyDtoHAsync_v2(block.addr(0), at(p.dev_out), (n as usize) * p.width, dl.cu_stream())
-                .result()
-                .map_err(gpu_err("copying from the device"))?;
-            if p.nullable() {
-                sys::cuMemcpyDtoHAsync_v2(block.addr(p.out_values), at(p.dev_out_bits), p.out_bits, dl.cu_stream())
-                    .result()
-                    .map_err(gpu_err("copying from the device"))?;
+        ev.record(stream)
+    };
+    match dest {
+        Dest::Pinned(blocks) => {
+            for ((p, block), ev) in plans.iter().zip(blocks.iter()).zip(&done) {
+                queue(p, ev, up)?;
+                // The download waits for this column's kernels only; the next column goes up
+                // meanwhile.
+                // SAFETY: `dl` and the event belong to this context; the block holds
+                // out_values + out_bits bytes and stays alive (the caller drops it only after
+                // the download stream finished: synchronized below, or after a context
+                // synchronize on error); the device ranges lie in the device buffer.
+                unsafe {
+                    result::stream::wait_event(dl.cu_stream(), ev.0, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+                        .map_err(gpu_err("ordering the download"))?;
+                    sys::cuMemcpyDtoHAsync_v2(block.addr(0), at(p.dev_out), (n as usize) * p.width, dl.cu_stream())
+                        .result()
+                        .map_err(gpu_err("copying from the device"))?;
+                    if p.nullable() {
+                        sys::cuMemcpyDtoHAsync_v2(block.addr(p.out_values), at(p.dev_out_bits), p.out_bits, dl.cu_stream())
+                            .result()
+                            .map_err(gpu_err("copying from the device"))?;
+                    }
+                }
             }
+            dl.synchronize().map_err(gpu_err("finishing the download"))?;
+        }
+        Dest::Pageable(bufs) => {
+            let mut columns = Vec::with_capacity(plans.len());
+            for (p, buf) in plans.iter().zip(bufs.iter_mut()) {
+                let bytes = p.out_values + p.out_bits;
+                // SAFETY: the buffer was allocated with capacity `bytes`; the view covers
+                // exactly that memory, borrowed mutably while the drain fills it, and
+                // MaybeUninit<u8> makes no claim about its contents.
+                let view = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr() as *mut MaybeUninit<u8>, bytes) };
+                let values = (n as usize) * p.width;
+                // The padding between the values and the bitmap is never downloaded: zeros.
+                view[values..p.out_values].fill(MaybeUninit::new(0));
+                let mut pieces = vec![(at(p.dev_out), 0, values)];
+                if p.nullable() {
+                    pieces.push((at(p.dev_out_bits), p.out_values, p.out_bits));
+                }
+                columns.push((view, pieces));
+            }
+            let down = down.expect("pageable outputs have download staging");
+            let drain = Drain { gpu, main: stream, dl: dl.cu_stream(), staging: down, events: done.iter().map(|e| e.0).collect(), columns };
+            std::thread::scope(|scope| -> Result<()> {
+                let (tx, rx) = std::sync::mpsc::channel::<usize>();
+                let drained = scope.spawn(move || drain.run(rx));
+                let mut queued = Ok(());
+                for (c, (p, ev)) in plans.iter().zip(&done).enumerate() {
+                    queued = queue(p, ev, up);
+                    // A send fails only once the drain stopped on an error of its own.
+                    if queued.is_err() || tx.send(c).is_err() {
+                        break;
+                    }
+                }
+                drop(tx);
+                let drained = drained.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                queued.and(drained)
+            })?;
         }
     }
-    dl.synchronize().map_err(gpu_err("finishing the download"))?;
     // SAFETY: the lane's stream; then a 4-byte read of the error word the kernels wrote.
     unsafe {
         result::stream::synchronize(stream).map_err(gpu_err("running the gather"))?;
@@ -619,6 +751,49 @@ fn run(
         *error = word[0];
     }
     Ok(())
+}
+
+/// The drain of a pageable gather, on a thread of its own: each column, once its kernels
+/// are done (its event), down through the download staging buffers into its output.
+struct Drain<'a> {
+    gpu: &'a Gpu,
+    /// The stream the kernels run on (the events' stream).
+    main: sys::CUstream,
+    /// The download's stream.
+    dl: sys::CUstream,
+    staging: &'a mut Staging,
+    /// Per column, recorded after its kernels.
+    events: Vec<sys::CUevent>,
+    /// Per column: its output bytes, and the pieces that fill them.
+    columns: Vec<(&'a mut [MaybeUninit<u8>], Vec<Piece>)>,
+}
+
+/// A piece of a column's output: (device address, offset in the output, bytes).
+type Piece = (DevPtr, usize, usize);
+
+// SAFETY: the raw handles (streams, events, the staging buffers' pinned memory) belong to
+// the device's context, not to a thread: the driver API lets any thread that binds the
+// context use them, and the drain binds it first. The caller holds the gather lane's lock
+// for the whole scope of the drain's thread, so no other gather uses the stagings or
+// streams meanwhile, and it records a column's event before sending the column's number.
+unsafe impl Send for Drain<'_> {}
+
+impl Drain<'_> {
+    /// Drains the columns whose numbers arrive, until the sender is dropped.
+    fn run(mut self, columns: std::sync::mpsc::Receiver<usize>) -> Result<()> {
+        self.gpu.bind()?;
+        for c in columns {
+            let (view, pieces) = &mut self.columns[c];
+            for &(src, offset, bytes) in pieces.iter() {
+                if bytes == 0 {
+                    continue;
+                }
+                let order = DownloadOrder { main: self.main, chunk_events: &self.events[c..c + 1], chunk_ends: &[bytes as u64] };
+                download(self.dl, self.staging, src, &mut view[offset..offset + bytes], 1, &order)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ use crate::keys::KeyColumn;
 pub use crate::options::{Devices, Kernel};
 use crate::permutation::Indices;
 use crate::{Error, Result};
-pub use gather::{gather_fixed_gpu, gather_on_gpu_pays};
+pub use gather::{gather_fixed_gpu, gather_fixed_gpu_into, gather_on_gpu_pays, GatherOutput};
 pub use pinned::{GpuIndex, HostMemory, Registered};
 
 /// Options of the GPU engine.

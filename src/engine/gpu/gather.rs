@@ -10,8 +10,10 @@
 //! becomes the output array's buffers, while the next column goes up (PCIe is full duplex).
 //! The indices go up once, first. Where the output is larger than the pinned pool keeps (a
 //! whole sort's, [`GatherOutput::Pageable`]), it lands in ordinary memory instead: a thread
-//! of its own drains each column through a second pair of staging buffers while the next
-//! column goes up, since pinning gigabytes afresh (~0.4 s a GiB) costs more than that copy.
+//! of its own maps the outputs' pages (huge pages where the kernel has them) while the
+//! indices go up, then drains each column through a second pair of staging buffers while
+//! the next column goes up, since pinning gigabytes afresh (~0.4 s a GiB) costs more than
+//! that copy.
 //!
 //! Invariants, enforced here:
 //! - an output buffer is wrapped as an Arrow buffer only after the download stream that
@@ -27,7 +29,7 @@ use super::context::{gpu, gpu_err, GatherLane, Gpu};
 use super::launch::{Args, DevPtr, Launcher};
 use super::manifest::{Entry, Family};
 use super::nvrtc::{Module, ModuleSpec};
-use super::transfer::{download, upload, upload_now, upload_slices, DownloadOrder, Staging};
+use super::transfer::{download, prefault, upload, upload_now, upload_slices, DownloadOrder, Staging};
 use super::GpuOptions;
 use crate::permutation::{Indices, Permutation};
 use crate::{Error, Result};
@@ -782,6 +784,13 @@ impl Drain<'_> {
     /// Drains the columns whose numbers arrive, until the sender is dropped.
     fn run(mut self, columns: std::sync::mpsc::Receiver<usize>) -> Result<()> {
         self.gpu.bind()?;
+        // The outputs' pages mapped first (huge pages where THP is on), while the indices and
+        // the first columns go up: first writes into fresh memory would slow the drain.
+        std::thread::scope(|scope| {
+            for (view, _) in self.columns.iter_mut() {
+                prefault(scope, view);
+            }
+        });
         for c in columns {
             let (view, pieces) = &mut self.columns[c];
             for &(src, offset, bytes) in pieces.iter() {

@@ -1,5 +1,6 @@
 #![cfg(feature = "gpu")]
-//! The device gather of fixed-width payload columns (`gather_fixed_gpu`) against the CPU
+//! The device gather of fixed-width payload columns (`gather_fixed_gpu`, and
+//! `gather_fixed_gpu_into` with pageable outputs) against the CPU
 //! gather (`corank::gather::gather`): every value width (1, 2, 4, 8, 16 bytes and odd
 //! fixed-size binaries), nulls at odd bit offsets, sliced arrays, u32 and u64 indices, empty
 //! inputs and runs, k = 1..16 runs, random permutations; validity bitmaps compared bit for
@@ -141,10 +142,14 @@ fn assert_same(cpu: &ArrayRef, gpu: &ArrayRef, what: &str) {
 
 fn check(runs: &[RecordBatch], perm: &Permutation, what: &str) {
     let columns: Vec<usize> = (0..KINDS).collect();
-    let got = gather_fixed_gpu(runs, perm, &columns, &GpuOptions::default()).unwrap();
-    assert_eq!(got.len(), KINDS);
-    for c in columns {
-        assert_same(&cpu_column(runs, perm, c), &got[c], &format!("{what}, column {c} ({})", got[c].data_type()));
+    let pinned = gather_fixed_gpu(runs, perm, &columns, &GpuOptions::default()).unwrap();
+    // The whole sort's way: the output in pageable memory, drained by a thread of its own.
+    let pageable = gpu::gather_fixed_gpu_into(runs, perm, &columns, &GpuOptions::default(), gpu::GatherOutput::Pageable).unwrap();
+    for (got, memory) in [(pinned, "pinned"), (pageable, "pageable")] {
+        assert_eq!(got.len(), KINDS);
+        for &c in &columns {
+            assert_same(&cpu_column(runs, perm, c), &got[c], &format!("{what}, {memory}, column {c} ({})", got[c].data_type()));
+        }
     }
 }
 

@@ -17,10 +17,11 @@
 //! it is sorted as one chunk and every column gathered on the device
 //! ([`sort_on_device`]), and that is the output, with no merge at all. A chunk sort gathers
 //! every row on the CPU at random and the merge gathers it again; this moves each row over
-//! PCIe up once and down once instead. The pool must hold the output beside the input;
-//! where it does not, or the pool refuses a batch on the way in (the deferred chunks are
-//! then cut and sorted as they would have been, and spilled), or the device fails and the
-//! options allow the CPU, the chunks are sorted and merged as above.
+//! PCIe up once and down once instead. The pool must hold the output beside the input, and
+//! the device's memory the sort and the gather; where they do not, or the pool refuses a
+//! batch on the way in (the deferred chunks are then cut and sorted as they would have
+//! been, and spilled), or the device fails and the options allow the CPU, the chunks are
+//! sorted and merged as above.
 //!
 //! **Why runs are gathered before the merge.** Every gather reads its sources front to
 //! back, and each reads from few at once: a piece's rows (in cache), a chunk's pieces (one
@@ -245,7 +246,10 @@ fn sorts_whole_on_device(schema: &SchemaRef, options: &SortBatchesOptions) -> bo
 /// Sorts `batches` (the whole input, partitions in order) stably as one chunk on the GPU and
 /// gathers every column on the device into ordinary memory
 /// ([`GatherOutput::Pageable`](crate::engine::gpu::GatherOutput)): batches of
-/// `options.batch_size` rows with `schema`, slices of one array per column.
+/// `options.batch_size` rows with `schema`, slices of one array per column. `None`, before
+/// any work, where the device's memory cannot hold the sort and the gather
+/// ([`whole_sort_device_bytes`](crate::engine::gpu::whole_sort_device_bytes), with the key
+/// words' width bounded by the sort columns' types): the caller sorts chunks instead.
 #[cfg(feature = "gpu")]
 fn sort_on_device(
     batches: &[RecordBatch],
@@ -253,16 +257,30 @@ fn sort_on_device(
     specs: &[SortKey],
     options: &SortBatchesOptions,
     schema: &SchemaRef,
-) -> Result<Vec<RecordBatch>> {
-    use crate::engine::gpu::{gather_fixed_gpu_into, GatherOutput, GpuOptions};
+) -> Result<Option<Vec<RecordBatch>>> {
+    use crate::engine::gpu::gather::fixed_width;
+    use crate::engine::gpu::{device_bytes_available, gather_fixed_gpu_into, whole_sort_device_bytes, GatherOutput, GpuOptions};
     use arrow::array::RecordBatchOptions;
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    // At most: each sort column's value bytes (8 for a type of no fixed width) and a byte
+    // where it may be null, in whole 8-byte words, up to the widest key word (32 bytes).
+    let mut key_bytes = 0;
+    for e in expr.iter() {
+        key_bytes += fixed_width(&e.expr.data_type(schema)?).unwrap_or(8) + usize::from(e.expr.nullable(schema)?);
+    }
+    let key_bytes = key_bytes.next_multiple_of(8).clamp(8, 32);
+    let row_bytes: usize = schema.fields().iter().map(|f| fixed_width(f.data_type()).unwrap_or(8) + 1).sum();
+    let device = options.engine.devices.first();
+    if whole_sort_device_bytes(rows, key_bytes, row_bytes) > device_bytes_available(device).map_err(to_datafusion)? {
+        return Ok(None);
+    }
     let perm = sort_columns(&key_columns(batches, expr)?, specs, options).map_err(to_datafusion)?;
     let columns: Vec<usize> = (0..schema.fields().len()).collect();
     let gpu_options = GpuOptions { devices: options.engine.devices, ..GpuOptions::default() };
     let arrays = gather_fixed_gpu_into(batches, &perm, &columns, &gpu_options, GatherOutput::Pageable).map_err(to_datafusion)?;
     let rows = perm.len();
     let batch_size = options.batch_size.max(1);
-    (0..rows)
+    let out = (0..rows)
         .step_by(batch_size)
         .map(|start| {
             let len = batch_size.min(rows - start);
@@ -270,11 +288,18 @@ fn sort_on_device(
             let options = RecordBatchOptions::new().with_row_count(Some(len));
             Ok(RecordBatch::try_new_with_options(Arc::clone(schema), columns, &options)?)
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok(Some(out))
 }
 
 #[cfg(not(feature = "gpu"))]
-fn sort_on_device(_: &[RecordBatch], _: &LexOrdering, _: &[SortKey], _: &SortBatchesOptions, _: &SchemaRef) -> Result<Vec<RecordBatch>> {
+fn sort_on_device(
+    _: &[RecordBatch],
+    _: &LexOrdering,
+    _: &[SortKey],
+    _: &SortBatchesOptions,
+    _: &SchemaRef,
+) -> Result<Option<Vec<RecordBatch>>> {
     Err(DataFusionError::NotImplemented("corank was built without the `gpu` feature".into()))
 }
 
@@ -387,7 +412,8 @@ impl Runs {
     /// ([`sort_on_device`]): the output batches, counted in the reservation until the
     /// reservation drops, the input uncounted; `None` where the chunks are to be sorted
     /// instead (too few rows for the engine, no room in the pool for the output beside
-    /// the input, or the device failed and the options allow the CPU).
+    /// the input or on the device for the sort and the gather, or the device failed and the
+    /// options allow the CPU).
     async fn sort_whole(&mut self, schema: &SchemaRef) -> Result<Option<Vec<RecordBatch>>> {
         let batches: Vec<RecordBatch> = self.pending.iter().flat_map(|c| c.batches.iter().cloned()).collect();
         let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
@@ -407,7 +433,12 @@ impl Runs {
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
         match sorted {
-            Ok(out) => {
+            Ok(None) => {
+                // The device's memory cannot hold it: chunks.
+                self.reservation.shrink(out_bytes.min(self.reservation.size()));
+                Ok(None)
+            }
+            Ok(Some(out)) => {
                 self.sort_time.add_duration(started.elapsed());
                 self.elapsed_compute.add_duration(started.elapsed());
                 self.runs_count.add(1);

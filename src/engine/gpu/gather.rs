@@ -311,6 +311,28 @@ fn index_bytes(indices: &Indices) -> &[u8] {
     }
 }
 
+/// Device bytes a whole sort on the device needs ([`GatherOutput::Pageable`]'s use: the
+/// sort, then the gather of every column): the sort's key words three times (input and the
+/// merge tree's two intermediate buffers) and its indices twice, then the gather's indices
+/// and every column's values in and out, plus 64 MiB of slack. `key_bytes` is the key
+/// words' width (at most 32), `row_bytes` the columns' bytes per row (bitmaps included).
+pub fn whole_sort_device_bytes(rows: usize, key_bytes: usize, row_bytes: usize) -> usize {
+    let index_bytes = if rows > u32::MAX as usize { 8 } else { 4 };
+    rows.saturating_mul(3 * key_bytes + 3 * index_bytes + 2 * row_bytes).saturating_add(64 << 20)
+}
+
+/// Bytes of device memory a sort and a gather on `device` may use now: the free memory, the
+/// buffers the device's pool keeps for its sorts and merges (they reuse or release them),
+/// and the gather's own buffer (replaced when too small).
+pub fn device_bytes_available(device: usize) -> Result<usize> {
+    let g = gpu(device)?;
+    // The device's lock binds its context to this thread for the query below.
+    let pooled = g.lock()?.pooled_bytes();
+    let held: usize = DEVICE_BUFFERS.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|h| h.device == device).map(|h| h.bytes).sum();
+    let (free, _) = result::mem_get_info().map_err(gpu_err("reading free device memory"))?;
+    Ok(free + pooled + held)
+}
+
 /// Where [`gather_fixed_gpu_into`]'s arrays live on the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GatherOutput {

@@ -66,7 +66,9 @@ use crate::keys::KeyColumn;
 pub use crate::options::{Devices, Kernel};
 use crate::permutation::Indices;
 use crate::{Error, Result};
-pub use gather::{gather_fixed_gpu, gather_fixed_gpu_into, gather_on_gpu_pays, GatherOutput};
+pub use gather::{
+    device_bytes_available, gather_fixed_gpu, gather_fixed_gpu_into, gather_on_gpu_pays, whole_sort_device_bytes, GatherOutput,
+};
 pub use pinned::{GpuIndex, HostMemory, Registered};
 
 /// Options of the GPU engine.

@@ -15,8 +15,10 @@
 //!     Parquet files (l_partkey is not sorted; one partition per file), stock DataFusion
 //!     (`SortExec` per partition + `SortPreservingMergeExec`) vs DataFusion with corank
 //!     registered (`CoRankSortExec`) with the CPU engine, and the GPU engine where the GPU
-//!     sort runs. Outputs are checked by l_partkey in output order (stock breaks ties in no
-//!     fixed order) and by their rows in any order.
+//!     sort runs; then the same with the fixed-width columns alone (`SELECT l_orderkey,
+//!     l_partkey, l_quantity, l_extendedprice, l_discount, l_shipdate`: with the GPU the node
+//!     sorts the whole input on the device). Outputs are checked by l_partkey in output order
+//!     (stock breaks ties in no fixed order) and by their rows in any order.
 //!
 //! Each run drains the output stream and records the total time. The "first batch" rows
 //! are the median of FIRST_BATCH_RUNS more runs per case that stop at the first batch (from
@@ -437,28 +439,38 @@ fn main() {
         // (d) SQL sort over the same files by a column they are not sorted by: stock
         //     (SortExec per file + SPM) vs corank registered (CoRankSortExec) per engine.
         if sql_cases.sort {
-            let sort_query = "SELECT * FROM lineitem ORDER BY l_partkey";
-            let stock = SessionContext::new_with_config(config());
-            rt.block_on(stock.sql(&ddl)).unwrap();
-            let mut names = vec!["(d) SQL ORDER BY l_partkey (unsorted), stock".to_string()];
-            let mut cases = vec![sql_case(stock, sort_query)];
-            let mut engines = vec!["cpu"];
-            if gpu.is_ok() && gpu_sort_runs() {
-                engines.push("gpu");
-            }
-            for engine in engines {
-                let ctx = session_context(config());
-                rt.block_on(ctx.sql(&ddl)).unwrap();
-                rt.block_on(ctx.sql(&format!("SET corank.engine = '{engine}'"))).unwrap();
-                if let Ok(chunk_rows) = std::env::var("CORANK_BENCH_CHUNK_ROWS") {
-                    rt.block_on(ctx.sql(&format!("SET corank.sort_chunk_rows = {chunk_rows}"))).unwrap();
+            // Every column (two strings: the node sorts in chunks), then the fixed-width
+            // columns alone (with the GPU, one sort of the whole input on the device).
+            let queries = [
+                ("(d) SQL ORDER BY l_partkey (unsorted)", "SELECT * FROM lineitem ORDER BY l_partkey"),
+                (
+                    "(d) fixed-width columns, ORDER BY l_partkey",
+                    "SELECT l_orderkey, l_partkey, l_quantity, l_extendedprice, l_discount, l_shipdate FROM lineitem ORDER BY l_partkey",
+                ),
+            ];
+            for (label, sort_query) in queries {
+                let stock = SessionContext::new_with_config(config());
+                rt.block_on(stock.sql(&ddl)).unwrap();
+                let mut names = vec![format!("{label}, stock")];
+                let mut cases = vec![sql_case(stock, sort_query)];
+                let mut engines = vec!["cpu"];
+                if gpu.is_ok() && gpu_sort_runs() {
+                    engines.push("gpu");
                 }
-                names.push(format!("(d) SQL ORDER BY l_partkey (unsorted), corank {engine}"));
-                cases.push(sql_case(ctx, sort_query));
+                for engine in engines {
+                    let ctx = session_context(config());
+                    rt.block_on(ctx.sql(&ddl)).unwrap();
+                    rt.block_on(ctx.sql(&format!("SET corank.engine = '{engine}'"))).unwrap();
+                    if let Ok(chunk_rows) = std::env::var("CORANK_BENCH_CHUNK_ROWS") {
+                        rt.block_on(ctx.sql(&format!("SET corank.sort_chunk_rows = {chunk_rows}"))).unwrap();
+                    }
+                    names.push(format!("{label}, corank {engine}"));
+                    cases.push(sql_case(ctx, sort_query));
+                }
+                let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, size_runs, 0, 1);
+                table.push(format!("-- {pq_rows} Parquet rows, sorted by l_partkey, {size_runs} run(s)"));
+                table_rows(&mut table, &names, &measured, None);
             }
-            let measured = measure(&rt, &cases, &vec![false; cases.len()], &names, size_runs, 0, 1);
-            table.push(format!("-- {pq_rows} Parquet rows, sorted by l_partkey, {size_runs} run(s)"));
-            table_rows(&mut table, &names, &measured, None);
         }
         std::fs::remove_dir_all(&dir).ok();
     }

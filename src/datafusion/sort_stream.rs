@@ -331,6 +331,10 @@ struct Runs {
     /// Chunks started per partition (the next chunk's number).
     chunks: Vec<usize>,
     sorting: FuturesUnordered<JoinHandle<Sorted>>,
+    /// Chunks waiting for a sort to finish ([`Runs::launch`]), keyed already.
+    queued: VecDeque<(RunKey, Chunk)>,
+    /// Chunk sorts at most at once: one per core (each sort itself runs on every core).
+    max_sorting: usize,
     /// No chunk is cut while true: the input may be sorted whole on the device
     /// ([`sorts_whole_on_device`]); false from the first spill on.
     defer: bool,
@@ -393,19 +397,32 @@ impl Runs {
         self.spawn_sort(i, chunk);
     }
 
-    /// Sorts `chunk`, partition `i`'s next, on a blocking thread (nothing without rows).
+    /// Queues `chunk`, partition `i`'s next, for a sort (nothing without rows), and starts
+    /// what the limit allows.
     fn spawn_sort(&mut self, i: usize, chunk: Chunk) {
         if chunk.rows == 0 {
             return;
         }
         let key = (i, self.chunks[i]);
         self.chunks[i] += 1;
-        let (expr, specs, options) = (self.expr.clone(), self.specs.clone(), self.options.clone());
-        self.sorting.push(tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
-            let sorted = sort_chunk(chunk.batches, &expr, &specs, &options);
-            (key, chunk.bytes, sorted, started.elapsed())
-        }));
+        self.queued.push_back((key, chunk));
+        self.launch();
+    }
+
+    /// Starts queued chunk sorts on blocking threads while fewer than `max_sorting` run: a
+    /// partition cut into many chunks at once (deferred chunks, a spill) is sorted a core's
+    /// worth at a time, as reading would have paced it, so the sorted copies of at most that
+    /// many chunks exist beside their input at once.
+    fn launch(&mut self) {
+        while self.sorting.len() < self.max_sorting {
+            let Some((key, chunk)) = self.queued.pop_front() else { break };
+            let (expr, specs, options) = (self.expr.clone(), self.specs.clone(), self.options.clone());
+            self.sorting.push(tokio::task::spawn_blocking(move || {
+                let started = Instant::now();
+                let sorted = sort_chunk(chunk.batches, &expr, &specs, &options);
+                (key, chunk.bytes, sorted, started.elapsed())
+            }));
+        }
     }
 
     /// The whole input, deferred in the partitions' chunks, sorted at once on the device
@@ -459,6 +476,7 @@ impl Runs {
     /// its input's); false if the pool refused that (it is counted anyway: the caller
     /// spills).
     fn add_run(&mut self, done: std::result::Result<Sorted, tokio::task::JoinError>) -> Result<bool> {
+        self.launch(); // a sort finished: room for a queued one
         let (key, in_bytes, sorted, elapsed) = done.map_err(|e| DataFusionError::External(Box::new(e)))?;
         self.sort_time.add_duration(elapsed);
         self.elapsed_compute.add_duration(elapsed);
@@ -577,6 +595,8 @@ impl SortTask {
             pending: (0..n).map(|_| Chunk::default()).collect(),
             chunks: vec![0; n],
             sorting: FuturesUnordered::new(),
+            queued: VecDeque::new(),
+            max_sorting: std::thread::available_parallelism().map_or(1, |c| c.get()),
             defer: false,
             runs: BTreeMap::new(),
             runs_count,
@@ -587,13 +607,12 @@ impl SortTask {
         // 1. Read every partition at once (each polled by its own task, two batches ahead);
         //    sort chunks as they fill, at most one per core at a time (reading pauses
         //    meanwhile: the sorts use every core).
-        let max_sorting = std::thread::available_parallelism().map_or(1, |c| c.get());
         let mut pulling: FuturesUnordered<_> = inputs.into_iter().enumerate().map(|(i, s)| next_batch(i, spawn_buffered(s, 2))).collect();
         loop {
             tokio::select! {
                 biased;
                 Some(done) = state.sorting.next(), if !state.sorting.is_empty() => state.finish_sort(done).await?,
-                Some((i, item, stream)) = pulling.next(), if !pulling.is_empty() && state.sorting.len() < max_sorting => match item {
+                Some((i, item, stream)) = pulling.next(), if !pulling.is_empty() && state.sorting.len() < state.max_sorting && state.queued.is_empty() => match item {
                     Some(Ok(batch)) => {
                         state.push(i, batch).await?;
                         pulling.push(next_batch(i, stream));

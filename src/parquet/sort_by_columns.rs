@@ -644,10 +644,11 @@ pub(super) fn sort_by_columns(
             let t = Instant::now();
             let field = inputs.schema.field(c).as_ref().clone();
             let field = field.clone().with_data_type(viewed(field.data_type()));
-            let decoded = decode_fields(&[c], &view_metadata, &Arc::new(Schema::new(vec![field.clone()])))
+            // The column decoded from every row group, as the pieces the gather reads.
+            let pieces = decode_fields(&[c], &view_metadata, &Arc::new(Schema::new(vec![field.clone()])))
                 .and_then(|batches| PieceGather::new(batches.into_iter().map(|b| b.column(0).clone()).collect()));
-            let decoded = match decoded {
-                Ok(d) => d,
+            let pieces = match pieces {
+                Ok(p) => p,
                 Err(e) => {
                     fail(e);
                     break;
@@ -659,7 +660,7 @@ pub(super) fn sort_by_columns(
                 column: c,
                 first_leaf,
                 leaf_count,
-                pieces: decoded,
+                pieces,
                 narrow_dictionary: narrow_dictionary(schema.field(c).data_type()),
             });
             alive.fetch_add(1, Ordering::AcqRel);

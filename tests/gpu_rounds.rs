@@ -152,25 +152,28 @@ fn unsorted(p: u64, b: u64, rows: usize) -> RecordBatch {
     RecordBatch::try_from_iter([("k", k), ("text", text), ("id", id), ("price", price)]).unwrap()
 }
 
-/// `CoRankSortExec` over `partitions` (by `k`, then `text` descending, nulls first) with
-/// `engine`, chunks of `chunk_rows` rows, a memory pool of `pool_bytes` (unbounded if
-/// `None`): the output concatenated, and the metrics `runs` and `spill_count`.
-fn sort_node_output(
+/// `CoRankSortExec` over `partitions` by `k`, then `second` descending, nulls first, with
+/// `engine`, chunks of `chunk_rows` rows, batches of `batch_size` rows, a memory pool of
+/// `pool_bytes` (unbounded if `None`): the output batches, and the metrics `runs` and
+/// `spill_count`.
+fn sort_node_batches(
     partitions: &[Vec<RecordBatch>],
+    second: &str,
+    batch_size: usize,
     engine: EngineOptions,
     chunk_rows: usize,
     pool_bytes: Option<usize>,
-) -> (RecordBatch, usize, usize) {
+) -> (Vec<RecordBatch>, usize, usize) {
     let schema = partitions[0][0].schema();
     let source = MemorySourceConfig::try_new_exec(partitions, Arc::clone(&schema), None).unwrap();
     let expr = LexOrdering::new([
         PhysicalSortExpr::new(col("k", &schema).unwrap(), SortOptions { descending: false, nulls_first: false }),
-        PhysicalSortExpr::new(col("text", &schema).unwrap(), SortOptions { descending: true, nulls_first: true }),
+        PhysicalSortExpr::new(col(second, &schema).unwrap(), SortOptions { descending: true, nulls_first: true }),
     ])
     .unwrap();
     let settings = MergeSettings { engine, window_rows: 1 << 16 };
     let node = Arc::new(CoRankSortExec::new(expr, source).with_settings(settings).with_chunk_rows(chunk_rows));
-    let mut state = SessionStateBuilder::new().with_config(SessionConfig::new().with_batch_size(1024));
+    let mut state = SessionStateBuilder::new().with_config(SessionConfig::new().with_batch_size(batch_size));
     if let Some(bytes) = pool_bytes {
         state = state.with_runtime_env(RuntimeEnvBuilder::new().with_memory_limit(bytes, 1.0).build_arc().unwrap());
     }
@@ -179,7 +182,18 @@ fn sort_node_output(
     let metrics = node.metrics().unwrap();
     let runs = metrics.sum_by_name("runs").map_or(0, |m| m.as_usize());
     let spills = metrics.spill_count().unwrap_or(0);
-    (arrow::compute::concat_batches(&schema, &out).unwrap(), runs, spills)
+    (out, runs, spills)
+}
+
+/// [`sort_node_batches`] by `k`, then `text`, in batches of 1024 rows, the output concatenated.
+fn sort_node_output(
+    partitions: &[Vec<RecordBatch>],
+    engine: EngineOptions,
+    chunk_rows: usize,
+    pool_bytes: Option<usize>,
+) -> (RecordBatch, usize, usize) {
+    let (out, runs, spills) = sort_node_batches(partitions, "text", 1024, engine, chunk_rows, pool_bytes);
+    (arrow::compute::concat_batches(&partitions[0][0].schema(), &out).unwrap(), runs, spills)
 }
 
 #[test]
@@ -247,34 +261,17 @@ fn unsorted_fixed(p: u64, b: u64, rows: usize) -> RecordBatch {
     RecordBatch::try_from_iter([("k", k), ("price", price), ("id", id), ("tiny", tiny), ("day", day), ("amount", amount)]).unwrap()
 }
 
-/// `CoRankSortExec` over `partitions` by `k`, then `price` descending, nulls first (as
-/// [`sort_node_output`] does otherwise).
+/// [`sort_node_batches`] by `k`, then `price`, in batches of 1000 rows (checked: none
+/// longer), the output concatenated.
 fn sort_fixed_output(
     partitions: &[Vec<RecordBatch>],
     engine: EngineOptions,
     chunk_rows: usize,
     pool_bytes: Option<usize>,
 ) -> (RecordBatch, usize, usize) {
-    let schema = partitions[0][0].schema();
-    let source = MemorySourceConfig::try_new_exec(partitions, Arc::clone(&schema), None).unwrap();
-    let expr = LexOrdering::new([
-        PhysicalSortExpr::new(col("k", &schema).unwrap(), SortOptions { descending: false, nulls_first: false }),
-        PhysicalSortExpr::new(col("price", &schema).unwrap(), SortOptions { descending: true, nulls_first: true }),
-    ])
-    .unwrap();
-    let settings = MergeSettings { engine, window_rows: 1 << 16 };
-    let node = Arc::new(CoRankSortExec::new(expr, source).with_settings(settings).with_chunk_rows(chunk_rows));
-    let mut state = SessionStateBuilder::new().with_config(SessionConfig::new().with_batch_size(1000));
-    if let Some(bytes) = pool_bytes {
-        state = state.with_runtime_env(RuntimeEnvBuilder::new().with_memory_limit(bytes, 1.0).build_arc().unwrap());
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
-    let out = rt.block_on(collect(Arc::clone(&node) as Arc<dyn ExecutionPlan>, state.build().task_ctx())).unwrap();
+    let (out, runs, spills) = sort_node_batches(partitions, "price", 1000, engine, chunk_rows, pool_bytes);
     assert!(out.iter().all(|b| b.num_rows() <= 1000), "batches of at most batch_size rows");
-    let metrics = node.metrics().unwrap();
-    let runs = metrics.sum_by_name("runs").map_or(0, |m| m.as_usize());
-    let spills = metrics.spill_count().unwrap_or(0);
-    (arrow::compute::concat_batches(&schema, &out).unwrap(), runs, spills)
+    (arrow::compute::concat_batches(&partitions[0][0].schema(), &out).unwrap(), runs, spills)
 }
 
 #[test]

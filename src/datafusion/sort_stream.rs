@@ -629,14 +629,8 @@ impl SortTask {
         if state.defer {
             state.defer = false;
             if let Some(batches) = state.sort_whole(&schema).await? {
-                for batch in batches {
-                    merge_metrics.baseline.record_output(batch.num_rows());
-                    if tx.send(Ok(batch)).await.is_err() {
-                        return Ok(()); // the output stream was dropped
-                    }
-                }
-                merge_metrics.baseline.done();
-                return Ok(());
+                // The output reservation (in `state`) lives until every batch is sent.
+                return send_run(futures::stream::iter(batches.into_iter().map(Ok)), &tx, &merge_metrics).await;
             }
             for i in 0..n {
                 state.start_sort(i);
@@ -693,17 +687,10 @@ impl SortTask {
         drop(reservation);
         if streams.len() <= 1 {
             // One run (or none) is the output as it is.
-            if let Some(mut stream) = streams.pop() {
-                while let Some(batch) = stream.next().await {
-                    let batch = batch?;
-                    merge_metrics.baseline.record_output(batch.num_rows());
-                    if tx.send(Ok(batch)).await.is_err() {
-                        return Ok(()); // the output stream was dropped
-                    }
-                }
-            }
-            merge_metrics.baseline.done();
-            return Ok(());
+            return match streams.pop() {
+                Some(run) => send_run(run, &tx, &merge_metrics).await,
+                None => send_run(futures::stream::empty(), &tx, &merge_metrics).await,
+            };
         }
         let window_rows = if spilled { settings.window_rows.min(batch_size).max(1) } else { settings.window_rows };
         let task = MergeTask {
@@ -719,6 +706,24 @@ impl SortTask {
         };
         task.run(tx).await
     }
+}
+
+/// Sends one sorted run's batches as the output, as they come; returns when all are sent or
+/// the receiver was dropped.
+async fn send_run(
+    mut run: impl futures::Stream<Item = Result<RecordBatch>> + Unpin,
+    tx: &Sender<Result<RecordBatch>>,
+    metrics: &MergeMetrics,
+) -> Result<()> {
+    while let Some(batch) = run.next().await {
+        let batch = batch?;
+        metrics.baseline.record_output(batch.num_rows());
+        if tx.send(Ok(batch)).await.is_err() {
+            return Ok(()); // the output stream was dropped
+        }
+    }
+    metrics.baseline.done();
+    Ok(())
 }
 
 /// Rows of an output round of the merge of runs in memory, as the room check before it

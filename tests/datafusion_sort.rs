@@ -26,6 +26,7 @@ use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
 use datafusion::physical_plan::expressions::col;
+use datafusion::physical_plan::metrics::MetricValue;
 use datafusion::physical_plan::{collect, collect_partitioned, displayable, ExecutionPlan};
 use datafusion::prelude::*;
 use datafusion_proto::bytes::{physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec};
@@ -247,6 +248,8 @@ fn metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
         "output_rows" => m.output_rows(),
         "spill_count" => m.spill_count(),
         "spilled_bytes" => m.spilled_bytes(),
+        "output_batches" => m.sum(|m| matches!(m.value(), MetricValue::OutputBatches(_))).map(|v| v.as_usize()),
+        "output_bytes" => m.sum(|m| matches!(m.value(), MetricValue::OutputBytes(_))).map(|v| v.as_usize()),
         _ => m.sum_by_name(name).map(|v| v.as_usize()),
     }
     .unwrap_or(0)
@@ -353,9 +356,16 @@ async fn node_edges_explain_and_setting() {
         let schema = parts.iter().flatten().next().unwrap().schema();
         for chunk in [1, 7, 1000, usize::MAX] {
             let (plan, expr) = sort_node(&parts, chunk);
-            let out = concat(&schema, &collect(Arc::clone(&plan), Arc::clone(&ctx)).await.unwrap());
+            let sent = collect(Arc::clone(&plan), Arc::clone(&ctx)).await.unwrap();
+            let out = concat(&schema, &sent);
             assert!(out == stable_oracle(&parts, &expr, &schema), "{sizes:?}, chunks of {chunk}");
             assert_eq!(metric(&plan, "output_rows"), sizes.iter().sum::<usize>());
+            // Batches and bytes as sent: each batch's rows counted once (they are slices of
+            // the runs' or the merge rounds' arrays, whose whole buffers are not counted again
+            // for every batch).
+            assert_eq!(metric(&plan, "output_batches"), sent.iter().filter(|b| b.num_rows() > 0).count(), "{sizes:?}, chunks of {chunk}");
+            let bytes: usize = sent.iter().flat_map(|b| b.columns()).map(|c| c.to_data().get_slice_memory_size().unwrap()).sum();
+            assert_eq!(metric(&plan, "output_bytes"), bytes, "{sizes:?}, chunks of {chunk}");
         }
     }
 

@@ -717,7 +717,7 @@ async fn send_run(
 ) -> Result<()> {
     while let Some(batch) = run.next().await {
         let batch = batch?;
-        metrics.baseline.record_output(batch.num_rows());
+        metrics.record_batch(&batch);
         if tx.send(Ok(batch)).await.is_err() {
             return Ok(()); // the output stream was dropped
         }

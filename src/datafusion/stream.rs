@@ -23,12 +23,16 @@ use tokio::sync::mpsc::Sender;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// The node's metrics: output rows and compute time (baseline), rounds per engine, bytes
-/// of keys up to and indices down from the GPU, the time spent in GPU rounds, and the input
-/// batches that arrived while a round merged (the pipelining at work).
+/// The node's metrics: output rows, batches, bytes and compute time (baseline), rounds per
+/// engine, bytes of keys up to and indices down from the GPU, the time spent in GPU rounds,
+/// and the input batches that arrived while a round merged (the pipelining at work).
 pub struct MergeMetrics {
     pub baseline: BaselineMetrics,
-    pub output_batches: Count,
+    /// `output_bytes` as the batches' rows take them. The baseline's own counter, fed by
+    /// `RecordOutput`, counts a batch's whole buffers, and the output batches are slices of
+    /// a round's (or a whole sort's) arrays: every batch would count all of them again.
+    /// Registered under the same name, so the plan's summed metrics show this one.
+    output_bytes: Count,
     pub batches_while_merging: Count,
     pub rounds_cpu: Count,
     pub rounds_gpu: Count,
@@ -41,7 +45,7 @@ impl MergeMetrics {
     pub fn new(set: &ExecutionPlanMetricsSet, partition: usize) -> Self {
         Self {
             baseline: BaselineMetrics::new(set, partition),
-            output_batches: MetricBuilder::new(set).counter("output_batches_merged", partition),
+            output_bytes: MetricBuilder::new(set).output_bytes(partition),
             batches_while_merging: MetricBuilder::new(set).counter("input_batches_while_merging", partition),
             rounds_cpu: MetricBuilder::new(set).counter("rounds_cpu", partition),
             rounds_gpu: MetricBuilder::new(set).counter("rounds_gpu", partition),
@@ -49,6 +53,14 @@ impl MergeMetrics {
             gpu_bytes_down: MetricBuilder::new(set).counter("gpu_bytes_down", partition),
             gpu_time: MetricBuilder::new(set).subset_time("gpu_time", partition),
         }
+    }
+
+    /// Counts one output batch: its rows, the batch, and the bytes of its rows.
+    pub fn record_batch(&self, batch: &RecordBatch) {
+        self.baseline.record_output(batch.num_rows());
+        self.baseline.output_batches().add(1);
+        let bytes: usize = batch.columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap_or(0)).sum();
+        self.output_bytes.add(bytes);
     }
 }
 
@@ -441,8 +453,7 @@ impl MergeTask {
                     }
                     output_started = true;
                     if batch.num_rows() > 0 {
-                        metrics.output_batches.add(1);
-                        metrics.baseline.record_output(batch.num_rows());
+                        metrics.record_batch(&batch);
                         permit.send(Ok(batch));
                     }
                     if fetch.is_some_and(|f| sent >= f) {

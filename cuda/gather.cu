@@ -13,6 +13,13 @@
 // An index at or past `total` is not followed: the output element is left as zero and bit
 // GATHER_OUT_OF_RANGE is set in *error (the host returns an error and no output).
 //
+// Byte views (Arrow's Utf8View / BinaryView) go through gather_values as 16-byte values.
+// A view of more than 12 bytes names its data buffer by index in its own run's buffers;
+// the output array holds every run's buffers in run order, so gather_rebase_views then adds
+// the run's first buffer number to it, from a table of the same shape:
+//   runs[0 .. nruns]            the global index of each run's first row, then the total
+//   runs[nruns + 1 .. 2 nruns]  the number of the run's first data buffer in the output
+//
 // Compiled with common.cuh (u32, u64) in its own module family (manifest.rs, Family::Gather),
 // one module for both index widths. Every buffer is 256-byte aligned (the host places them),
 // so vector loads and stores of up to 16 bytes are aligned.
@@ -107,16 +114,21 @@ __device__ __forceinline__ void gather_values(const u8 *src, u8 *dst, const I *i
 
 // The validity of global row `g` (see the table above); false (with the error flagged) past
 // the input.
-template <typename I>
-__device__ __forceinline__ u32 gather_valid(const u8 *bits, const u64 *runs, u32 nruns, I g, u64 total, u32 *error) {
-    if (!gather_in_range(g, total, error)) return 0;
-    // The last run whose first row is at or before g (empty runs share their start with the
-    // next run; the later one is the one holding g).
+// The run holding global row g < total: the last run whose first row is at or before g
+// (empty runs share their start with the next run; the later one is the one holding g).
+__device__ __forceinline__ u32 gather_run_of(const u64 *runs, u32 nruns, u64 g) {
     u32 lo = 0, hi = nruns - 1;
     while (lo < hi) {
         u32 mid = (lo + hi + 1) / 2;
-        if (runs[mid] <= (u64)g) lo = mid; else hi = mid - 1;
+        if (runs[mid] <= g) lo = mid; else hi = mid - 1;
     }
+    return lo;
+}
+
+template <typename I>
+__device__ __forceinline__ u32 gather_valid(const u8 *bits, const u64 *runs, u32 nruns, I g, u64 total, u32 *error) {
+    if (!gather_in_range(g, total, error)) return 0;
+    const u32 lo = gather_run_of(runs, nruns, (u64)g);
     const u64 base = runs[nruns + 1 + lo];
     if (base == ~0ull) return 1;
     const u64 pos = base + ((u64)g - runs[lo]);
@@ -149,6 +161,22 @@ __device__ __forceinline__ void gather_validity(const u8 *bits, const u64 *runs,
     }
 }
 
+// The gathered views at `views` (n of them, 16 bytes each: u32 length, then 12 inline bytes
+// or a u32 prefix, a u32 buffer index and a u32 offset) made to name the output's buffers:
+// a view longer than 12 bytes gets its run's first buffer number (table above) added to its
+// buffer index. Indices past the input were flagged by gather_values (their views are
+// zero: length 0, inline) and are skipped.
+template <typename I>
+__device__ __forceinline__ void rebase_views(u32 *views, const u64 *runs, u32 nruns, const I *idx, u64 n, u64 total) {
+    const u64 tid = blockIdx.x * (u64)blockDim.x + threadIdx.x;
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = tid; i < n; i += stride) {
+        const u64 g = (u64)idx[i];
+        if (views[i * 4] <= 12u || g >= total) continue;
+        views[i * 4 + 2] += (u32)runs[nruns + 1 + gather_run_of(runs, nruns, g)];
+    }
+}
+
 extern "C" __global__ void gather_values_i32(const u8 *src, u8 *dst, const u32 *idx, u64 n, u64 total, u32 width, u32 *error) {
     gather_values(src, dst, idx, n, total, width, error);
 }
@@ -163,4 +191,12 @@ extern "C" __global__ void gather_validity_i32(const u8 *bits, const u64 *runs, 
 
 extern "C" __global__ void gather_validity_i64(const u8 *bits, const u64 *runs, u32 nruns, u32 *out, const u64 *idx, u64 n, u64 total, u32 *error) {
     gather_validity(bits, runs, nruns, out, idx, n, total, error);
+}
+
+extern "C" __global__ void gather_rebase_views_i32(u32 *views, const u64 *runs, u32 nruns, const u32 *idx, u64 n, u64 total) {
+    rebase_views(views, runs, nruns, idx, n, total);
+}
+
+extern "C" __global__ void gather_rebase_views_i64(u32 *views, const u64 *runs, u32 nruns, const u64 *idx, u64 n, u64 total) {
+    rebase_views(views, runs, nruns, idx, n, total);
 }

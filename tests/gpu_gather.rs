@@ -2,7 +2,9 @@
 //! The device gather of fixed-width payload columns (`gather_fixed_gpu`, and
 //! `gather_fixed_gpu_into` with pageable outputs) against the CPU
 //! gather (`corank::gather::gather`): every value width (1, 2, 4, 8, 16 bytes and odd
-//! fixed-size binaries), nulls at odd bit offsets, sliced arrays, u32 and u64 indices, empty
+//! fixed-size binaries), byte views (`Utf8View`, `BinaryView`: inline and long values, each
+//! run with several data buffers, so that the views' buffer indices are rebased), nulls at
+//! odd bit offsets, sliced arrays, u32 and u64 indices, empty
 //! inputs and runs, k = 1..16 runs, random permutations; validity bitmaps compared bit for
 //! bit and value buffers byte for byte.
 //!
@@ -10,8 +12,9 @@
 //! them fail. `CORANK_GPU_SMALL=1` keeps only small cases (for compute-sanitizer).
 
 use arrow::array::{
-    Array, ArrayRef, Date32Array, Decimal128Array, FixedSizeBinaryArray, Float16Array, Float32Array, Float64Array, Int16Array, Int32Array,
-    Int64Array, Int8Array, RecordBatch, StringArray, TimestampMicrosecondArray, UInt64Array, UInt8Array,
+    Array, ArrayRef, BinaryViewBuilder, Date32Array, Decimal128Array, FixedSizeBinaryArray, Float16Array, Float32Array, Float64Array,
+    Int16Array, Int32Array, Int64Array, Int8Array, RecordBatch, StringArray, StringViewBuilder, TimestampMicrosecondArray, UInt64Array,
+    UInt8Array,
 };
 use arrow::datatypes::{Field, Schema};
 use corank::engine::gpu::{self, gather_fixed_gpu, gather_on_gpu_pays, GpuOptions};
@@ -22,8 +25,8 @@ use std::sync::Arc;
 mod gpu_common;
 use gpu_common::{gpu_or_skip, small_only, Rng};
 
-/// The column kinds of the test schema, one per width (and then some).
-const KINDS: usize = 14;
+/// The column kinds of the test schema, one per width (and then some), then two byte views.
+const KINDS: usize = 16;
 
 /// Column `kind` of `len` rows; null with probability 1/`null_every` (0: no null buffer),
 /// built `off` rows longer and sliced so values and bitmap start at offset `off`.
@@ -32,6 +35,7 @@ fn column(kind: usize, len: usize, off: usize, null_every: u64, rng: &mut Rng) -
     let valid: Vec<bool> = (0..m).map(|_| null_every == 0 || rng.below(null_every) != 0).collect();
     let vals: Vec<u64> = (0..m).map(|_| rng.next()).collect();
     let opt = |i: usize| valid[i].then_some(vals[i]);
+    let block = if m > 10_000 { 8192 } else { 64 };
     let a: ArrayRef = match kind {
         0 => Arc::new((0..m).map(|i| opt(i).map(|v| v as i8)).collect::<Int8Array>()),
         1 => Arc::new((0..m).map(|i| opt(i).map(|v| v as u8)).collect::<UInt8Array>()),
@@ -61,6 +65,26 @@ fn column(kind: usize, len: usize, off: usize, null_every: u64, rng: &mut Rng) -
             .unwrap(),
         ),
         13 => Arc::new((0..m).map(opt).collect::<UInt64Array>()),
+        // Views of 0 to 40 bytes (inline up to 12), in data buffers of 64 bytes (8 KiB in
+        // large runs): a run has several, and a view's buffer index is its own run's.
+        14 => {
+            let mut b = StringViewBuilder::new().with_fixed_block_size(block);
+            for i in 0..m {
+                b.append_option(opt(i).map(|v| format!("{v:016x}{v:022o}{v:016x}")[..(v % 41) as usize].to_string()));
+            }
+            Arc::new(b.finish())
+        }
+        15 => {
+            let mut b = BinaryViewBuilder::new().with_fixed_block_size(block);
+            for i in 0..m {
+                b.append_option(
+                    opt(i).map(|v| {
+                        [v.to_le_bytes(), vals[(i + 3) % m].to_le_bytes(), v.to_be_bytes()].concat()[..(v % 25) as usize].to_vec()
+                    }),
+                );
+            }
+            Arc::new(b.finish())
+        }
         _ => unreachable!(),
     };
     // Without nulls asked for: no null buffer at all (the builders above make none).
@@ -127,8 +151,11 @@ fn assert_same(cpu: &ArrayRef, gpu: &ArrayRef, what: &str) {
     assert_eq!(bits(cpu), bits(gpu), "{what}: validity");
     assert_eq!(cpu.null_count(), gpu.null_count(), "{what}: null count");
     assert_eq!(cpu.to_data(), gpu.to_data(), "{what}: values");
+    // Byte views: equal values (above); their buffer indices are the device's own.
+    let Some(w) = gpu::gather::fixed_width(cpu.data_type()) else {
+        return;
+    };
     let (c, g) = (cpu.to_data(), gpu.to_data());
-    let w = gpu::gather::fixed_width(cpu.data_type()).unwrap();
     let bytes = |d: &arrow::array::ArrayData| d.buffers()[0].as_slice()[d.offset() * w..(d.offset() + d.len()) * w].to_vec();
     // Null slots: arrow's interleave copies the input's bytes, as the device does; where it
     // does not (a null slot it zeroes), compare valid slots only.
@@ -272,7 +299,7 @@ fn bad_arguments_are_errors() {
                 Indices::U64(v)
             }
         };
-        match gather_fixed_gpu(&rs, &bad, &[0, 7, 12], &opts) {
+        match gather_fixed_gpu(&rs, &bad, &[0, 7, 12, 14], &opts) {
             Err(Error::InvalidArgument(m)) => assert!(m.contains("past"), "{m}"),
             other => panic!("expected InvalidArgument, got {other:?}"),
         }

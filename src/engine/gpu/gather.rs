@@ -1,6 +1,9 @@
 //! The payload gather on the device: a merge's permutation applied to fixed-width payload
-//! columns (`cuda/gather.cu`), with results in pinned host memory wrapped as Arrow buffers
-//! without another copy, and the measured rule for when that pays ([`gather_on_gpu_pays`]).
+//! columns and to byte views (`cuda/gather.cu`), with results in pinned host memory wrapped
+//! as Arrow buffers without another copy, and the measured rule for when that pays
+//! ([`gather_on_gpu_pays`]). A byte view column's views are gathered as 16-byte values and
+//! their buffer indices rebased onto the output's data buffers, which are every run's, in run
+//! order: the strings themselves are neither moved nor copied.
 //!
 //! One call, per column: the runs' values go up concatenated in run order (so a global index
 //! of the permutation is a position in the concatenation), through the pinned staging
@@ -58,6 +61,24 @@ pub fn fixed_width(data_type: &DataType) -> Option<usize> {
         DataType::Boolean => None,
         t if t.is_primitive() => t.primitive_width(),
         _ => None,
+    }
+}
+
+/// Whether `data_type` is a byte view type (`Utf8View`, `BinaryView`): its 16-byte views are
+/// gathered like fixed-width values, then the buffer index of every view longer than 12
+/// bytes is rebased onto the output's buffers (every run's, in run order).
+fn is_view(data_type: &DataType) -> bool {
+    matches!(data_type, DataType::Utf8View | DataType::BinaryView)
+}
+
+/// The bytes per row [`gather_fixed_gpu`] moves for a column of `data_type`: the
+/// [`fixed_width`] types' width, 16 for the byte view types (the views; their strings stay
+/// in the input's buffers, which the output shares); `None` for the rest.
+pub fn device_width(data_type: &DataType) -> Option<usize> {
+    if is_view(data_type) {
+        Some(16)
+    } else {
+        fixed_width(data_type)
     }
 }
 
@@ -271,6 +292,12 @@ struct ColumnPlan<'a> {
     bits: Vec<&'a [u8]>,
     /// The run table of cuda/gather.cu (starts, then bit positions), where nullable.
     table: Vec<u64>,
+    /// Byte views: every run's data buffers, in run order (the output's buffers).
+    data_buffers: Vec<Buffer>,
+    /// Byte views whose buffer indices change: the rebase table of cuda/gather.cu (starts,
+    /// then each run's first buffer number); empty otherwise.
+    view_table: Vec<u64>,
+    dev_view_table: usize,
     dev_in: usize,
     dev_bits: usize,
     dev_table: usize,
@@ -361,7 +388,10 @@ pub fn gather_fixed_gpu_into(
 /// identical to what [`crate::gather::gather`] produces for those columns (values and
 /// validity), the arrays' buffers in pinned host memory.
 ///
-/// The columns must have the same [`fixed_width`] type in every run; `perm` must be a
+/// Byte view columns (`Utf8View`, `BinaryView`) are gathered too: their views, the output
+/// sharing every run's data buffers (in run order), the strings not copied.
+///
+/// The columns must have the same [`device_width`] type in every run; `perm` must be a
 /// permutation of these runs (its run offsets their row counts). Bad arguments are
 /// [`Error::InvalidArgument`] (an index past the input included), GPU failures
 /// [`Error::Gpu`] or [`Error::GpuUnavailable`]; never a panic, never a partial result.
@@ -408,7 +438,7 @@ pub(crate) fn gather_timed(
             return Err(Error::InvalidArgument(format!("gather_fixed_gpu: column {c} does not exist ({} columns)", first.num_columns())));
         }
         let t = first.column(c).data_type().clone();
-        let Some(width) = fixed_width(&t) else {
+        let Some(width) = device_width(&t) else {
             return Err(Error::UnsupportedType { column: first.schema().field(c).name().clone(), data_type: t });
         };
         for (r, b) in runs.iter().enumerate() {
@@ -466,7 +496,24 @@ pub(crate) fn gather_timed(
                 }
             }
         }
+        let (mut data_buffers, mut view_table) = (Vec::new(), Vec::new());
+        if is_view(t) {
+            // Run r's buffer i is the output's buffer bases[r] + i.
+            let mut bases = Vec::with_capacity(runs.len());
+            for d in &datas[ci] {
+                bases.push(data_buffers.len() as u64);
+                data_buffers.extend(d.buffers().iter().skip(1).cloned());
+            }
+            if data_buffers.len() > u32::MAX as usize {
+                return Err(Error::InvalidArgument(format!("gather_fixed_gpu: column {}: more than 2^32 data buffers", columns[ci])));
+            }
+            if bases.iter().any(|&b| b > 0) {
+                view_table.extend(perm.run_offsets.iter().map(|&o| o as u64));
+                view_table.extend(bases);
+            }
+        }
         let bits_len: usize = bits.iter().map(|b| b.len()).sum();
+        let dev_view_table = if view_table.is_empty() { 0 } else { layout.place(view_table.len() * 8) };
         let dev_in = layout.place(total * width);
         let (dev_bits, dev_table) = if nullable { (layout.place(bits_len), layout.place(table.len() * 8)) } else { (0, 0) };
         let dev_out = layout.place(n * width);
@@ -477,6 +524,9 @@ pub(crate) fn gather_timed(
             values,
             bits,
             table,
+            data_buffers,
+            view_table,
+            dev_view_table,
             dev_in,
             dev_bits,
             dev_table,
@@ -553,7 +603,17 @@ pub(crate) fn gather_timed(
     let mut out = Vec::with_capacity(plans.len());
     for (p, (values, bits)) in plans.iter().zip(buffers) {
         let nulls = bits.map(|bits| NullBuffer::new(BooleanBuffer::new(bits, 0, n))).filter(|nb| nb.null_count() > 0);
-        let data = ArrayData::builder(p.data_type.clone()).len(n).add_buffer(values).nulls(nulls).build()?;
+        let builder = ArrayData::builder(p.data_type.clone()).len(n).add_buffer(values).nulls(nulls);
+        let data = if is_view(&p.data_type) {
+            // SAFETY: every view is an input view (valid for its run's buffers: the input
+            // arrays are valid Arrow data) copied unchanged but for its buffer index, which
+            // the rebase kernel moved by its run's first buffer number among `data_buffers`,
+            // every run's buffers in run order; an index past the input was refused above.
+            // The full validation would read every string again (UTF-8) for nothing.
+            unsafe { builder.add_buffers(p.data_buffers.iter().cloned()).build_unchecked() }
+        } else {
+            builder.build()?
+        };
         out.push(make_array(data));
     }
     Ok(out)
@@ -643,6 +703,9 @@ fn run(
     for p in plans.iter().filter(|p| p.nullable()) {
         upload_now(stream, &p.table, at(p.dev_table))?;
     }
+    for p in plans.iter().filter(|p| !p.view_table.is_empty()) {
+        upload_now(stream, &p.view_table, at(p.dev_view_table))?;
+    }
     let (up, down) = match dest {
         Dest::Pinned(_) => (lane.staging()?, None),
         Dest::Pageable(_) => {
@@ -680,6 +743,19 @@ fn run(
         };
         let entry = if wide { Entry::GatherValues64 } else { Entry::GatherValues32 };
         launcher.launch(entry, grid(n.div_ceil(per_thread), threads), args)?;
+        if !p.view_table.is_empty() {
+            let args = Args::RebaseViews {
+                views: at(p.dev_out),
+                runs: at(p.dev_view_table),
+                nruns: (perm.run_offsets.len() - 1) as u32,
+                idx: at(dev_idx),
+                n,
+                total: total as u64,
+                wide,
+            };
+            let entry = if wide { Entry::RebaseViews64 } else { Entry::RebaseViews32 };
+            launcher.launch(entry, grid(n, threads), args)?;
+        }
         if p.nullable() {
             let chunks = n.div_ceil(32 * 32);
             let args = Args::GatherValidity {
@@ -851,6 +927,11 @@ mod tests {
         assert_eq!(fixed_width(&DataType::FixedSizeBinary(3)), Some(3));
         assert_eq!(fixed_width(&DataType::Boolean), None);
         assert_eq!(fixed_width(&DataType::Utf8), None);
+        assert_eq!(fixed_width(&DataType::Utf8View), None);
+        assert_eq!(device_width(&DataType::Utf8View), Some(16));
+        assert_eq!(device_width(&DataType::BinaryView), Some(16));
+        assert_eq!(device_width(&DataType::Int64), Some(8));
+        assert_eq!(device_width(&DataType::Utf8), None);
     }
 
     #[test]

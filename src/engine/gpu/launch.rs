@@ -72,6 +72,9 @@ pub(crate) enum Args {
     /// `gather_validity_i32/i64`: the bitmap of `n` outputs into `out` (u32 words) from
     /// `bits` and the run table `runs` of `nruns` runs (cuda/gather.cu).
     GatherValidity { bits: DevPtr, runs: DevPtr, nruns: u32, out: DevPtr, idx: DevPtr, n: u64, total: u64, error: DevPtr, wide: bool },
+    /// `gather_rebase_views_i32/i64`: the `n` gathered views at `views` made to name the
+    /// output's buffers, by the run table `runs` of `nruns` runs (cuda/gather.cu).
+    RebaseViews { views: DevPtr, runs: DevPtr, nruns: u32, idx: DevPtr, n: u64, total: u64, wide: bool },
     /// `rebase_indices`: indices `[begin, end)` at `idx` made global by the slice table
     /// `bounds` / `delta` of `nruns` slices (cuda/rebase.cu).
     RebaseIndices { idx: DevPtr, begin: u64, end: u64, bounds: DevPtr, delta: DevPtr, nruns: u32 },
@@ -90,6 +93,7 @@ impl Args {
             Args::PartitionKWay { .. } => Params::PartitionKWay,
             Args::GatherValues { wide, .. } => Params::GatherValues { wide: *wide },
             Args::GatherValidity { wide, .. } => Params::GatherValidity { wide: *wide },
+            Args::RebaseViews { wide, .. } => Params::RebaseViews { wide: *wide },
             Args::RebaseIndices { .. } => Params::RebaseIndices,
             Args::SortTiles { .. } => Params::SortTiles,
         }
@@ -139,6 +143,9 @@ impl Launcher<'_> {
             }
             Args::GatherValidity { bits, runs, nruns, out, idx, n, total, error, wide: _ } => {
                 vec![arg(bits), arg(runs), arg(nruns), arg(out), arg(idx), arg(n), arg(total), arg(error)]
+            }
+            Args::RebaseViews { views, runs, nruns, idx, n, total, wide: _ } => {
+                vec![arg(views), arg(runs), arg(nruns), arg(idx), arg(n), arg(total)]
             }
             Args::RebaseIndices { idx, begin, end, bounds, delta, nruns } => {
                 vec![arg(idx), arg(begin), arg(end), arg(bounds), arg(delta), arg(nruns)]

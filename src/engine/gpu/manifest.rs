@@ -99,6 +99,9 @@ pub(crate) enum Params {
     /// `(const u8 *bits, const u64 *runs, u32 nruns, u32 *out, const u32 *idx, u64 n,
     /// u64 total, u32 *error)` (`const u64 *idx` when `wide`)
     GatherValidity { wide: bool },
+    /// `(u32 *views, const u64 *runs, u32 nruns, const u32 *idx, u64 n, u64 total)`
+    /// (`const u64 *idx` when `wide`)
+    RebaseViews { wide: bool },
     /// `(index_t *idx, u64 begin, u64 end, const u64 *bounds, const u64 *delta, u32 nruns)`
     RebaseIndices,
     /// `(Key *keys, index_t *idx, u64 n)`
@@ -135,6 +138,8 @@ pub(crate) enum Entry {
     GatherValues64,
     GatherValidity32,
     GatherValidity64,
+    RebaseViews32,
+    RebaseViews64,
     RebaseIndices,
     SortTiles,
 }
@@ -156,7 +161,7 @@ const fn entry_point(entry: Entry, name: &'static str, family: Family, params: P
 
 /// Every entry point, in [`Entry`] order (the bench's kernel report lists them so).
 #[rustfmt::skip]
-pub(crate) const MANIFEST: [EntryPoint; 16] = {
+pub(crate) const MANIFEST: [EntryPoint; 18] = {
     use Family::{Book, Gather, Production, Sort};
     [
         entry_point(Entry::MergeBasic, "merge_basic", Book, Params::Level, Shared::Static),
@@ -173,6 +178,8 @@ pub(crate) const MANIFEST: [EntryPoint; 16] = {
         entry_point(Entry::GatherValues64, "gather_values_i64", Gather, Params::GatherValues { wide: true }, Shared::Static),
         entry_point(Entry::GatherValidity32, "gather_validity_i32", Gather, Params::GatherValidity { wide: false }, Shared::Static),
         entry_point(Entry::GatherValidity64, "gather_validity_i64", Gather, Params::GatherValidity { wide: true }, Shared::Static),
+        entry_point(Entry::RebaseViews32, "gather_rebase_views_i32", Gather, Params::RebaseViews { wide: false }, Shared::Static),
+        entry_point(Entry::RebaseViews64, "gather_rebase_views_i64", Gather, Params::RebaseViews { wide: true }, Shared::Static),
         entry_point(Entry::RebaseIndices, "rebase_indices", Production, Params::RebaseIndices, Shared::Static),
         entry_point(Entry::SortTiles, "sort_tiles", Sort, Params::SortTiles, Shared::SortTile),
     ]
@@ -276,6 +283,8 @@ mod tests {
                     Params::GatherValidity { wide: true } => {
                         "const u8 *bits, const u64 *runs, u32 nruns, u32 *out, const u64 *idx, u64 n, u64 total, u32 *error"
                     }
+                    Params::RebaseViews { wide: false } => "u32 *views, const u64 *runs, u32 nruns, const u32 *idx, u64 n, u64 total",
+                    Params::RebaseViews { wide: true } => "u32 *views, const u64 *runs, u32 nruns, const u64 *idx, u64 n, u64 total",
                     Params::RebaseIndices => "index_t *idx, u64 begin, u64 end, const u64 *bounds, const u64 *delta, u32 nruns",
                     Params::SortTiles => "Key *keys, index_t *idx, u64 n",
                 };

@@ -241,9 +241,11 @@ fn the_sort_node_on_the_gpu_gives_the_cpu_output_in_memory_and_spilled() {
     assert!(runs > 3 && spills > 0, "spilled: {runs} runs, {spills} spills");
 }
 
-/// Batch `b` of partition `p` of an unsorted table of fixed-width columns only, `rows` rows:
-/// keys with many ties (`k`), a nullable float key (`price`), a unique `id` (stability
-/// shows), and payload of 1-, 4- and 16-byte types, some with nulls.
+/// Batch `b` of partition `p` of an unsorted table of fixed-width and byte view columns,
+/// `rows` rows: keys with many ties (`k`), a nullable float key (`price`), a unique `id`
+/// (stability shows), payload of 1-, 4- and 16-byte types, some with nulls, and a string
+/// view column (`note`: nulls, inline and longer values, several data buffers a batch; as a
+/// key, long values tie on their first words).
 fn unsorted_fixed(p: u64, b: u64, rows: usize) -> RecordBatch {
     use arrow::array::{Date32Array, Decimal128Array, Int8Array};
     let mut rng = gpu_common::Rng(0x5851_f42d_4c95_7f2d ^ ((p << 20) + b + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
@@ -258,25 +260,39 @@ fn unsorted_fixed(p: u64, b: u64, rows: usize) -> RecordBatch {
             .with_precision_and_scale(30, 2)
             .unwrap(),
     );
-    RecordBatch::try_from_iter([("k", k), ("price", price), ("id", id), ("tiny", tiny), ("day", day), ("amount", amount)]).unwrap()
+    let mut notes = arrow::array::StringViewBuilder::new().with_fixed_block_size(4096);
+    for i in 0..n {
+        let r = rng.below(60);
+        notes.append_option((i % 7 != 3).then(|| {
+            if r < 20 {
+                format!("n{r}")
+            } else {
+                format!("a-longer-shared-prefix-note-{r:03}-{}", i % 3)
+            }
+        }));
+    }
+    let note: ArrayRef = Arc::new(notes.finish());
+    RecordBatch::try_from_iter([("k", k), ("price", price), ("id", id), ("tiny", tiny), ("day", day), ("amount", amount), ("note", note)])
+        .unwrap()
 }
 
-/// [`sort_node_batches`] by `k`, then `price`, in batches of 1000 rows (checked: none
+/// [`sort_node_batches`] by `k`, then `second`, in batches of 1000 rows (checked: none
 /// longer), the output concatenated.
 fn sort_fixed_output(
     partitions: &[Vec<RecordBatch>],
+    second: &str,
     engine: EngineOptions,
     chunk_rows: usize,
     pool_bytes: Option<usize>,
 ) -> (RecordBatch, usize, usize) {
-    let (out, runs, spills) = sort_node_batches(partitions, "price", 1000, engine, chunk_rows, pool_bytes);
+    let (out, runs, spills) = sort_node_batches(partitions, second, 1000, engine, chunk_rows, pool_bytes);
     assert!(out.iter().all(|b| b.num_rows() <= 1000), "batches of at most batch_size rows");
     (arrow::compute::concat_batches(&partitions[0][0].schema(), &out).unwrap(), runs, spills)
 }
 
 #[test]
-fn the_sort_node_sorts_fixed_width_input_whole_on_the_gpu_and_falls_back_to_chunks() {
-    if !gpu_or_skip("the_sort_node_sorts_fixed_width_input_whole_on_the_gpu_and_falls_back_to_chunks") {
+fn the_sort_node_sorts_fixed_width_and_view_input_whole_on_the_gpu_and_falls_back_to_chunks() {
+    if !gpu_or_skip("the_sort_node_sorts_fixed_width_and_view_input_whole_on_the_gpu_and_falls_back_to_chunks") {
         return;
     }
     // 4 partitions of uneven sizes (one empty) in batches of 1000 rows (CORANK_GPU_SMALL: a
@@ -299,26 +315,31 @@ fn the_sort_node_sorts_fixed_width_input_whole_on_the_gpu_and_falls_back_to_chun
             assert_eq!(got.column(c).to_data(), want.column(c).to_data(), "{what}: column {}", want.schema().field(c).name());
         }
     };
-    let (want, cpu_runs, _) = sort_fixed_output(&partitions, cpu, total / 8, None);
+    let (want, cpu_runs, _) = sort_fixed_output(&partitions, "price", cpu, total / 8, None);
     assert_eq!(want.num_rows(), total);
     assert!(cpu_runs > 3, "the CPU engine sorts chunks: {cpu_runs} runs");
     // The whole input as one device sort, whatever the chunk size: one run, no merge.
     for chunk_rows in [1 << 20, total / 8] {
-        let (got, runs, spills) = sort_fixed_output(&partitions, gpu, chunk_rows, None);
+        let (got, runs, spills) = sort_fixed_output(&partitions, "price", gpu, chunk_rows, None);
         same(&got, &want, &format!("whole, chunk rows {chunk_rows}"));
         assert_eq!((runs, spills), (1, 0), "whole, chunk rows {chunk_rows}");
     }
+    // By the string views as the second key: still one device sort.
+    let (want_note, _, _) = sort_fixed_output(&partitions, "note", cpu, total / 8, None);
+    let (got, runs, spills) = sort_fixed_output(&partitions, "note", gpu, 1 << 20, None);
+    same(&got, &want_note, "whole, by k then note");
+    assert_eq!((runs, spills), (1, 0), "whole, by k then note");
     // A pool that holds the input (and its sorted runs) but not the whole sort's output
     // beside it: the deferred chunks are sorted and merged instead.
     let (partitions, total) = table(1);
-    let (want, _, _) = sort_fixed_output(&partitions, cpu, total / 8, None);
+    let (want, _, _) = sort_fixed_output(&partitions, "price", cpu, total / 8, None);
     let input_bytes: usize = partitions.iter().flatten().map(|b| b.get_array_memory_size()).sum();
-    let (got, runs, _) = sort_fixed_output(&partitions, gpu, total / 8, Some(input_bytes * 3 / 2));
+    let (got, runs, _) = sort_fixed_output(&partitions, "price", gpu, total / 8, Some(input_bytes * 3 / 2));
     same(&got, &want, "no room for the output");
     assert!(runs > 3, "no room for the output: {runs} runs");
     // A pool of half the input: the pool refuses a batch on the way in, the deferred chunks
     // are cut as they would have been, sorted and spilled; the spill files merge.
-    let (got, runs, spills) = sort_fixed_output(&partitions, gpu, total / 8, Some(input_bytes / 2));
+    let (got, runs, spills) = sort_fixed_output(&partitions, "price", gpu, total / 8, Some(input_bytes / 2));
     same(&got, &want, "spilled");
     assert!(runs > 3 && spills > 0, "spilled: {runs} runs, {spills} spills");
 }

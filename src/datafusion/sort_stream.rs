@@ -13,7 +13,9 @@
 //! that it comes early). Once some run is spilled, the runs still in memory are spilled too.
 //!
 //! **The whole input on the device.** Where the GPU sorts and every column is fixed-width
-//! (the device gathers those), no chunk is cut while the input is read: once it is all in,
+//! or a byte view (`Utf8View`, `BinaryView`, DataFusion's strings from Parquet: the device
+//! gathers the 16-byte views, the strings stay in the input's buffers, which the output
+//! shares), no chunk is cut while the input is read: once it is all in,
 //! it is sorted as one chunk and every column gathered on the device
 //! ([`sort_on_device`]), and that is the output, with no merge at all. A chunk sort gathers
 //! every row on the CPU at random and the merge gathers it again; this moves each row over
@@ -59,7 +61,7 @@ use crate::permutation::{Indices, Permutation};
 use crate::sort::{merge_sorted_chunks, sort_columns, SortBatchesOptions};
 use crate::sort_key::SortKey;
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::utils::memory::get_record_batch_memory_size;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryReservation;
@@ -159,6 +161,21 @@ fn row_bytes(batch: &RecordBatch) -> usize {
     batch.columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size())).sum()
 }
 
+/// The bytes of `batch`'s byte view columns' data buffers (the strings the views point to).
+fn view_data_bytes(batch: &RecordBatch) -> usize {
+    use arrow::array::AsArray;
+    let buffers = |b: &[arrow::buffer::Buffer]| b.iter().map(|b| b.capacity()).sum::<usize>();
+    batch
+        .columns()
+        .iter()
+        .map(|c| match c.data_type() {
+            DataType::Utf8View => buffers(c.as_string_view().data_buffers()),
+            DataType::BinaryView => buffers(c.as_binary_view().data_buffers()),
+            _ => 0,
+        })
+        .sum()
+}
+
 /// A chunk sorted on a blocking thread: its key, the memory its input was counted at, its
 /// sorted batches, the time the sort took.
 type Sorted = (RunKey, usize, Result<Vec<RecordBatch>>, Duration);
@@ -226,14 +243,15 @@ fn sort_chunk(batches: Vec<RecordBatch>, expr: &LexOrdering, specs: &[SortKey], 
 
 /// Whether the node defers its chunks to sort the whole input on the device: the engine may
 /// use the GPU, one is usable, and every column is of a type the device gathers
-/// ([`fixed_width`](crate::engine::gpu::gather::fixed_width)).
+/// ([`device_width`](crate::engine::gpu::gather::device_width): fixed-width types and byte
+/// views).
 fn sorts_whole_on_device(schema: &SchemaRef, options: &SortBatchesOptions) -> bool {
     #[cfg(feature = "gpu")]
     {
-        use crate::engine::gpu::gather::fixed_width;
+        use crate::engine::gpu::gather::device_width;
         options.engine.engine != Engine::Cpu
             && !schema.fields().is_empty()
-            && schema.fields().iter().all(|f| fixed_width(f.data_type()).is_some())
+            && schema.fields().iter().all(|f| device_width(f.data_type()).is_some())
             && crate::engine::gpu_availability().is_ok()
     }
     #[cfg(not(feature = "gpu"))]
@@ -258,18 +276,19 @@ fn sort_on_device(
     options: &SortBatchesOptions,
     schema: &SchemaRef,
 ) -> Result<Option<Vec<RecordBatch>>> {
-    use crate::engine::gpu::gather::fixed_width;
+    use crate::engine::gpu::gather::{device_width, fixed_width};
     use crate::engine::gpu::{device_bytes_available, gather_fixed_gpu_into, whole_sort_device_bytes, GatherOutput, GpuOptions};
     use arrow::array::RecordBatchOptions;
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-    // At most: each sort column's value bytes (8 for a type of no fixed width) and a byte
-    // where it may be null, in whole 8-byte words, up to the widest key word (32 bytes).
+    // At most: each sort column's value bytes (the widest key word, 32 bytes, for a type of
+    // no fixed width: strings sort by prefix words) and a byte where it may be null, in
+    // whole 8-byte words, up to the widest key word.
     let mut key_bytes = 0;
     for e in expr.iter() {
-        key_bytes += fixed_width(&e.expr.data_type(schema)?).unwrap_or(8) + usize::from(e.expr.nullable(schema)?);
+        key_bytes += fixed_width(&e.expr.data_type(schema)?).unwrap_or(32) + usize::from(e.expr.nullable(schema)?);
     }
     let key_bytes = key_bytes.next_multiple_of(8).clamp(8, 32);
-    let row_bytes: usize = schema.fields().iter().map(|f| fixed_width(f.data_type()).unwrap_or(8) + 1).sum();
+    let row_bytes: usize = schema.fields().iter().map(|f| device_width(f.data_type()).unwrap_or(16) + 1).sum();
     let device = options.engine.devices.first();
     if whole_sort_device_bytes(rows, key_bytes, row_bytes) > device_bytes_available(device).map_err(to_datafusion)? {
         return Ok(None);
@@ -440,7 +459,9 @@ impl Runs {
         if chunk_on_cpu(&self.options, rows) {
             return Ok(None);
         }
-        let out_bytes = self.pending.iter().map(|c| c.row_bytes).sum::<usize>();
+        // The output's own bytes, and the input's string buffers that byte view columns
+        // share with it (they stay alive with the output once the input's count is dropped).
+        let out_bytes = self.pending.iter().map(|c| c.row_bytes).sum::<usize>() + batches.iter().map(view_data_bytes).sum::<usize>();
         if self.reservation.try_grow(out_bytes).is_err() {
             return Ok(None);
         }

@@ -6,7 +6,7 @@ use super::exec::MergeSettings;
 use crate::frontier::{FrontierMerge, FrontierOptions, MergedChunk};
 use crate::options::{Engine, EngineOptions, OnGpuFailure};
 use crate::sort_key::SortKey;
-use arrow::array::RecordBatch;
+use arrow::array::{Array, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::{internal_err, DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryReservation;
@@ -59,8 +59,18 @@ impl MergeMetrics {
     pub fn record_batch(&self, batch: &RecordBatch) {
         self.baseline.record_output(batch.num_rows());
         self.baseline.output_batches().add(1);
-        let bytes: usize = batch.columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap_or(0)).sum();
-        self.output_bytes.add(bytes);
+        self.output_bytes.add(batch.columns().iter().map(|c| slice_bytes(c.as_ref())).sum());
+    }
+}
+
+/// The bytes of `array`'s rows: a slice's share of its buffers, as `get_slice_memory_size`
+/// counts it. For byte views that is the views and the validity, counted here without
+/// building the slice's `ArrayData`, which would clone every data buffer's handle: a whole
+/// sort's output shares all the input batches' buffers.
+fn slice_bytes(array: &dyn Array) -> usize {
+    match array.data_type() {
+        DataType::Utf8View | DataType::BinaryView => array.len() * 16 + array.nulls().map_or(0, |n| n.len().div_ceil(8)),
+        _ => array.to_data().get_slice_memory_size().unwrap_or(0),
     }
 }
 

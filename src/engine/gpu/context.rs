@@ -1,7 +1,7 @@
 //! The GPU contexts: one per CUDA device ordinal, created lazily on its first use, each
 //! with one stream, its compiled modules (built once per process, lazily, per family, key
 //! width and index width), a pool of device buffers kept and reused across calls (grown
-//! when a call needs more) and the pinned staging buffers (grown to what the transfers
+//! when a call needs more, freed after a call that leaves it over [`KEEP_POOL_BYTES`]) and the pinned staging buffers (grown to what the transfers
 //! need, up to `STAGE_BYTES` each: a small merge does not pin 128 MiB).
 //!
 //! One merge runs at a time on a device (its state sits behind a mutex): the buffers are
@@ -25,6 +25,9 @@ use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
+
+/// Bytes of device buffers a device's pool keeps between calls ([`State::trim`]).
+pub const KEEP_POOL_BYTES: usize = 4 << 30;
 
 pub(crate) fn gpu_err(what: &str) -> impl Fn(result::DriverError) -> Error + '_ {
     move |e| Error::Gpu(format!("{what}: {e:?}"))
@@ -362,6 +365,15 @@ impl State {
     /// starts clean).
     pub fn release(&mut self) {
         self.pool.clear();
+    }
+
+    /// Frees the pooled buffers if they hold more than [`KEEP_POOL_BYTES`] (after a call, the
+    /// stream idle): a whole sort's gigabytes are not kept for the life of the process,
+    /// where the merges' rounds, which reuse the pool call after call, need far less.
+    pub fn trim(&mut self) {
+        if self.pooled_bytes() > KEEP_POOL_BYTES {
+            self.release();
+        }
     }
 
     /// The staging buffers and their events (created on first use; the buffers grow with

@@ -141,6 +141,8 @@ pub(crate) fn merge_part(gpu: &Gpu, part: &Part, dst: &mut [MaybeUninit<u8>], op
         // stream (the download has its own) before the pool frees what it used.
         let _ = result::ctx::synchronize();
         st.release();
+    } else {
+        st.trim(); // the indices are down: the device is idle
     }
     res
 }

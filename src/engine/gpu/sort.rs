@@ -64,6 +64,8 @@ pub(crate) fn sort_on_device(gpu: &Gpu, keys: &KeyColumn, options: &GpuOptions, 
         // As merge_part: finish or abandon what was queued, then free the pool.
         let _ = result::ctx::synchronize();
         st.release();
+    } else {
+        st.trim(); // the indices are down: the device is idle
     }
     res
 }

@@ -1,8 +1,9 @@
 //! The GPU contexts: one per CUDA device ordinal, created lazily on its first use, each
 //! with one stream, its compiled modules (built once per process, lazily, per family, key
 //! width and index width), a pool of device buffers kept and reused across calls (grown
-//! when a call needs more, freed after a call that leaves it over [`KEEP_POOL_BYTES`]) and the pinned staging buffers (grown to what the transfers
-//! need, up to `STAGE_BYTES` each: a small merge does not pin 128 MiB).
+//! when a call needs more, freed after a call that leaves it over [`KEEP_POOL_BYTES`]) and
+//! the pinned staging buffers (grown to what the transfers need, up to `STAGE_BYTES` each:
+//! a small merge does not pin 128 MiB).
 //!
 //! One merge runs at a time on a device (its state sits behind a mutex): the buffers are
 //! sized for the largest call so far and a second concurrent merge would need its own.

@@ -54,7 +54,7 @@
 //! memory that is not counted, as `SortExec`'s does beyond `sort_spill_reservation_bytes`.
 
 use super::exec::MergeSettings;
-use super::stream::{to_datafusion, MergeMetrics, MergeTask};
+use super::stream::{row_bytes, to_datafusion, MergeMetrics, MergeTask};
 use crate::gather::gather;
 use crate::options::{Engine, OnGpuFailure};
 use crate::permutation::{Indices, Permutation};
@@ -154,11 +154,6 @@ struct Chunk {
     bytes: usize,
     /// The bytes of the rows themselves (for [`CHUNK_BYTES`]).
     row_bytes: usize,
-}
-
-/// The bytes `batch`'s rows take in its buffers (a slice counts only its part).
-fn row_bytes(batch: &RecordBatch) -> usize {
-    batch.columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size())).sum()
 }
 
 /// The bytes of `batch`'s byte view columns' data buffers (the strings the views point to).
@@ -288,9 +283,9 @@ fn sort_on_device(
         key_bytes += fixed_width(&e.expr.data_type(schema)?).unwrap_or(32) + usize::from(e.expr.nullable(schema)?);
     }
     let key_bytes = key_bytes.next_multiple_of(8).clamp(8, 32);
-    let row_bytes: usize = schema.fields().iter().map(|f| device_width(f.data_type()).unwrap_or(16) + 1).sum();
+    let device_row_bytes: usize = schema.fields().iter().map(|f| device_width(f.data_type()).unwrap_or(16) + 1).sum();
     let device = options.engine.devices.first();
-    if whole_sort_device_bytes(rows, key_bytes, row_bytes) > device_bytes_available(device).map_err(to_datafusion)? {
+    if whole_sort_device_bytes(rows, key_bytes, device_row_bytes) > device_bytes_available(device).map_err(to_datafusion)? {
         return Ok(None);
     }
     let perm = sort_columns(&key_columns(batches, expr)?, specs, options).map_err(to_datafusion)?;

@@ -59,19 +59,21 @@ impl MergeMetrics {
     pub fn record_batch(&self, batch: &RecordBatch) {
         self.baseline.record_output(batch.num_rows());
         self.baseline.output_batches().add(1);
-        self.output_bytes.add(batch.columns().iter().map(|c| slice_bytes(c.as_ref())).sum());
+        self.output_bytes.add(row_bytes(batch));
     }
 }
 
-/// The bytes of `array`'s rows: a slice's share of its buffers, as `get_slice_memory_size`
-/// counts it. For byte views that is the views and the validity, counted here without
-/// building the slice's `ArrayData`, which would clone every data buffer's handle: a whole
-/// sort's output shares all the input batches' buffers.
-fn slice_bytes(array: &dyn Array) -> usize {
-    match array.data_type() {
+/// The bytes `batch`'s rows take in its buffers: a slice's share, as
+/// `get_slice_memory_size` counts it (the whole arrays where it cannot). For byte views that
+/// is the views and the validity, counted here without building the slice's `ArrayData`,
+/// which would clone every data buffer's handle: a whole sort's output shares all the input
+/// batches' buffers.
+pub fn row_bytes(batch: &RecordBatch) -> usize {
+    let slice_bytes = |array: &dyn Array| match array.data_type() {
         DataType::Utf8View | DataType::BinaryView => array.len() * 16 + array.nulls().map_or(0, |n| n.len().div_ceil(8)),
-        _ => array.to_data().get_slice_memory_size().unwrap_or(0),
-    }
+        _ => array.to_data().get_slice_memory_size().unwrap_or_else(|_| array.get_array_memory_size()),
+    };
+    batch.columns().iter().map(|c| slice_bytes(c.as_ref())).sum()
 }
 
 /// corank's error as DataFusion's (arrow errors stay arrow errors).

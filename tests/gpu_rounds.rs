@@ -196,6 +196,25 @@ fn sort_node_output(
     (arrow::compute::concat_batches(&partitions[0][0].schema(), &out).unwrap(), runs, spills)
 }
 
+/// Partitions of the given row counts in batches of 1000 rows made by `batch(p, b, rows)`,
+/// and their total rows.
+fn table_of(sizes: &[usize], batch: fn(u64, u64, usize) -> RecordBatch) -> (Vec<Vec<RecordBatch>>, usize) {
+    let partitions = sizes
+        .iter()
+        .enumerate()
+        .map(|(p, &rows)| (0..rows).step_by(1000).map(|s| batch(p as u64, (s / 1000) as u64, 1000.min(rows - s))).collect())
+        .collect();
+    (partitions, sizes.iter().sum())
+}
+
+/// `got` holds `want`'s rows, column for column.
+fn same_columns(got: &RecordBatch, want: &RecordBatch, what: &str) {
+    assert_eq!(got.num_rows(), want.num_rows(), "{what}");
+    for c in 0..want.num_columns() {
+        assert_eq!(got.column(c).to_data(), want.column(c).to_data(), "{what}: column {}", want.schema().field(c).name());
+    }
+}
+
 #[test]
 fn the_sort_node_on_the_gpu_gives_the_cpu_output_in_memory_and_spilled() {
     if !gpu_or_skip("the_sort_node_on_the_gpu_gives_the_cpu_output_in_memory_and_spilled") {
@@ -203,41 +222,27 @@ fn the_sort_node_on_the_gpu_gives_the_cpu_output_in_memory_and_spilled() {
     }
     // 4 partitions of uneven sizes (one empty) in batches of 1000 rows (CORANK_GPU_SMALL: a
     // tenth, but for the spill case, whose pool must hold the merge's rounds).
-    let table = |scale: usize| -> (Vec<Vec<RecordBatch>>, usize) {
-        let sizes = [150_000 / scale, 1 + 60_000 / scale, 0, 190_000 / scale];
-        let partitions = sizes
-            .iter()
-            .enumerate()
-            .map(|(p, &rows)| (0..rows).step_by(1000).map(|s| unsorted(p as u64, (s / 1000) as u64, 1000.min(rows - s))).collect())
-            .collect();
-        (partitions, sizes.iter().sum())
-    };
+    let table = |scale: usize| table_of(&[150_000 / scale, 1 + 60_000 / scale, 0, 190_000 / scale], unsorted);
     let cpu = EngineOptions::default().with_engine(Engine::Cpu);
     let gpu = EngineOptions { engine: Engine::Gpu, on_gpu_failure: OnGpuFailure::Error, ..EngineOptions::default() };
-    let same = |got: &RecordBatch, want: &RecordBatch, what: &str| {
-        assert_eq!(got.num_rows(), want.num_rows(), "{what}");
-        for c in 0..want.num_columns() {
-            assert_eq!(got.column(c).to_data(), want.column(c).to_data(), "{what}: column {}", want.schema().field(c).name());
-        }
-    };
     let (partitions, total) = table(if small_only() { 10 } else { 1 });
     let (want, cpu_runs, _) = sort_node_output(&partitions, cpu, 1 << 20, None);
     assert_eq!((want.num_rows(), cpu_runs), (total, 3), "each partition with rows one chunk");
     // A partition a chunk: three device sorts, their runs merged.
     let (got, runs, spills) = sort_node_output(&partitions, gpu, 1 << 20, None);
-    same(&got, &want, "a partition a chunk");
+    same_columns(&got, &want, "a partition a chunk");
     assert_eq!((runs, spills), (3, 0), "a partition a chunk");
     // Small chunks (cut at batch ends): 201 device sorts, several at once from the node's
     // blocking threads (CORANK_GPU_SMALL: a batch a chunk, 41).
     let (got, runs, spills) = sort_node_output(&partitions, gpu, total / 200, None);
-    same(&got, &want, "small chunks");
+    same_columns(&got, &want, "small chunks");
     assert!(runs > 40 && spills == 0, "small chunks: {runs} runs, {spills} spills");
     // A pool of half the input (about 10 MB): sorted chunks spill, the spill files merge.
     let (partitions, total) = table(1);
     let (want, _, _) = sort_node_output(&partitions, cpu, 1 << 20, None);
     let input_bytes: usize = partitions.iter().flatten().map(|b| b.get_array_memory_size()).sum();
     let (got, runs, spills) = sort_node_output(&partitions, gpu, total / 4, Some(input_bytes / 2));
-    same(&got, &want, "spilled");
+    same_columns(&got, &want, "spilled");
     assert!(runs > 3 && spills > 0, "spilled: {runs} runs, {spills} spills");
 }
 
@@ -297,37 +302,23 @@ fn the_sort_node_sorts_fixed_width_and_view_input_whole_on_the_gpu_and_falls_bac
     }
     // 4 partitions of uneven sizes (one empty) in batches of 1000 rows (CORANK_GPU_SMALL: a
     // tenth, but for the pool cases, whose pool must hold the merge's rounds).
-    let table = |scale: usize| -> (Vec<Vec<RecordBatch>>, usize) {
-        let sizes = [120_000 / scale, 1 + 50_000 / scale, 0, 170_000 / scale];
-        let partitions = sizes
-            .iter()
-            .enumerate()
-            .map(|(p, &rows)| (0..rows).step_by(1000).map(|s| unsorted_fixed(p as u64, (s / 1000) as u64, 1000.min(rows - s))).collect())
-            .collect();
-        (partitions, sizes.iter().sum())
-    };
+    let table = |scale: usize| table_of(&[120_000 / scale, 1 + 50_000 / scale, 0, 170_000 / scale], unsorted_fixed);
     let (partitions, total) = table(if small_only() { 10 } else { 1 });
     let cpu = EngineOptions::default().with_engine(Engine::Cpu);
     let gpu = EngineOptions { engine: Engine::Gpu, on_gpu_failure: OnGpuFailure::Error, ..EngineOptions::default() };
-    let same = |got: &RecordBatch, want: &RecordBatch, what: &str| {
-        assert_eq!(got.num_rows(), want.num_rows(), "{what}");
-        for c in 0..want.num_columns() {
-            assert_eq!(got.column(c).to_data(), want.column(c).to_data(), "{what}: column {}", want.schema().field(c).name());
-        }
-    };
     let (want, cpu_runs, _) = sort_fixed_output(&partitions, "price", cpu, total / 8, None);
     assert_eq!(want.num_rows(), total);
     assert!(cpu_runs > 3, "the CPU engine sorts chunks: {cpu_runs} runs");
     // The whole input as one device sort, whatever the chunk size: one run, no merge.
     for chunk_rows in [1 << 20, total / 8] {
         let (got, runs, spills) = sort_fixed_output(&partitions, "price", gpu, chunk_rows, None);
-        same(&got, &want, &format!("whole, chunk rows {chunk_rows}"));
+        same_columns(&got, &want, &format!("whole, chunk rows {chunk_rows}"));
         assert_eq!((runs, spills), (1, 0), "whole, chunk rows {chunk_rows}");
     }
     // By the string views as the second key: still one device sort.
     let (want_note, _, _) = sort_fixed_output(&partitions, "note", cpu, total / 8, None);
     let (got, runs, spills) = sort_fixed_output(&partitions, "note", gpu, 1 << 20, None);
-    same(&got, &want_note, "whole, by k then note");
+    same_columns(&got, &want_note, "whole, by k then note");
     assert_eq!((runs, spills), (1, 0), "whole, by k then note");
     // A pool that holds the input (and its sorted runs) but not the whole sort's output
     // beside it: the deferred chunks are sorted and merged instead.
@@ -335,11 +326,11 @@ fn the_sort_node_sorts_fixed_width_and_view_input_whole_on_the_gpu_and_falls_bac
     let (want, _, _) = sort_fixed_output(&partitions, "price", cpu, total / 8, None);
     let input_bytes: usize = partitions.iter().flatten().map(|b| b.get_array_memory_size()).sum();
     let (got, runs, _) = sort_fixed_output(&partitions, "price", gpu, total / 8, Some(input_bytes * 3 / 2));
-    same(&got, &want, "no room for the output");
+    same_columns(&got, &want, "no room for the output");
     assert!(runs > 3, "no room for the output: {runs} runs");
     // A pool of half the input: the pool refuses a batch on the way in, the deferred chunks
     // are cut as they would have been, sorted and spilled; the spill files merge.
     let (got, runs, spills) = sort_fixed_output(&partitions, "price", gpu, total / 8, Some(input_bytes / 2));
-    same(&got, &want, "spilled");
+    same_columns(&got, &want, "spilled");
     assert!(runs > 3 && spills > 0, "spilled: {runs} runs, {spills} spills");
 }

@@ -950,7 +950,9 @@ impl SortedParquetWriter {
             _ => {}
         }
         if self.settings.sync {
+            let t = std::time::Instant::now();
             file.sync_all().map_err(|e| Error::io(&target, "", e))?;
+            log::debug!("{}: synced to disk in {:?}", target.display(), t.elapsed());
         }
         let bytes = file.metadata().map_err(|e| Error::io(&target, "", e))?.len();
         drop(file);

@@ -596,6 +596,7 @@ pub fn merge_files(
     let (phase_runs, budgets) = (&phase_runs, &budgets);
     let written: Result<(Written, Duration)> = std::thread::scope(|scope| {
         let writer_thread = scope.spawn(move || -> Result<Option<(Written, Duration)>> {
+            super::name_this_thread("corank-writer");
             let mut writer = writer;
             let mut busy = Duration::ZERO;
             for message in from_merge {
@@ -639,6 +640,7 @@ pub fn merge_files(
         if !schedule.blocks.is_empty() {
             let converter = &converter;
             scope.spawn(move || {
+                super::name_this_thread("corank-check");
                 for chunk in schedule.blocks.chunks(rayon::current_num_threads().max(1)) {
                     let results: Vec<Result<Verified>> = chunk.par_iter().map(|b| verify_block(plan, b, converter)).collect();
                     for r in results {
@@ -774,33 +776,41 @@ fn start_readers<'scope, 'env>(
     let receivers = runs
         .iter()
         .zip(budgets)
-        .map(|(run, &budget)| {
+        .enumerate()
+        .map(|(i, (run, &budget))| {
             let run = run.as_ref()?;
+            let name = format!("corank-run{i}");
             let (send, receive) = mpsc::sync_channel::<Result<Option<RunBatch>>>(ahead);
             let decoders = decoders_per_run.min(run.row_groups.len());
             if decoders > 1 {
                 let mut groups = parallel_run_reader(plan, run, budget, decoders);
                 let mut taken = 0;
-                scope.spawn(move || loop {
-                    let next = groups.next_batch().map(|b| {
-                        b.map(|b| {
-                            taken += b.num_rows();
-                            (b, taken >= run.rows())
-                        })
-                    });
-                    let last = !matches!(next, Ok(Some((_, false))));
-                    // A closed channel means the merge stopped (an error): stop too.
-                    if send.send(next).is_err() || last {
-                        break;
+                scope.spawn(move || {
+                    super::name_this_thread(&name);
+                    loop {
+                        let next = groups.next_batch().map(|b| {
+                            b.map(|b| {
+                                taken += b.num_rows();
+                                (b, taken >= run.rows())
+                            })
+                        });
+                        let last = !matches!(next, Ok(Some((_, false))));
+                        // A closed channel means the merge stopped (an error): stop too.
+                        if send.send(next).is_err() || last {
+                            break;
+                        }
                     }
                 });
             } else {
                 let mut reader = RunReader::new(run, plan, budget, keep_open);
-                scope.spawn(move || loop {
-                    let next = reader.next_batch();
-                    let last = !matches!(next, Ok(Some((_, false))));
-                    if send.send(next).is_err() || last {
-                        break;
+                scope.spawn(move || {
+                    super::name_this_thread(&name);
+                    loop {
+                        let next = reader.next_batch();
+                        let last = !matches!(next, Ok(Some((_, false))));
+                        if send.send(next).is_err() || last {
+                            break;
+                        }
                     }
                 });
             }
@@ -917,20 +927,14 @@ impl Phase<'_> {
                         }
                     }
                 }
-                *read_time += t.elapsed();
+                let filled = t.elapsed();
+                *read_time += filled;
                 // 2. Merge what the frontier lets out; 3. gather it in pieces for the writer.
                 let t = Instant::now();
                 let round = frontier.take_round()?;
                 let round = if choice.cpu_next() { round.on_cpu() } else { round };
                 let round = round.merge()?;
                 let merged = t.elapsed();
-                log::debug!(
-                    "corank round: {} rows in {} runs merged on the {:?} engine in {:.1?}",
-                    round.rows(),
-                    round.runs.len(),
-                    round.perm.engine,
-                    merged
-                );
                 choice.record(round.perm.engine, round.rows(), merged);
                 match round.perm.engine {
                     Engine::Gpu => *rounds_gpu += 1,
@@ -940,15 +944,30 @@ impl Phase<'_> {
                 let round_bytes: usize = round.runs.iter().map(batch_bytes).sum();
                 let piece_rows = (self.piece_bytes / (round_bytes / rows.max(1)).max(1)).max(batch_size) / batch_size * batch_size;
                 let mut at = 0;
+                // Time spent waiting for the writer to take a piece (its channel holds one).
+                let mut waited = Duration::ZERO;
                 while at < rows {
                     let end = (at + piece_rows).min(rows);
                     let piece = round.gather(at, end, batch_size)?;
                     at = end;
+                    let sent = Instant::now();
                     if self.to_writer.send(ToWriter::Rows(piece)).is_err() {
                         return Ok(false);
                     }
+                    waited += sent.elapsed();
                 }
                 *merge_time += t.elapsed();
+                log::debug!(
+                    "corank round: {} rows in {} runs; windows filled in {:.1?}, merged on the {:?} engine in {:.1?}, \
+                     gathered in {:.1?}, waited {:.1?} for the writer",
+                    rows,
+                    round.runs.len(),
+                    filled,
+                    round.perm.engine,
+                    merged,
+                    t.elapsed() - merged - waited,
+                    waited
+                );
             }
             Ok(true)
         })();

@@ -751,6 +751,7 @@ pub(super) fn sort_by_columns(
     let mut appended = 0;
     std::thread::scope(|threads| {
         let encoder = threads.spawn(|| {
+            super::name_this_thread("corank-encode");
             // Sent also when the encoding panics, so that this loop ends.
             let _finished = SendOnDrop(&events);
             encode_columns();

@@ -158,6 +158,10 @@ pub struct SortedParquetWriter {
     expected_rows: usize,
     row_groups: usize,
     row_groups_started: usize,
+    /// Time spent waiting for the oldest row group's encoding, and appending row groups
+    /// (`-vv`: which of the two holds the writer's thread).
+    encode_wait: std::time::Duration,
+    append_time: std::time::Duration,
     /// Row groups not yet in the file, oldest first: being encoded, or waiting to be
     /// copied after the ones before them.
     in_flight: VecDeque<InFlight>,
@@ -610,6 +614,8 @@ impl SortedParquetWriter {
             expected_rows,
             row_groups: 0,
             row_groups_started: 0,
+            encode_wait: std::time::Duration::ZERO,
+            append_time: std::time::Duration::ZERO,
             in_flight: VecDeque::new(),
             max_distinct: vec![0; schema.fields().len()],
             reserved_row_groups: 0,
@@ -844,8 +850,12 @@ impl SortedParquetWriter {
             InFlight::Copy(copy) => return self.append_copy(copy),
         };
         let err = |e: parquet::errors::ParquetError| Error::parquet(&target, "", e);
+        let waiting = std::time::Instant::now();
+        let received = result.recv();
+        self.encode_wait += waiting.elapsed();
+        let appending = std::time::Instant::now();
         let (chunks, distinct, plain) =
-            result.recv().map_err(|_| Error::Internal(format!("{}: a row group encoder stopped", target.display())))?.map_err(err)?;
+            received.map_err(|_| Error::Internal(format!("{}: a row group encoder stopped", target.display())))?.map_err(err)?;
         for (max, n) in self.max_distinct.iter_mut().zip(distinct) {
             *max = (*max).max(n);
         }
@@ -870,6 +880,7 @@ impl SortedParquetWriter {
         self.rows += rows;
         self.row_groups += 1;
         self.start_writeback();
+        self.append_time += appending.elapsed();
         Ok(())
     }
 
@@ -938,6 +949,13 @@ impl SortedParquetWriter {
             self.append_oldest()?;
         }
         let target = self.target.clone();
+        log::debug!(
+            "{}: {} row groups encoded; waited {:.1?} for their encoding, appended them in {:.1?}",
+            target.display(),
+            self.row_groups_started,
+            self.encode_wait,
+            self.append_time
+        );
         let stored = widened_dictionary_keys(&self.schema, &self.max_distinct);
         self.writer.append_key_value_metadata(KeyValue::new(ARROW_SCHEMA_KEY.to_string(), encode_arrow_schema(&stored)));
         let inner = self.writer.into_inner().map_err(|e| Error::parquet(&target, "", e))?;

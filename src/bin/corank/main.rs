@@ -202,6 +202,8 @@ fn main() -> ExitCode {
         _ => (0, false),
     };
     logging::init(verbose);
+    // The pool's threads named for profiles (`top -H`, `perf`); rayon's defaults otherwise.
+    let _ = rayon::ThreadPoolBuilder::new().thread_name(|i| format!("corank-pool{i}")).build_global();
     // Ctrl-C (or SIGTERM, SIGHUP) during a merge or a sort removes the temporary output
     // file (and a sort's spill directory).
     corank::parquet::interrupt::remove_temp_file_on_signal();

@@ -4,7 +4,8 @@
 # times: wall, user, sys, peak RSS, the -vv rounds' fill and gather totals, the writer's
 # wait for encodes; outputs compared with the first variant's. Experiment build (stop 49:
 # CORANK_AB_POOL=own|niceN row groups encoded on a pool of their own, CORANK_AB_IN_FLIGHT=N
-# row groups in flight, CORANK_AB_AHEAD=N batches each run decodes ahead). Bundle:
+# row groups in flight, CORANK_AB_AHEAD=N batches each run decodes ahead,
+# CORANK_AB_DECODERS=N row groups of a run decoded at once). Bundle:
 # `../shared/gpu/pack --bin corank`.
 set -u
 bash .gpu/remote run corank --version >/dev/null

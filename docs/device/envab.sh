@@ -5,7 +5,8 @@
 # wait for encodes; outputs compared with the first variant's. Experiment build (stop 49:
 # CORANK_AB_POOL=own|niceN row groups encoded on a pool of their own, CORANK_AB_IN_FLIGHT=N
 # row groups in flight, CORANK_AB_AHEAD=N batches each run decodes ahead,
-# CORANK_AB_DECODERS=N row groups of a run decoded at once). Bundle:
+# CORANK_AB_DECODERS=N row groups of a run decoded at once, CORANK_AB_FIRST=1 the first
+# round started after one batch a run). Bundle:
 # `../shared/gpu/pack --bin corank`.
 set -u
 bash .gpu/remote run corank --version >/dev/null

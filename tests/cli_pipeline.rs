@@ -442,6 +442,13 @@ fn rust_log_and_verbose_log_on_stderr() {
     assert!(run(&["--engine", "cpu", "-v"], None).contains(plan_line));
     assert!(run(&["--engine", "cpu", "-v"], Some("error")).contains(plan_line));
     assert!(!run(&["--engine", "cpu", "-vv"], None).is_empty());
+    // -vv: each round's phases and the writer's wait for its encodes.
+    let debug = run(&["--engine", "cpu", "-vv"], None);
+    let round = debug.lines().find(|l| l.contains("corank round: ")).unwrap_or_else(|| panic!("no round line in: {debug}"));
+    for phase in ["windows filled in ", "merged on the Cpu engine in ", "gathered in ", " for the writer"] {
+        assert!(round.contains(phase), "'{phase}' not in: {round}");
+    }
+    assert!(debug.contains("row groups encoded; waited "), "no writer line in: {debug}");
     // A spec that cannot be read is reported, not fatal.
     assert!(run(&["--engine", "cpu"], Some("corank=loud")).contains("RUST_LOG: ignoring 'corank=loud'"));
     // Where no GPU is usable, --engine auto says so with -v (the engine's info line).

@@ -956,7 +956,8 @@ impl Phase<'_> {
                     }
                     waited += sent.elapsed();
                 }
-                *merge_time += t.elapsed();
+                let round_time = t.elapsed();
+                *merge_time += round_time;
                 log::debug!(
                     "corank round: {} rows in {} runs; windows filled in {:.1?}, merged on the {:?} engine in {:.1?}, \
                      gathered in {:.1?}, waited {:.1?} for the writer",
@@ -965,7 +966,7 @@ impl Phase<'_> {
                     filled,
                     round.perm.engine,
                     merged,
-                    t.elapsed() - merged - waited,
+                    round_time.saturating_sub(merged + waited),
                     waited
                 );
             }

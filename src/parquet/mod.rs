@@ -47,3 +47,27 @@ pub(crate) fn name_this_thread(name: &str) {
     #[cfg(not(target_os = "linux"))]
     let _ = name;
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    /// The kernel's name of the calling thread.
+    fn comm() -> String {
+        std::fs::read_to_string("/proc/thread-self/comm").unwrap().trim_end().to_string()
+    }
+
+    #[test]
+    fn threads_are_named_for_the_os_up_to_15_bytes() {
+        let names = std::thread::spawn(|| {
+            super::name_this_thread("corank-writer");
+            let short = comm();
+            super::name_this_thread("corank-a-name-longer-than-fifteen");
+            let long = comm();
+            // An interior NUL cannot be a name: the thread keeps the one it had.
+            super::name_this_thread("bad\0name");
+            (short, long, comm())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(names, ("corank-writer".into(), "corank-a-name-l".into(), "corank-a-name-l".into()));
+    }
+}

@@ -67,6 +67,16 @@ pub fn warm_up_gpu(options: &EngineOptions, rows: usize) {
     let _ = (options, rows);
 }
 
+/// Whether the GPU's start-up begun by [`warm_up_gpu`] is still under way (a context, the
+/// cached kernels or the staging buffers not ready, or a missing GPU not found out yet): a
+/// GPU merge started now would wait for it. `false` without the `gpu` feature.
+pub fn gpu_warming_up() -> bool {
+    #[cfg(feature = "gpu")]
+    return gpu::warm_up_in_flight();
+    #[cfg(not(feature = "gpu"))]
+    false
+}
+
 /// The name of the GPU device `device`, where one is usable.
 pub fn gpu_device_name(device: usize) -> Result<String> {
     #[cfg(feature = "gpu")]

@@ -24,6 +24,7 @@ use super::tuning::Arch;
 use crate::{Error, Result};
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -256,6 +257,34 @@ fn warm_up_specs() -> impl Iterator<Item = ModuleSpec> {
     [8, 16, 4, 24, 32].into_iter().map(|key_bytes| ModuleSpec { family: Family::Production, key_bytes, index_bits: 32 })
 }
 
+/// Warm-up threads not yet finished, of every device ([`warm_up_in_flight`]).
+static WARM_UPS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// One warm-up counted in [`WARM_UPS_IN_FLIGHT`] from its creation until it drops: created
+/// before its thread is spawned (so a caller that asks right after [`warm_up`] returns sees
+/// it), moved into the thread, dropped when the thread ends or was never spawned.
+pub(crate) struct WarmUpInFlight(());
+
+impl WarmUpInFlight {
+    pub(crate) fn new() -> WarmUpInFlight {
+        WARM_UPS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        WarmUpInFlight(())
+    }
+}
+
+impl Drop for WarmUpInFlight {
+    fn drop(&mut self) {
+        WARM_UPS_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether a warm-up ([`warm_up`]) of some device is still under way: its context, modules
+/// or staging buffers not ready yet, or its failure not known yet. A GPU merge started now
+/// would wait for it.
+pub(crate) fn warm_up_in_flight() -> bool {
+    WARM_UPS_IN_FLIGHT.load(Ordering::SeqCst) > 0
+}
+
 /// Starts creating device `device`'s context, then loading the modules of
 /// [`warm_up_specs`] whose cubins the disk cache holds, and pinning staging buffers for
 /// transfers of `staging_bytes` (none for 0: a small merge pins only what its transfers
@@ -265,6 +294,7 @@ fn warm_up_specs() -> impl Iterator<Item = ModuleSpec> {
 /// finds and reports it, as without a warm-up; a module that does not load from the cache
 /// is built by the merge.
 pub(crate) fn warm_up(device: usize, staging_bytes: usize) {
+    let in_flight = WarmUpInFlight::new();
     static STARTED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
     static STAGED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
     let first = {
@@ -287,6 +317,7 @@ pub(crate) fn warm_up(device: usize, staging_bytes: usize) {
         return;
     }
     let spawned = std::thread::Builder::new().name(format!("corank-gpu{device}-warm-up")).spawn(move || {
+        let _in_flight = in_flight; // counted until this thread ends, whichever way
         let t = Instant::now();
         let Ok(gpu) = gpu(device) else { return };
         let mut loaded = 0;
@@ -385,5 +416,28 @@ impl State {
             None => Staging::new()?,
         };
         Ok(self.staging.insert(staging))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A warm-up counts as under way from the call until its thread ends, also where the
+    /// device does not exist or there is no GPU at all (the thread ends at its first error),
+    /// so `Engine::Auto` never waits on a start-up that will not come.
+    #[test]
+    fn a_warm_up_is_in_flight_until_its_thread_ends_even_without_a_device() {
+        let counted = WarmUpInFlight::new();
+        assert!(warm_up_in_flight());
+        drop(counted);
+        warm_up(63, 1 << 20); // no machine has a device 63
+        let t = Instant::now();
+        while warm_up_in_flight() {
+            assert!(t.elapsed() < std::time::Duration::from_secs(60), "the warm-up of a missing device never ended");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        warm_up(63, 0); // started once a process: nothing more to do, nothing left in flight
+        assert!(!warm_up_in_flight());
     }
 }

@@ -143,12 +143,19 @@ pub fn warm_up(device: usize, staging_bytes: usize) {
     context::warm_up(device, staging_bytes)
 }
 
+/// Whether a [`warm_up`] is still under way (a GPU merge started now would wait for it).
+pub fn warm_up_in_flight() -> bool {
+    context::warm_up_in_flight()
+}
+
 /// [`warm_up`] for every device of `devices` (`All`: the count is read on the background
 /// thread too).
 pub fn warm_up_devices(devices: Devices, staging_bytes: usize) {
     match devices {
         Devices::All => {
+            let in_flight = context::WarmUpInFlight::new();
             let spawned = std::thread::Builder::new().name("corank-gpu-warm-up".into()).spawn(move || {
+                let _in_flight = in_flight; // until every device's warm-up has started
                 if let Ok(count) = context::device_count() {
                     (0..count).for_each(|d| context::warm_up(d, staging_bytes));
                 }

@@ -3,10 +3,9 @@
 //! beats the CPU's.
 //!
 //! The policy, by round:
-//! 0. While the GPU's start-up is under way ([`crate::engine::gpu_warming_up`]: the driver,
-//!    the context, the cached kernels, ~0.2–0.3 s), a round merges on the CPU rather than
-//!    wait for it: the CPU engine gives the same result, and the first rounds of a merge are
-//!    ready before the driver is. Such a round counts as the CPU's.
+//! 0. While the GPU is still starting, a round left to `Auto` merges on the CPU
+//!    ([`crate::engine::gpu_warming_up`]; the engine choice does that, not this policy) and
+//!    counts as the CPU's.
 //! 1. Until two rounds have merged on the GPU, `Auto` decides as for one merge
 //!    (`gpu_min_rows`, a usable device). The first GPU round is not timed: it pays the
 //!    device's first use (its staging buffers). The second is.
@@ -50,15 +49,9 @@ impl AutoChoice {
     }
 
     /// Whether the next round must merge on the CPU; otherwise it merges as the merge's
-    /// options say. `gpu_starting`: whether the GPU's start-up is still under way (step 0).
-    pub fn cpu_next(&mut self, gpu_starting: bool) -> bool {
-        if !self.active {
-            return false;
-        }
-        if gpu_starting {
-            return true;
-        }
-        if self.gpu_rounds < 2 {
+    /// options say.
+    pub fn cpu_next(&mut self) -> bool {
+        if !self.active || self.gpu_rounds < 2 {
             return false;
         }
         let (Some(cpu), Some(gpu)) = (self.cpu_ns_per_row, self.gpu_ns_per_row) else {
@@ -117,7 +110,7 @@ mod tests {
     fn drive(choice: &mut AutoChoice, rounds: usize, cpu_ms: u64, gpu_ms: u64) -> Vec<Engine> {
         (0..rounds)
             .map(|_| {
-                let engine = if choice.cpu_next(false) { Engine::Cpu } else { Engine::Gpu };
+                let engine = if choice.cpu_next() { Engine::Cpu } else { Engine::Gpu };
                 choice.record(engine, 1 << 20, ms(if engine == Engine::Cpu { cpu_ms } else { gpu_ms }));
                 engine
             })
@@ -135,19 +128,6 @@ mod tests {
     }
 
     #[test]
-    fn rounds_merge_on_the_cpu_while_the_gpu_starts_and_count_as_the_cpus() {
-        let mut choice = auto();
-        for _ in 0..3 {
-            assert!(choice.cpu_next(true), "the GPU still starting");
-            choice.record(Engine::Cpu, 1 << 20, ms(30));
-        }
-        assert_eq!(choice.ns_per_row().0, Some(30e6 / (1 << 20) as f64), "the CPU timed by those rounds");
-        // Started: two GPU rounds (the first untimed), then the faster engine.
-        let engines = drive(&mut choice, 4, 30, 10);
-        assert_eq!(engines, [Engine::Gpu, Engine::Gpu, Engine::Gpu, Engine::Gpu]);
-    }
-
-    #[test]
     fn a_slower_gpu_gets_only_the_probes() {
         let mut choice = auto();
         let engines = drive(&mut choice, 40, 10, 30);
@@ -162,9 +142,9 @@ mod tests {
         let mut choice = auto();
         choice.record(Engine::Gpu, 1000, ms(500)); // the device's first use
         choice.record(Engine::Gpu, 1000, ms(1));
-        assert!(choice.cpu_next(false), "the CPU is timed once");
+        assert!(choice.cpu_next(), "the CPU is timed once");
         choice.record(Engine::Cpu, 1000, ms(2));
-        assert!(!choice.cpu_next(false), "the GPU measured faster, its first round aside");
+        assert!(!choice.cpu_next(), "the GPU measured faster, its first round aside");
         assert_eq!(choice.ns_per_row(), (Some(2000.0), Some(1000.0)));
     }
 
@@ -185,12 +165,11 @@ mod tests {
         for options in [EngineOptions::default().with_engine(Engine::Cpu), EngineOptions::default().with_engine(Engine::Gpu), required] {
             let mut choice = AutoChoice::new(&options);
             assert!(drive(&mut choice, 20, 10, 30).iter().all(|&e| e == Engine::Gpu), "{options}: cpu_next is never true");
-            assert!(!choice.cpu_next(true), "{options}: not even while the GPU starts");
         }
         // No usable GPU: every round merges on the CPU as Auto decides, none is forced.
         let mut choice = auto();
         for _ in 0..20 {
-            assert!(!choice.cpu_next(false));
+            assert!(!choice.cpu_next());
             choice.record(Engine::Cpu, 100, ms(1));
         }
     }

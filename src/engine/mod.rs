@@ -5,7 +5,10 @@
 //! - `Cpu`: the merge path on rayon threads.
 //! - `Gpu`: the co-rank kernels; an error where no GPU is usable, or where the GPU fails.
 //! - `Auto`: the GPU for inputs of at least `gpu_min_rows` keys when one is usable, else the
-//!   CPU. With `OnGpuFailure::UseCpu` a missing GPU and a GPU failure (out of memory, launch
+//!   CPU; while the GPU's start-up begun by [`warm_up_gpu`] is still under way (the driver,
+//!   the contexts, the cached kernels: ~0.2–0.35 s), the CPU rather than a wait for it (the
+//!   same result; the command line's first rounds and its sort's keys are ready before the
+//!   driver is). With `OnGpuFailure::UseCpu` a missing GPU and a GPU failure (out of memory, launch
 //!   failure) fall back to the CPU with one log line, so no data is lost; with
 //!   `OnGpuFailure::Error` both are errors and every size goes to the GPU (the GPU tests).
 //!
@@ -75,6 +78,13 @@ pub fn gpu_warming_up() -> bool {
     return gpu::warm_up_in_flight();
     #[cfg(not(feature = "gpu"))]
     false
+}
+
+/// Whether a job now would wait for the GPU's start-up: a warm-up in flight
+/// ([`gpu_warming_up`]) where the GPU libraries are present (without them no start-up is
+/// waited for, and the job's own check says why the GPU is not used).
+fn gpu_starting() -> bool {
+    gpu_warming_up() && gpu_libraries_present().is_ok()
 }
 
 /// The name of the GPU device `device`, where one is usable.
@@ -177,6 +187,10 @@ pub(crate) fn choose_engine(
             Ok((gpu()?, Engine::Gpu))
         }
         Engine::Auto => {
+            // Before asking the driver (which would wait for the start-up's `cuInit`).
+            if !strict && gpu_starting() {
+                return Ok((cpu(), Engine::Cpu));
+            }
             if let Err(why) = gpu_availability() {
                 if strict {
                     return Err(Error::GpuUnavailable(why));
@@ -196,5 +210,24 @@ pub(crate) fn choose_engine(
                 Err(e) => Err(e),
             }
         }
+    }
+}
+
+#[cfg(all(test, feature = "gpu"))]
+mod tests {
+    use super::*;
+
+    /// While a warm-up is in flight, `Auto` gives a job to the CPU and never asks the GPU
+    /// (which would wait for the start-up). Without the GPU libraries (CI) the job goes to
+    /// the CPU anyway; on a GPU machine only the start-up rule keeps the GPU out.
+    #[test]
+    fn auto_takes_the_cpu_while_the_gpu_starts() {
+        let _alone = gpu::WARM_UP_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+        let options = EngineOptions::default().with_engine(Engine::Auto);
+        let in_flight = gpu::WarmUpInFlight::new();
+        let ask_gpu = || -> Result<Indices> { panic!("the GPU was asked while it was starting") };
+        let (indices, engine) = choose_engine(&options, 1 << 24, "merging", || Indices::U32(vec![7]), ask_gpu).unwrap();
+        assert_eq!((indices, engine), (Indices::U32(vec![7]), Engine::Cpu));
+        drop(in_flight);
     }
 }

@@ -932,10 +932,7 @@ impl Phase<'_> {
                 // 2. Merge what the frontier lets out; 3. gather it in pieces for the writer.
                 let t = Instant::now();
                 let round = frontier.take_round()?;
-                // Auto: not waiting for the GPU's start-up (engine::auto, step 0) where the
-                // libraries are there; without them the round's own attempt says why not.
-                let starting = crate::engine::gpu_warming_up() && crate::engine::gpu_libraries_present().is_ok();
-                let round = if choice.cpu_next(starting) { round.on_cpu() } else { round };
+                let round = if choice.cpu_next() { round.on_cpu() } else { round };
                 let round = round.merge()?;
                 let merged = t.elapsed();
                 choice.record(round.perm.engine, round.rows(), merged);

@@ -278,6 +278,10 @@ impl Drop for WarmUpInFlight {
     }
 }
 
+/// Held by the tests that start warm-ups or read the count, so that none sees another's.
+#[cfg(test)]
+pub(crate) static WARM_UP_TESTS: Mutex<()> = Mutex::new(());
+
 /// Whether a warm-up ([`warm_up`]) of some device is still under way: its context, modules
 /// or staging buffers not ready yet, or its failure not known yet. A GPU merge started now
 /// would wait for it.
@@ -428,6 +432,7 @@ mod tests {
     /// so `Engine::Auto` never waits on a start-up that will not come.
     #[test]
     fn a_warm_up_is_in_flight_until_its_thread_ends_even_without_a_device() {
+        let _alone = WARM_UP_TESTS.lock().unwrap_or_else(|p| p.into_inner());
         let counted = WarmUpInFlight::new();
         assert!(warm_up_in_flight());
         drop(counted);

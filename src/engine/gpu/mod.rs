@@ -143,6 +143,9 @@ pub fn warm_up(device: usize, staging_bytes: usize) {
     context::warm_up(device, staging_bytes)
 }
 
+#[cfg(test)]
+pub(crate) use context::{WarmUpInFlight, WARM_UP_TESTS};
+
 /// Whether a [`warm_up`] is still under way (a GPU merge started now would wait for it).
 pub fn warm_up_in_flight() -> bool {
     context::warm_up_in_flight()

@@ -6,9 +6,10 @@
 //! - `Gpu`: the co-rank kernels; an error where no GPU is usable, or where the GPU fails.
 //! - `Auto`: the GPU for inputs of at least `gpu_min_rows` keys when one is usable, else the
 //!   CPU; while the GPU's start-up begun by [`warm_up_gpu`] is still under way (the driver,
-//!   the contexts, the cached kernels: ~0.2–0.35 s), the CPU rather than a wait for it (the
-//!   same result; the command line's first rounds and its sort's keys are ready before the
-//!   driver is). With `OnGpuFailure::UseCpu` a missing GPU and a GPU failure (out of memory, launch
+//!   the contexts, the cached kernels: ~0.2–0.35 s), the CPU rather than a wait for it for
+//!   jobs the CPU does in about that time ([`CPU_ROWS_PER_THREAD_WHILE_STARTING`] keys a
+//!   thread; the same result: the command line's first rounds are ready before the driver
+//!   is). With `OnGpuFailure::UseCpu` a missing GPU and a GPU failure (out of memory, launch
 //!   failure) fall back to the CPU with one log line, so no data is lost; with
 //!   `OnGpuFailure::Error` both are errors and every size goes to the GPU (the GPU tests).
 //!
@@ -78,6 +79,20 @@ pub fn gpu_warming_up() -> bool {
     return gpu::warm_up_in_flight();
     #[cfg(not(feature = "gpu"))]
     false
+}
+
+/// Keys a CPU thread sorts or merges in about the time left of the GPU's start-up once a
+/// job is ready (~0.2 s; the CPU sorts ~5M keys a second a thread): `Auto` takes the CPU
+/// during the start-up only for jobs up to this many keys a thread, and waits for the GPU
+/// with larger ones. Measured on the H200 host (16 threads, docs/PERFORMANCE.md, "`--engine
+/// auto` no longer waits"): the command line's merge rounds of ~2.3M keys gain 0.1–0.3 s on
+/// the CPU; `corank sort`'s 100M keys took 1.2–1.3 s on the CPU against 0.28 s on the GPU.
+pub const CPU_ROWS_PER_THREAD_WHILE_STARTING: usize = 1 << 20;
+
+/// The largest job `Auto` gives the CPU while the GPU starts: [`CPU_ROWS_PER_THREAD_WHILE_STARTING`]
+/// per thread of the rayon pool.
+fn cpu_rows_while_starting() -> usize {
+    CPU_ROWS_PER_THREAD_WHILE_STARTING.saturating_mul(rayon::current_num_threads())
 }
 
 /// Whether a job now would wait for the GPU's start-up: a warm-up in flight
@@ -188,7 +203,7 @@ pub(crate) fn choose_engine(
         }
         Engine::Auto => {
             // Before asking the driver (which would wait for the start-up's `cuInit`).
-            if !strict && gpu_starting() {
+            if !strict && rows <= cpu_rows_while_starting() && gpu_starting() {
                 return Ok((cpu(), Engine::Cpu));
             }
             if let Err(why) = gpu_availability() {
@@ -221,13 +236,24 @@ mod tests {
     /// (which would wait for the start-up). Without the GPU libraries (CI) the job goes to
     /// the CPU anyway; on a GPU machine only the start-up rule keeps the GPU out.
     #[test]
-    fn auto_takes_the_cpu_while_the_gpu_starts() {
+    fn auto_takes_the_cpu_while_the_gpu_starts_for_jobs_the_cpu_does_in_that_time() {
         let _alone = gpu::WARM_UP_TESTS.lock().unwrap_or_else(|p| p.into_inner());
         let options = EngineOptions::default().with_engine(Engine::Auto);
         let in_flight = gpu::WarmUpInFlight::new();
+        let small = options.gpu_min_rows.max(1).min(cpu_rows_while_starting());
         let ask_gpu = || -> Result<Indices> { panic!("the GPU was asked while it was starting") };
-        let (indices, engine) = choose_engine(&options, 1 << 24, "merging", || Indices::U32(vec![7]), ask_gpu).unwrap();
+        let (indices, engine) = choose_engine(&options, small, "merging", || Indices::U32(vec![7]), ask_gpu).unwrap();
         assert_eq!((indices, engine), (Indices::U32(vec![7]), Engine::Cpu));
+        // A larger job waits for the GPU where there is one (it is asked); without one it
+        // takes the CPU, as it would have anyway.
+        let asked = std::cell::Cell::new(false);
+        let ask_gpu = || -> Result<Indices> {
+            asked.set(true);
+            Ok(Indices::U32(vec![8]))
+        };
+        let (_, engine) = choose_engine(&options, cpu_rows_while_starting() + 1, "merging", || Indices::U32(vec![7]), ask_gpu).unwrap();
+        assert_eq!(asked.get(), gpu_availability().is_ok());
+        assert_eq!(engine, if asked.get() { Engine::Gpu } else { Engine::Cpu });
         drop(in_flight);
     }
 }

@@ -232,9 +232,10 @@ pub(crate) fn choose_engine(
 mod tests {
     use super::*;
 
-    /// While a warm-up is in flight, `Auto` gives a job to the CPU and never asks the GPU
-    /// (which would wait for the start-up). Without the GPU libraries (CI) the job goes to
-    /// the CPU anyway; on a GPU machine only the start-up rule keeps the GPU out.
+    /// While a warm-up is in flight, `Auto` gives a job of up to the bound to the CPU and
+    /// never asks the GPU (which would wait for the start-up), and asks the GPU for a larger
+    /// one. Without the GPU libraries (CI) both go to the CPU anyway; on a GPU machine only
+    /// the start-up rule keeps the GPU out of the first.
     #[test]
     fn auto_takes_the_cpu_while_the_gpu_starts_for_jobs_the_cpu_does_in_that_time() {
         let _alone = gpu::WARM_UP_TESTS.lock().unwrap_or_else(|p| p.into_inner());

@@ -13,12 +13,41 @@
 // So a block holds one tile of keys and one of indices (the tiled kernel's footprint), not
 // two of each.
 //
-// Shared memory (dynamic, sized by the host): one padded tile of keys, then one of indices.
+// Packed elements (keys of one u64 word): where a tile's keys span less than 2^(64 -
+// KWAY_POS_BITS) - 1, its elements are rewritten after the load as one u64 each, (key - the
+// tile's smallest key) << KWAY_POS_BITS | the element's tile position. The pieces lie in the
+// tile in run order and each in its run's order, so among equal keys a smaller tile
+// position is an earlier element of the stable merge: packed elements are distinct, and
+// their order is the merge's. The rounds then move one word an element and no index (the
+// indices stay where the load put them; the store reads them through the packed position):
+// 4.5% faster at k = 16 and 6.7% at k = 64 on random u64 keys (H200, docs/PERFORMANCE.md,
+// issue 16). A tile spanning more (few keys spread over the u64 range) is merged on tile
+// positions instead: they move (4 bytes), the keys stay and compare through them, and the
+// store gathers each element's key and looks its index up again. The GPU sort's first
+// level, where no tile packs on random keys, takes merge_kway_keys: keys and indices, as
+// before packing.
+//
+// Shared memory (dynamic, sized by the host): one padded tile of keys (or packed elements,
+// 8 bytes too), then one of indices.
 
 #define KWAY_TILE (THREADS * IPT_KWAY)
 #define PK(p) padded<IPT_KWAY>(p)
 #define KWAY_SLOTS (KWAY_TILE + KWAY_TILE / IPT_KWAY)
+// v, as a value the compiler cannot see through. A round's first output (o0) goes through
+// it: the rounds of two kinds in one kernel otherwise share the addresses computed from it,
+// which the compiler hoisted above both and held in registers through either (200+ bytes
+// of spills a thread; none with it).
+__device__ __forceinline__ u32 opaque(u32 v) { asm volatile("mov.u32 %0, %0;" : "+r"(v)); return v; }
 #define KWAY_LOAD_BATCH 4  // elements of a thread loaded at a time (cta_load_tile)
+
+// Bits of a tile position: the smallest b with 2^b >= n.
+__device__ constexpr u32 position_bits(u32 n) { return n <= 1 ? 0 : 1 + position_bits((n + 1) / 2); }
+#define KWAY_POS_BITS position_bits(KWAY_TILE)
+#if KEY_WORDS == 1 && KEY_WORD_BITS == 64
+#define KWAY_PACKED 1  // a packed element fills a key's slot
+#else
+#define KWAY_PACKED 0
+#endif
 
 // Granules of the tile for the load's piece lookup: positions [32 g, 32 g + 32).
 #define KWAY_GRANULE 32
@@ -47,7 +76,7 @@ struct KStreams {
 // [seg[2qw + w], seg[2qw + 2w]) of the tile (runs' pieces merged by the earlier rounds)
 // are merged, pair q's outputs taking the positions of its two lists. Every thread calls it.
 __device__ __forceinline__ void kway_round(Key *sk, index_t *si, const u32 *seg, u32 nr, u32 w, u32 len) {
-    const u32 o0 = threadIdx.x * IPT_KWAY;
+    const u32 o0 = opaque(threadIdx.x * IPT_KWAY);
     const u32 npairs = (nr + 2 * w - 1) / (2 * w);
     Key rk[IPT_KWAY];
     index_t ri[IPT_KWAY];
@@ -102,7 +131,117 @@ __device__ __forceinline__ void kway_round(Key *sk, index_t *si, const u32 *seg,
     __syncthreads();
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kway(Level L, const u64 *splits) {
+#if KWAY_PACKED
+// One round of the block's merge tree on packed elements (the pairs as kway_round's).
+// Every thread calls it.
+__device__ __forceinline__ void kway_round_packed(u64 *se, const u32 *seg, u32 nr, u32 w, u32 len) {
+    const u32 o0 = opaque(threadIdx.x * IPT_KWAY);
+    const u32 npairs = (nr + 2 * w - 1) / (2 * w);
+    u64 re[IPT_KWAY];
+    if (o0 < len) {
+        // As kway_round: the pair holding output o0, the co-rank in it, the serial merge,
+        // reads clamped into the tile. Packed elements are distinct: < decides.
+        u32 q = last_le(npairs, o0, [&](u32 i) { return seg[i * 2 * w]; });
+        const u32 pa = seg[q * 2 * w];
+        u32 pb = seg[min(q * 2 * w + w, nr)], pe = seg[min(q * 2 * w + 2 * w, nr)];
+        const u32 kk = o0 - pa;
+        const u32 i = co_rank_by(kk, pb - pa, pe - pb, [&](u32 ia, u32 jb) { return se[PK(pa + ia)] < se[PK(pb + jb)]; });
+        u32 ap = pa + i, bp = pb + (kk - i);
+        u64 ea = se[PK(min(ap, (u32)KWAY_TILE - 1))];
+        u64 eb = se[PK(min(bp, (u32)KWAY_TILE - 1))];
+#pragma unroll
+        for (int o = 0; o < IPT_KWAY; ++o) {
+            while (o0 + o == pe && q + 1 < npairs) {
+                ++q;
+                ap = pe;
+                pb = seg[min(q * 2 * w + w, nr)];
+                pe = seg[min(q * 2 * w + 2 * w, nr)];
+                bp = pb;
+                ea = se[PK(min(ap, (u32)KWAY_TILE - 1))];
+                eb = se[PK(min(bp, (u32)KWAY_TILE - 1))];
+            }
+            const bool take_a = bp >= pe || (ap < pb && ea < eb);
+            re[o] = take_a ? ea : eb;
+            if (take_a) {
+                ++ap;
+                ea = se[PK(min(ap, (u32)KWAY_TILE - 1))];
+            } else {
+                ++bp;
+                eb = se[PK(min(bp, (u32)KWAY_TILE - 1))];
+            }
+        }
+    }
+    // In place, once every thread has read the round's input.
+    __syncthreads();
+#pragma unroll
+    for (int o = 0; o < IPT_KWAY; ++o) {
+        if (o0 + o < len) se[PK(o0 + o)] = re[o];
+    }
+    __syncthreads();
+}
+#endif
+
+#if KWAY_PACKED
+// One round of the block's merge tree on tile positions (a tile that does not pack): sp
+// holds the tile positions of the elements in their current order, the keys stay where the
+// load put them (sk, by tile position). Positions move, 4 bytes an element, and compare by
+// their keys; no index moves (the store looks them up by position). Every thread calls it.
+__device__ __forceinline__ void kway_round_positions(const Key *sk, u32 *sp, const u32 *seg, u32 nr, u32 w, u32 len) {
+    const u32 o0 = opaque(threadIdx.x * IPT_KWAY);
+    const u32 npairs = (nr + 2 * w - 1) / (2 * w);
+    u32 rp[IPT_KWAY];
+    if (o0 < len) {
+        // As kway_round, through the positions.
+        auto key = [&](u32 p) -> Key { return sk[PK(sp[PK(p)])]; };
+        u32 q = last_le(npairs, o0, [&](u32 i) { return seg[i * 2 * w]; });
+        const u32 pa = seg[q * 2 * w];
+        u32 pb = seg[min(q * 2 * w + w, nr)], pe = seg[min(q * 2 * w + 2 * w, nr)];
+        const u32 kk = o0 - pa;
+        const u32 i = co_rank_by(kk, pb - pa, pe - pb, [&](u32 ia, u32 jb) { return key_le(key(pa + ia), key(pb + jb)); });
+        u32 ap = pa + i, bp = pb + (kk - i);
+        u32 ca = sp[PK(min(ap, (u32)KWAY_TILE - 1))], cb = sp[PK(min(bp, (u32)KWAY_TILE - 1))];
+        Key ka = sk[PK(ca)], kb = sk[PK(cb)];
+#pragma unroll
+        for (int o = 0; o < IPT_KWAY; ++o) {
+            while (o0 + o == pe && q + 1 < npairs) {
+                ++q;
+                ap = pe;
+                pb = seg[min(q * 2 * w + w, nr)];
+                pe = seg[min(q * 2 * w + 2 * w, nr)];
+                bp = pb;
+                ca = sp[PK(min(ap, (u32)KWAY_TILE - 1))];
+                cb = sp[PK(min(bp, (u32)KWAY_TILE - 1))];
+                ka = sk[PK(ca)];
+                kb = sk[PK(cb)];
+            }
+            const bool take_a = bp >= pe || (ap < pb && key_le(ka, kb));
+            rp[o] = take_a ? ca : cb;
+            if (take_a) {
+                ++ap;
+                ca = sp[PK(min(ap, (u32)KWAY_TILE - 1))];
+                ka = sk[PK(ca)];
+            } else {
+                ++bp;
+                cb = sp[PK(min(bp, (u32)KWAY_TILE - 1))];
+                kb = sk[PK(cb)];
+            }
+        }
+    }
+    // In place, once every thread has read the round's input.
+    __syncthreads();
+#pragma unroll
+    for (int o = 0; o < IPT_KWAY; ++o) {
+        if (o0 + o < len) sp[PK(o0 + o)] = rp[o];
+    }
+    __syncthreads();
+}
+#endif
+
+// One block of the k-way kernel: the tile of block blockIdx.x + L.block_offset. PACK (keys
+// of one u64 word): a tile that packs is merged as packed elements, any other on tile
+// positions; otherwise on keys and indices.
+template <bool PACK>
+__device__ __forceinline__ void kway_block(const Level &L, const u64 *splits) {
     extern __shared__ __align__(16) unsigned char smem_kway[];
     Key *sk = (Key *)smem_kway;
     index_t *si = (index_t *)(sk + KWAY_SLOTS);
@@ -141,11 +280,90 @@ extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kwa
     }
     __syncthreads();
     // Block level: coalesced loads of the pieces, side by side.
-    cta_load_tile<IPT_KWAY, KWAY_LOAD_BATCH>(L, len, KStreams{seg, shift, first, nr}, sk, si);
+    const KStreams src{seg, shift, first, nr};
+    cta_load_tile<IPT_KWAY, KWAY_LOAD_BATCH>(L, len, src, sk, si);
     __syncthreads();
+#if KWAY_PACKED
+  if constexpr (PACK) {
+    // The tile's smallest and largest keys, its pieces' first and last (every warp finds
+    // them itself), then a barrier before any element is rewritten.
+    u64 klo = ~0ull, khi = 0;
+    for (u32 r = threadIdx.x & 31; r < nr; r += 32) {
+        if (seg[r + 1] > seg[r]) {
+            klo = min(klo, sk[PK(seg[r])].w[0]);
+            khi = max(khi, sk[PK(seg[r + 1] - 1)].w[0]);
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) {
+        klo = min(klo, __shfl_xor_sync(0xffffffffu, klo, o));
+        khi = max(khi, __shfl_xor_sync(0xffffffffu, khi, o));
+    }
+    // Past the bound an offset would not leave room for the position below ~0.
+    const bool packs = len == 0 || khi - klo < (1ull << (64 - KWAY_POS_BITS)) - 1;  // uniform
+    __syncthreads();
+    // Each thread rewrites the elements it loaded: packed elements, or (a tile that does not
+    // pack) the tile positions over the indices.
+    u64 *se = (u64 *)sk;
+    u32 *sp = (u32 *)si;
+#pragma unroll
+    for (int u = 0; u < IPT_KWAY; ++u) {
+        const u32 p = threadIdx.x + u * THREADS;
+        if (packs) {
+            se[PK(p)] = ((se[PK(p)] - klo) << KWAY_POS_BITS) | p;  // garbage past len, never read
+        } else {
+            sp[PK(p)] = p;
+        }
+    }
+    __syncthreads();
+    const u64 out = P.begin(L) + P.index * (u64)KWAY_TILE;
+    if (packs) {
+        for (u32 w = 1; w < nr; w *= 2) kway_round_packed(se, seg, nr, w, len);
+        // Coalesced stores: each element's index from its tile position, its key where the
+        // level keeps keys.
+#pragma unroll
+        for (int u = 0; u < IPT_KWAY; ++u) {
+            const u32 p = threadIdx.x + u * THREADS;
+            if (p < len) {
+                const u64 e = se[PK(p)];
+                L.out_idx[out + p] = si[PK((u32)e & ((1u << KWAY_POS_BITS) - 1))];
+                if (L.out_keys) L.out_keys[out + p].w[0] = klo + (e >> KWAY_POS_BITS);
+            }
+        }
+    } else {
+        for (u32 w = 1; w < nr; w *= 2) kway_round_positions(sk, sp, seg, nr, w, len);
+        // Coalesced stores: each element's key by its tile position, its index looked up
+        // again (the positions took the index tile's place; a tile that does not pack is rare).
+#pragma unroll
+        for (int u = 0; u < IPT_KWAY; ++u) {
+            const u32 p = threadIdx.x + u * THREADS;
+            if (p < len) {
+                const u32 c = sp[PK(p)];
+                L.out_idx[out + p] = load_idx(L, src(c));
+                if (L.out_keys) L.out_keys[out + p] = sk[PK(c)];
+            }
+        }
+    }
+    return;
+  }
+#endif
     // Block-level merge tree in shared memory: in round w, pieces [j*w, j*w + w) have been
     // merged; pairs (j*2w .. +w) and (+w .. +2w) are merged.
     for (u32 w = 1; w < nr; w *= 2) kway_round(sk, si, seg, nr, w, len);
     // Coalesced stores of the merged tile.
     cta_store_tile<IPT_KWAY>(L, P.begin(L) + P.index * (u64)KWAY_TILE, len, sk, si, L.out_keys != nullptr);
+}
+
+// The k-way merge of a level: packed where it can be (see the head of this file).
+extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kway(Level L, const u64 *splits) {
+    kway_block<KWAY_PACKED == 1>(L, splits);
+}
+
+// The same merge on keys and indices only, for the GPU sort's first merge level: its runs
+// are sorted tiles of 4096 keys that each span the key range, so a k-way tile of random u64
+// keys there spans ~2^58 and does not pack, and the merge on tile positions (what
+// merge_kway does with such a tile) took the sort of 2^28 random keys 11% longer on an H200
+// (docs/PERFORMANCE.md).
+extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kway_keys(Level L, const u64 *splits) {
+    kway_block<false>(L, splits);
 }

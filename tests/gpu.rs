@@ -447,6 +447,51 @@ fn narrow_keys_that_tie_are_decided_by_the_full_keys() {
     }
 }
 
+/// The k-way kernel merges a tile of u64 keys spanning less than 2^52 - 1 (its 4096
+/// positions take the other 12 bits) as packed elements, key offset and tile position in one
+/// word (cuda/merge_kway.cu), and any other tile on tile positions. Tiles on both sides of
+/// the bound in one merge, tiles at the bound, and ties across runs in both kinds.
+#[test]
+fn kway_packed_tiles_and_their_fallback() {
+    if !gpu_or_skip("kway_packed_tiles_and_their_fallback") {
+        return;
+    }
+    let kernels = [Kernel::KWay, Kernel::Auto];
+    let bound = 1u64 << 52;
+    // Tiles whose keys span bound - 2 (packed: the largest element just below ~0), bound - 1
+    // and bound (not packed); the base is far from 0 so offsets, not keys, must fit.
+    let base = 3u64 << 60;
+    for span in [bound - 2, bound - 1, bound] {
+        let a = [base, base + 1, base + span];
+        let b = [base, base + span, base + span];
+        let c = [base + 1, base + 2];
+        let keys: Vec<u64> = a.iter().chain(&b).chain(&c).copied().collect();
+        check(keys, &[0, 3, 6, 8], &kernels, &format!("span {span:#x}"));
+    }
+    // Sixteen runs of keys below 2^40 with many ties (packed tiles), one of keys over the
+    // whole u64 range (the tiles it reaches are not packed), in one merge; then 100 such runs
+    // (two k-way passes: the first keeps its keys, packed tiles rebuild them).
+    let mut rng = Rng(4242);
+    let per = if small_only() { 700 } else { 20_000 };
+    for nruns in [17usize, 100] {
+        let mut keys = Vec::new();
+        let mut offsets = vec![0];
+        for r in 0..nruns {
+            let mut run: Vec<u64> = (0..per)
+                .map(|_| match r % 17 {
+                    5 => rng.next(),
+                    _ if r % 2 == 0 => rng.below(1 << 40),
+                    _ => rng.below(300) << 30,
+                })
+                .collect();
+            run.sort();
+            keys.extend(run);
+            offsets.push(keys.len());
+        }
+        check(keys, &offsets, &kernels, &format!("{nruns} runs, packed and not"));
+    }
+}
+
 #[test]
 fn more_than_2_pow_31_keys() {
     if !gpu_or_skip("more_than_2_pow_31_keys") || small_only() {

@@ -134,6 +134,7 @@ pub(crate) enum Entry {
     PartitionKWay,
     Partition2Way,
     MergeKWay,
+    MergeKWayKeys,
     GatherValues32,
     GatherValues64,
     GatherValidity32,
@@ -161,7 +162,7 @@ const fn entry_point(entry: Entry, name: &'static str, family: Family, params: P
 
 /// Every entry point, in [`Entry`] order (the bench's kernel report lists them so).
 #[rustfmt::skip]
-pub(crate) const MANIFEST: [EntryPoint; 18] = {
+pub(crate) const MANIFEST: [EntryPoint; 19] = {
     use Family::{Book, Gather, Production, Sort};
     [
         entry_point(Entry::MergeBasic, "merge_basic", Book, Params::Level, Shared::Static),
@@ -174,6 +175,7 @@ pub(crate) const MANIFEST: [EntryPoint; 18] = {
         entry_point(Entry::PartitionKWay, "partition_kway", Production, Params::PartitionKWay, Shared::Static),
         entry_point(Entry::Partition2Way, "partition_2way", Production, Params::Partition2Way, Shared::Static),
         entry_point(Entry::MergeKWay, "merge_kway", Production, Params::LevelSplits, Shared::KWayTiles),
+        entry_point(Entry::MergeKWayKeys, "merge_kway_keys", Production, Params::LevelSplits, Shared::KWayTiles),
         entry_point(Entry::GatherValues32, "gather_values_i32", Gather, Params::GatherValues { wide: false }, Shared::Static),
         entry_point(Entry::GatherValues64, "gather_values_i64", Gather, Params::GatherValues { wide: true }, Shared::Static),
         entry_point(Entry::GatherValidity32, "gather_validity_i32", Gather, Params::GatherValidity { wide: false }, Shared::Static),
@@ -214,9 +216,13 @@ impl EntryPoint {
 }
 
 /// The merge entry point that runs a level of `kind`: the tiled kernel has one per place
-/// in the tree (first and/or last level), each with only the registers that place needs.
-pub(crate) fn merge_entry(kind: KernelKind, first: bool, last: bool) -> Entry {
+/// in the tree (first and/or last level), each with only the registers that place needs;
+/// the k-way kernel merges on keys and indices (`merge_kway_keys`) where the level's runs
+/// are a sort's sorted tiles (`sort_tiles`: the first level of its tree), whose k-way tiles
+/// span too wide a key range to pack (cuda/merge_kway.cu).
+pub(crate) fn merge_entry(kind: KernelKind, first: bool, last: bool, sort_tiles: bool) -> Entry {
     match (kind, first, last) {
+        (KernelKind::KWay, ..) if sort_tiles => Entry::MergeKWayKeys,
         (KernelKind::Basic, ..) => Entry::MergeBasic,
         (KernelKind::Tiled, true, true) => Entry::MergeTiledOnly,
         (KernelKind::Tiled, true, false) => Entry::MergeTiledFirst,
@@ -299,11 +305,13 @@ mod tests {
 
     #[test]
     fn merge_entries_by_level_role() {
-        assert_eq!(merge_entry(KernelKind::Tiled, true, true), Entry::MergeTiledOnly);
-        assert_eq!(merge_entry(KernelKind::Tiled, false, true), Entry::MergeTiledLast);
+        assert_eq!(merge_entry(KernelKind::Tiled, true, true, false), Entry::MergeTiledOnly);
+        assert_eq!(merge_entry(KernelKind::Tiled, false, true, true), Entry::MergeTiledLast);
+        assert_eq!(merge_entry(KernelKind::KWay, false, false, false), Entry::MergeKWay);
+        assert_eq!(merge_entry(KernelKind::KWay, false, false, true), Entry::MergeKWayKeys);
         for kind in KernelKind::ALL {
-            for (first, last) in [(true, true), (true, false), (false, false), (false, true)] {
-                let e = merge_entry(kind, first, last).info();
+            for (first, last, sort_tiles) in [(true, true, false), (true, false, false), (false, false, true), (false, true, false)] {
+                let e = merge_entry(kind, first, last, sort_tiles).info();
                 assert_eq!(e.family, kind.family(), "{kind:?}");
                 let takes_splits = e.params == Params::LevelSplits;
                 assert_eq!(takes_splits, kind.partitioned(), "{kind:?}");

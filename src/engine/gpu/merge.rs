@@ -52,6 +52,8 @@ pub(crate) struct Planned {
     /// The last level writes the merged keys too (a piece of a split sort, whose sorted keys
     /// the merge of the pieces reads); otherwise it writes indices only.
     pub keep_keys: bool,
+    /// The first level's runs are a sort's sorted tiles (`merge_entry`).
+    pub sort_tiles: bool,
 }
 
 /// What [`run_levels`] queued: where the final indices (and with `keep_keys` the merged
@@ -77,7 +79,7 @@ pub(crate) fn prepare(
     let spec = ModuleSpec { family: kind.family(), key_bytes, index_bits: if wide_indices { 64 } else { 32 } };
     let module = st.module(gpu, spec)?;
     let levels = plan(kind, &module.policy, bounds);
-    Ok(Planned { module, kind, levels, keep_keys: false })
+    Ok(Planned { module, kind, levels, keep_keys: false, sort_tiles: false })
 }
 
 /// Stable merge on the GPU (see [`super::merge_gpu`]): on one device, or split across
@@ -254,7 +256,7 @@ pub(crate) fn run_levels(
     chunk_events: &[sys::CUevent],
     rebase: Option<&RebaseTable>,
 ) -> Result<Queued> {
-    let Planned { module, kind, levels, keep_keys } = planned;
+    let Planned { module, kind, levels, keep_keys, sort_tiles } = planned;
     let stream = gpu.cu_stream();
     let (kb, ib) = (module.spec.key_bytes, module.spec.index_bytes());
     let (meta, offsets) = metadata(levels);
@@ -296,7 +298,7 @@ pub(crate) fn run_levels(
         // Grid level: the split of every tile boundary, for the kernels that read one.
         let splits = if kind.partitioned() { partition(&launcher, st, l, level, at(off.coarse_start))? } else { 0 };
         // Block level: the merge, in chunks of blocks on the last level when asked.
-        let entry = merge_entry(*kind, li == 0 && in_idx0 == 0, last && !keep_keys);
+        let entry = merge_entry(*kind, li == 0 && in_idx0 == 0, last && !keep_keys, li == 0 && *sort_tiles);
         let chunked = last && !chunk_events.is_empty();
         for (c, (b0, b1)) in chunk_blocks(l.total_tiles(), if chunked { chunk_events.len() } else { 1 }).into_iter().enumerate() {
             level.block_offset = b0;

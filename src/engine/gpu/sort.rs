@@ -96,7 +96,7 @@ pub(crate) fn prepare_sort(
     let bounds: Vec<u64> = (0..n as u64).step_by(tile as usize).chain(std::iter::once(n as u64)).collect();
     let kind = resolve(kernel, bounds.len() - 1);
     let module = st.module(gpu, ModuleSpec { family: kind.family(), key_bytes: kb, index_bits })?;
-    let tree = Planned { levels: plan(kind, &module.policy, bounds), module, kind, keep_keys };
+    let tree = Planned { levels: plan(kind, &module.policy, bounds), module, kind, keep_keys, sort_tiles: true };
     // Refuse what cannot fit (pooled buffers count as free: they are reused). The tile
     // level's indices take the second index buffer, which a tree of one level lacks; kept
     // keys take an intermediate key buffer more where the tree has fewer than three levels.

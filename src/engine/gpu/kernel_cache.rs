@@ -123,6 +123,23 @@ impl Drop for Program {
 /// Compiles `req` with NVRTC to a cubin (the options must name a real architecture,
 /// `--gpu-architecture=sm_XY`). Load libnvrtc first (`is_culib_present`).
 pub(crate) fn compile_cubin(req: &CubinRequest) -> Result<Vec<u8>, CompileFailure> {
+    compile_cubin_logged(req).map(|(cubin, _)| cubin)
+}
+
+/// NVRTC's log of `prog` (empty where it cannot be read).
+fn program_log(prog: &Program) -> String {
+    // SAFETY: `prog` is a live program.
+    unsafe { result::get_program_log(prog.0) }
+        .map(|raw| {
+            let bytes: Vec<u8> = raw.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+        .unwrap_or_default()
+}
+
+/// [`compile_cubin`], with NVRTC's log of the compilation (ptxas's register and spill report
+/// where the options ask for it: `--ptxas-options=-v`).
+pub(crate) fn compile_cubin_logged(req: &CubinRequest) -> Result<(Vec<u8>, String), CompileFailure> {
     let other = |what: &'static str| move |e: result::NvrtcError| CompileFailure::Other(format!("NVRTC {what} for {}: {e:?}", req.name));
     let src = CString::new(req.source.as_bytes()).map_err(|_| CompileFailure::Sources(format!("{}: NUL in the source", req.name)))?;
     let name = CString::new(req.name.as_bytes()).map_err(|_| CompileFailure::Other(format!("{}: NUL in the name", req.name)))?;
@@ -134,14 +151,7 @@ pub(crate) fn compile_cubin(req: &CubinRequest) -> Result<Vec<u8>, CompileFailur
     // `src` and `name`, which it may point to, outlive it.
     let compiled = unsafe { result::compile_program(prog.0, &req.options) };
     if let Err(e) = compiled {
-        // SAFETY: as above.
-        let log = unsafe { result::get_program_log(prog.0) }
-            .map(|raw| {
-                let bytes: Vec<u8> = raw.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
-                String::from_utf8_lossy(&bytes).into_owned()
-            })
-            .unwrap_or_default();
-        let msg = format!("NVRTC failed on {} ({}): {e:?}\n{log}", req.name, req.options.join(" "));
+        let msg = format!("NVRTC failed on {} ({}): {e:?}\n{}", req.name, req.options.join(" "), program_log(&prog));
         return Err(if e.0 == sys::nvrtcResult::NVRTC_ERROR_COMPILATION {
             CompileFailure::Sources(msg)
         } else {
@@ -157,7 +167,7 @@ pub(crate) fn compile_cubin(req: &CubinRequest) -> Result<Vec<u8>, CompileFailur
     let mut cubin = vec![0u8; size];
     // SAFETY: `cubin` holds the `size` bytes nvrtcGetCUBIN writes.
     unsafe { sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr().cast()) }.result().map_err(other("copying the cubin"))?;
-    Ok(cubin)
+    Ok((cubin, program_log(&prog)))
 }
 
 /// The key of `req`'s entry: the hash of everything the cubin depends on.
@@ -411,6 +421,46 @@ mod tests {
     fn sm90_request() -> CubinRequest {
         let spec = ModuleSpec { family: Family::Production, key_bytes: 8, index_bits: 32 };
         spec.cubin_request(Arch::SM90, &super::super::tuning::policy(Arch::SM90, 8, 4))
+    }
+
+    /// The bytes of spill stores ptxas reports for entry point `kernel` in an NVRTC log
+    /// (`--ptxas-options=-v`), or `None` where the log does not report it.
+    fn spill_stores(log: &str, kernel: &str) -> Option<u64> {
+        let quoted = format!("'{kernel}'");
+        let section = log.split("Compiling entry function").find(|s| s.trim_start().starts_with(&quoted))?;
+        let line = section.lines().find(|l| l.contains(" bytes spill stores"))?;
+        let before = line.split(" bytes spill stores").next()?;
+        before.rsplit(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    }
+
+    #[test]
+    fn spill_stores_reads_ptxas_reports() {
+        let log = "ptxas info    : Compiling entry function 'merge_kway_keys' for 'sm_90'\n\
+                   ptxas info    : Function properties for merge_kway_keys\n\
+                   ptxas         .     8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n\
+                   ptxas info    : Used 64 registers, used 1 barriers\n\
+                   ptxas info    : Compiling entry function 'merge_kway' for 'sm_90'\n\
+                   ptxas info    : Function properties for merge_kway\n\
+                   ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n";
+        assert_eq!(spill_stores(log, "merge_kway_keys"), Some(4));
+        assert_eq!(spill_stores(log, "merge_kway"), Some(0));
+        assert_eq!(spill_stores(log, "merge_tiled_only"), None);
+    }
+
+    /// The default policy's merge kernels for u64 keys and u32 indices keep their values in
+    /// registers on sm_90: the k-way kernel's two kinds of rounds once spilled 244-484 bytes a
+    /// thread and lost 7% to it (docs/PERFORMANCE.md, "Packed elements in the k-way kernel").
+    /// ptxas's own report through NVRTC: no GPU needed, so CI sees a kernel change that brings
+    /// spills back. (`merge_kway_keys`, the sort's first level, spills 4 bytes as before.)
+    #[test]
+    fn sm90_merge_kernels_do_not_spill() {
+        let Some(_) = nvrtc_or_skip("sm90_merge_kernels_do_not_spill") else { return };
+        let mut req = sm90_request();
+        req.options.push("--ptxas-options=-v".into());
+        let (_, log) = compile_cubin_logged(&req).unwrap();
+        for kernel in ["merge_kway", "merge_tiled_only", "merge_tiled_first", "merge_tiled_inner", "merge_tiled_last"] {
+            assert_eq!(spill_stores(&log, kernel), Some(0), "{kernel} spills registers on sm_90:\n{log}");
+        }
     }
 
     /// The cubin compiled once without the cache (the reference every cache path must give).

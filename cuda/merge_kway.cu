@@ -333,7 +333,9 @@ __device__ __forceinline__ void kway_block(const Level &L, const u64 *splits) {
     } else {
         for (u32 w = 1; w < nr; w *= 2) kway_round_positions(sk, sp, seg, nr, w, len);
         // Coalesced stores: each element's key by its tile position, its index looked up
-        // again (the positions took the index tile's place; a tile that does not pack is rare).
+        // again (the positions took the index tile's place). Few tiles come here in a merge
+        // of many runs; most of the GPU sort's second level does (~2^53 a tile on random keys,
+        // docs/PERFORMANCE.md, "Packed elements in the k-way kernel").
 #pragma unroll
         for (int u = 0; u < IPT_KWAY; ++u) {
             const u32 p = threadIdx.x + u * THREADS;

@@ -1,4 +1,4 @@
-// Stop 52's experiment (docs/PERFORMANCE.md, "Strings decoded as views"): decode and
+// Stop 52's experiment (docs/PERFORMANCE.md, "Where the 2-core merge's CPU goes"): decode and
 // re-encode the bench's files, each file on a rayon thread, with their strings read as
 // offsets (Utf8) or as views (Utf8View), zstd(3), no merge. Runs on the dev VM (no GPU):
 //   cp docs/device/viewsab.rs examples/ && cargo build --release --all-features --example viewsab

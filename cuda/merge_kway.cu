@@ -23,8 +23,9 @@
 // 4.5% faster at k = 16 and 6.7% at k = 64 on random u64 keys (H200, docs/PERFORMANCE.md,
 // issue 16). A tile spanning more (few keys spread over the u64 range) is merged on tile
 // positions instead: they move (4 bytes), the keys stay and compare through them, and the
-// store gathers each element's key and looks its index up again. The GPU sort's first
-// level, where no tile packs on random keys, takes merge_kway_keys: keys and indices, as
+// store gathers each element's key and looks its index up again. The GPU sort's levels
+// where no tile packs on random keys (groups of at most KWAY_TILE^2 keys: the first two at
+// 2^28 keys; LevelPlan::random_tiles_pack) take merge_kway_keys: keys and indices, as
 // before packing.
 //
 // Shared memory (dynamic, sized by the host): one padded tile of keys (or packed elements,
@@ -361,11 +362,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kwa
     kway_block<KWAY_PACKED == 1>(L, splits);
 }
 
-// The same merge on keys and indices only, for the GPU sort's first merge level: its runs
-// are sorted tiles of 4096 keys that each span the key range, so a k-way tile of random u64
-// keys there spans ~2^58 and does not pack, and the merge on tile positions (what
-// merge_kway does with such a tile) took the sort of 2^28 random keys 11% longer on an H200
-// (docs/PERFORMANCE.md).
+// The same merge on keys and indices only, for the GPU sort's early merge levels: the first
+// level's runs are sorted tiles of 4096 keys that each span the key range, so a k-way tile
+// of random u64 keys there spans ~2^58 (~2^53 on the second level) and does not pack, and
+// the merge on tile positions (what merge_kway does with such a tile) took the sort of 2^28
+// random keys 11% longer on an H200 with every level on it, 6% with only the first level
+// on this one (docs/PERFORMANCE.md).
 extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kway_keys(Level L, const u64 *splits) {
     kway_block<false>(L, splits);
 }

@@ -451,7 +451,7 @@ mod tests {
     /// registers on sm_90: the k-way kernel's two kinds of rounds once spilled 244-484 bytes a
     /// thread and lost 7% to it (docs/PERFORMANCE.md, "Packed elements in the k-way kernel").
     /// ptxas's own report through NVRTC: no GPU needed, so CI sees a kernel change that brings
-    /// spills back. (`merge_kway_keys`, the sort's first level, spills 4 bytes as before.)
+    /// spills back. (`merge_kway_keys`, the sort's early levels, spills 4 bytes as before.)
     #[test]
     fn sm90_merge_kernels_do_not_spill() {
         let Some(_) = nvrtc_or_skip("sm90_merge_kernels_do_not_spill") else { return };

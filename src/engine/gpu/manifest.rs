@@ -217,9 +217,9 @@ impl EntryPoint {
 
 /// The merge entry point that runs a level of `kind`: the tiled kernel has one per place
 /// in the tree (first and/or last level), each with only the registers that place needs;
-/// the k-way kernel merges on keys and indices (`merge_kway_keys`) where the level's runs
-/// are a sort's sorted tiles (`sort_tiles`: the first level of its tree), whose k-way tiles
-/// span too wide a key range to pack (cuda/merge_kway.cu).
+/// the k-way kernel merges on keys and indices (`merge_kway_keys`) where `sort_tiles`: a
+/// level of a sort's tree whose k-way tiles span too wide a key range to pack
+/// (cuda/merge_kway.cu, `LevelPlan::random_tiles_pack`).
 pub(crate) fn merge_entry(kind: KernelKind, first: bool, last: bool, sort_tiles: bool) -> Entry {
     match (kind, first, last) {
         (KernelKind::KWay, ..) if sort_tiles => Entry::MergeKWayKeys,

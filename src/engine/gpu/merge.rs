@@ -52,7 +52,8 @@ pub(crate) struct Planned {
     /// The last level writes the merged keys too (a piece of a split sort, whose sorted keys
     /// the merge of the pieces reads); otherwise it writes indices only.
     pub keep_keys: bool,
-    /// The first level's runs are a sort's sorted tiles (`merge_entry`).
+    /// The first level's runs are a sort's sorted tiles: the levels whose tiles cannot pack
+    /// such keys merge on keys and indices (`merge_entry`, `LevelPlan::random_tiles_pack`).
     pub sort_tiles: bool,
 }
 
@@ -298,7 +299,7 @@ pub(crate) fn run_levels(
         // Grid level: the split of every tile boundary, for the kernels that read one.
         let splits = if kind.partitioned() { partition(&launcher, st, l, level, at(off.coarse_start))? } else { 0 };
         // Block level: the merge, in chunks of blocks on the last level when asked.
-        let entry = merge_entry(*kind, li == 0 && in_idx0 == 0, last && !keep_keys, li == 0 && *sort_tiles);
+        let entry = merge_entry(*kind, li == 0 && in_idx0 == 0, last && !keep_keys, *sort_tiles && !l.random_tiles_pack());
         let chunked = last && !chunk_events.is_empty();
         for (c, (b0, b1)) in chunk_blocks(l.total_tiles(), if chunked { chunk_events.len() } else { 1 }).into_iter().enumerate() {
             level.block_offset = b0;

@@ -163,6 +163,25 @@ impl LevelPlan {
         boundary_index(&self.tile_start, self.ngroups(), 0)
     }
 
+    /// Keys in the level's largest group.
+    pub fn widest_group(&self) -> u64 {
+        let (g, nruns) = (self.group as usize, self.nruns());
+        (0..self.ngroups()).map(|gi| self.bounds[((gi + 1) * g).min(nruns)] - self.bounds[gi * g]).max().unwrap_or(0)
+    }
+
+    /// Whether this level's k-way tiles can pack (cuda/merge_kway.cu) when its runs are
+    /// random keys spread over the whole u64 range, as a sort's sorted tiles are: a tile of
+    /// T outputs drawn from a group of G such keys spans about 2^64 T / G, and packs only
+    /// below 2^64 / T (its T positions take log2 T bits of the word), so not where G <= T^2
+    /// (2^24 keys for T = 4096: the first two levels of a sort of 2^28 keys). The sort takes
+    /// `merge_kway_keys` on those levels: `merge_kway`'s fallback for a tile that does not
+    /// pack (the merge on tile positions) is slower than the merge on keys and indices
+    /// (docs/PERFORMANCE.md, stop 53: 2^28 random keys sorted in 23.6 ms against 25.0 with
+    /// only the first level on keys; duplicate-heavy keys 0.4% slower).
+    pub fn random_tiles_pack(&self) -> bool {
+        self.widest_group() > self.tile.saturating_mul(self.tile)
+    }
+
     /// Coarse boundaries of the k-way partition's first pass.
     pub fn coarse_boundaries(&self) -> u64 {
         boundary_index(&self.coarse_start, self.ngroups(), 0)
@@ -314,6 +333,29 @@ mod tests {
             assert_eq!(resolve(k, 5).kernel(), k);
             assert_eq!(resolve(k, 500).kernel(), k);
         }
+    }
+
+    /// The GPU sort's levels on keys (sort.rs): a sort of 2^28 keys in 4096-key tiles
+    /// merges groups of 2^18, 2^23 and 2^28 keys, and only the last level's tiles pack.
+    #[test]
+    fn random_tiles_pack_in_groups_past_a_tile_squared() {
+        let p = sm90(8);
+        let tile = p.sort_tile();
+        let n = 1u64 << 28;
+        let bounds: Vec<u64> = (0..n).step_by(tile as usize).chain(std::iter::once(n)).collect();
+        let levels = plan(KernelKind::KWay, &p, bounds);
+        let widest: Vec<u64> = levels.iter().map(|l| l.widest_group()).collect();
+        assert_eq!(widest, vec![1 << 18, 1 << 23, 1 << 28]);
+        assert_eq!(levels.iter().map(|l| l.random_tiles_pack()).collect::<Vec<_>>(), vec![false, false, true]);
+        // A short last group does not make the widest one shorter; a group of exactly T^2
+        // keys does not pack, one key more does.
+        let t = levels[0].tile;
+        for (total, packs) in [(t * t, false), (t * t + 1, true)] {
+            let l = &plan(KernelKind::KWay, &p, vec![0, total / 2, total])[0];
+            assert_eq!((l.widest_group(), l.random_tiles_pack()), (total, packs));
+        }
+        let l = &plan(KernelKind::KWay, &p, bounds_of(&[t * t, t * t, t * t, 5]))[0];
+        assert_eq!(l.widest_group(), 3 * t * t + 5);
     }
 
     #[test]

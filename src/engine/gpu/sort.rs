@@ -3,7 +3,9 @@
 //! block-level co-rank merge rounds in shared memory), then the merge levels of
 //! [`super::merge`] merge the sorted tiles (by default the single-pass k-way kernel, up to
 //! 64 tiles a group: three passes for 65,536 tiles), the first level loading the tiles'
-//! positions instead of computing them, and the indices come down while the last level runs.
+//! positions instead of computing them, the levels whose groups are too small for random
+//! keys to pack (`LevelPlan::random_tiles_pack`) merging on keys and indices, and the
+//! indices come down while the last level runs.
 //!
 //! The result is the stable sort: for every output row the input position of its key,
 //! equal keys in input order, identical to [`crate::engine::sort::sort_cpu`] (a stable sort

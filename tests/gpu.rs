@@ -584,6 +584,19 @@ fn sort_matches_the_cpu() {
     }
 }
 
+/// A sort whose tree has two k-way levels, the second reading the first's indices, both
+/// merging on keys and indices (`LevelPlan::random_tiles_pack`: groups too small for random
+/// keys to pack): small enough for the sanitizer.
+#[test]
+fn sort_two_kway_levels_matches_the_cpu() {
+    if !gpu_or_skip("sort_two_kway_levels_matches_the_cpu") {
+        return;
+    }
+    for shape in [SortShape::Random, SortShape::FewValues] {
+        sort_case::<u64>(300_000, shape, &[Kernel::Auto]);
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum SortShape {
     Random,

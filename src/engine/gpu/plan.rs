@@ -347,15 +347,18 @@ mod tests {
         let widest: Vec<u64> = levels.iter().map(|l| l.widest_group()).collect();
         assert_eq!(widest, vec![1 << 18, 1 << 23, 1 << 28]);
         assert_eq!(levels.iter().map(|l| l.random_tiles_pack()).collect::<Vec<_>>(), vec![false, false, true]);
-        // A short last group does not make the widest one shorter; a group of exactly T^2
-        // keys does not pack, one key more does.
+        // A group of exactly T^2 keys does not pack, one key more does.
         let t = levels[0].tile;
         for (total, packs) in [(t * t, false), (t * t + 1, true)] {
             let l = &plan(KernelKind::KWay, &p, vec![0, total / 2, total])[0];
             assert_eq!((l.widest_group(), l.random_tiles_pack()), (total, packs));
         }
+        // The widest group counts every run of it, whatever their lengths.
         let l = &plan(KernelKind::KWay, &p, bounds_of(&[t * t, t * t, t * t, 5]))[0];
         assert_eq!(l.widest_group(), 3 * t * t + 5);
+        // Several groups (65 runs: groups of 16, the last of one run): the widest, not the last.
+        let l = &plan(KernelKind::KWay, &p, bounds_of(&[10; 65]))[0];
+        assert_eq!((l.ngroups(), l.widest_group()), (5, 160));
     }
 
     #[test]

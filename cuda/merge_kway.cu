@@ -73,14 +73,22 @@ struct KStreams {
     }
 };
 
-// One round of the block's merge tree: the lists [seg[2qw], seg[2qw + w]) and
-// [seg[2qw + w], seg[2qw + 2w]) of the tile (runs' pieces merged by the earlier rounds)
-// are merged, pair q's outputs taking the positions of its two lists. Every thread calls it.
-__device__ __forceinline__ void kway_round(Key *sk, index_t *si, const u32 *seg, u32 nr, u32 w, u32 len) {
+// Thread level, one round of the block's merge tree: the lists [seg[2qw], seg[2qw + w]) and
+// [seg[2qw + w], seg[2qw + 2w]) of the tile (runs' pieces merged by the earlier rounds) are
+// merged, pair q's outputs taking the positions of its two lists. One body for the three
+// kinds of elements a tile is merged as (E, below: keys and indices, packed elements, tile
+// positions): E says what the serial merge holds for a list's head (`Head`, read at a tile
+// position by `head`), how two heads compare (`le`), what an output keeps until the write
+// back (`Out`, from the head taken and its tile position: `take`) and how it is written
+// back (`store`). Every thread calls it.
+template <class E>
+__device__ __forceinline__ void kway_round(E e, const u32 *seg, u32 nr, u32 w, u32 len) {
     const u32 o0 = opaque(threadIdx.x * IPT_KWAY);
     const u32 npairs = (nr + 2 * w - 1) / (2 * w);
-    Key rk[IPT_KWAY];
-    index_t ri[IPT_KWAY];
+    // Reads are clamped into the tile: a head read past a list is never compared (the
+    // bounds tests come first), outputs past the tile's end are not stored.
+    auto at = [&](u32 p) { return e.head(min(p, (u32)KWAY_TILE - 1)); };
+    typename E::Out out[IPT_KWAY];
     if (o0 < len) {
         // The pair holding output o0: the last q with seg[2qw] <= o0 (an empty pair there is
         // skipped: the one after it starts at the same position). Its lists are [pa, pb) and
@@ -89,12 +97,9 @@ __device__ __forceinline__ void kway_round(Key *sk, index_t *si, const u32 *seg,
         const u32 pa = seg[q * 2 * w];
         u32 pb = seg[min(q * 2 * w + w, nr)], pe = seg[min(q * 2 * w + 2 * w, nr)];
         const u32 kk = o0 - pa;
-        const u32 i = co_rank_by(kk, pb - pa, pe - pb, [&](u32 ia, u32 jb) { return key_le(sk[PK(pa + ia)], sk[PK(pb + jb)]); });
+        const u32 i = co_rank_by(kk, pb - pa, pe - pb, [&](u32 ia, u32 jb) { return e.le(e.head(pa + ia), e.head(pb + jb)); });
         u32 ap = pa + i, bp = pb + (kk - i);
-        // Reads are clamped into the tile: a key read past a list is never compared (the
-        // bounds tests come first), outputs past the tile's end are not stored.
-        Key ka = sk[PK(min(ap, (u32)KWAY_TILE - 1))];
-        Key kb = sk[PK(min(bp, (u32)KWAY_TILE - 1))];
+        typename E::Head ha = at(ap), hb = at(bp);
 #pragma unroll
         for (int o = 0; o < IPT_KWAY; ++o) {
             // A thread's outputs may run past its pair into the next (rare: a pair is the
@@ -105,18 +110,17 @@ __device__ __forceinline__ void kway_round(Key *sk, index_t *si, const u32 *seg,
                 pb = seg[min(q * 2 * w + w, nr)];
                 pe = seg[min(q * 2 * w + 2 * w, nr)];
                 bp = pb;
-                ka = sk[PK(min(ap, (u32)KWAY_TILE - 1))];
-                kb = sk[PK(min(bp, (u32)KWAY_TILE - 1))];
+                ha = at(ap);
+                hb = at(bp);
             }
-            const bool take_a = bp >= pe || (ap < pb && key_le(ka, kb));
-            rk[o] = key_select(take_a, ka, kb);
-            ri[o] = si[PK(min(take_a ? ap : bp, (u32)KWAY_TILE - 1))];
+            const bool take_a = bp >= pe || (ap < pb && e.le(ha, hb));
+            out[o] = e.take(take_a, ha, hb, min(take_a ? ap : bp, (u32)KWAY_TILE - 1));
             if (take_a) {
                 ++ap;
-                ka = sk[PK(min(ap, (u32)KWAY_TILE - 1))];
+                ha = at(ap);
             } else {
                 ++bp;
-                kb = sk[PK(min(bp, (u32)KWAY_TILE - 1))];
+                hb = at(bp);
             }
         }
     }
@@ -124,118 +128,65 @@ __device__ __forceinline__ void kway_round(Key *sk, index_t *si, const u32 *seg,
     __syncthreads();
 #pragma unroll
     for (int o = 0; o < IPT_KWAY; ++o) {
-        if (o0 + o < len) {
-            sk[PK(o0 + o)] = rk[o];
-            si[PK(o0 + o)] = ri[o];
-        }
+        if (o0 + o < len) e.store(o0 + o, out[o]);
     }
     __syncthreads();
 }
 
-#if KWAY_PACKED
-// One round of the block's merge tree on packed elements (the pairs as kway_round's).
-// Every thread calls it.
-__device__ __forceinline__ void kway_round_packed(u64 *se, const u32 *seg, u32 nr, u32 w, u32 len) {
-    const u32 o0 = opaque(threadIdx.x * IPT_KWAY);
-    const u32 npairs = (nr + 2 * w - 1) / (2 * w);
-    u64 re[IPT_KWAY];
-    if (o0 < len) {
-        // As kway_round: the pair holding output o0, the co-rank in it, the serial merge,
-        // reads clamped into the tile. Packed elements are distinct: < decides.
-        u32 q = last_le(npairs, o0, [&](u32 i) { return seg[i * 2 * w]; });
-        const u32 pa = seg[q * 2 * w];
-        u32 pb = seg[min(q * 2 * w + w, nr)], pe = seg[min(q * 2 * w + 2 * w, nr)];
-        const u32 kk = o0 - pa;
-        const u32 i = co_rank_by(kk, pb - pa, pe - pb, [&](u32 ia, u32 jb) { return se[PK(pa + ia)] < se[PK(pb + jb)]; });
-        u32 ap = pa + i, bp = pb + (kk - i);
-        u64 ea = se[PK(min(ap, (u32)KWAY_TILE - 1))];
-        u64 eb = se[PK(min(bp, (u32)KWAY_TILE - 1))];
-#pragma unroll
-        for (int o = 0; o < IPT_KWAY; ++o) {
-            while (o0 + o == pe && q + 1 < npairs) {
-                ++q;
-                ap = pe;
-                pb = seg[min(q * 2 * w + w, nr)];
-                pe = seg[min(q * 2 * w + 2 * w, nr)];
-                bp = pb;
-                ea = se[PK(min(ap, (u32)KWAY_TILE - 1))];
-                eb = se[PK(min(bp, (u32)KWAY_TILE - 1))];
-            }
-            const bool take_a = bp >= pe || (ap < pb && ea < eb);
-            re[o] = take_a ? ea : eb;
-            if (take_a) {
-                ++ap;
-                ea = se[PK(min(ap, (u32)KWAY_TILE - 1))];
-            } else {
-                ++bp;
-                eb = se[PK(min(bp, (u32)KWAY_TILE - 1))];
-            }
-        }
+// Keys and indices (keys of any width): both move, the index of an output looked up by the
+// tile position of the head taken.
+struct KeyElements {
+    Key *sk;
+    index_t *si;
+    typedef Key Head;
+    struct Out {
+        Key k;
+        index_t i;
+    };
+    __device__ __forceinline__ Head head(u32 p) const { return sk[PK(p)]; }
+    __device__ __forceinline__ bool le(const Head &a, const Head &b) const { return key_le(a, b); }
+    __device__ __forceinline__ Out take(bool take_a, const Head &a, const Head &b, u32 p) const {
+        return Out{key_select(take_a, a, b), si[PK(p)]};
     }
-    // In place, once every thread has read the round's input.
-    __syncthreads();
-#pragma unroll
-    for (int o = 0; o < IPT_KWAY; ++o) {
-        if (o0 + o < len) se[PK(o0 + o)] = re[o];
+    __device__ __forceinline__ void store(u32 p, const Out &x) const {
+        sk[PK(p)] = x.k;
+        si[PK(p)] = x.i;
     }
-    __syncthreads();
-}
-#endif
+};
 
 #if KWAY_PACKED
-// One round of the block's merge tree on tile positions (a tile that does not pack): sp
-// holds the tile positions of the elements in their current order, the keys stay where the
-// load put them (sk, by tile position). Positions move, 4 bytes an element, and compare by
-// their keys; no index moves (the store looks them up by position). Every thread calls it.
-__device__ __forceinline__ void kway_round_positions(const Key *sk, u32 *sp, const u32 *seg, u32 nr, u32 w, u32 len) {
-    const u32 o0 = opaque(threadIdx.x * IPT_KWAY);
-    const u32 npairs = (nr + 2 * w - 1) / (2 * w);
-    u32 rp[IPT_KWAY];
-    if (o0 < len) {
-        // As kway_round, through the positions.
-        auto key = [&](u32 p) -> Key { return sk[PK(sp[PK(p)])]; };
-        u32 q = last_le(npairs, o0, [&](u32 i) { return seg[i * 2 * w]; });
-        const u32 pa = seg[q * 2 * w];
-        u32 pb = seg[min(q * 2 * w + w, nr)], pe = seg[min(q * 2 * w + 2 * w, nr)];
-        const u32 kk = o0 - pa;
-        const u32 i = co_rank_by(kk, pb - pa, pe - pb, [&](u32 ia, u32 jb) { return key_le(key(pa + ia), key(pb + jb)); });
-        u32 ap = pa + i, bp = pb + (kk - i);
-        u32 ca = sp[PK(min(ap, (u32)KWAY_TILE - 1))], cb = sp[PK(min(bp, (u32)KWAY_TILE - 1))];
-        Key ka = sk[PK(ca)], kb = sk[PK(cb)];
-#pragma unroll
-        for (int o = 0; o < IPT_KWAY; ++o) {
-            while (o0 + o == pe && q + 1 < npairs) {
-                ++q;
-                ap = pe;
-                pb = seg[min(q * 2 * w + w, nr)];
-                pe = seg[min(q * 2 * w + 2 * w, nr)];
-                bp = pb;
-                ca = sp[PK(min(ap, (u32)KWAY_TILE - 1))];
-                cb = sp[PK(min(bp, (u32)KWAY_TILE - 1))];
-                ka = sk[PK(ca)];
-                kb = sk[PK(cb)];
-            }
-            const bool take_a = bp >= pe || (ap < pb && key_le(ka, kb));
-            rp[o] = take_a ? ca : cb;
-            if (take_a) {
-                ++ap;
-                ca = sp[PK(min(ap, (u32)KWAY_TILE - 1))];
-                ka = sk[PK(ca)];
-            } else {
-                ++bp;
-                cb = sp[PK(min(bp, (u32)KWAY_TILE - 1))];
-                kb = sk[PK(cb)];
-            }
-        }
+// Packed elements (the head of this file): one word moves, and they are distinct, so <
+// decides; no index moves.
+struct PackedElements {
+    u64 *se;
+    typedef u64 Head;
+    typedef u64 Out;
+    __device__ __forceinline__ Head head(u32 p) const { return se[PK(p)]; }
+    __device__ __forceinline__ bool le(Head a, Head b) const { return a < b; }
+    __device__ __forceinline__ Out take(bool take_a, Head a, Head b, u32) const { return take_a ? a : b; }
+    __device__ __forceinline__ void store(u32 p, Out x) const { se[PK(p)] = x; }
+};
+
+// Tile positions (a tile that does not pack): sp holds the tile positions of the elements in
+// their current order, the keys stay where the load put them (sk, by tile position).
+// Positions move, 4 bytes an element, and compare by their keys; no index moves (the store
+// looks them up by position).
+struct PositionElements {
+    const Key *sk;
+    u32 *sp;
+    struct Head {
+        u32 c;  // the element's tile position (where its key is)
+        Key k;
+    };
+    typedef u32 Out;
+    __device__ __forceinline__ Head head(u32 p) const {
+        const u32 c = sp[PK(p)];
+        return Head{c, sk[PK(c)]};
     }
-    // In place, once every thread has read the round's input.
-    __syncthreads();
-#pragma unroll
-    for (int o = 0; o < IPT_KWAY; ++o) {
-        if (o0 + o < len) sp[PK(o0 + o)] = rp[o];
-    }
-    __syncthreads();
-}
+    __device__ __forceinline__ bool le(const Head &a, const Head &b) const { return key_le(a.k, b.k); }
+    __device__ __forceinline__ Out take(bool take_a, const Head &a, const Head &b, u32) const { return take_a ? a.c : b.c; }
+    __device__ __forceinline__ void store(u32 p, Out x) const { sp[PK(p)] = x; }
+};
 #endif
 
 // One block of the k-way kernel: the tile of block blockIdx.x + L.block_offset. PACK (keys
@@ -319,7 +270,7 @@ __device__ __forceinline__ void kway_block(const Level &L, const u64 *splits) {
     __syncthreads();
     const u64 out = P.begin(L) + P.index * (u64)KWAY_TILE;
     if (packs) {
-        for (u32 w = 1; w < nr; w *= 2) kway_round_packed(se, seg, nr, w, len);
+        for (u32 w = 1; w < nr; w *= 2) kway_round(PackedElements{se}, seg, nr, w, len);
         // Coalesced stores: each element's index from its tile position, its key where the
         // level keeps keys.
 #pragma unroll
@@ -332,7 +283,7 @@ __device__ __forceinline__ void kway_block(const Level &L, const u64 *splits) {
             }
         }
     } else {
-        for (u32 w = 1; w < nr; w *= 2) kway_round_positions(sk, sp, seg, nr, w, len);
+        for (u32 w = 1; w < nr; w *= 2) kway_round(PositionElements{sk, sp}, seg, nr, w, len);
         // Coalesced stores: each element's key by its tile position, its index looked up
         // again (the positions took the index tile's place). Few tiles come here in a merge
         // of many runs; most of the GPU sort's second level does (~2^53 a tile on random keys,
@@ -352,7 +303,7 @@ __device__ __forceinline__ void kway_block(const Level &L, const u64 *splits) {
 #endif
     // Block-level merge tree in shared memory: in round w, pieces [j*w, j*w + w) have been
     // merged; pairs (j*2w .. +w) and (+w .. +2w) are merged.
-    for (u32 w = 1; w < nr; w *= 2) kway_round(sk, si, seg, nr, w, len);
+    for (u32 w = 1; w < nr; w *= 2) kway_round(KeyElements{sk, si}, seg, nr, w, len);
     // Coalesced stores of the merged tile.
     cta_store_tile<IPT_KWAY>(L, P.begin(L) + P.index * (u64)KWAY_TILE, len, sk, si, L.out_keys != nullptr);
 }

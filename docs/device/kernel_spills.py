@@ -6,6 +6,7 @@ report for each entry point (and each function it calls out of line).
     python3 docs/device/kernel_spills.py                        # production, u64 keys, u32 indices
     python3 docs/device/kernel_spills.py --kernels merge_kway --define INDEX_BITS=64
     python3 docs/device/kernel_spills.py --sources .gpu/src-base --family sort
+    python3 docs/device/kernel_spills.py --cubin /tmp/m.cubin   # then: cuobjdump -sass /tmp/m.cubin
 
 The defines are the sm_90 policy's for u64 keys (src/engine/gpu/tuning.rs) unless
 overridden; the file lists are src/engine/gpu/manifest.rs's (`Family::source_files`).
@@ -41,6 +42,7 @@ def main():
     ap.add_argument("--family", default="production", choices=sorted(FAMILIES))
     ap.add_argument("--define", action="append", default=[], help="NAME=VALUE over the policy's defines")
     ap.add_argument("--kernels", default="", help="comma-separated entry points to report (default all)")
+    ap.add_argument("--cubin", default="", help="also write the cubin there (for `cuobjdump -sass`: pip's nvidia-cuda-cuobjdump)")
     args = ap.parse_args()
     defines = dict(POLICY)
     for d in args.define:
@@ -63,6 +65,12 @@ def main():
     nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
     log = ctypes.create_string_buffer(size.value)
     nvrtc.nvrtcGetProgramLog(prog, log)
+    if rc == 0 and args.cubin:
+        nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+        cubin = ctypes.create_string_buffer(size.value)
+        nvrtc.nvrtcGetCUBIN(prog, cubin)
+        with open(args.cubin, "wb") as f:
+            f.write(cubin.raw)
     wanted = set(filter(None, args.kernels.split(",")))
     current = None
     for line in log.value.decode().splitlines():

@@ -163,10 +163,14 @@ impl LevelPlan {
         boundary_index(&self.tile_start, self.ngroups(), 0)
     }
 
+    /// Level positions of group `g`'s first key and one past its last.
+    pub fn group_range(&self, g: usize) -> (u64, u64) {
+        group_range(&self.bounds, self.group as usize, g)
+    }
+
     /// Keys in the level's largest group.
     pub fn widest_group(&self) -> u64 {
-        let (g, nruns) = (self.group as usize, self.nruns());
-        (0..self.ngroups()).map(|gi| self.bounds[((gi + 1) * g).min(nruns)] - self.bounds[gi * g]).max().unwrap_or(0)
+        (0..self.ngroups()).map(|g| self.group_range(g)).map(|(start, end)| end - start).max().unwrap_or(0)
     }
 
     /// Whether this level's k-way tiles can pack (cuda/merge_kway.cu) when its runs are
@@ -195,11 +199,17 @@ impl LevelPlan {
             return n;
         }
         let (g, t) = locate(&self.tile_start, b);
-        let nruns = self.nruns();
-        let start = self.bounds[g * self.group as usize];
-        let end = self.bounds[((g + 1) * self.group as usize).min(nruns)];
+        let (start, end) = self.group_range(g);
         (start + t * self.tile).min(end)
     }
+}
+
+/// Level positions of group `g`'s first key and one past its last, for runs `bounds` merged
+/// in groups of `group` (the last group may hold fewer runs; as `GroupPos::begin`/`end` in
+/// cuda/cta_merge.cuh).
+fn group_range(bounds: &[u64], group: usize, g: usize) -> (u64, u64) {
+    let nruns = bounds.len() - 1;
+    (bounds[g * group], bounds[((g + 1) * group).min(nruns)])
 }
 
 /// Boundary numbering: a group of T tiles has T + 1 boundaries (its start, every tile end),
@@ -229,7 +239,7 @@ pub(crate) fn plan(kind: KernelKind, policy: &Policy, mut bounds: Vec<u64>) -> V
         let mut tile_start = vec![0u64];
         let mut next = Vec::with_capacity(ngroups + 1);
         for gi in 0..ngroups {
-            let (s, e) = (bounds[gi * g], bounds[((gi + 1) * g).min(nruns)]);
+            let (s, e) = group_range(&bounds, g, gi);
             next.push(s);
             tile_start.push(tile_start[gi] + (e - s).div_ceil(tile));
         }

@@ -237,6 +237,20 @@ impl Gpu {
         Ok(st)
     }
 
+    /// Runs `work` on the device's state, locked (as [`Gpu::lock`]), and leaves the device
+    /// clean for the next call where it fails: whatever it queued on any stream is finished
+    /// or abandoned (the whole context synchronized) before the pool frees what it used, so
+    /// no queued kernel or copy is left reading a freed buffer.
+    pub fn with_state<T>(&self, work: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
+        let mut st = self.lock()?;
+        let res = work(&mut st);
+        if res.is_err() {
+            let _ = result::ctx::synchronize();
+            st.release();
+        }
+        res
+    }
+
     /// The context bound to this thread and the gather's lane, locked (never from a rayon
     /// worker thread, as [`Gpu::lock`]).
     pub fn lock_gather_lane(&self) -> Result<MutexGuard<'_, GatherLane>> {

@@ -136,18 +136,12 @@ pub(crate) struct Part<'a> {
 /// Merges `part` on `gpu` into `dst` (the bytes of `part.n` indices of the part's width).
 /// On an error the device is left clean for the next call.
 pub(crate) fn merge_part(gpu: &Gpu, part: &Part, dst: &mut [MaybeUninit<u8>], options: &GpuOptions) -> Result<()> {
-    let mut st = gpu.lock()?;
-    let res = prepare(gpu, &mut st, part.key_bytes, part.bounds.clone(), options.kernel, part.wide_indices)
-        .and_then(|planned| merge_planned(gpu, &mut st, &planned, part, dst, options.overlap_download));
-    if res.is_err() {
-        // Leave a clean state for the next call: finish or abandon what was queued on any
-        // stream (the download has its own) before the pool frees what it used.
-        let _ = result::ctx::synchronize();
-        st.release();
-    } else {
+    gpu.with_state(|st| {
+        let planned = prepare(gpu, st, part.key_bytes, part.bounds.clone(), options.kernel, part.wide_indices)?;
+        merge_planned(gpu, st, &planned, part, dst, options.overlap_download)?;
         st.trim(); // the indices are down: the device is idle
-    }
-    res
+        Ok(())
+    })
 }
 
 /// The chunk events of an overlapped download, destroyed on drop.

@@ -60,16 +60,11 @@ pub(crate) fn sort_into(keys: &KeyColumn, options: &GpuOptions, dst: &mut [Maybe
 /// The stable sort of `keys` (at least one) on `gpu`, its indices into `dst` as
 /// [`sort_into`]. On an error the device is left clean for the next call.
 pub(crate) fn sort_on_device(gpu: &Gpu, keys: &KeyColumn, options: &GpuOptions, dst: &mut [MaybeUninit<u8>], wide: bool) -> Result<()> {
-    let mut st = gpu.lock()?;
-    let res = sort_on(gpu, &mut st, key_bytes(keys), keys.key_bytes(), keys.len(), wide, dst, options);
-    if res.is_err() {
-        // As merge_part: finish or abandon what was queued, then free the pool.
-        let _ = result::ctx::synchronize();
-        st.release();
-    } else {
+    gpu.with_state(|st| {
+        sort_on(gpu, st, key_bytes(keys), keys.key_bytes(), keys.len(), wide, dst, options)?;
         st.trim(); // the indices are down: the device is idle
-    }
-    res
+        Ok(())
+    })
 }
 
 /// A sort planned on a device: the tile module and the merge tree over its tiles.

@@ -110,9 +110,7 @@ fn sort_piece(device: usize, src: &[u8], kb: usize, wide: bool, kernel: Kernel, 
     let gpu = gpu(device)?;
     let n = src.len() / kb;
     let ib = if wide { 8 } else { 4 };
-    let mut st = gpu.lock()?;
-    let st = &mut *st;
-    let res = (|| {
+    gpu.with_state(|st| {
         let plan = prepare_sort(gpu, st, kb, n, wide, kernel, true)?;
         let keys0 = st.buffer(Slot::Keys0, n * kb)?;
         upload_slices(gpu.cu_stream(), st.staging()?, &[src], keys0)?;
@@ -120,14 +118,7 @@ fn sort_piece(device: usize, src: &[u8], kb: usize, wide: bool, kernel: Kernel, 
         copy_to(gpu, target, to.0, sorted.keys, n * kb)?;
         copy_to(gpu, target, to.1, sorted.idx, n * ib)?;
         gpu.stream.synchronize().map_err(gpu_err("sorting a piece"))
-    })();
-    if res.is_err() {
-        // As merge_part: finish or abandon what was queued (its copies to `target` too),
-        // then free the pool.
-        let _ = result::ctx::synchronize();
-        st.release();
-    }
-    res
+    })
 }
 
 /// Queues on `from`'s stream the copy of `bytes` bytes at `src` (on `from`) to `dst` (on
@@ -180,9 +171,7 @@ fn enable_peer_access(from: &Gpu, to: &Gpu) {
 /// indices are copied back over `idx` (the call's own buffer: the pool's may be reused once
 /// the lock is let go) and the device is idle when this returns Ok.
 fn merge_pieces(gpu: &Gpu, kb: usize, wide: bool, bounds: &[u64], keys: DevPtr, idx: DevPtr, kernel: Kernel) -> Result<()> {
-    let mut st = gpu.lock()?;
-    let st = &mut *st;
-    let res = (|| {
+    gpu.with_state(|st| {
         let n = *bounds.last().expect("bounds end with the count") as usize;
         let pieces = bounds.len() - 1;
         let ib = if wide { 8 } else { 4 };
@@ -209,12 +198,7 @@ fn merge_pieces(gpu: &Gpu, kb: usize, wide: bool, bounds: &[u64], keys: DevPtr, 
         // is queued after the merge that reads `idx` and writes `queued.idx`.
         unsafe { result::memcpy_dtod_async(idx, queued.idx, n * ib, gpu.cu_stream()) }.map_err(gpu_err("copying the indices"))?;
         gpu.stream.synchronize().map_err(gpu_err("merging the sorted pieces"))
-    })();
-    if res.is_err() {
-        let _ = result::ctx::synchronize();
-        st.release();
-    }
-    res
+    })
 }
 
 /// Step 4: the indices at `idx` on `first` into `dst` (`ib` bytes each), one contiguous
@@ -247,9 +231,7 @@ fn download_split(first: &Gpu, idx: DevPtr, links: &[usize], dst: &mut [MaybeUni
 /// where it is `first`, else pulled over the peer link into its pool first.
 fn download_range(device: usize, first: &Gpu, src: DevPtr, dst: &mut [MaybeUninit<u8>], ib: usize) -> Result<()> {
     let gpu = gpu(device)?;
-    let mut st = gpu.lock()?;
-    let st = &mut *st;
-    let res = (|| {
+    gpu.with_state(|st| {
         let from = if std::ptr::eq(gpu, first) {
             src
         } else {
@@ -265,10 +247,5 @@ fn download_range(device: usize, first: &Gpu, src: DevPtr, dst: &mut [MaybeUnini
         let order = DownloadOrder { main: gpu.cu_stream(), chunk_events: &[], chunk_ends: &[] };
         download(gpu.cu_stream(), st.staging()?, from, dst, ib, &order)?;
         gpu.stream.synchronize().map_err(gpu_err("downloading indices"))
-    })();
-    if res.is_err() {
-        let _ = result::ctx::synchronize();
-        st.release();
-    }
-    res
+    })
 }

@@ -33,7 +33,7 @@
 
 #define KWAY_TILE (THREADS * IPT_KWAY)
 #define PK(p) padded<IPT_KWAY>(p)
-#define KWAY_SLOTS (KWAY_TILE + KWAY_TILE / IPT_KWAY)
+#define KWAY_SLOTS PADDED_SLOTS(KWAY_TILE, IPT_KWAY)
 // v, as a value the compiler cannot see through. A round's first output (o0) goes through
 // it: the rounds of two kinds in one kernel otherwise share the addresses computed from it,
 // which the compiler hoisted above both and held in registers through either (200+ bytes

@@ -25,7 +25,7 @@
 
 #define TILE_T (THREADS * IPT_TILED)
 #define PT(p) padded<IPT_TILED>(p)
-#define TILE_SLOTS (TILE_T + TILE_T / IPT_TILED)
+#define TILE_SLOTS PADDED_SLOTS(TILE_T, IPT_TILED)
 
 // The type of T if C, else F (NVRTC has no <type_traits>).
 template <bool C, class T, class F> struct Pick { typedef T type; };

@@ -21,7 +21,7 @@
 
 #define SORT_TILE_T (THREADS * IPT_SORT)
 #define PS(p) padded<IPT_SORT>(p)
-#define SORT_SLOTS (SORT_TILE_T + SORT_TILE_T / IPT_SORT)
+#define SORT_SLOTS PADDED_SLOTS(SORT_TILE_T, IPT_SORT)
 
 extern "C" __global__ void __launch_bounds__(THREADS) sort_tiles(Key *keys, index_t *idx, u64 n) {
     extern __shared__ unsigned char smem_sort[];

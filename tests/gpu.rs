@@ -273,6 +273,12 @@ fn small_cases_every_kernel_and_width() {
         vec![2048, 2048],
         vec![2047, 2049, 1],
         vec![4096 + 17, 3],
+        // The tiled kernel's tiles on sm_90: 3840 keys up to 8 bytes, 1280 wider ones.
+        vec![1920, 1920],
+        vec![3839, 3842, 1],
+        vec![3840 * 2 + 1, 3839],
+        vec![640, 640],
+        vec![1279, 1282, 1],
         vec![10_000, 9_000, 1, 0, 333],
     ];
     for (i, lens) in cases.iter().enumerate() {

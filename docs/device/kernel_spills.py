@@ -25,7 +25,7 @@ FAMILIES = {
     "gather": ["common.cuh", "gather.cu"],
     "sort": ["common.cuh", "cta_merge.cuh", "co_rank.cuh", "sort_tiles.cu"],
 }
-POLICY = dict(KEY_WORDS=1, KEY_WORD_BITS=64, INDEX_BITS=32, THREADS=256, IPT_BASIC=4, IPT_TILED=16, IPT_CIRC=4,
+POLICY = dict(KEY_WORDS=1, KEY_WORD_BITS=64, INDEX_BITS=32, THREADS=256, IPT_BASIC=4, IPT_TILED=15, IPT_CIRC=4,
               CIRC_SLOTS=1024, CIRC_TILES=8, IPT_KWAY=16, KWAY_MIN_BLOCKS=4, KWAY_COARSE=16, TILED_MIN_BLOCKS=4,
               IPT_SORT=16, TILED_NARROW=0, NARROW_TIE_THREADS=32)
 

@@ -451,15 +451,21 @@ mod tests {
     /// registers on sm_90: the k-way kernel's two kinds of rounds once spilled 244-484 bytes a
     /// thread and lost 7% to it (docs/PERFORMANCE.md, "Packed elements in the k-way kernel").
     /// ptxas's own report through NVRTC: no GPU needed, so CI sees a kernel change that brings
-    /// spills back. (`merge_kway_keys`, the sort's early levels, spills 4 bytes as before.)
+    /// spills back. At most one register saved once (`MAX_SPILL_BYTES`): at 15 items a
+    /// thread `merge_tiled_only` stores one register before its tile load and reloads it once
+    /// after (no spill in the merge), and measured 7% faster than 16 items padded without
+    /// it (docs/PERFORMANCE.md, stop 54). (`merge_kway_keys`, the sort's early levels,
+    /// spills 4 bytes as before.)
     #[test]
     fn sm90_merge_kernels_do_not_spill() {
+        const MAX_SPILL_BYTES: u64 = 4;
         let Some(_) = nvrtc_or_skip("sm90_merge_kernels_do_not_spill") else { return };
         let mut req = sm90_request();
         req.options.push("--ptxas-options=-v".into());
         let (_, log) = compile_cubin_logged(&req).unwrap();
         for kernel in ["merge_kway", "merge_tiled_only", "merge_tiled_first", "merge_tiled_inner", "merge_tiled_last"] {
-            assert_eq!(spill_stores(&log, kernel), Some(0), "{kernel} spills registers on sm_90:\n{log}");
+            let spilled = spill_stores(&log, kernel).unwrap_or_else(|| panic!("no ptxas report for {kernel}:\n{log}"));
+            assert!(spilled <= MAX_SPILL_BYTES, "{kernel} spills {spilled} bytes of registers on sm_90:\n{log}");
         }
     }
 

@@ -409,13 +409,13 @@ mod tests {
     #[test]
     fn geometry_is_the_policy() {
         let p = sm90(8);
-        assert_eq!(geometry(KernelKind::Tiled, &p, 2), Geometry { tile: 4096, group: 2 });
+        assert_eq!(geometry(KernelKind::Tiled, &p, 2), Geometry { tile: 3840, group: 2 });
         assert_eq!(geometry(KernelKind::Basic, &p, 9), Geometry { tile: 1024, group: 2 });
         assert_eq!(geometry(KernelKind::Circular, &p, 2), Geometry { tile: 8192, group: 2 });
         assert_eq!(geometry(KernelKind::KWay, &p, 2), Geometry { tile: 4096, group: 2 });
         assert_eq!(geometry(KernelKind::KWay, &p, 17), Geometry { tile: 4096, group: 17 });
         assert_eq!(geometry(KernelKind::KWay, &p, 100), Geometry { tile: 4096, group: 16 });
-        assert_eq!(geometry(KernelKind::Tiled, &sm90(32), 2).tile, 1024);
+        assert_eq!(geometry(KernelKind::Tiled, &sm90(32), 2).tile, 1280);
     }
 
     /// Levels: pairwise kinds take ceil(log2 k) levels, the k-way kernel ceil(log64 k);
@@ -530,7 +530,7 @@ mod tests {
     fn device_bytes_formula() {
         let n = 1usize << 28;
         let levels = plan(KernelKind::Tiled, &sm90(8), vec![0, n as u64 / 2, n as u64]);
-        let tiles = n / 4096;
+        let tiles = n.div_ceil(3840); // the tiled kernel's tile of u64 keys on sm_90
         assert_eq!(device_bytes(8, 4, n, &levels), n * 8 + n * 4 + (tiles + 1) * 2 * 8 + (1 << 20));
         let three = plan(KernelKind::Tiled, &sm90(8), bounds_of(&[1000; 5]));
         assert_eq!(three.len(), 3);

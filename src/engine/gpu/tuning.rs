@@ -93,10 +93,10 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Slots of a padded tile of `ipt` items per thread: one pad slot every `ipt` slots
-    /// (cta_merge.cuh, `padded`).
+    /// Slots of a padded tile of `ipt` items per thread: one pad slot every `ipt` slots,
+    /// none for an odd `ipt` (cta_merge.cuh, `padded` and `PADDED_SLOTS`).
     fn padded_slots(&self, ipt: u32) -> u32 {
-        ipt * self.threads + self.threads
+        ipt * self.threads + if ipt % 2 == 1 { 0 } else { self.threads }
     }
 
     /// Dynamic shared bytes of a tiled-kernel block: one padded tile of keys and indices
@@ -128,15 +128,18 @@ impl Policy {
     }
 }
 
-/// The measured sm_90 policy (H200). Keys of up to 8 bytes take 16 items per thread in the
-/// tiled kernel with at least 4 resident blocks; wider keys take 4 (a tile of 32-byte keys
-/// would not leave room for a second block).
+/// The measured sm_90 policy (H200). Keys of up to 8 bytes take 15 items per thread in the
+/// tiled kernel with at least 4 resident blocks; wider keys take 5 (a tile of 32-byte keys
+/// would not leave room for a second block). Odd counts, so the tiles are not padded
+/// (cuda/cta_merge.cuh, `padded`): 15 measured 7% / 14% faster than 16 padded on random /
+/// duplicate-heavy u64 keys, 4% on u32 keys, and 5 13% faster than 4 on u64x2 keys
+/// (docs/PERFORMANCE.md, stop 54).
 fn sm90(key_bytes: usize) -> Policy {
     let narrow = key_bytes <= 8;
     Policy {
         threads: THREADS,
         ipt_basic: 4,
-        ipt_tiled: if narrow { 16 } else { 4 },
+        ipt_tiled: if narrow { 15 } else { 5 },
         ipt_circ: if narrow { 4 } else { 2 },
         circ_tiles: 8,
         // The tiled kernel's tile for the k-way kernel's rounds too (docs/PERFORMANCE.md,
@@ -349,21 +352,21 @@ mod tests {
                 let p = policy(Arch::SM90, kb, ib);
                 assert_eq!(
                     (p.threads, p.ipt_basic, p.ipt_tiled, p.ipt_circ, p.circ_tiles, p.ipt_kway, p.kway_coarse, p.tiled_min_blocks),
-                    (256, 4, 16, 4, 8, 16, 16, 4)
+                    (256, 4, 15, 4, 8, 16, 16, 4)
                 );
             }
             for kb in [16, 24, 32] {
                 let p = policy(Arch::SM90, kb, ib);
                 assert_eq!(
                     (p.threads, p.ipt_basic, p.ipt_tiled, p.ipt_circ, p.circ_tiles, p.ipt_kway, p.kway_coarse, p.tiled_min_blocks),
-                    (256, 4, 4, 2, 8, 8, 16, 1)
+                    (256, 4, 5, 2, 8, 8, 16, 1)
                 );
             }
         }
         // The shared memory the kernel table of docs/PERFORMANCE.md lists (u64 keys, u32
-        // indices).
+        // indices): the tiled kernel's odd tile unpadded, the others padded.
         let p = policy(Arch::SM90, 8, 4);
-        assert_eq!(p.tiled_shared_bytes(8, 4), 52224);
+        assert_eq!(p.tiled_shared_bytes(8, 4), 3840 * 12);
         assert_eq!(p.kway_shared_bytes(8, 4), 52224);
         assert_eq!((p.sort_tile(), p.sort_shared_bytes(8)), (4096, 52224));
         assert_eq!(policy(Arch::SM90, 32, 8).sort_tile(), 2048);

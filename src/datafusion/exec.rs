@@ -131,6 +131,32 @@ impl CoRankMergeExec {
     }
 }
 
+/// `apply_expressions` of corank's nodes, whose expressions are their sort expressions: `f`
+/// on each in order, until one returns `Stop`.
+pub(crate) fn apply_to_sort_exprs(
+    expr: &LexOrdering,
+    f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+) -> Result<TreeNodeRecursion> {
+    let mut recursion = TreeNodeRecursion::Continue;
+    for e in expr.iter() {
+        recursion = f(&e.expr)?;
+        if recursion == TreeNodeRecursion::Stop {
+            break;
+        }
+    }
+    Ok(recursion)
+}
+
+/// The streams of every partition of `input`, in partition order (corank's nodes read them
+/// all at once).
+pub(crate) fn execute_every_partition(
+    input: &Arc<dyn ExecutionPlan>,
+    context: &Arc<TaskContext>,
+) -> Result<Vec<SendableRecordBatchStream>> {
+    let n = input.output_partitioning().partition_count();
+    (0..n).map(|p| input.execute(p, Arc::clone(context))).collect()
+}
+
 /// The sort expressions as SQL, comma-separated (the tree rendering of corank's nodes).
 pub(crate) fn fmt_sort_exprs_sql(expr: &LexOrdering, f: &mut std::fmt::Formatter) -> std::fmt::Result {
     for (i, e) in expr.iter().enumerate() {
@@ -220,14 +246,7 @@ impl ExecutionPlan for CoRankMergeExec {
     }
 
     fn apply_expressions(&self, f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>) -> Result<TreeNodeRecursion> {
-        let mut recursion = TreeNodeRecursion::Continue;
-        for e in self.expr.iter() {
-            recursion = f(&e.expr)?;
-            if recursion == TreeNodeRecursion::Stop {
-                break;
-            }
-        }
-        Ok(recursion)
+        apply_to_sort_exprs(&self.expr, f)
     }
 
     #[allow(deprecated)]
@@ -247,8 +266,7 @@ impl ExecutionPlan for CoRankMergeExec {
         if partition != 0 {
             return internal_err!("CoRankMergeExec has one output partition, asked for {partition}");
         }
-        let n = self.input.output_partitioning().partition_count();
-        let inputs = (0..n).map(|p| self.input.execute(p, Arc::clone(&context))).collect::<Result<Vec<_>>>()?;
+        let inputs = execute_every_partition(&self.input, &context)?;
         let reservation = MemoryConsumer::new(format!("CoRankMergeExec[{partition}]")).register(&context.runtime_env().memory_pool);
         let metrics = MergeMetrics::new(&self.metrics, partition);
         let schema = self.schema();

@@ -170,14 +170,7 @@ impl ExecutionPlan for CoRankSortExec {
     }
 
     fn apply_expressions(&self, f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>) -> Result<TreeNodeRecursion> {
-        let mut recursion = TreeNodeRecursion::Continue;
-        for e in self.expr.iter() {
-            recursion = f(&e.expr)?;
-            if recursion == TreeNodeRecursion::Stop {
-                break;
-            }
-        }
-        Ok(recursion)
+        super::exec::apply_to_sort_exprs(&self.expr, f)
     }
 
     fn with_new_children(self: Arc<Self>, mut children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
@@ -195,8 +188,7 @@ impl ExecutionPlan for CoRankSortExec {
         if partition != 0 {
             return internal_err!("CoRankSortExec has one output partition, asked for {partition}");
         }
-        let n = self.input.output_partitioning().partition_count();
-        let inputs = (0..n).map(|p| self.input.execute(p, Arc::clone(&context))).collect::<Result<Vec<_>>>()?;
+        let inputs = super::exec::execute_every_partition(&self.input, &context)?;
         let runtime = context.runtime_env();
         let reservation = MemoryConsumer::new(format!("CoRankSortExec[{partition}]")).with_can_spill(true).register(&runtime.memory_pool);
         let merge_reservation = MemoryConsumer::new(format!("CoRankSortExec[{partition}] merge")).register(&runtime.memory_pool);

@@ -28,8 +28,8 @@
 //! floor's output is not in key order, so not its order). Prints one table and draws a PNG
 //! chart of rows/s by contender and input size, one panel per dataset.
 
+use crate::common::group_digits;
 use crate::datagen::{write_dataset, Dataset, LINEITEM_KEY};
-use crate::merge::group_digits;
 use crate::parse_count;
 use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;

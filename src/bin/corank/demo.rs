@@ -2,6 +2,7 @@
 //! sorted as a whole, some with only their row groups sorted), merges them with
 //! `corank merge`'s code, reads the output back and verifies it.
 
+use crate::common::{CommonArgs, ReportArgs};
 use crate::datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
 use crate::merge::{execute, summary_line, MergeArgs};
 use crate::{parse_count, EngineArgs};
@@ -64,21 +65,20 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let output = dir.join("merged.parquet");
     let merge = MergeArgs {
         inputs: paths.iter().map(|p| p.display().to_string()).collect(),
-        output: output.clone(),
-        by: None,
-        engine: args.engine.clone(),
+        common: CommonArgs {
+            output: output.clone(),
+            by: None,
+            engine: args.engine.clone(),
+            union_by_name: false,
+            force: true,
+            compression: "zstd(3)".into(),
+            row_group_size: 1 << 20,
+            max_row_group_bytes: 128 << 20,
+            memory_limit: 2 << 30,
+        },
         check_sorted: true,
-        union_by_name: false,
-        force: true,
-        compression: "zstd(3)".into(),
-        row_group_size: 1 << 20,
-        max_row_group_bytes: 128 << 20,
         passthrough: corank::parquet::Passthrough::Auto,
-        memory_limit: 2 << 30,
-        quiet: false,
-        verbose: 0,
-        json: false,
-        dry_run: false,
+        report: ReportArgs { quiet: false, verbose: 0, json: false, dry_run: false },
     };
     let shown: Vec<String> = paths.iter().map(|p| p.strip_prefix(&dir).unwrap_or(p).display().to_string()).collect();
     println!("$ corank merge {} -o merged.parquet --check-sorted", shown.join(" "));

@@ -15,6 +15,7 @@
 
 mod bench;
 mod chart;
+mod common;
 mod datagen;
 mod demo;
 mod json;
@@ -197,8 +198,7 @@ fn main() -> ExitCode {
         }
     };
     let (verbose, json) = match &cli.command {
-        Command::Merge(args) => (args.verbose, args.json),
-        Command::Sort(args) => (args.verbose, args.json),
+        Command::Merge(merge::MergeArgs { report, .. }) | Command::Sort(sort::SortArgs { report, .. }) => (report.verbose, report.json),
         _ => (0, false),
     };
     logging::init(verbose);
@@ -240,6 +240,32 @@ mod tests {
         assert_eq!(one_line_usage_error(&e.to_string()), "the following required arguments were not provided: --output <OUTPUT>");
         let e = Cli::try_parse_from(["corank", "merge", "a.parquet", "-o", "x", "--nope"]).err().expect("unknown flag");
         assert_eq!(one_line_usage_error(&e.to_string()), "unexpected argument '--nope' found");
+    }
+
+    #[test]
+    fn every_flag_of_merge_and_sort_has_its_help() {
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        cli.clone().debug_assert();
+        let command = |name: &str| cli.get_subcommands().find(|c| c.get_name() == name).cloned().expect("a subcommand");
+        let help = |name: &str, id: &str| {
+            let arg = command(name).get_arguments().find(|a| a.get_id() == id).cloned().expect("a flag");
+            arg.get_help().map(ToString::to_string).unwrap_or_default()
+        };
+        for name in ["merge", "sort"] {
+            for arg in command(name).get_arguments() {
+                assert!(arg.get_help().is_some(), "corank {name}: {} has no help", arg.get_id());
+            }
+        }
+        // The shared flags whose help is each command's (common::FlagHelp).
+        for (id, merge, sort) in [
+            ("memory_limit", "the merge holds", "the sort holds"),
+            ("verbose", "merging, writing", "sorting, spilling"),
+            ("dry_run", "without merging", "without sorting"),
+        ] {
+            assert!(help("merge", id).contains(merge), "{id}: {}", help("merge", id));
+            assert!(help("sort", id).contains(sort), "{id}: {}", help("sort", id));
+        }
     }
 
     #[test]

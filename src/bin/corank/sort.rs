@@ -3,45 +3,37 @@
 //! (an external merge sort: sorted runs spilled to a temporary directory, then merged).
 //! Flags, errors and exit codes as `corank merge`'s.
 
-use crate::json::Json;
-use crate::merge::{group_digits, parse_output_compression, planned_engine_for, print_stdout, progress_bar, show_compression};
-use crate::show_bytes::show_bytes;
-use crate::{parse_bytes, parse_count, EngineArgs};
-use clap::{ArgAction, Args};
-use corank::parquet::inputs::{expand_inputs_excluding, show_keys, PlanOptions};
-use corank::parquet::{
-    parse_order_by, plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary, WriterSettings,
+use crate::common::{
+    dry_run_json_head, engine_and_output_lines, group_digits, parse_output_compression, planned_engine_for, show_compression,
+    with_progress_bar, CommonArgs, FlagHelp, ReportArgs,
 };
-use corank::{Engine, Error, Result};
+use crate::json::Json;
+use crate::show_bytes::show_bytes;
+use clap::Args;
+use corank::parquet::inputs::{show_keys, PlanOptions};
+use corank::parquet::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
+use corank::{Error, Result};
 use std::path::{Path, PathBuf};
 
+/// `--memory-limit`, `-v` and `--dry-run` (flags of [`CommonArgs`] and [`ReportArgs`]) as a
+/// sort's help says them.
+const HELP: FlagHelp = FlagHelp {
+    memory_limit: "Approximate cap on the memory the sort holds (the chunk being sorted, then the merge's windows); more data than fits is sorted in runs spilled to --temp-dir",
+    verbose: "Also print where the time went (reading, sorting, spilling, merging) and the runs, and corank's info log lines (-vv debug, -vvv trace; RUST_LOG selects any logs)",
+    dry_run: "Read the footers and print the plan (rows, chunks, memory, engine) without sorting: nothing is written. With --json, the plan as one JSON object",
+};
+
+/// `corank sort`'s flags: those it shares with `corank merge` ([`CommonArgs`],
+/// [`ReportArgs`]) and its own.
 #[derive(Args, Debug, Clone)]
+#[command(mut_args(|arg| HELP.set(arg)))]
 pub struct SortArgs {
     /// Parquet files, directories (their *.parquet files) or glob patterns, in tie order:
     /// rows with equal keys keep this order (the sort is stable).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
-    /// The sorted Parquet file to write (a regular file; not `-`: no output to stdout).
-    #[arg(short, long, value_name = "OUTPUT")]
-    pub output: PathBuf,
-    /// Sort key in SQL ORDER BY syntax, e.g. "k DESC NULLS LAST, j". Default: the inputs'
-    /// common sorting_columns metadata.
-    #[arg(long, value_name = "ORDER BY")]
-    pub by: Option<String>,
     #[command(flatten)]
-    pub engine: EngineArgs,
-    /// Match columns by name across inputs: a column missing from a file reads as nulls,
-    /// nullable where any input's is, numeric types widened where every value fits.
-    /// Without it the inputs' schemas must be the same.
-    #[arg(long)]
-    pub union_by_name: bool,
-    /// Replace OUTPUT if it exists.
-    #[arg(short, long)]
-    pub force: bool,
-    /// Output compression: none, snappy, lz4 (LZ4_RAW), zstd or zstd(1..22), gzip or
-    /// gzip(0..9), brotli or brotli(0..11).
-    #[arg(long, default_value = "zstd(3)")]
-    pub compression: String,
+    pub common: CommonArgs,
     /// Compression of the sorted runs spilled to the temporary directory (read once).
     #[arg(long, default_value = "lz4")]
     pub spill_compression: String,
@@ -49,37 +41,14 @@ pub struct SortArgs {
     /// and on Ctrl-C). Default: OUTPUT's directory.
     #[arg(long, value_name = "DIR")]
     pub temp_dir: Option<PathBuf>,
-    /// Most rows per output row group.
-    #[arg(long, default_value = "1M", value_parser = parse_count)]
-    pub row_group_size: usize,
-    /// Most bytes of Arrow data per output row group (before encoding).
-    #[arg(long, default_value = "128MiB", value_parser = parse_bytes)]
-    pub max_row_group_bytes: usize,
-    /// Approximate cap on the memory the sort holds (the chunk being sorted, then the
-    /// merge's windows); more data than fits is sorted in runs spilled to --temp-dir.
-    #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
-    pub memory_limit: usize,
     /// How to sort: `columns` builds the output one column at a time (every value decoded
     /// and encoded once; needs the key columns and one other column of all rows within
     /// --memory-limit), `runs` sorts chunks of whole rows into runs spilled to --temp-dir and
     /// merges them (any size), `auto` takes columns where they fit.
     #[arg(long, default_value = "auto", value_parser = parse_strategy)]
     pub strategy: SortStrategy,
-    /// No progress bar and no summary line (with --json the JSON object is still printed).
-    #[arg(short, long)]
-    pub quiet: bool,
-    /// Also print where the time went (reading, sorting, spilling, merging) and the runs,
-    /// and corank's info log lines (-vv debug, -vvv trace; RUST_LOG selects any logs).
-    #[arg(short, long, action = ArgAction::Count)]
-    pub verbose: u8,
-    /// Print the summary as one JSON object on stdout, nothing else (errors: an object
-    /// with "ok": false, beside the message on stderr).
-    #[arg(long)]
-    pub json: bool,
-    /// Read the footers and print the plan (rows, chunks, memory, engine) without sorting:
-    /// nothing is written. With --json, the plan as one JSON object.
-    #[arg(long)]
-    pub dry_run: bool,
+    #[command(flatten)]
+    pub report: ReportArgs,
 }
 
 fn parse_strategy(s: &str) -> std::result::Result<SortStrategy, String> {
@@ -96,20 +65,14 @@ pub struct Prepared {
 /// the dry run's plan).
 pub fn run(args: SortArgs) -> Result<()> {
     let prepared = prepare(&args)?;
-    if args.dry_run {
-        let engine = planned_engine_for(&args.engine, &prepared.plan.inputs)?;
-        let text =
-            if args.json { dry_run_json(&args, &prepared, &engine.note).to_line() } else { dry_run_text(&args, &prepared, &engine.note) };
-        return print_stdout(&text, "the plan (nothing was written)");
+    if args.report.dry_run {
+        let engine = planned_engine_for(&args.common.engine, &prepared.plan.inputs)?;
+        return args.report.print_plan(|| dry_run_json(&args, &prepared, &engine.note), || dry_run_text(&args, &prepared, &engine.note));
     }
     let summary = sort_prepared(&args, &prepared)?;
-    let written = format!("the summary ({} was written)", args.output.display());
-    if args.json {
-        print_stdout(&summary_json(&summary, &args, &prepared).to_line(), &written)?;
-    } else if !args.quiet {
-        print_stdout(&summary_line(&summary, &args.output), &written)?;
-    }
-    if args.verbose > 0 {
+    let output = &args.common.output;
+    args.report.print_summary(output, || summary_json(&summary, &args, &prepared), || summary_line(&summary, output))?;
+    if args.report.verbose > 0 {
         let peak = summary.peak_memory.map_or("unknown".into(), show_bytes);
         if summary.strategy == "columns" {
             eprintln!(
@@ -147,50 +110,30 @@ pub fn run(args: SortArgs) -> Result<()> {
 
 /// Everything up to the first row read, with `corank merge`'s checks and errors.
 pub fn prepare(args: &SortArgs) -> Result<Prepared> {
-    if args.output == Path::new("-") {
-        return Err(Error::InvalidArgument(
-            "-o -: writing the output to stdout is not supported; name a file (./- for a file named '-')".into(),
-        ));
-    }
-    let by = args.by.as_deref().map(parse_order_by).transpose()?;
-    let compression = parse_output_compression(&args.compression)?;
+    let (common, dry_run) = (&args.common, args.report.dry_run);
+    let (by, compression) = common.parse_key_and_compression()?;
     let spill_compression = parse_output_compression(&args.spill_compression).map_err(|e| match e {
         Error::InvalidArgument(m) => Error::InvalidArgument(format!("--spill-compression: {}", m.replace("compression \"", "codec \""))),
         other => other,
     })?;
-    corank::parquet::writer::check_output(&args.output, args.force)?;
+    common.check_output()?;
     if let Some(dir) = &args.temp_dir {
         if !dir.is_dir() {
             return Err(Error::File { path: dir.clone(), detail: "--temp-dir is not a directory".into() });
         }
     }
-    if args.engine.engine == Engine::Gpu && !args.dry_run {
-        // As `corank merge`: the libraries here, the driver's start on a background thread
-        // while the first chunk is read; an unusable device is the first sort's error.
-        corank::engine::gpu_libraries_present().map_err(Error::GpuUnavailable)?;
-        corank::engine::warm_up_gpu(&args.engine.options(), 0);
-    } else if args.engine.engine == Engine::Gpu {
-        corank::engine::gpu_availability().map_err(Error::GpuUnavailable)?;
-    }
-    let paths = expand_inputs_excluding(&args.inputs, &args.output)?;
+    common.start_gpu(dry_run)?;
+    let paths = common.input_paths(&args.inputs)?;
     let options = SortFilesOptions {
-        engine: args.engine.options(),
-        memory_limit: args.memory_limit,
-        writer: WriterSettings {
-            compression,
-            row_group_rows: args.row_group_size,
-            row_group_bytes: args.max_row_group_bytes,
-            overwrite: args.force,
-            sync: true,
-        },
+        engine: common.engine.options(),
+        memory_limit: common.memory_limit,
+        writer: common.writer(compression),
         temp_dir: args.temp_dir.clone(),
         spill_compression,
         strategy: args.strategy,
     };
-    let plan = plan_sort(&paths, by, &PlanOptions { union_by_name: args.union_by_name }, &args.output, &options)?;
-    if args.engine.engine == Engine::Gpu && args.dry_run {
-        corank::engine::gpu_devices_shown(args.engine.devices)?; // waits for the contexts
-    }
+    let plan = plan_sort(&paths, by, &PlanOptions { union_by_name: common.union_by_name }, &common.output, &options)?;
+    common.wait_for_gpu(dry_run)?;
     match (&plan.columns, &plan.runs_because) {
         (Some(c), _) => log::info!(
             "sorting one column at a time: {} row groups of {} rows, {} decoded at once, {} of encoded pages in memory",
@@ -207,7 +150,7 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
         plan.inputs.total_rows,
         plan.inputs.files.len(),
         show_keys(&plan.inputs.keys),
-        args.output.display(),
+        args.common.output.display(),
         show_bytes(plan.chunk_bytes as u64),
         plan.estimated_runs
     );
@@ -219,21 +162,20 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
 fn sort_prepared(args: &SortArgs, prepared: &Prepared) -> Result<SortSummary> {
     let (plan, options) = (&prepared.plan, &prepared.options);
     let total = plan.inputs.total_rows as u64;
-    let bar = progress_bar(2 * total, args.quiet);
-    let by_columns = plan.columns.is_some();
-    let on_progress = |phase: SortPhase, rows: usize| match phase {
-        SortPhase::Runs => {
-            bar.set_position(rows as u64);
-            bar.set_message(if by_columns { "sorting the keys" } else { "sorting into runs" });
-        }
-        SortPhase::Merge => {
-            bar.set_position(total + rows as u64);
-            bar.set_message(if by_columns { "writing the columns" } else { "merging the runs" });
-        }
-    };
-    let result = sort_files(plan, &args.output, options, &on_progress);
-    bar.finish_and_clear();
-    result
+    with_progress_bar(2 * total, args.report.quiet, |bar| {
+        let by_columns = plan.columns.is_some();
+        let on_progress = |phase: SortPhase, rows: usize| match phase {
+            SortPhase::Runs => {
+                bar.set_position(rows as u64);
+                bar.set_message(if by_columns { "sorting the keys" } else { "sorting into runs" });
+            }
+            SortPhase::Merge => {
+                bar.set_position(total + rows as u64);
+                bar.set_message(if by_columns { "writing the columns" } else { "merging the runs" });
+            }
+        };
+        sort_files(plan, &args.common.output, options, &on_progress)
+    })
 }
 
 /// `sorted 10,000,000 rows (4 files) into out.parquet: 1.2 GiB in, 1.1 GiB out, 6 runs spilled (1.4 GiB), 5.31 M rows/s, engine cpu, 1.88 s`
@@ -266,7 +208,7 @@ pub fn summary_json(s: &SortSummary, args: &SortArgs, prepared: &Prepared) -> Js
     let seconds = s.elapsed.as_secs_f64();
     Json::object()
         .field("ok", true)
-        .field("output", args.output.as_path())
+        .field("output", args.common.output.as_path())
         .field("strategy", s.strategy)
         .field("rows", s.rows)
         .field("files", s.input_files)
@@ -305,7 +247,7 @@ fn dry_run_text(args: &SortArgs, prepared: &Prepared, engine: &str) -> String {
         inputs.files.len(),
         show_bytes(inputs.total_bytes),
         show_keys(&inputs.keys),
-        args.output.display()
+        args.common.output.display()
     );
     for f in &inputs.files {
         let meta = f.metadata.metadata();
@@ -345,34 +287,14 @@ fn dry_run_text(args: &SortArgs, prepared: &Prepared, engine: &str) -> String {
         ),
         (None, why) => format!("strategy: runs ({})\n", why.as_deref().unwrap_or("chosen")),
     };
-    out += &format!("engine: {engine}\n");
-    out += &format!("output: {}, {}", args.output.display(), show_compression(prepared.options.writer.compression));
+    out += &engine_and_output_lines(engine, &args.common.output, prepared.options.writer.compression);
     out
 }
 
 fn dry_run_json(args: &SortArgs, prepared: &Prepared, engine: &str) -> Json {
     let plan = &prepared.plan;
     let inputs = &plan.inputs;
-    let files: Vec<Json> = inputs
-        .files
-        .iter()
-        .map(|f| {
-            let meta = f.metadata.metadata();
-            Json::object()
-                .field("path", f.path.as_path())
-                .field("bytes", f.size)
-                .field("rows", meta.file_metadata().num_rows().max(0) as u64)
-                .field("row_groups", meta.num_row_groups())
-        })
-        .collect();
-    Json::object()
-        .field("ok", true)
-        .field("dry_run", true)
-        .field("output", args.output.as_path())
-        .field("rows", inputs.total_rows)
-        .field("input_bytes", inputs.total_bytes)
-        .field("by", show_keys(&inputs.keys))
-        .field("files", Json::Array(files))
+    dry_run_json_head(&args.common.output, inputs)
         .field("memory_limit", prepared.options.memory_limit)
         .field("decoder_bytes", plan.decoder_bytes)
         .field("chunk_bytes", plan.chunk_bytes)

@@ -4,7 +4,9 @@
 //! message and no output left behind; an interrupted merge (SIGINT) leaves no file behind;
 //! `corank demo` and `corank bench`.
 
+mod cli_common;
 mod common;
+use cli_common::{corank, expect_failure, files_in, read_file, text, write_file, Keys};
 #[path = "../src/bin/corank/datagen.rs"]
 mod datagen;
 
@@ -14,49 +16,9 @@ use arrow::datatypes::{DataType, UInt64Type};
 use common::{key_types, oracle, sorted_run, Rng};
 use corank::parquet::plan_merge;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ArrowWriter;
-use parquet::file::metadata::SortingColumn;
-use parquet::file::properties::WriterProperties;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::Arc;
-
-type Keys = Vec<(String, SortOptions)>;
-
-fn corank(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corank")).args(args).env("CORANK_REQUIRE_GPU", "0").output().expect("the corank binary runs")
-}
-
-fn text(o: &[u8]) -> String {
-    String::from_utf8_lossy(o).into_owned()
-}
-
-/// Writes `groups` as one file, one row group per batch, with `sorting` as `sorting_columns`.
-fn write_file(path: &Path, groups: &[RecordBatch], sorting: Option<&Keys>) {
-    let schema = groups[0].schema();
-    let sorting = sorting.map(|keys| {
-        keys.iter()
-            .map(|(name, o)| SortingColumn {
-                column_idx: schema.index_of(name).unwrap() as i32,
-                descending: o.descending,
-                nulls_first: o.nulls_first,
-            })
-            .collect()
-    });
-    let props = WriterProperties::builder().set_sorting_columns(sorting).build();
-    let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props)).unwrap();
-    for g in groups {
-        w.write(g).unwrap();
-        w.flush().unwrap();
-    }
-    w.close().unwrap();
-}
-
-fn read_file(path: &Path) -> (Vec<RecordBatch>, Option<Vec<SortingColumn>>) {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();
-    let sorting = builder.metadata().row_groups().first().and_then(|g| g.sorting_columns().cloned());
-    (builder.build().unwrap().map(|b| b.unwrap()).collect(), sorting)
-}
 
 fn by_clause(keys: &Keys, rng: &mut Rng) -> String {
     keys.iter()
@@ -75,13 +37,6 @@ fn by_clause(keys: &Keys, rng: &mut Rng) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// No file in `dir` but the ones named (no output, no temporary file).
-fn files_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    v.sort();
-    v
 }
 
 /// One random case: random key types and options, files sorted as a whole or per row
@@ -226,17 +181,6 @@ fn simple_file(path: &Path, groups: &[Vec<i64>], declared: bool) {
         .collect();
     let keys: Keys = vec![("k".into(), SortOptions { descending: false, nulls_first: false })];
     write_file(path, &batches, declared.then_some(&keys));
-}
-
-/// Runs `corank merge ARGS` expecting failure with `code`; checks the message is one line
-/// mentioning `needle`, and that `dir` holds exactly `left` afterwards.
-fn expect_failure(dir: &Path, args: &[&str], code: i32, needle: &str, left: &[&str]) {
-    let out = corank(args);
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: stderr {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: not one line: {stderr}");
-    assert!(stderr.contains(needle), "{args:?}: '{needle}' not in: {stderr}");
-    assert_eq!(files_in(dir), left, "{args:?}: files left behind");
 }
 
 #[test]

@@ -5,59 +5,20 @@
 //! in the file's metadata), `RUST_LOG` and `-v` logging on stderr, and bad `--compression`
 //! values as usage errors.
 
+mod cli_common;
 mod common;
+use cli_common::{command, corank, files_in, text, write_compressed, Keys};
 
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::compute::{concat_batches, SortOptions};
 use arrow::datatypes::{DataType, UInt64Type};
 use common::{oracle, sorted_run, Rng};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ArrowWriter;
 use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
-use parquet::file::metadata::SortingColumn;
-use parquet::file::properties::WriterProperties;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
-
-type Keys = Vec<(String, SortOptions)>;
-
-/// The binary, with no GPU required and no `RUST_LOG` from the environment.
-fn command() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_corank"));
-    c.env("CORANK_REQUIRE_GPU", "0").env_remove("RUST_LOG");
-    c
-}
-
-fn corank(args: &[&str]) -> Output {
-    command().args(args).output().expect("the corank binary runs")
-}
-
-fn text(o: &[u8]) -> String {
-    String::from_utf8_lossy(o).into_owned()
-}
-
-/// Writes one file, one row group per batch, with `compression`, declaring `keys` as
-/// `sorting_columns`.
-fn write_file(path: &Path, groups: &[RecordBatch], keys: &Keys, compression: Compression) {
-    let schema = groups[0].schema();
-    let sorting = keys
-        .iter()
-        .map(|(name, o)| SortingColumn {
-            column_idx: schema.index_of(name).unwrap() as i32,
-            descending: o.descending,
-            nulls_first: o.nulls_first,
-        })
-        .collect();
-    let props = WriterProperties::builder().set_sorting_columns(Some(sorting)).set_compression(compression).build();
-    let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props)).unwrap();
-    for g in groups {
-        w.write(g).unwrap();
-        w.flush().unwrap();
-    }
-    w.close().unwrap();
-}
 
 fn read_rows(path: &Path) -> Vec<RecordBatch> {
     let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap().build().unwrap();
@@ -73,13 +34,6 @@ fn codecs(path: &Path) -> Vec<Compression> {
 fn same_codec(a: Compression, b: Compression) -> bool {
     // Levels are not stored in the file: compare the codec only.
     std::mem::discriminant(&a) == std::mem::discriminant(&b)
-}
-
-/// No file in `dir` but the ones named (sorted).
-fn files_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    v.sort();
-    v
 }
 
 /// `stdout` as exactly one JSON object on one line.
@@ -112,7 +66,7 @@ fn random_inputs(dir: &Path, seed: u64, files: usize, codecs: &[Compression]) ->
             })
             .collect();
         let path = dir.join(format!("in-{f:02}.parquet"));
-        write_file(&path, &groups, &keys, codecs[f % codecs.len()]);
+        write_compressed(&path, &groups, Some(&keys), codecs[f % codecs.len()]);
         paths.push(path);
     }
     let inputs: Vec<RecordBatch> = paths.iter().flat_map(|p| read_rows(p)).collect();
@@ -192,8 +146,8 @@ fn json_errors_keep_exit_codes_and_stderr() {
         RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(k)) as ArrayRef), ("v", Arc::new(StringArray::from(v)) as ArrayRef)])
             .unwrap()
     };
-    write_file(&dir.join("a.parquet"), &[batch(vec![1, 3, 5])], &keys, Compression::SNAPPY);
-    write_file(&dir.join("bad.parquet"), &[batch(vec![4, 2])], &keys, Compression::SNAPPY);
+    write_compressed(&dir.join("a.parquet"), &[batch(vec![1, 3, 5])], Some(&keys), Compression::SNAPPY);
+    write_compressed(&dir.join("bad.parquet"), &[batch(vec![4, 2])], Some(&keys), Compression::SNAPPY);
     let p = |name: &str| dir.join(name).display().to_string();
     let (a, bad, out) = (p("a.parquet"), p("bad.parquet"), p("out.parquet"));
     let before = files_in(dir);
@@ -237,11 +191,11 @@ fn planned_inputs(dir: &Path) -> Vec<PathBuf> {
         .unwrap()
     };
     let whole = dir.join("whole.parquet");
-    write_file(&whole, &[batch(0..100, 0), batch(100..200, 100), batch(200..300, 200)], &keys, Compression::SNAPPY);
+    write_compressed(&whole, &[batch(0..100, 0), batch(100..200, 100), batch(200..300, 200)], Some(&keys), Compression::SNAPPY);
     let overlap = dir.join("overlap.parquet");
-    write_file(&overlap, &[batch(0..50, 300), batch(10..60, 350)], &keys, Compression::SNAPPY);
+    write_compressed(&overlap, &[batch(0..50, 300), batch(10..60, 350)], Some(&keys), Compression::SNAPPY);
     let single = dir.join("single.parquet");
-    write_file(&single, &[batch(5..25, 400)], &keys, Compression::SNAPPY);
+    write_compressed(&single, &[batch(5..25, 400)], Some(&keys), Compression::SNAPPY);
     vec![whole, overlap, single]
 }
 
@@ -478,8 +432,8 @@ fn passthrough_is_reported_and_switched_off_by_never() {
     };
     let zstd = Compression::ZSTD(ZstdLevel::try_new(3).unwrap());
     let (a, b) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
-    write_file(&a, &[batch(0), batch(1000)], &keys, zstd);
-    write_file(&b, &[batch(1999), batch(3000)], &keys, zstd);
+    write_compressed(&a, &[batch(0), batch(1000)], Some(&keys), zstd);
+    write_compressed(&b, &[batch(1999), batch(3000)], Some(&keys), zstd);
     let inputs = [read_rows(&a), read_rows(&b)].concat();
     let all = concat_batches(&inputs[0].schema(), &inputs).unwrap();
     let order = UInt64Array::from_iter_values(oracle(&inputs, &keys).into_iter().map(|i| i as u64));

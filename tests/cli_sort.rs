@@ -4,57 +4,19 @@
 //! its exit code and a one-line message; a spill directory that cannot be written; the
 //! spill directory removed after success, failure and SIGINT.
 
+mod cli_common;
 mod common;
+use cli_common::{corank, expect_failure, files_in, read_file, text, write_compressed, Keys};
 
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::compute::{concat_batches, take, SortOptions};
 use arrow::datatypes::{DataType, Int64Type, UInt64Type};
 use common::{key_types, oracle, random_array, sorted_run, Rng};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
-use parquet::file::metadata::SortingColumn;
-use parquet::file::properties::WriterProperties;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::Arc;
-
-type Keys = Vec<(String, SortOptions)>;
-
-fn corank(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corank")).args(args).env("CORANK_REQUIRE_GPU", "0").output().expect("the corank binary runs")
-}
-
-fn text(o: &[u8]) -> String {
-    String::from_utf8_lossy(o).into_owned()
-}
-
-/// Writes `groups` as one file, one row group per batch, `sorting` as `sorting_columns`.
-fn write_file(path: &Path, groups: &[RecordBatch], sorting: Option<&Keys>, compression: Compression) {
-    let schema = groups[0].schema();
-    let sorting = sorting.map(|keys| {
-        keys.iter()
-            .map(|(name, o)| SortingColumn {
-                column_idx: schema.index_of(name).unwrap() as i32,
-                descending: o.descending,
-                nulls_first: o.nulls_first,
-            })
-            .collect()
-    });
-    let props = WriterProperties::builder().set_sorting_columns(sorting).set_compression(compression).build();
-    let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props)).unwrap();
-    for g in groups {
-        w.write(g).unwrap();
-        w.flush().unwrap();
-    }
-    w.close().unwrap();
-}
-
-fn read_file(path: &Path) -> (Vec<RecordBatch>, Option<Vec<SortingColumn>>) {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap()).unwrap();
-    let sorting = builder.metadata().row_groups().first().and_then(|g| g.sorting_columns().cloned());
-    (builder.build().unwrap().map(|b| b.unwrap()).collect(), sorting)
-}
 
 fn by_clause(keys: &Keys) -> String {
     keys.iter()
@@ -63,12 +25,6 @@ fn by_clause(keys: &Keys) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn files_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    v.sort();
-    v
 }
 
 /// How a case's rows are laid out before the sort.
@@ -133,7 +89,7 @@ fn make_case(seed: u64, rows: &[Vec<usize>], types: &[DataType], shape: Shape, d
             })
             .collect();
         let path = dir.path().join(format!("in-{f:02}.parquet"));
-        write_file(&path, &batches, None, Compression::SNAPPY);
+        write_compressed(&path, &batches, None, Compression::SNAPPY);
         paths.push(path);
     }
     // The oracle over the inputs as read back (the types Parquet gives back).
@@ -308,16 +264,7 @@ fn simple_file(path: &Path, groups: &[Vec<i64>], declared: bool) {
         })
         .collect();
     let keys: Keys = vec![("k".into(), SortOptions { descending: false, nulls_first: false })];
-    write_file(path, &batches, declared.then_some(&keys), Compression::UNCOMPRESSED);
-}
-
-fn expect_failure(dir: &Path, args: &[&str], code: i32, needle: &str, left: &[&str]) {
-    let out = corank(args);
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{args:?}: stderr {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: not one line: {stderr}");
-    assert!(stderr.contains(needle), "{args:?}: '{needle}' not in: {stderr}");
-    assert_eq!(files_in(dir), left, "{args:?}: files left behind");
+    write_compressed(path, &batches, declared.then_some(&keys), Compression::UNCOMPRESSED);
 }
 
 /// Every bad input of `corank merge` (tests/cli.rs) gets the same exit code and message
@@ -337,7 +284,7 @@ fn bad_inputs_get_merges_exit_codes_and_leave_no_output() {
         ("v", Arc::new(StringArray::from(vec!["y"])) as ArrayRef),
     ])
     .unwrap();
-    write_file(&dir.join("other.parquet"), &[other], None, Compression::UNCOMPRESSED);
+    write_compressed(&dir.join("other.parquet"), &[other], None, Compression::UNCOMPRESSED);
     let base = ["a.parquet", "b.parquet", "other.parquet", "text.parquet", "trunc.parquet"];
     let out = p("out.parquet");
     let (a, b) = (p("a.parquet"), p("b.parquet"));
@@ -368,7 +315,7 @@ fn bad_inputs_get_merges_exit_codes_and_leave_no_output() {
     let list = arrow::array::ListArray::from_iter_primitive::<Int64Type, _, _>([Some(vec![Some(1)])]);
     let nested = RecordBatch::try_from_iter([("l", Arc::new(list) as ArrayRef)]).unwrap();
     let nested_dir = tempfile::tempdir().unwrap();
-    write_file(&nested_dir.path().join("n.parquet"), &[nested], None, Compression::UNCOMPRESSED);
+    write_compressed(&nested_dir.path().join("n.parquet"), &[nested], None, Compression::UNCOMPRESSED);
     let n = nested_dir.path().join("n.parquet").display().to_string();
     expect_failure(dir, &["sort", &n, "-o", &out, "--by", "l"], 2, "cannot encode as a sort key", &base);
     // An existing output needs --force and stays untouched without it.
@@ -676,7 +623,7 @@ fn payloads_of_every_kind_sort_by_columns_as_in_runs() {
             })
             .collect();
         let path = dir.path().join(format!("in-{f:02}.parquet"));
-        write_file(&path, &groups, None, Compression::SNAPPY);
+        write_compressed(&path, &groups, None, Compression::SNAPPY);
         paths.push(path);
     }
     let keys: Keys = vec![("k".into(), SortOptions { descending: true, nulls_first: false })];
@@ -733,8 +680,8 @@ fn union_by_name_sorts_by_columns_as_in_runs() {
     ])
     .unwrap();
     let (pa, pb) = (dir.path().join("in-a.parquet"), dir.path().join("in-b.parquet"));
-    write_file(&pa, &[a], None, Compression::UNCOMPRESSED);
-    write_file(&pb, &[b], None, Compression::UNCOMPRESSED);
+    write_compressed(&pa, &[a], None, Compression::UNCOMPRESSED);
+    write_compressed(&pb, &[b], None, Compression::UNCOMPRESSED);
     let got = sort_both_ways(dir.path(), &[pa, pb], "k", &["--union-by-name"]);
     let k: Vec<i64> = got.column_by_name("k").unwrap().as_primitive::<Int64Type>().values().to_vec();
     assert_eq!(k, [1, 1, 1, 2, 3, 5, 6]);

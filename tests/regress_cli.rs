@@ -4,6 +4,9 @@
 //! stdout errors, outputs that are not regular files, the memory hint, clap's messages,
 //! the exit code of an unsupported key type, and `-o -`.
 
+mod cli_common;
+use cli_common::{command, corank, files_in, text};
+
 use arrow::array::{ArrayRef, FixedSizeBinaryArray, Int64Array, ListArray, RecordBatch, StringArray, Time64MicrosecondArray};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use parquet::arrow::arrow_writer::ArrowWriterOptions;
@@ -16,29 +19,9 @@ use parquet::schema::types::SchemaDescriptor;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn command() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_corank"));
-    c.env("CORANK_REQUIRE_GPU", "0");
-    c
-}
-
-fn corank(args: &[&str]) -> Output {
-    command().args(args).output().expect("the corank binary runs")
-}
-
-fn text(o: &[u8]) -> String {
-    String::from_utf8_lossy(o).into_owned()
-}
-
-fn files_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    v.sort();
-    v
-}
 
 fn footer(path: &Path) -> Arc<ParquetMetaData> {
     SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap().metadata().clone().into()

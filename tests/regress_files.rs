@@ -8,7 +8,9 @@
 //! memory of merges under 64 and 256 MiB limits is checked against the limit (the child's
 //! own `VmHWM`, printed by `corank merge -v`).
 
+mod cli_common;
 mod common;
+use cli_common::{corank, text, write_file, Keys};
 #[path = "../src/bin/corank/datagen.rs"]
 mod datagen;
 
@@ -25,18 +27,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-type Keys = Vec<(String, SortOptions)>;
-
 fn asc() -> SortOptions {
     SortOptions { descending: false, nulls_first: false }
-}
-
-fn corank(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_corank")).args(args).env("CORANK_REQUIRE_GPU", "0").output().expect("the corank binary runs")
-}
-
-fn text(o: &[u8]) -> String {
-    String::from_utf8_lossy(o).into_owned()
 }
 
 /// Runs `corank ARGS` with the open-file limit (soft and hard) set to `nofile` if given.
@@ -58,37 +50,6 @@ fn corank_measured(args: &[&str], nofile: Option<u64>) -> (Output, ()) {
         }
     }
     (cmd.output().expect("the corank binary runs"), ())
-}
-
-/// Writes `groups` as one file, one row group per batch, `sorting` as `sorting_columns`.
-fn write_file(path: &Path, groups: &[RecordBatch], sorting: Option<&Keys>) {
-    let schema = groups[0].schema();
-    write_file_with(path, schema, groups, sorting, WriterProperties::builder());
-}
-
-fn write_file_with(
-    path: &Path,
-    schema: SchemaRef,
-    groups: &[RecordBatch],
-    sorting: Option<&Keys>,
-    props: parquet::file::properties::WriterPropertiesBuilder,
-) {
-    let sorting = sorting.map(|keys| {
-        keys.iter()
-            .map(|(name, o)| SortingColumn {
-                column_idx: schema.index_of(name).unwrap() as i32,
-                descending: o.descending,
-                nulls_first: o.nulls_first,
-            })
-            .collect()
-    });
-    let props = props.set_sorting_columns(sorting).build();
-    let mut w = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props)).unwrap();
-    for g in groups {
-        w.write(g).unwrap();
-        w.flush().unwrap();
-    }
-    w.close().unwrap();
 }
 
 /// The file's rows as one batch (dictionary columns as their values: concatenating

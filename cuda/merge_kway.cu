@@ -24,9 +24,9 @@
 // issue 16). A tile spanning more (few keys spread over the u64 range) is merged on tile
 // positions instead: they move (4 bytes), the keys stay and compare through them, and the
 // store gathers each element's key and looks its index up again. The GPU sort's levels
-// where no tile packs on random keys (groups of at most KWAY_TILE^2 keys: the first two at
-// 2^28 keys; LevelPlan::random_tiles_pack) take merge_kway_keys: keys and indices, as
-// before packing.
+// where no tile packs on random keys (groups of at most KWAY_TILE 2^KWAY_POS_BITS keys:
+// the first two at 2^28 keys; LevelPlan::random_tiles_pack) take merge_kway_keys: keys and
+// indices, as before packing.
 //
 // Shared memory (dynamic, sized by the host): one padded tile of keys (or packed elements,
 // 8 bytes too), then one of indices.
@@ -59,8 +59,8 @@ __device__ constexpr u32 position_bits(u32 n) { return n <= 1 ? 0 : 1 + position
 // piece's first level position less seg[r], mod 2^64).
 // first[g] is that piece for granule g's first position, searched once a block; a
 // position's piece is then found by stepping past the piece starts inside its granule
-// (rarely one: the pieces average 4096 / k positions), not by a search over all k pieces
-// per element, which cost more shared loads than the merge rounds' own at k = 16.
+// (rarely one: the pieces average KWAY_TILE / k positions), not by a search over all k
+// pieces per element, which cost more shared loads than the merge rounds' own at k = 16.
 struct KStreams {
     const u32 *seg;
     const u64 *shift;
@@ -315,10 +315,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kwa
 
 // The same merge on keys and indices only, for the GPU sort's early merge levels: the first
 // level's runs are sorted tiles of 4096 keys that each span the key range, so a k-way tile
-// of random u64 keys there spans ~2^58 (~2^53 on the second level) and does not pack, and
-// the merge on tile positions (what merge_kway does with such a tile) took the sort of 2^28
-// random keys 11% longer on an H200 with every level on it, 6% with only the first level
-// on this one (docs/PERFORMANCE.md).
+// of random u64 keys there spans ~2^58 (~2^53 on the second level) and does not pack (the
+// bound is 2^51 for sm_90's 4,352-key tiles), and the merge on tile positions (what
+// merge_kway does with such a tile) took the sort of 2^28 random keys 11% longer on an H200
+// with every level on it, 6% with only the first level on this one (docs/PERFORMANCE.md).
 extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kway_keys(Level L, const u64 *splits) {
     kway_block<false>(L, splits);
 }

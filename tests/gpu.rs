@@ -273,12 +273,21 @@ fn small_cases_every_kernel_and_width() {
         vec![2048, 2048],
         vec![2047, 2049, 1],
         vec![4096 + 17, 3],
-        // The tiled kernel's tiles on sm_90: 3840 keys up to 8 bytes, 1280 wider ones.
+        // The tiled kernel's tiles on sm_90: 4864 u32 keys, 3840 u64 keys, 1280 wider ones.
         vec![1920, 1920],
         vec![3839, 3842, 1],
         vec![3840 * 2 + 1, 3839],
         vec![640, 640],
         vec![1279, 1282, 1],
+        vec![2432, 2432],
+        vec![4863, 4866, 1],
+        vec![4864 * 2 + 1, 4863],
+        // The k-way kernel's tiles on sm_90: 4352 u64 keys, 4864 u32 and u64x2 keys (the
+        // tiled kernel's u32 tile, above).
+        vec![2176, 2176],
+        vec![4351, 4353, 1],
+        vec![4352 * 2 + 1, 4351, 7, 4352],
+        vec![4864 + 1, 4863, 7, 4864],
         vec![10_000, 9_000, 1, 0, 333],
     ];
     for (i, lens) in cases.iter().enumerate() {
@@ -453,21 +462,27 @@ fn narrow_keys_that_tie_are_decided_by_the_full_keys() {
     }
 }
 
-/// The k-way kernel merges a tile of u64 keys spanning less than 2^52 - 1 (its 4096
-/// positions take the other 12 bits) as packed elements, key offset and tile position in one
-/// word (cuda/merge_kway.cu), and any other tile on tile positions. Tiles on both sides of
-/// the bound in one merge, tiles at the bound, and ties across runs in both kinds.
+/// The k-way kernel merges a tile of u64 keys spanning less than 2^(64 - b) - 1 (its
+/// positions take the other b bits: 13 for sm_90's 4,352-key tile) as packed elements, key
+/// offset and tile position in one word (cuda/merge_kway.cu), and any other tile on tile
+/// positions. Tiles on both sides of the bound in one merge, tiles at the bound, and ties
+/// across runs in both kinds.
 #[test]
 fn kway_packed_tiles_and_their_fallback() {
     if !gpu_or_skip("kway_packed_tiles_and_their_fallback") {
         return;
     }
     let kernels = [Kernel::KWay, Kernel::Auto];
-    let bound = 1u64 << 52;
+    // The bound of the H100's and H200's policy (the tests' devices); the bound of a
+    // 4096-key tile (2^52) is kept too.
+    let policy = gpu::tuning::policy(gpu::tuning::Arch::SM90, 8, 4);
+    let tile = (gpu::tuning::THREADS * policy.ipt_kway) as u64;
+    let bound = 1u64 << (64 - (u64::BITS - (tile - 1).leading_zeros()));
+    assert_eq!(bound, 1 << 51, "the sm_90 tile of {tile} keys");
     // Tiles whose keys span bound - 2 (packed: the largest element just below ~0), bound - 1
     // and bound (not packed); the base is far from 0 so offsets, not keys, must fit.
     let base = 3u64 << 60;
-    for span in [bound - 2, bound - 1, bound] {
+    for span in [bound - 2, bound - 1, bound, 2 * bound - 1, 2 * bound] {
         let a = [base, base + 1, base + span];
         let b = [base, base + span, base + span];
         let c = [base + 1, base + 2];

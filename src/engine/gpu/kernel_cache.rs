@@ -419,8 +419,13 @@ mod tests {
     /// The request the engine makes for the production module of 8-byte keys and u32
     /// indices on sm_90.
     fn sm90_request() -> CubinRequest {
-        let spec = ModuleSpec { family: Family::Production, key_bytes: 8, index_bits: 32 };
-        spec.cubin_request(Arch::SM90, &super::super::tuning::policy(Arch::SM90, 8, 4))
+        sm90_request_for(8)
+    }
+
+    /// The production module for keys of `key_bytes` and u32 indices under the sm_90 policy.
+    fn sm90_request_for(key_bytes: usize) -> CubinRequest {
+        let spec = ModuleSpec { family: Family::Production, key_bytes, index_bits: 32 };
+        spec.cubin_request(Arch::SM90, &super::super::tuning::policy(Arch::SM90, key_bytes, 4))
     }
 
     /// The bytes of spill stores ptxas reports for entry point `kernel` in an NVRTC log
@@ -447,25 +452,29 @@ mod tests {
         assert_eq!(spill_stores(log, "merge_tiled_only"), None);
     }
 
-    /// The default policy's merge kernels for u64 keys and u32 indices keep their values in
-    /// registers on sm_90: the k-way kernel's two kinds of rounds once spilled 244-484 bytes a
-    /// thread and lost 7% to it (docs/PERFORMANCE.md, "Packed elements in the k-way kernel").
-    /// ptxas's own report through NVRTC: no GPU needed, so CI sees a kernel change that brings
-    /// spills back. At most one register saved once (`MAX_SPILL_BYTES`): at 15 items a
-    /// thread `merge_tiled_only` stores one register before its tile load and reloads it once
-    /// after (no spill in the merge), and measured 7% faster than 16 items padded without
-    /// it (docs/PERFORMANCE.md, stop 54). (`merge_kway_keys`, the sort's early levels,
-    /// spills 4 bytes as before.)
+    /// The default policy's merge kernels for u64, u32 and u64x2 keys and u32 indices keep
+    /// their values in registers on sm_90: the k-way kernel's two kinds of rounds once
+    /// spilled 244-484 bytes a thread and lost 7% to it (docs/PERFORMANCE.md, "Packed
+    /// elements in the k-way kernel"). ptxas's own report through NVRTC: no GPU needed, so CI
+    /// sees a kernel change that brings spills back. At most one register saved once
+    /// (`MAX_SPILL_BYTES`): at 15 items a thread `merge_tiled_only` stores one register
+    /// before its tile load and reloads it once after (no spill in the merge), and measured
+    /// 7% faster than 16 items padded without it (docs/PERFORMANCE.md, stop 54).
     #[test]
     fn sm90_merge_kernels_do_not_spill() {
         const MAX_SPILL_BYTES: u64 = 4;
         let Some(_) = nvrtc_or_skip("sm90_merge_kernels_do_not_spill") else { return };
-        let mut req = sm90_request();
-        req.options.push("--ptxas-options=-v".into());
-        let (_, log) = compile_cubin_logged(&req).unwrap();
-        for kernel in ["merge_kway", "merge_tiled_only", "merge_tiled_first", "merge_tiled_inner", "merge_tiled_last"] {
-            let spilled = spill_stores(&log, kernel).unwrap_or_else(|| panic!("no ptxas report for {kernel}:\n{log}"));
-            assert!(spilled <= MAX_SPILL_BYTES, "{kernel} spills {spilled} bytes of registers on sm_90:\n{log}");
+        for key_bytes in [8, 4, 16] {
+            let mut req = sm90_request_for(key_bytes);
+            req.options.push("--ptxas-options=-v".into());
+            let (_, log) = compile_cubin_logged(&req).unwrap();
+            for kernel in ["merge_kway", "merge_tiled_only", "merge_tiled_first", "merge_tiled_inner", "merge_tiled_last"] {
+                let spilled = spill_stores(&log, kernel).unwrap_or_else(|| panic!("no ptxas report for {kernel}:\n{log}"));
+                assert!(
+                    spilled <= MAX_SPILL_BYTES,
+                    "{kernel} spills {spilled} bytes of registers on sm_90 ({key_bytes}-byte keys):\n{log}"
+                );
+            }
         }
     }
 

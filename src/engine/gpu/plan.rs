@@ -176,14 +176,15 @@ impl LevelPlan {
     /// Whether this level's k-way tiles can pack (cuda/merge_kway.cu) when its runs are
     /// random keys spread over the whole u64 range, as a sort's sorted tiles are: a tile of
     /// T outputs drawn from a group of G such keys spans about 2^64 T / G, and packs only
-    /// below 2^64 / T (its T positions take log2 T bits of the word), so not where G <= T^2
-    /// (2^24 keys for T = 4096: the first two levels of a sort of 2^28 keys). The sort takes
+    /// below 2^64 / P (its positions take log2 P bits of the word, P: T rounded up to a power
+    /// of two), so not where G <= T P (2^25 keys for T = 4352: the first two levels of a sort
+    /// of 2^28 keys). The sort takes
     /// `merge_kway_keys` on those levels: `merge_kway`'s fallback for a tile that does not
     /// pack (the merge on tile positions) is slower than the merge on keys and indices
     /// (docs/PERFORMANCE.md, stop 53: 2^28 random keys sorted in 23.6 ms against 25.0 with
     /// only the first level on keys; duplicate-heavy keys 0.4% slower).
     pub fn random_tiles_pack(&self) -> bool {
-        self.widest_group() > self.tile.saturating_mul(self.tile)
+        self.widest_group() > self.tile.saturating_mul(self.tile.next_power_of_two())
     }
 
     /// Coarse boundaries of the k-way partition's first pass.
@@ -346,7 +347,8 @@ mod tests {
     }
 
     /// The GPU sort's levels on keys (sort.rs): a sort of 2^28 keys in 4096-key tiles
-    /// merges groups of 2^18, 2^23 and 2^28 keys, and only the last level's tiles pack.
+    /// merges groups of 2^18, 2^23 and 2^28 keys, and only the last level's tiles (4352
+    /// outputs, 13 position bits) pack.
     #[test]
     fn random_tiles_pack_in_groups_past_a_tile_squared() {
         let p = sm90(8);
@@ -357,9 +359,10 @@ mod tests {
         let widest: Vec<u64> = levels.iter().map(|l| l.widest_group()).collect();
         assert_eq!(widest, vec![1 << 18, 1 << 23, 1 << 28]);
         assert_eq!(levels.iter().map(|l| l.random_tiles_pack()).collect::<Vec<_>>(), vec![false, false, true]);
-        // A group of exactly T^2 keys does not pack, one key more does.
+        // A group of exactly T P keys does not pack, one key more does.
         let t = levels[0].tile;
-        for (total, packs) in [(t * t, false), (t * t + 1, true)] {
+        assert_eq!((t, t.next_power_of_two()), (4352, 8192));
+        for (total, packs) in [(t * t, false), (t * 8192, false), (t * 8192 + 1, true)] {
             let l = &plan(KernelKind::KWay, &p, vec![0, total / 2, total])[0];
             assert_eq!((l.widest_group(), l.random_tiles_pack()), (total, packs));
         }
@@ -412,10 +415,11 @@ mod tests {
         assert_eq!(geometry(KernelKind::Tiled, &p, 2), Geometry { tile: 3840, group: 2 });
         assert_eq!(geometry(KernelKind::Basic, &p, 9), Geometry { tile: 1024, group: 2 });
         assert_eq!(geometry(KernelKind::Circular, &p, 2), Geometry { tile: 8192, group: 2 });
-        assert_eq!(geometry(KernelKind::KWay, &p, 2), Geometry { tile: 4096, group: 2 });
-        assert_eq!(geometry(KernelKind::KWay, &p, 17), Geometry { tile: 4096, group: 17 });
-        assert_eq!(geometry(KernelKind::KWay, &p, 100), Geometry { tile: 4096, group: 16 });
+        assert_eq!(geometry(KernelKind::KWay, &p, 2), Geometry { tile: 4352, group: 2 });
+        assert_eq!(geometry(KernelKind::KWay, &p, 17), Geometry { tile: 4352, group: 17 });
+        assert_eq!(geometry(KernelKind::KWay, &p, 100), Geometry { tile: 4352, group: 16 });
         assert_eq!(geometry(KernelKind::Tiled, &sm90(32), 2).tile, 1280);
+        assert_eq!(geometry(KernelKind::Tiled, &sm90(4), 2).tile, 4864);
     }
 
     /// Levels: pairwise kinds take ceil(log2 k) levels, the k-way kernel ceil(log64 k);

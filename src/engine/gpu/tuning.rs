@@ -128,23 +128,37 @@ impl Policy {
     }
 }
 
-/// The measured sm_90 policy (H200). Keys of up to 8 bytes take 15 items per thread in the
-/// tiled kernel with at least 4 resident blocks; wider keys take 5 (a tile of 32-byte keys
-/// would not leave room for a second block). Odd counts, so the tiles are not padded
+/// The measured sm_90 policy (H200). Keys of 8 bytes take 15 items per thread in the tiled
+/// kernel with at least 4 resident blocks, u32 keys 19; wider keys take 5 (a tile of 32-byte
+/// keys would not leave room for a second block). Odd counts, so the tiles are not padded
 /// (cuda/cta_merge.cuh, `padded`): 15 measured 7% / 14% faster than 16 padded on random /
-/// duplicate-heavy u64 keys, 4% on u32 keys, and 5 13% faster than 4 on u64x2 keys
-/// (docs/PERFORMANCE.md, stop 54).
+/// duplicate-heavy u64 keys, and 5 13% faster than 4 on u64x2 keys (docs/PERFORMANCE.md,
+/// stop 54); on u32 keys 19 measured 7% faster than 15 (stop 55), and slower on u64 keys
+/// (more registers a thread).
 fn sm90(key_bytes: usize) -> Policy {
     let narrow = key_bytes <= 8;
     Policy {
         threads: THREADS,
         ipt_basic: 4,
-        ipt_tiled: if narrow { 15 } else { 5 },
+        ipt_tiled: if key_bytes <= 4 {
+            19
+        } else if narrow {
+            15
+        } else {
+            5
+        },
         ipt_circ: if narrow { 4 } else { 2 },
         circ_tiles: 8,
-        // The tiled kernel's tile for the k-way kernel's rounds too (docs/PERFORMANCE.md,
-        // issue 16 item 4).
-        ipt_kway: if narrow { 16 } else { 8 },
+        // Odd, so unpadded: 17 for u64 keys (4,352-key tiles) measured 4% faster than 16
+        // padded for the k-way merges and 2.5-3.5% for the GPU sort, whose merge levels take
+        // this kernel; 19 for u32 and u64x2 keys (4,864) 4-5% faster than 17, which is 7% / 14%
+        // faster than 16 / 8 padded there, and slower for u64 keys (docs/PERFORMANCE.md, stops
+        // 54 and 55). Wider keys keep 8 (not measured at an odd count).
+        ipt_kway: match key_bytes {
+            8 => 17,
+            0..=16 => 19,
+            _ => 8,
+        },
         kway_min_blocks: if narrow { 4 } else { 1 },
         // 16 measured 1-2% faster than 32 at k = 8, 16 and 64 in two calls on an H100
         // (docs/PERFORMANCE.md, stop 37): shorter fine windows for more coarse searches.
@@ -340,7 +354,7 @@ mod tests {
         assert!(parse_overrides("tiled_narrow=2").is_err());
         assert!(parse_overrides("narrow_tie_threads=256").is_ok() && parse_overrides("narrow_tie_threads=257").is_err());
         let p = apply(sm90(8), &parse_overrides("ipt_tiled=12,tiled_min_blocks=6").unwrap());
-        assert_eq!((p.ipt_tiled, p.tiled_min_blocks, p.ipt_kway), (12, 6, 16));
+        assert_eq!((p.ipt_tiled, p.tiled_min_blocks, p.ipt_kway), (12, 6, 17));
     }
 
     /// The sm_90 numbers are the measured ones (docs/PERFORMANCE.md); they must not move,
@@ -352,24 +366,25 @@ mod tests {
                 let p = policy(Arch::SM90, kb, ib);
                 assert_eq!(
                     (p.threads, p.ipt_basic, p.ipt_tiled, p.ipt_circ, p.circ_tiles, p.ipt_kway, p.kway_coarse, p.tiled_min_blocks),
-                    (256, 4, 15, 4, 8, 16, 16, 4)
+                    (256, 4, if kb == 4 { 19 } else { 15 }, 4, 8, if kb == 4 { 19 } else { 17 }, 16, 4)
                 );
             }
             for kb in [16, 24, 32] {
                 let p = policy(Arch::SM90, kb, ib);
                 assert_eq!(
                     (p.threads, p.ipt_basic, p.ipt_tiled, p.ipt_circ, p.circ_tiles, p.ipt_kway, p.kway_coarse, p.tiled_min_blocks),
-                    (256, 4, 5, 2, 8, 8, 16, 1)
+                    (256, 4, 5, 2, 8, if kb == 16 { 19 } else { 8 }, 16, 1)
                 );
             }
         }
         // The shared memory the kernel table of docs/PERFORMANCE.md lists (u64 keys, u32
-        // indices): the tiled kernel's odd tile unpadded, the others padded.
+        // indices): the tiled and k-way kernels' odd tiles unpadded, the sort's padded.
         let p = policy(Arch::SM90, 8, 4);
         assert_eq!(p.tiled_shared_bytes(8, 4), 3840 * 12);
-        assert_eq!(p.kway_shared_bytes(8, 4), 52224);
+        assert_eq!(p.kway_shared_bytes(8, 4), 4352 * 12);
         assert_eq!((p.sort_tile(), p.sort_shared_bytes(8)), (4096, 52224));
         assert_eq!(policy(Arch::SM90, 32, 8).sort_tile(), 2048);
+        assert_eq!(policy(Arch::SM90, 4, 4).tiled_shared_bytes(4, 4), 4864 * 8);
     }
 
     /// Any other architecture gets a policy whose tiles fit its shared memory.

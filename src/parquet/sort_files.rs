@@ -485,9 +485,38 @@ pub fn sort_files(
     let mut chunk: Vec<RecordBatch> = Vec::new();
     let mut chunk_bytes = 0;
     let mut pending: Option<RecordBatch> = None;
-    let count_engine = |summary: &mut SortSummary, e: Engine| match e {
-        Engine::Gpu => summary.sorts_gpu += 1,
-        _ => summary.sorts_cpu += 1,
+    // Sorts a chunk of `rows` rows into a new file at `path` (the output, or a spill run)
+    // and closes it; the chunk is emptied before the file's last row group is flushed.
+    let write_sorted = |chunk: &mut Vec<RecordBatch>, rows: usize, path: &Path, settings: &WriterSettings, summary: &mut SortSummary| {
+        let mut writer = SortedParquetWriter::create(
+            path,
+            inputs.schema.clone(),
+            parquet_schema.clone(),
+            &inputs.keys,
+            metadata.clone(),
+            rows,
+            settings.clone(),
+        )?;
+        if rows > 0 {
+            let engine = sort_chunk_into(
+                chunk,
+                &inputs.keys,
+                &options.engine,
+                plan.piece_bytes,
+                &mut writer,
+                &mut summary.sort_time,
+                &mut summary.spill_time,
+            )?;
+            match engine {
+                Engine::Gpu => summary.sorts_gpu += 1,
+                _ => summary.sorts_cpu += 1,
+            }
+        }
+        chunk.clear();
+        let t = Instant::now();
+        let written = writer.finish()?;
+        summary.spill_time += t.elapsed();
+        Ok::<_, Error>(written)
     };
     // Phase 1: chunks, sorted; each spilled unless it is the only one.
     loop {
@@ -517,32 +546,8 @@ pub fn sort_files(
             // Everything fits one chunk: sorted straight into the output.
             let rows: usize = chunk.iter().map(RecordBatch::num_rows).sum();
             check_rows(rows, inputs.total_rows, output)?;
-            let mut writer = SortedParquetWriter::create(
-                output,
-                inputs.schema.clone(),
-                parquet_schema.clone(),
-                &inputs.keys,
-                metadata.clone(),
-                rows,
-                output_settings.clone(),
-            )?;
-            if rows > 0 {
-                let e = sort_chunk_into(
-                    &chunk,
-                    &inputs.keys,
-                    &options.engine,
-                    plan.piece_bytes,
-                    &mut writer,
-                    &mut summary.sort_time,
-                    &mut summary.spill_time,
-                )?;
-                count_engine(&mut summary, e);
-            }
-            drop(chunk);
+            let written = write_sorted(&mut chunk, rows, output, &output_settings, &mut summary)?;
             progress(SortPhase::Runs, rows);
-            let t = Instant::now();
-            let written = writer.finish()?;
-            summary.spill_time += t.elapsed();
             progress(SortPhase::Merge, rows);
             finish_summary(&mut summary, &written, start);
             return Ok(summary);
@@ -554,30 +559,8 @@ pub fn sort_files(
             let dir = spill_dir.as_mut().expect("created above");
             let path = dir.next_file();
             let rows: usize = chunk.iter().map(RecordBatch::num_rows).sum();
-            let mut writer = SortedParquetWriter::create(
-                &path,
-                inputs.schema.clone(),
-                parquet_schema.clone(),
-                &inputs.keys,
-                metadata.clone(),
-                rows,
-                spill_settings.clone(),
-            )?;
-            let e = sort_chunk_into(
-                &chunk,
-                &inputs.keys,
-                &options.engine,
-                plan.piece_bytes,
-                &mut writer,
-                &mut summary.sort_time,
-                &mut summary.spill_time,
-            )?;
-            count_engine(&mut summary, e);
-            chunk.clear();
+            let written = write_sorted(&mut chunk, rows, &path, &spill_settings, &mut summary)?;
             chunk_bytes = 0;
-            let t = Instant::now();
-            let written = writer.finish()?;
-            summary.spill_time += t.elapsed();
             summary.spill_bytes += written.bytes;
             log::debug!("spill run {}: {} rows, {}", runs.len(), rows, show_bytes(written.bytes));
             runs.push(SpilledRun { path, rows });

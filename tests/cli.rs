@@ -6,7 +6,7 @@
 
 mod cli_common;
 mod common;
-use cli_common::{corank, expect_failure, files_in, read_file, text, write_file, Keys};
+use cli_common::{bad_files, corank, expect_failure, files_in, read_file, simple_file, text, write_file, Keys};
 #[path = "../src/bin/corank/datagen.rs"]
 mod datagen;
 
@@ -16,7 +16,7 @@ use arrow::datatypes::{DataType, UInt64Type};
 use common::{key_types, oracle, sorted_run, Rng};
 use corank::parquet::plan_merge;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
@@ -47,7 +47,7 @@ fn random_case(seed: u64, max_files: u64) {
     let types = key_types();
     let ncols = 1 + rng.below(3) as usize;
     let key_types: Vec<DataType> = (0..ncols).map(|_| types[rng.below(types.len() as u64) as usize].clone()).collect();
-    let options: Vec<SortOptions> = (0..ncols).map(|_| SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) }).collect();
+    let options: Vec<SortOptions> = (0..ncols).map(|_| rng.sort_options()).collect();
     let keys: Keys = options.iter().enumerate().map(|(i, o)| (format!("k{i}"), *o)).collect();
     let domain = [1, 3, 50, 1 << 40][rng.below(4) as usize];
     let null_p = [0.0, 0.1, 0.9][rng.below(3) as usize];
@@ -141,7 +141,7 @@ fn random_case_with_files(seed: u64, files: usize) {
     // Same as random_case, with exactly `files` inputs of a simple Int64 key.
     let dir = tempfile::tempdir().unwrap();
     let mut rng = Rng::new(seed);
-    let keys: Keys = vec![("k0".into(), SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) })];
+    let keys: Keys = vec![("k0".into(), rng.sort_options())];
     let mut paths = Vec::new();
     let mut next = 0;
     for f in 0..files {
@@ -165,24 +165,6 @@ fn random_case_with_files(seed: u64, files: usize) {
     assert_eq!(got, want, "seed {seed}");
 }
 
-/// A small file with columns `k` (Int64) and `v` (Utf8), `k` as given; `sorting_columns`
-/// says `k ASC NULLS LAST` when `declared`.
-fn simple_file(path: &Path, groups: &[Vec<i64>], declared: bool) {
-    let batches: Vec<RecordBatch> = groups
-        .iter()
-        .map(|k| {
-            let v: Vec<String> = k.iter().map(|x| format!("v{x}")).collect();
-            RecordBatch::try_from_iter([
-                ("k", Arc::new(Int64Array::from(k.clone())) as ArrayRef),
-                ("v", Arc::new(StringArray::from(v)) as ArrayRef),
-            ])
-            .unwrap()
-        })
-        .collect();
-    let keys: Keys = vec![("k".into(), SortOptions { descending: false, nulls_first: false })];
-    write_file(path, &batches, declared.then_some(&keys));
-}
-
 #[test]
 fn bad_inputs_get_their_exit_code_and_leave_no_output() {
     let d = tempfile::tempdir().unwrap();
@@ -190,16 +172,7 @@ fn bad_inputs_get_their_exit_code_and_leave_no_output() {
     let p = |name: &str| dir.join(name).display().to_string();
     simple_file(&dir.join("a.parquet"), &[vec![1, 3, 5]], true);
     simple_file(&dir.join("b.parquet"), &[vec![2, 4]], true);
-    std::fs::write(dir.join("text.parquet"), "not parquet at all").unwrap();
-    let good = std::fs::read(dir.join("a.parquet")).unwrap();
-    std::fs::write(dir.join("trunc.parquet"), &good[..good.len() - 10]).unwrap();
-    // Same column names, other type.
-    let other = RecordBatch::try_from_iter([
-        ("k", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
-        ("v", Arc::new(StringArray::from(vec!["y"])) as ArrayRef),
-    ])
-    .unwrap();
-    write_file(&dir.join("other.parquet"), &[other], None);
+    bad_files(dir);
     simple_file(&dir.join("unsorted.parquet"), &[vec![1, 2, 3], vec![4, 9, 7]], false);
     simple_file(&dir.join("liar.parquet"), &[vec![5, 1]], true);
     simple_file(&dir.join("nometa.parquet"), &[vec![1, 2]], false);

@@ -6,7 +6,7 @@
 
 mod cli_common;
 mod common;
-use cli_common::{corank, expect_failure, files_in, read_file, text, write_compressed, Keys};
+use cli_common::{bad_files, corank, expect_failure, files_in, read_file, simple_file, text, write_compressed, Keys};
 
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::compute::{concat_batches, take, SortOptions};
@@ -73,8 +73,7 @@ struct Case {
 
 fn make_case(seed: u64, rows: &[Vec<usize>], types: &[DataType], shape: Shape, domain: u64, null_p: f64) -> Case {
     let mut rng = Rng::new(seed);
-    let options: Vec<SortOptions> =
-        types.iter().map(|_| SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) }).collect();
+    let options: Vec<SortOptions> = types.iter().map(|_| rng.sort_options()).collect();
     let keys: Keys = options.iter().enumerate().map(|(i, o)| (format!("k{i}"), *o)).collect();
     let dir = tempfile::tempdir().unwrap();
     let mut paths = Vec::new();
@@ -250,23 +249,6 @@ fn small_memory_limit_spills_many_runs() {
     assert!(passes > 0, "no case merged runs in an intermediate pass");
 }
 
-/// A small file with columns `k` (Int64) and `v` (Utf8).
-fn simple_file(path: &Path, groups: &[Vec<i64>], declared: bool) {
-    let batches: Vec<RecordBatch> = groups
-        .iter()
-        .map(|k| {
-            let v: Vec<String> = k.iter().map(|x| format!("v{x}")).collect();
-            RecordBatch::try_from_iter([
-                ("k", Arc::new(Int64Array::from(k.clone())) as ArrayRef),
-                ("v", Arc::new(StringArray::from(v)) as ArrayRef),
-            ])
-            .unwrap()
-        })
-        .collect();
-    let keys: Keys = vec![("k".into(), SortOptions { descending: false, nulls_first: false })];
-    write_compressed(path, &batches, declared.then_some(&keys), Compression::UNCOMPRESSED);
-}
-
 /// Every bad input of `corank merge` (tests/cli.rs) gets the same exit code and message
 /// from `corank sort`, and leaves no file behind.
 #[test]
@@ -276,15 +258,7 @@ fn bad_inputs_get_merges_exit_codes_and_leave_no_output() {
     let p = |name: &str| dir.join(name).display().to_string();
     simple_file(&dir.join("a.parquet"), &[vec![5, 3, 1]], false);
     simple_file(&dir.join("b.parquet"), &[vec![2, 4]], true);
-    std::fs::write(dir.join("text.parquet"), "not parquet at all").unwrap();
-    let good = std::fs::read(dir.join("a.parquet")).unwrap();
-    std::fs::write(dir.join("trunc.parquet"), &good[..good.len() - 10]).unwrap();
-    let other = RecordBatch::try_from_iter([
-        ("k", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
-        ("v", Arc::new(StringArray::from(vec!["y"])) as ArrayRef),
-    ])
-    .unwrap();
-    write_compressed(&dir.join("other.parquet"), &[other], None, Compression::UNCOMPRESSED);
+    bad_files(dir);
     let base = ["a.parquet", "b.parquet", "other.parquet", "text.parquet", "trunc.parquet"];
     let out = p("out.parquet");
     let (a, b) = (p("a.parquet"), p("b.parquet"));

@@ -67,8 +67,7 @@ async fn merge_fuzz() {
     for case in 0..150 {
         let n_keys = 1 + rng.below(2) as usize;
         let types: Vec<DataType> = (0..n_keys).map(|_| all[rng.below(all.len() as u64) as usize].clone()).collect();
-        let options: Vec<SortOptions> =
-            (0..n_keys).map(|_| SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) }).collect();
+        let options: Vec<SortOptions> = (0..n_keys).map(|_| rng.sort_options()).collect();
         let parts = 1 + rng.below(if case % 10 == 0 { 64 } else { 12 }) as usize;
         let data = partitions(&mut rng, &types, &options, parts, 400, 100);
         let schema = data

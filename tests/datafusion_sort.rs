@@ -159,8 +159,8 @@ async fn order_by_every_key_type_in_memory() {
         let stock = SessionContext::new_with_config(config(4, 256));
         register(&ctx, &parts).await;
         register(&stock, &parts).await;
-        let o1 = SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) };
-        let o2 = SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) };
+        let o1 = rng.sort_options();
+        let o2 = rng.sort_options();
         let one = format!("SELECT * FROM t ORDER BY {}", sql_order("k1", o1));
         let two = format!("SELECT * FROM t ORDER BY {}, {}", sql_order("k1", o1), sql_order("k2", o2));
         let out = check(&ctx, &stock, &one).await;

@@ -157,8 +157,8 @@ async fn order_by_over_sorted_files() {
     let mut rng = Rng::new(11);
     for case in 0..30 {
         let k1 = &types[case % types.len()];
-        let o1 = SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) };
-        let o2 = SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) };
+        let o1 = rng.sort_options();
+        let o2 = rng.sort_options();
         let files = [1, 2, 5, 16, 64][case % 5];
         let sizes: Vec<usize> = (0..files).map(|_| if rng.chance(0.15) { 0 } else { rng.below(3000) as usize }).collect();
         let dir = tempfile::tempdir().unwrap();

@@ -38,8 +38,7 @@ fn api_on_gpu_matches_the_oracle() {
     ];
     let mut rng = Rng::new(7);
     for (case, types) in shapes.iter().cycle().take(60).enumerate() {
-        let options: Vec<SortOptions> =
-            types.iter().map(|_| SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) }).collect();
+        let options: Vec<SortOptions> = types.iter().map(|_| rng.sort_options()).collect();
         let k = 1 + rng.below(64) as usize;
         let domain = [3, 1000, 1 << 40][case % 3];
         let null_p = [0.0, 0.1][case % 2];

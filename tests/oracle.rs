@@ -4,9 +4,8 @@
 mod common;
 
 use arrow::array::{AsArray, RecordBatch};
-use arrow::compute::SortOptions;
 use arrow::datatypes::UInt64Type;
-use common::{key_types, oracle, sorted_run, Rng};
+use common::{oracle, random_key_columns, sorted_run, Rng};
 use corank::{merge, merge_permutation, Engine, MergeOptions, SortKey};
 use proptest::prelude::*;
 
@@ -14,10 +13,7 @@ use proptest::prelude::*;
 /// batches against the oracle.
 fn check_case(seed: u64, k: usize, max_run: usize, n_keys: usize, null_p: f64, gather: bool) {
     let mut rng = Rng::new(seed);
-    let all = key_types();
-    let types: Vec<_> = (0..n_keys).map(|_| all[rng.below(all.len() as u64) as usize].clone()).collect();
-    let options: Vec<SortOptions> =
-        (0..n_keys).map(|_| SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) }).collect();
+    let (types, options) = random_key_columns(&mut rng, n_keys);
     // Small domains make duplicate-heavy data.
     let domain = [1, 2, 5, 50, 1000, 1 << 40][rng.below(6) as usize];
     let mut runs: Vec<RecordBatch> = Vec::new();

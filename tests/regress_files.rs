@@ -488,7 +488,7 @@ fn random_real_world_files_merge_like_the_oracle() {
         let d = tempfile::tempdir().unwrap();
         let dir = d.path();
         let key_type = [DataType::Float64, DataType::Float32, DataType::Int64, DataType::Utf8][rng.below(4) as usize].clone();
-        let options = SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) };
+        let options = rng.sort_options();
         let keys: Keys = vec![("k0".into(), options)];
         let dict_type = DataType::Dictionary(Box::new(key_widths[seed as usize % key_widths.len()].clone()), Box::new(DataType::Utf8));
         let nfiles = if seed % 4 == 0 { 300 } else { 1 + rng.below(12) as usize };

@@ -17,7 +17,7 @@ mod common;
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt64Array};
 use arrow::compute::{concat_batches, lexsort_to_indices, take, SortColumn, SortOptions};
 use arrow::datatypes::{DataType, UInt64Type};
-use common::{key_types, oracle, random_array, Rng};
+use common::{oracle, random_array, random_key_columns, Rng};
 use corank::engine::sort::{sort_cpu, sort_cpu_with_tile, sort_keys, SORT_TILE};
 use corank::keys::{KeyColumn, KeyWord};
 use corank::{sort_batches, sort_permutation, Engine, EngineOptions, Error, OnGpuFailure, SortBatchesOptions, SortKey};
@@ -174,10 +174,7 @@ fn input(rng: &mut Rng, types: &[DataType], options: &[SortOptions], n: usize, d
 
 fn check_case(seed: u64, n: usize, n_keys: usize, null_p: f64, gather: bool) {
     let mut rng = Rng::new(seed);
-    let all = key_types();
-    let types: Vec<_> = (0..n_keys).map(|_| all[rng.below(all.len() as u64) as usize].clone()).collect();
-    let options: Vec<SortOptions> =
-        (0..n_keys).map(|_| SortOptions { descending: rng.chance(0.5), nulls_first: rng.chance(0.5) }).collect();
+    let (types, options) = random_key_columns(&mut rng, n_keys);
     // Small domains make duplicate-heavy data; 1 makes every key equal (but for nulls).
     let domain = [1, 2, 5, 50, 1000, 1 << 40][rng.below(6) as usize];
     let shape = [Shape::Random, Shape::Random, Shape::Sorted, Shape::Reversed][rng.below(4) as usize];

@@ -2,7 +2,7 @@
 //! Parquet files a test writes and reads back.
 #![allow(dead_code)]
 
-use arrow::array::RecordBatch;
+use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow::compute::SortOptions;
 use arrow::datatypes::{Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -11,6 +11,7 @@ use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::Arc;
 
 /// Sort key columns by name, as the tests declare them.
 pub type Keys = Vec<(String, SortOptions)>;
@@ -91,4 +92,37 @@ pub fn expect_failure(dir: &Path, args: &[&str], code: i32, needle: &str, left: 
 /// and `sorting` declared as `sorting_columns`.
 pub fn write_compressed(path: &Path, groups: &[RecordBatch], sorting: Option<&Keys>, compression: parquet::basic::Compression) {
     write_file_with(path, groups[0].schema(), groups, sorting, WriterProperties::builder().set_compression(compression));
+}
+
+/// A small file with columns `k` (Int64) and `v` (Utf8, `v` and the key), `k` as given, one
+/// row group a group; `sorting_columns` says `k ASC NULLS LAST` when `declared`.
+pub fn simple_file(path: &Path, groups: &[Vec<i64>], declared: bool) {
+    let batches: Vec<RecordBatch> = groups
+        .iter()
+        .map(|k| {
+            let v: Vec<String> = k.iter().map(|x| format!("v{x}")).collect();
+            RecordBatch::try_from_iter([
+                ("k", Arc::new(Int64Array::from(k.clone())) as ArrayRef),
+                ("v", Arc::new(StringArray::from(v)) as ArrayRef),
+            ])
+            .unwrap()
+        })
+        .collect();
+    let keys: Keys = vec![("k".into(), SortOptions { descending: false, nulls_first: false })];
+    write_file(path, &batches, declared.then_some(&keys));
+}
+
+/// The bad inputs every command shares, in `dir` beside its `a.parquet`: `text.parquet`
+/// (not Parquet), `trunc.parquet` (`a.parquet` less its last 10 bytes) and `other.parquet`
+/// (`k` and `v` of another type).
+pub fn bad_files(dir: &Path) {
+    std::fs::write(dir.join("text.parquet"), "not parquet at all").unwrap();
+    let good = std::fs::read(dir.join("a.parquet")).unwrap();
+    std::fs::write(dir.join("trunc.parquet"), &good[..good.len() - 10]).unwrap();
+    let other = RecordBatch::try_from_iter([
+        ("k", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
+        ("v", Arc::new(StringArray::from(vec!["y"])) as ArrayRef),
+    ])
+    .unwrap();
+    write_file(&dir.join("other.parquet"), &[other], None);
 }

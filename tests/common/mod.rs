@@ -26,6 +26,18 @@ impl Rng {
     pub fn chance(&mut self, p: f64) -> bool {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
     }
+    /// ASC or DESC, nulls first or last, each even odds.
+    pub fn sort_options(&mut self) -> SortOptions {
+        SortOptions { descending: self.chance(0.5), nulls_first: self.chance(0.5) }
+    }
+}
+
+/// `n_keys` key columns of random types (from [`key_types`]) and random options.
+pub fn random_key_columns(rng: &mut Rng, n_keys: usize) -> (Vec<DataType>, Vec<SortOptions>) {
+    let all = key_types();
+    let types: Vec<DataType> = (0..n_keys).map(|_| all[rng.below(all.len() as u64) as usize].clone()).collect();
+    let options = (0..n_keys).map(|_| rng.sort_options()).collect();
+    (types, options)
 }
 
 /// Every key type the property tests draw from.

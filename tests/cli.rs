@@ -13,7 +13,7 @@ mod datagen;
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::compute::{concat_batches, take, SortOptions};
 use arrow::datatypes::{DataType, UInt64Type};
-use common::{key_types, oracle, sorted_run, Rng};
+use common::{oracle, random_key_columns, sorted_run, Rng};
 use corank::parquet::plan_merge;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::path::PathBuf;
@@ -44,10 +44,8 @@ fn by_clause(keys: &Keys, rng: &mut Rng) -> String {
 /// oracle row for row (the `id` column pins stability).
 fn random_case(seed: u64, max_files: u64) {
     let mut rng = Rng::new(seed);
-    let types = key_types();
     let ncols = 1 + rng.below(3) as usize;
-    let key_types: Vec<DataType> = (0..ncols).map(|_| types[rng.below(types.len() as u64) as usize].clone()).collect();
-    let options: Vec<SortOptions> = (0..ncols).map(|_| rng.sort_options()).collect();
+    let (key_types, options) = random_key_columns(&mut rng, ncols);
     let keys: Keys = options.iter().enumerate().map(|(i, o)| (format!("k{i}"), *o)).collect();
     let domain = [1, 3, 50, 1 << 40][rng.below(4) as usize];
     let null_p = [0.0, 0.1, 0.9][rng.below(3) as usize];

@@ -62,12 +62,10 @@ fn task_ctx(batch_size: usize) -> Arc<TaskContext> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn merge_fuzz() {
-    let all = common::key_types();
     let mut rng = Rng::new(5);
     for case in 0..150 {
         let n_keys = 1 + rng.below(2) as usize;
-        let types: Vec<DataType> = (0..n_keys).map(|_| all[rng.below(all.len() as u64) as usize].clone()).collect();
-        let options: Vec<SortOptions> = (0..n_keys).map(|_| rng.sort_options()).collect();
+        let (types, options) = common::random_key_columns(&mut rng, n_keys);
         let parts = 1 + rng.below(if case % 10 == 0 { 64 } else { 12 }) as usize;
         let data = partitions(&mut rng, &types, &options, parts, 400, 100);
         let schema = data

@@ -449,6 +449,109 @@ fn an_unsorted_row_group_is_caught_though_copied() {
     assert!(!out.exists());
 }
 
+/// Inputs without page indexes (DuckDB and parquet-mr before 1.11 write none): their copied
+/// row groups get offset indexes built from their page headers, since the output's encoded
+/// row groups have them and a file's offset index is all or nothing (the parquet crate's
+/// writer panicked finishing a file of both kinds). The built indexes must locate the
+/// pages: a read that skips pages through them returns the oracle's rows.
+#[test]
+fn copied_row_groups_without_offset_indexes_get_them_built() {
+    use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector};
+    use parquet::file::metadata::PageIndexPolicy;
+    use parquet::file::properties::{EnabledStatistics, WriterVersion};
+    for version in [WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0] {
+        let mut id = 0;
+        // Several pages a chunk, dictionary pages in front of the payload's.
+        let g = |lo: i64, n: i64, id: &mut u64| {
+            let b = group(vec![int_range(lo..lo + n)], id);
+            let payload: ArrayRef = Arc::new(StringArray::from_iter((lo..lo + n).map(|x| (x % 5 != 0).then(|| format!("p{}", x % 37)))));
+            let mut fields: Vec<Field> = b.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+            fields.push(Field::new("payload", DataType::Utf8, true));
+            let mut cols = b.columns().to_vec();
+            cols.push(payload);
+            RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+        };
+        let a: Vec<RecordBatch> = (0..4).map(|q| g(q * 250, 250, &mut id)).collect();
+        let b: Vec<RecordBatch> = (0..4).map(|q| g(900 + q * 250, 250, &mut id)).collect();
+        let no_index = || {
+            plain()
+                .set_writer_version(version)
+                .set_statistics_enabled(EnabledStatistics::Chunk)
+                .set_offset_index_disabled(true)
+                .set_data_page_row_count_limit(40)
+                .set_write_batch_size(20)
+        };
+        let c = case(&[a, b], no_index);
+        assert!(ParquetMetaDataReader::new()
+            .with_page_index_policy(PageIndexPolicy::Optional)
+            .parse_and_finish(&std::fs::File::open(&c.paths[0]).unwrap())
+            .unwrap()
+            .offset_index()
+            .is_none());
+        let keys = key0(opts(false, false));
+        let (s, out) = c.merge(&keys, &MergeFilesOptions::default());
+        // As in partly_overlapping_files_merge_only_the_overlap: six copied, two merged.
+        assert_eq!((s.passthrough_row_groups, s.passthrough_rows), (6, 1500), "{version:?}");
+        let file = std::fs::File::open(&out).unwrap();
+        let meta = ParquetMetaDataReader::new().with_page_index_policy(PageIndexPolicy::Required).parse_and_finish(&file).unwrap();
+        let index = meta.offset_index().expect("every row group has an offset index");
+        assert_eq!(index.len(), meta.num_row_groups());
+        assert!(index[0].iter().all(|c| c.page_locations().len() >= 6), "a copied chunk's pages, each located");
+        // Rows read through the offset index, skipping pages: the oracle's.
+        let expected: Vec<u64> = {
+            let all = read_all(&out);
+            all.column_by_name("id").unwrap().as_primitive::<UInt64Type>().values().to_vec()
+        };
+        let selection = RowSelection::from(vec![
+            RowSelector::skip(101),
+            RowSelector::select(7),
+            RowSelector::skip(700),
+            RowSelector::select(90),
+            RowSelector::skip(1000),
+            RowSelector::select(3),
+        ]);
+        let reader = ParquetRecordBatchReaderBuilder::try_new_with_options(
+            std::fs::File::open(&out).unwrap(),
+            ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required),
+        )
+        .unwrap()
+        .with_row_selection(selection)
+        .build()
+        .unwrap();
+        let got: Vec<u64> =
+            reader.flat_map(|b| b.unwrap().column_by_name("id").unwrap().as_primitive::<UInt64Type>().values().to_vec()).collect();
+        let want: Vec<u64> = [101..108, 808..898, 1898..1901].into_iter().flat_map(|r| expected[r].to_vec()).collect();
+        assert_eq!(got, want, "{version:?}");
+    }
+}
+
+/// A repeated column's v1 pages do not count their rows, so no offset index can be built
+/// for a row group of such a file without one: it is merged, not copied.
+#[test]
+fn row_groups_with_repeated_columns_and_no_offset_index_are_merged() {
+    use parquet::file::properties::EnabledStatistics;
+    let mut id = 0;
+    let g = |lo: i64, n: i64, id: &mut u64| {
+        let b = group(vec![int_range(lo..lo + n)], id);
+        let list: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Int64Type, _, _>((lo..lo + n).map(|x| Some(vec![Some(x), None]))));
+        let mut fields: Vec<Field> = b.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.push(Field::new("list", list.data_type().clone(), true));
+        let mut cols = b.columns().to_vec();
+        cols.push(list);
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+    };
+    let a: Vec<RecordBatch> = (0..2).map(|q| g(q * 100, 100, &mut id)).collect();
+    let b: Vec<RecordBatch> = (0..2).map(|q| g(150 + q * 100, 100, &mut id)).collect();
+    let keys = key0(opts(false, false));
+    let c = case(&[a.clone(), b.clone()], || plain().set_statistics_enabled(EnabledStatistics::Chunk).set_offset_index_disabled(true));
+    let s = c.merge_both(&keys);
+    assert_eq!(s.passthrough_row_groups, 0);
+    // With offset indexes the same files pass: a's first row group and b's last.
+    let c = case(&[a, b], plain);
+    let s = c.merge_both(&keys);
+    assert_eq!(s.passthrough_row_groups, 2);
+}
+
 #[test]
 fn one_file_is_copied() {
     let mut id = 0;

@@ -5,6 +5,7 @@
 //! - [`sort_files`](mod@sort_files): unsorted files sorted into one (an external merge sort);
 //! - [`sort_by_columns`]: the same sort one column at a time, where memory allows it;
 //! - [`passthrough`]: row groups that need no merge, copied unchanged;
+//! - [`offset_index`]: offset indexes for copied chunks whose files have none;
 //! - [`row_group_reader`]: row groups decoded in parallel, handed out in order;
 //! - [`writer`]: the output (temporary file, parallel column encoding, rename);
 //! - [`dictionary`]: which output columns keep Parquet's dictionary encoding;
@@ -17,6 +18,7 @@ pub mod dictionary;
 pub mod inputs;
 pub mod interrupt;
 pub mod merge_files;
+pub mod offset_index;
 pub mod order_by;
 pub mod passthrough;
 pub mod row_group_reader;

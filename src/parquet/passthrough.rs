@@ -26,6 +26,9 @@
 //! - its file has the output's Parquet schema, column for column (names, types, logical
 //!   types, field ids, repetition); otherwise that file's row groups are merged;
 //! - its codec is the output's ([`Passthrough::Auto`]), or any codec ([`Passthrough::Always`]);
+//! - its chunks have offset indexes, or its file's columns are unrepeated, so that one can be
+//!   built from its page headers ([`super::offset_index`]: a file's offset index is all or
+//!   nothing, and the encoded row groups have one);
 //! - its range `[lo, hi]` overlaps no other run's row group: each lies entirely before
 //!   (`hi' < lo`) or entirely after (`hi < lo'`). So a row group of an earlier run whose max
 //!   equals a later run's min passes; the reverse does not.
@@ -338,6 +341,7 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
         let fdescr = f.metadata.parquet_schema();
         let same_schema =
             fdescr.num_columns() == output.num_columns() && fdescr.columns().iter().zip(output.columns()).all(|(a, b)| a == b);
+        let offset_index_buildable = super::offset_index::buildable(fdescr);
         for (g, range) in ranges.into_iter().enumerate() {
             if run_of[g] == usize::MAX {
                 continue; // an empty row group: no rows, no place in the output
@@ -345,7 +349,8 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
             let rg = f.metadata.metadata().row_group(g);
             let same_codec = rg.columns().iter().all(|c| std::mem::discriminant(&c.compression()) == std::mem::discriminant(&codec));
             let codec_ok = same_codec || mode == Passthrough::Always;
-            let candidate = same_schema && codec_ok && range.exact;
+            let offset_index = offset_index_buildable || rg.columns().iter().all(|c| c.offset_index_offset().is_some());
+            let candidate = same_schema && codec_ok && offset_index && range.exact;
             groups.push(Group { run: run_of[g], pos: pos_of[g], range, candidate, codec_kept: !same_codec });
         }
     }
@@ -476,18 +481,43 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
             }
         })
         .collect();
-    // 5. The footers of files with blocks, with their page indexes.
+    // 5. The footers of files with blocks, with their page indexes; a block without an
+    //    offset index gets one built from its page headers.
     let mut footers: Vec<Option<Arc<ParquetMetaData>>> = vec![None; plan.files.len()];
     for b in &blocks {
         if footers[b.file].is_none() {
             let path = &plan.files[b.file].path;
-            match read_footer(path) {
+            let groups: Vec<usize> = blocks.iter().filter(|o| o.file == b.file).map(|o| o.row_group).collect();
+            match read_footer(path).and_then(|m| with_offset_indexes(path, m, &groups)) {
                 Ok(m) => footers[b.file] = Some(Arc::new(m)),
                 Err(e) => return Schedule::merge_all(plan, format!("{}: {e}", path.display())),
             }
         }
     }
     Schedule { phases, blocks, footers, off: None }
+}
+
+/// `footer` with an offset index for each of `groups` (row groups to be copied) that has
+/// none, built from its page headers ([`super::offset_index`]). The parquet crate reads a
+/// file's offset index as all or nothing, so a file without one for some chunk has none at
+/// all here: row groups that are not copied are left with none (an empty row).
+fn with_offset_indexes(path: &Path, footer: ParquetMetaData, groups: &[usize]) -> Result<ParquetMetaData> {
+    let complete =
+        |g: usize| footer.offset_index().and_then(|oi| oi.get(g)).is_some_and(|row| row.len() == footer.row_group(g).num_columns());
+    let missing: Vec<usize> = groups.iter().copied().filter(|&g| !complete(g)).collect();
+    if missing.is_empty() {
+        return Ok(footer);
+    }
+    let context = "building the offset index of a row group to copy";
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, context, e))?;
+    let mut index = footer.offset_index().cloned().unwrap_or_default();
+    index.resize(footer.num_row_groups(), Vec::new());
+    for g in missing {
+        index[g] =
+            super::offset_index::build(&file, footer.row_group(g)).map_err(|e| Error::parquet(path, format!("{context} ({g})"), e))?;
+    }
+    log::debug!("{}: offset indexes built for the row groups copied from it", path.display());
+    Ok(footer.into_builder().set_offset_index(Some(index)).build())
 }
 
 /// [`schedule`] as [`merge_files`](super::merge_files()) plans it for `options`, without

@@ -552,6 +552,33 @@ fn row_groups_with_repeated_columns_and_no_offset_index_are_merged() {
     assert_eq!(s.passthrough_row_groups, 2);
 }
 
+/// Files of one table that differ in nullability alone (DuckDB marks a column required in a
+/// file without nulls): the output's Parquet schema is theirs with the column optional, so
+/// the files with the optional column keep their row groups copied; a file with the
+/// required one is merged (its chunks have no definition levels to copy).
+#[test]
+fn nullability_alone_keeps_the_others_copied() {
+    let mut id = 0;
+    let g = |r: std::ops::Range<i64>, nullable: bool, id: &mut u64| {
+        let b = group(vec![int_range(r)], id);
+        let fields: Vec<Field> =
+            b.schema().fields().iter().map(|f| f.as_ref().clone().with_nullable(nullable || f.name() != "k0")).collect();
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), b.columns().to_vec()).unwrap()
+    };
+    let a: Vec<RecordBatch> = (0..2).map(|q| g(q * 100..(q + 1) * 100, true, &mut id)).collect();
+    let b: Vec<RecordBatch> = (0..3).map(|q| g(500 + q * 100..500 + (q + 1) * 100, false, &mut id)).collect();
+    let c: Vec<RecordBatch> = (0..2).map(|q| g(1000 + q * 100..1000 + (q + 1) * 100, true, &mut id)).collect();
+    let case = case(&[a, b, c], plain);
+    let keys = key0(opts(false, false));
+    let s = case.merge_both(&keys);
+    assert_eq!((s.passthrough_row_groups, s.passthrough_rows), (4, 400), "a's and c's row groups copied, b's merged");
+    let out = case.dir.path().join("out-auto.parquet");
+    let meta = footer(&out);
+    let k0 = meta.file_metadata().schema_descr().column(0);
+    assert_eq!(k0.self_type().get_basic_info().repetition(), parquet::basic::Repetition::OPTIONAL);
+    assert!(read_all(&out).schema().field(0).is_nullable());
+}
+
 #[test]
 fn one_file_is_copied() {
     let mut id = 0;

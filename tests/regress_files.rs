@@ -293,6 +293,47 @@ fn field_metadata_of_later_files_is_merged() {
     assert_eq!(merged.schema().field_with_name("k").unwrap().metadata(), &meta, "the output's Arrow schema");
 }
 
+/// Defect 14: files of one table that differ in nullability alone. DuckDB marks a column
+/// required in a file that happens to hold no nulls (so one day's export may be `NOT NULL`
+/// and the next nullable); they merge without `--union-by-name`, the column nullable in
+/// the output, the rows the oracle's.
+#[test]
+fn nullability_alone_may_differ() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let (a, b) = (dir.join("a.parquet"), dir.join("b.parquet"));
+    let batch = |nullable: bool, k: Vec<Option<i64>>, v: Vec<Option<&str>>, first_id: u64| {
+        let n = k.len() as u64;
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("k", DataType::Int64, nullable),
+                Field::new("v", DataType::Utf8, nullable),
+                Field::new("id", DataType::UInt64, false),
+            ])),
+            vec![
+                Arc::new(Int64Array::from(k)),
+                Arc::new(StringArray::from(v)),
+                Arc::new(UInt64Array::from_iter_values(first_id..first_id + n)),
+            ],
+        )
+        .unwrap()
+    };
+    write_file(&a, &[batch(false, vec![Some(1), Some(3), Some(5)], vec![Some("a1"), Some("a3"), Some("a5")], 0)], Some(&keys_k()));
+    write_file(&b, &[batch(true, vec![Some(2), Some(3), None], vec![None, Some("b3"), Some("bn")], 3)], Some(&keys_k()));
+    let out = dir.join("out.parquet");
+    for inputs in [[&a, &b], [&b, &a]] {
+        let res = corank(&["merge", inputs[0].to_str().unwrap(), inputs[1].to_str().unwrap(), "-o", out.to_str().unwrap(), "-f"]);
+        assert!(res.status.success(), "{}", text(&res.stderr));
+        let merged = read_all(&out);
+        let schema = merged.schema();
+        assert!(schema.field(0).is_nullable() && schema.field(1).is_nullable(), "nullable where any input is");
+        assert!(!schema.field(2).is_nullable(), "required where every input is");
+        // ASC NULLS LAST (the declared order); equal keys in input order.
+        let expected: [u64; 6] = if inputs[0] == &a { [0, 3, 1, 4, 2, 5] } else { [0, 3, 4, 1, 2, 5] };
+        assert_eq!(ids_of(&merged), expected);
+    }
+}
+
 /// Defect 11: schemas that differ only harmlessly (column order, nullability, int32 vs
 /// int64, a column missing) merge with `--union-by-name`; exact matching stays the default.
 #[test]

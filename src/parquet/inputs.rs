@@ -17,8 +17,10 @@
 //! corank does not share (pyarrow and pandas put NaN last even for DESC and treat -0.0 as
 //! +0.0), and a merge must never write unsorted rows under a sorted declaration.
 //!
-//! **Schemas** must match exactly (names, order, types, nullability; field metadata is
-//! merged, the first file's value kept on conflicts), unless [`PlanOptions::union_by_name`]:
+//! **Schemas** must match (names, order, types; field metadata is merged, the first file's
+//! value kept on conflicts; a column is nullable where any input's is: writers such as
+//! DuckDB mark a column required in a file that happens to hold no nulls, so files of one
+//! table differ in nullability alone), unless [`PlanOptions::union_by_name`]:
 //! then columns match by name, a column missing from a file reads as nulls, a column is
 //! nullable where any input's is, and numeric types widen where every value fits
 //! ([`unify_types`]).
@@ -361,7 +363,7 @@ pub fn decoder_bytes(input: &InputFile, g: usize) -> u64 {
 /// [`PlanOptions::union_by_name`]: integers widen within their signedness (and signed with
 /// unsigned to the next signed width up to 64 bits), floats widen, integers of up to 16
 /// (32) bits join Float32 (Float64), strings and binaries join their large or view form,
-/// lists and structs unify their fields (nested nullability as in either). `None` where no
+/// lists their large form, lists and structs unify their fields (nested nullability as in either). `None` where no
 /// such type exists.
 pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
     use DataType::*;
@@ -432,7 +434,8 @@ pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
             Some(if matches!((a, b), (LargeBinary, _) | (_, LargeBinary)) { LargeBinary } else { BinaryView })
         }
         (List(x), List(y)) => Some(List(unify_fields(x, y)?)),
-        (LargeList(x), LargeList(y)) => Some(LargeList(unify_fields(x, y)?)),
+        // Polars writes large lists where DuckDB and pyarrow write lists.
+        (LargeList(x), LargeList(y)) | (List(x), LargeList(y)) | (LargeList(x), List(y)) => Some(LargeList(unify_fields(x, y)?)),
         (FixedSizeList(x, n), FixedSizeList(y, m)) if n == m => Some(FixedSizeList(unify_fields(x, y)?, *n)),
         (Struct(xs), Struct(ys)) if xs.len() == ys.len() => {
             let fields: Option<Vec<FieldRef>> =
@@ -511,13 +514,15 @@ fn union_schema(files: &[InputFile]) -> Result<Schema> {
     Ok(merge_field_metadata(&Schema::new_with_metadata(fields, files[0].metadata.schema().metadata().clone()), files))
 }
 
-/// The exact-match check: every file has the first file's columns (names, order, types,
-/// nullability). Field metadata may differ.
-fn check_same_schema(files: &[InputFile]) -> Result<()> {
+/// The match check: every file has the first file's columns (names, order, types).
+/// Nullability and field metadata may differ. Returns the first file's schema with every
+/// column nullable where any file's is.
+fn check_same_schema(files: &[InputFile]) -> Result<Schema> {
     let schema = files[0].metadata.schema();
+    let mut nullable: Vec<bool> = schema.fields().iter().map(|f| f.is_nullable()).collect();
     for f in &files[1..] {
         let other = f.metadata.schema();
-        let hint = "(`union_by_name` merges files whose columns differ in order, nullability or numeric width)";
+        let hint = "(`union_by_name` merges files whose columns differ in order, numeric width or presence)";
         if other.fields().len() != schema.fields().len() {
             return Err(file_error(
                 &f.path,
@@ -529,25 +534,25 @@ fn check_same_schema(files: &[InputFile]) -> Result<()> {
                 ),
             ));
         }
-        for (a, b) in schema.fields().iter().zip(other.fields()) {
-            if a.name() != b.name() || a.data_type() != b.data_type() || a.is_nullable() != b.is_nullable() {
+        for ((a, b), nullable) in schema.fields().iter().zip(other.fields()).zip(&mut nullable) {
+            if a.name() != b.name() || a.data_type() != b.data_type() {
                 return Err(file_error(
                     &f.path,
                     format!(
-                        "schema differs from {}: column '{}' {}{} there, '{}' {}{} here {hint}",
+                        "schema differs from {}: column '{}' {} there, '{}' {} here {hint}",
                         files[0].path.display(),
                         a.name(),
                         a.data_type(),
-                        if a.is_nullable() { "" } else { " NOT NULL" },
                         b.name(),
                         b.data_type(),
-                        if b.is_nullable() { "" } else { " NOT NULL" },
                     ),
                 ));
             }
+            *nullable |= b.is_nullable();
         }
     }
-    Ok(())
+    let fields: Vec<Field> = schema.fields().iter().zip(nullable).map(|(f, n)| f.as_ref().clone().with_nullable(n)).collect();
+    Ok(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 /// `batch` (read from an input) as a batch of the merge's `schema`: columns taken by name
@@ -589,12 +594,7 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
         return Err(Error::InvalidArgument("no input files".into()));
     }
     let files: Vec<InputFile> = paths.iter().map(|p| open_input(p)).collect::<Result<_>>()?;
-    let schema = if options.union_by_name {
-        union_schema(&files)?
-    } else {
-        check_same_schema(&files)?;
-        merge_field_metadata(files[0].metadata.schema(), &files)
-    };
+    let schema = if options.union_by_name { union_schema(&files)? } else { merge_field_metadata(&check_same_schema(&files)?, &files) };
     let schema: SchemaRef = Arc::new(schema);
     let keys = match by {
         Some(keys) => keys,
@@ -655,4 +655,22 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
     let total_bytes = files.iter().map(|f| f.size).sum();
     let row_bytes = (decoded / total_rows.max(1) as u64).max(1) as usize;
     Ok(MergePlan { files, schema, keys, runs, total_rows, total_bytes, row_bytes, union_by_name: options.union_by_name })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unify_types;
+    use arrow::datatypes::{DataType, Field};
+    use std::sync::Arc;
+
+    #[test]
+    fn lists_join_their_large_form_with_their_items_unified() {
+        let item = |t: DataType, nullable: bool| Arc::new(Field::new("element", t, nullable));
+        let list = DataType::List(item(DataType::Int32, false));
+        let large = DataType::LargeList(item(DataType::Int64, true));
+        let want = DataType::LargeList(item(DataType::Int64, true));
+        assert_eq!(unify_types(&list, &large), Some(want.clone()));
+        assert_eq!(unify_types(&large, &list), Some(want));
+        assert_eq!(unify_types(&list, &DataType::LargeList(item(DataType::Utf8, true))), None, "items no type holds both of");
+    }
 }

@@ -429,25 +429,71 @@ pub fn sorting_columns_in(leaves: &SchemaDescriptor, keys: &[SortKey]) -> Result
 
 /// The inputs' common Parquet schema, for the output to keep their logical types (UUID,
 /// JSON, TIME adjusted to UTC, ...), which the Arrow schema does not carry: the first
-/// file's, when every file has the same one, `schema` (the merge's Arrow schema) is the
-/// first file's Arrow schema column for column (names, types, nullability), and it stores
-/// the columns as the schema derived from `schema` would (same leaves, physical types,
-/// lengths and levels: only annotations differ, so the Arrow writer writes the columns as it
-/// writes its own). Otherwise `None`: the output's schema is derived from `schema`.
+/// file's, when every file has the same one but for the repetition of top-level leaves
+/// (`OPTIONAL` where any file's is: files of one table may differ in nullability alone,
+/// see [`super::inputs`]), `schema` (the merge's Arrow schema) is the first file's Arrow
+/// schema column for column (names, types), and it stores the columns as the schema derived
+/// from `schema` would (same leaves, physical types, lengths and levels: only annotations
+/// differ, so the Arrow writer writes the columns as it writes its own). Otherwise `None`:
+/// the output's schema is derived from `schema`. Files whose schema is this one keep their
+/// row groups eligible for passthrough.
 pub fn common_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema) -> Option<SchemaDescriptor> {
+    use parquet::basic::Repetition;
+    use parquet::schema::types::Type;
+    use std::sync::Arc;
     let first = files.first()?;
-    let descr = first.metadata.metadata().file_metadata().schema_descr();
-    let fields = descr.root_schema().get_fields();
-    if files[1..].iter().any(|f| f.metadata.metadata().file_metadata().schema_descr().root_schema().get_fields() != fields) {
-        return None;
+    let first_descr = first.metadata.metadata().file_metadata().schema_descr();
+    let root = first_descr.root_schema();
+    let mut fields: Vec<Arc<Type>> = root.get_fields().to_vec();
+    // A top-level leaf with its repetition set (the rest of it as it is).
+    let with_repetition = |t: &Type, repetition: Repetition| -> Option<Type> {
+        let Type::PrimitiveType { basic_info, physical_type, type_length, scale, precision } = t else { return None };
+        let mut b = Type::primitive_type_builder(basic_info.name(), *physical_type)
+            .with_repetition(repetition)
+            .with_converted_type(basic_info.converted_type())
+            .with_logical_type(basic_info.logical_type_ref().cloned())
+            .with_length(*type_length)
+            .with_precision(*precision)
+            .with_scale(*scale);
+        if basic_info.has_id() {
+            b = b.with_id(Some(basic_info.id()));
+        }
+        b.build().ok()
+    };
+    let mut widened = false;
+    for f in &files[1..] {
+        let other = f.metadata.metadata().file_metadata().schema_descr().root_schema().get_fields();
+        if other.len() != fields.len() {
+            return None;
+        }
+        for (mine, theirs) in fields.iter_mut().zip(other) {
+            if mine == theirs {
+                continue;
+            }
+            // Equal but for a leaf's REQUIRED against OPTIONAL: OPTIONAL.
+            let optional = |t: &Type| {
+                t.is_primitive() && t.get_basic_info().has_repetition() && t.get_basic_info().repetition() != Repetition::REPEATED
+            };
+            if !(optional(mine) && optional(theirs)) {
+                return None;
+            }
+            let (a, b) = (with_repetition(mine, Repetition::OPTIONAL)?, with_repetition(theirs, Repetition::OPTIONAL)?);
+            if a != b {
+                return None;
+            }
+            *mine = Arc::new(a);
+            widened = true;
+        }
     }
+    let descr = if widened {
+        let root = Type::group_type_builder(root.name()).with_fields(fields).build().ok()?;
+        SchemaDescriptor::new(Arc::new(root))
+    } else {
+        first_descr.clone()
+    };
     let arrow = first.metadata.schema();
     let same_arrow = arrow.fields().len() == schema.fields().len()
-        && arrow
-            .fields()
-            .iter()
-            .zip(schema.fields())
-            .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type() && a.is_nullable() == b.is_nullable());
+        && arrow.fields().iter().zip(schema.fields()).all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
     let derived = ArrowSchemaConverter::new().convert(schema).ok()?;
     let same_leaves = derived.num_columns() == descr.num_columns()
         && derived.columns().iter().zip(descr.columns()).all(|(d, c)| {
@@ -457,7 +503,7 @@ pub fn common_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema
                 && d.max_def_level() == c.max_def_level()
                 && d.max_rep_level() == c.max_rep_level()
         });
-    (same_arrow && same_leaves).then(|| descr.clone())
+    (same_arrow && same_leaves).then_some(descr)
 }
 
 /// Refuses an output that is not a regular file (a directory, device, FIFO, socket or

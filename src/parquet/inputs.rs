@@ -363,8 +363,8 @@ pub fn decoder_bytes(input: &InputFile, g: usize) -> u64 {
 /// [`PlanOptions::union_by_name`]: integers widen within their signedness (and signed with
 /// unsigned to the next signed width up to 64 bits), floats widen, integers of up to 16
 /// (32) bits join Float32 (Float64), strings and binaries join their large or view form,
-/// lists their large form, lists and structs unify their fields (nested nullability as in either). `None` where no
-/// such type exists.
+/// lists their large form, lists and structs unify their fields (nested nullability as in
+/// either). `None` where no such type exists.
 pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
     use DataType::*;
     if a == b {

@@ -155,6 +155,41 @@ fn strings_and_binary() {
 }
 
 #[test]
+fn fixed_size_binary() {
+    let b: Vec<Option<Vec<u8>>> = vec![
+        Some(vec![0; 16]),
+        None,
+        Some(vec![0xff; 16]),
+        Some([vec![0x12, 0x34], vec![0; 14]].concat()),
+        Some([vec![0x12, 0x34], vec![0; 13], vec![1]].concat()),
+        Some([vec![0x80], vec![0; 15]].concat()),
+        Some([vec![0x7f], vec![0xff; 15]].concat()),
+    ];
+    check(vec![Arc::new(FixedSizeBinaryArray::try_from_sparse_iter_with_size(b.clone().into_iter(), 16).unwrap())]);
+    // Whole UUIDs fit: exact, 16 bytes and a null bit, no length code.
+    let uuids: ArrayRef = Arc::new(FixedSizeBinaryArray::try_from_sparse_iter_with_size(b.into_iter(), 16).unwrap());
+    let enc = encode_runs(&[vec![uuids]], &[SortKey::new("u", SortOptions::default())]).unwrap();
+    assert!(enc.exact);
+    assert_eq!(enc.bits, 129);
+    // Wider than the key (40 bytes): a prefix, still consistent, and equal prefixes tie.
+    let wide = |last: u8| [vec![b'x'; 39], vec![last]].concat();
+    let w: Vec<Option<Vec<u8>>> = vec![Some(wide(2)), Some(wide(1)), None, Some(vec![0; 40]), Some(wide(1))];
+    let wide_col: ArrayRef = Arc::new(FixedSizeBinaryArray::try_from_sparse_iter_with_size(w.into_iter(), 40).unwrap());
+    check(vec![wide_col.clone()]);
+    let enc = encode_runs(&[vec![wide_col]], &[SortKey::new("w", SortOptions::default())]).unwrap();
+    assert!(!enc.exact);
+    assert_eq!(enc.keys.cmp_words(0, 1), Ordering::Equal);
+    // A short one beside an integer column, and one of width 0 (every value equal).
+    check(vec![
+        Arc::new(FixedSizeBinaryArray::try_from_iter(vec![vec![1u8, 2], vec![1, 1], vec![0, 9], vec![1, 1]].into_iter()).unwrap()),
+        Arc::new(Int32Array::from(vec![Some(1), None, Some(3), Some(0)])),
+    ]);
+    check(vec![Arc::new(
+        FixedSizeBinaryArray::try_from_sparse_iter_with_size(vec![Some(vec![]), None, Some(vec![])].into_iter(), 0).unwrap(),
+    )]);
+}
+
+#[test]
 fn dictionaries() {
     let d: DictionaryArray<Int32Type> = tricky_strings().iter().map(|s| s.as_deref()).collect();
     check(vec![Arc::new(d)]);

@@ -1,5 +1,6 @@
-//! Variable-length family: Utf8, LargeUtf8, Utf8View, Binary, LargeBinary, BinaryView.
-//! Each value is compared by its bytes; the key holds a prefix and a length code.
+//! Byte family: Utf8, LargeUtf8, Utf8View, Binary, LargeBinary, BinaryView and
+//! FixedSizeBinary. Each value is compared by its bytes; the key holds a prefix and, for the
+//! variable-length types, a length code.
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::DataType;
@@ -21,6 +22,7 @@ pub fn for_each_bytes(array: &dyn Array, rows: std::ops::Range<usize>, mut f: im
         DataType::Binary => each!(array.as_binary::<i32>()),
         DataType::LargeBinary => each!(array.as_binary::<i64>()),
         DataType::BinaryView => each!(array.as_binary_view()),
+        DataType::FixedSizeBinary(_) => each!(array.as_fixed_size_binary()),
         other => unreachable!("layout admitted a non-byte type {other}"),
     }
 }

@@ -14,7 +14,8 @@ pub const MAX_KEY_BITS: u32 = 256;
 pub enum FieldKind {
     /// Fixed-width value bits of this width (integers, floats, temporal, decimal, boolean).
     Fixed { width: u32 },
-    /// Variable-length bytes: `prefix` bytes then a length code of `len_bits` bits.
+    /// Bytes: `prefix` bytes then a length code of `len_bits` bits (none for
+    /// `FixedSizeBinary`, whose values all have one length).
     Bytes { prefix: u32, len_bits: u32 },
 }
 
@@ -67,7 +68,7 @@ fn fixed_width(name: &str, dt: &DataType) -> Result<Option<u32>> {
         Int32 | UInt32 | Float32 | Date32 | Time32(_) | Decimal32(_, _) => 32,
         Int64 | UInt64 | Float64 | Date64 | Time64(_) | Timestamp(_, _) | Duration(_) | Decimal64(_, _) => 64,
         Decimal128(_, _) => 128,
-        Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView => return Ok(None),
+        Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView | FixedSizeBinary(_) => return Ok(None),
         other => return Err(Error::UnsupportedType { column: name.to_string(), data_type: other.clone() }),
     }))
 }
@@ -116,15 +117,28 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<Layout> 
         let width = fixed_width(&spec.column, &dt)?;
         let null_bit = runs.iter().any(|cols| cols[c].null_count() > 0);
         let available = MAX_KEY_BITS - used;
-        let kind = match width {
-            Some(w) => {
+        let kind = match (width, &dt) {
+            (Some(w), _) => {
                 if null_bit as u32 + w > available {
                     exact = false; // this column does not fit: the key is a prefix
                     break;
                 }
                 FieldKind::Fixed { width: w }
             }
-            None => {
+            (None, DataType::FixedSizeBinary(w)) => {
+                // Every value has the type's width, so no length code is needed: the bytes
+                // alone order the values, whole when they fit, else as a prefix.
+                let w = (*w).max(0) as u32;
+                let prefix = w.min(available.saturating_sub(null_bit as u32) / 8);
+                if prefix < w {
+                    exact = false;
+                    if prefix == 0 {
+                        break;
+                    }
+                }
+                FieldKind::Bytes { prefix, len_bits: 0 }
+            }
+            (None, _) => {
                 let longest = runs.iter().map(|cols| max_len(&cols[c])).max().unwrap_or(0) as u64;
                 let room = available.saturating_sub(null_bit as u32) as u64;
                 if 8 * longest + bits_for(longest) as u64 <= room {

@@ -25,6 +25,8 @@
 //!      the longest value in any run when that fits in the bit budget (the field is then
 //!      exact), else the most bytes that fit (the field is a *prefix*). Zero padding plus
 //!      the length code keep `"ab" < "ab\0"`.
+//!    - FixedSizeBinary(`w`) (UUIDs, hashes): the `w` bytes, or the first bytes that fit (a
+//!      *prefix*); no length code, since every value has `w` bytes.
 //!    - Dictionary of any of these: the field of its value type (dictionaries are decoded).
 //!
 //! # Exactness

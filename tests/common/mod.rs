@@ -70,6 +70,8 @@ pub fn key_types() -> Vec<DataType> {
         Binary,
         LargeBinary,
         BinaryView,
+        FixedSizeBinary(16),
+        FixedSizeBinary(40),
         Dictionary(Box::new(Int32), Box::new(Utf8)),
     ]
 }
@@ -166,6 +168,18 @@ pub fn random_array(rng: &mut Rng, dt: &DataType, n: usize, domain: u64, null_p:
                 .collect();
             let a: ArrayRef = Arc::new(BinaryArray::from_iter(v));
             arrow::compute::cast(&a, dt).unwrap()
+        }
+        FixedSizeBinary(w) => {
+            // The random bytes cut or zero padded to the width (UUIDs at 16; 40 is past
+            // what one key holds beside a null bit, so its ties are resolved exactly).
+            let v: Vec<Option<Vec<u8>>> = (0..n)
+                .map(|i| {
+                    let mut b = random_bytes(rng, domain);
+                    b.resize(*w as usize, 0);
+                    valid[i].then_some(b)
+                })
+                .collect();
+            Arc::new(FixedSizeBinaryArray::try_from_sparse_iter_with_size(v.into_iter(), *w).unwrap())
         }
         other => panic!("no generator for {other}"),
     }

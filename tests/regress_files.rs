@@ -10,7 +10,7 @@
 
 mod cli_common;
 mod common;
-use cli_common::{corank, text, write_file, Keys};
+use cli_common::{corank, files_in, text, write_file, Keys};
 #[path = "../src/bin/corank/datagen.rs"]
 mod datagen;
 
@@ -398,6 +398,93 @@ fn union_by_name_merges_harmless_schema_differences() {
     let res = corank(&["merge", a_s, c.to_str().unwrap(), "-o", out_s, "--force", "--by", "k", "--union-by-name"]);
     assert_eq!(res.status.code(), Some(1), "{}", text(&res.stderr));
     assert!(text(&res.stderr).contains("column 'k'"), "{}", text(&res.stderr));
+}
+
+/// Defect 15: exports of one table by DuckDB and by Polars differ in units and types that
+/// hold each other's values: timestamps and times in microseconds against nanoseconds, UUIDs
+/// as `FixedSizeBinary(16)` against large binaries, decimals of other precision and scale.
+/// With `--union-by-name` they merge into the finer unit (values multiplied exactly), the
+/// binary type and the decimal holding both; a value the finer unit cannot hold is an error
+/// naming the column and the file, and no output is left. UUIDs also sort as keys.
+#[test]
+fn other_writers_units_and_uuids_join() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let (a, b) = (dir.join("a.parquet"), dir.join("b.parquet"));
+    let uuid = |i: u8| [vec![i; 2], vec![0; 13], vec![255 - i]].concat();
+    // DuckDB's types: microseconds, FixedSizeBinary(16), DECIMAL(10,2).
+    let duck = RecordBatch::try_from_iter([
+        ("ts", Arc::new(TimestampMicrosecondArray::from(vec![1_000, 3_000, 5_000]).with_timezone("UTC")) as ArrayRef),
+        ("t", Arc::new(Time64MicrosecondArray::from(vec![Some(1), None, Some(86_399_999_999)])) as ArrayRef),
+        ("u", Arc::new(FixedSizeBinaryArray::try_from_iter([uuid(1), uuid(3), uuid(5)].into_iter()).unwrap()) as ArrayRef),
+        ("amount", Arc::new(Decimal128Array::from(vec![12345, -1, 0]).with_precision_and_scale(10, 2).unwrap()) as ArrayRef),
+        ("id", Arc::new(UInt64Array::from(vec![0, 1, 2])) as ArrayRef),
+    ])
+    .unwrap();
+    // Polars' types: nanoseconds, LargeBinary, DECIMAL(12,4).
+    let polars = |t_last: i64| {
+        RecordBatch::try_from_iter([
+            ("ts", Arc::new(TimestampNanosecondArray::from(vec![2_000_000, 3_000_000, 9_000_000]).with_timezone("UTC")) as ArrayRef),
+            ("t", Arc::new(Time64NanosecondArray::from(vec![5, 6, t_last])) as ArrayRef),
+            ("u", Arc::new(LargeBinaryArray::from_iter_values([uuid(2), uuid(3), uuid(4)])) as ArrayRef),
+            ("amount", Arc::new(Decimal128Array::from(vec![1, 2, 3]).with_precision_and_scale(12, 4).unwrap()) as ArrayRef),
+            ("id", Arc::new(UInt64Array::from(vec![3, 4, 5])) as ArrayRef),
+        ])
+        .unwrap()
+    };
+    let ts_keys: Keys = vec![("ts".into(), asc())];
+    write_file(&a, std::slice::from_ref(&duck), Some(&ts_keys));
+    write_file(&b, &[polars(7)], Some(&ts_keys));
+    let out = dir.join("out.parquet");
+    let (a_s, b_s, out_s) = (a.to_str().unwrap(), b.to_str().unwrap(), out.to_str().unwrap());
+    let res = corank(&["merge", a_s, b_s, "-o", out_s, "--union-by-name"]);
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    let merged = read_all(&out);
+    let utc_ns = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
+    let types: Vec<DataType> = merged.schema().fields().iter().map(|f| f.data_type().clone()).collect();
+    assert_eq!(
+        types,
+        [utc_ns, DataType::Time64(TimeUnit::Nanosecond), DataType::LargeBinary, DataType::Decimal128(12, 4), DataType::UInt64]
+    );
+    assert_eq!(ids_of(&merged), [0, 3, 1, 4, 2, 5], "ts 1,2,3,3,5,9 ms; the first file's 3 first");
+    let ts = merged.column(0).as_primitive::<TimestampNanosecondType>();
+    assert_eq!(ts.values().to_vec(), [1_000_000, 2_000_000, 3_000_000, 3_000_000, 5_000_000, 9_000_000]);
+    let t = merged.column(1).as_primitive::<Time64NanosecondType>();
+    assert_eq!(t.iter().collect::<Vec<_>>(), [Some(1_000), Some(5), None, Some(6), Some(86_399_999_999_000), Some(7)]);
+    let u = merged.column(2).as_binary::<i64>();
+    assert_eq!(u.iter().map(|v| v.unwrap()[0]).collect::<Vec<_>>(), [1, 2, 3, 3, 5, 4]);
+    let amount = merged.column(3).as_primitive::<Decimal128Type>();
+    assert_eq!(amount.values().to_vec(), [1_234_500, 1, -100, 2, 0, 3]);
+
+    // UUIDs as the key, in DuckDB's type and joined with Polars'.
+    let u_keys: Keys = vec![("u".into(), asc())];
+    let a2 = dir.join("a2.parquet");
+    write_file(&a2, std::slice::from_ref(&duck), Some(&u_keys));
+    let res = corank(&["merge", a_s, a2.to_str().unwrap(), "-o", out_s, "-f", "--by", "u"]);
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    let merged = read_all(&out);
+    assert_eq!(merged.column(2).data_type(), &DataType::FixedSizeBinary(16));
+    assert_eq!(ids_of(&merged), expected_ids(&[duck.clone(), duck.clone()], &u_keys));
+    assert_eq!(ids_of(&merged), [0, 0, 1, 1, 2, 2]);
+    let res = corank(&["merge", a_s, b_s, "-o", out_s, "-f", "--by", "u", "--union-by-name"]);
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    assert_eq!(ids_of(&read_all(&out)), [0, 3, 1, 4, 5, 2], "uuid 1,2,3,3,4,5: the first file's 3 first");
+    std::fs::remove_file(&a2).unwrap();
+
+    // A time the finer unit cannot hold: an error naming the column and the file, no output.
+    std::fs::remove_file(&out).unwrap();
+    let huge = RecordBatch::try_from_iter([
+        ("ts", Arc::new(TimestampMicrosecondArray::from(vec![0]).with_timezone("UTC")) as ArrayRef),
+        ("t", Arc::new(Time64MicrosecondArray::from(vec![i64::MAX / 10])) as ArrayRef),
+    ])
+    .unwrap();
+    let c = dir.join("c.parquet");
+    write_file(&c, &[huge], Some(&ts_keys));
+    let res = corank(&["merge", a_s, b_s, c.to_str().unwrap(), "-o", out_s, "--union-by-name"]);
+    let stderr = text(&res.stderr);
+    assert_eq!(res.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("c.parquet") && stderr.contains("column 't'") && stderr.contains("does not fit"), "{stderr}");
+    assert_eq!(files_in(dir), ["a.parquet", "b.parquet", "c.parquet"], "{stderr}");
 }
 
 /// Defect 4 (second half): large repeated string values overflowed the reader ("index

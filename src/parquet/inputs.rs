@@ -32,8 +32,8 @@
 use super::sorting_columns::DeclaredOrder;
 use crate::error::{Error, Result};
 use crate::sort_key::SortKey;
-use arrow::array::{new_null_array, Array, ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
+use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions};
+use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef, TimeUnit};
 use arrow::row::{RowConverter, SortField};
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
@@ -359,12 +359,77 @@ pub fn decoder_bytes(input: &InputFile, g: usize) -> u64 {
     rg.columns().iter().map(|c| (c.uncompressed_size().max(0) as u64).min(1 << 20) / 2 + DECODER_BYTES_PER_COLUMN).sum()
 }
 
+/// The finer of two time units.
+fn finer_unit(a: &TimeUnit, b: &TimeUnit) -> TimeUnit {
+    let rank = |u: &TimeUnit| match u {
+        TimeUnit::Second => 0,
+        TimeUnit::Millisecond => 1,
+        TimeUnit::Microsecond => 2,
+        TimeUnit::Nanosecond => 3,
+    };
+    if rank(a) >= rank(b) {
+        *a
+    } else {
+        *b
+    }
+}
+
+/// A time, timestamp or duration array in the finer unit `to` of its family: each value
+/// multiplied by the ratio of the units, an error for a value the finer unit cannot hold
+/// (arrow's cast multiplies times unchecked, and makes an overflowing timestamp null).
+/// `None` when `to` is not such a widening of the array's type.
+fn widen_time_unit(array: &ArrayRef, to: &DataType) -> Option<Result<ArrayRef>> {
+    use DataType::*;
+    let per_second = |u: &TimeUnit| -> i64 {
+        match u {
+            TimeUnit::Second => 1,
+            TimeUnit::Millisecond => 1_000,
+            TimeUnit::Microsecond => 1_000_000,
+            TimeUnit::Nanosecond => 1_000_000_000,
+        }
+    };
+    let (from_unit, to_unit) = match (array.data_type(), to) {
+        (Time32(x) | Time64(x), Time32(y) | Time64(y)) | (Duration(x), Duration(y)) => (x, y),
+        (Timestamp(x, zx), Timestamp(y, zy)) if zx == zy => (x, y),
+        _ => return None,
+    };
+    let factor = per_second(to_unit) / per_second(from_unit);
+    if factor < 1 || per_second(to_unit) % per_second(from_unit) != 0 {
+        return None;
+    }
+    Some((|| -> Result<ArrayRef> {
+        // The values as plain integers: the same buffers under an integer type.
+        let storage = |t: &DataType| if matches!(t, Time32(_)) { Int32 } else { Int64 };
+        let retyped = |a: &ArrayRef, t: &DataType| -> Result<ArrayRef> {
+            Ok(arrow::array::make_array(a.to_data().into_builder().data_type(t.clone()).build()?))
+        };
+        let ints = arrow::compute::cast(&retyped(array, &storage(array.data_type()))?, &Int64)?;
+        let overflow =
+            |v: i64| arrow::error::ArrowError::CastError(format!("{v} in {} does not fit {to} (it overflows 64 bits)", array.data_type()));
+        let scaled: arrow::array::Int64Array =
+            ints.as_primitive::<arrow::datatypes::Int64Type>().try_unary(|v| v.checked_mul(factor).ok_or_else(|| overflow(v)))?;
+        let scaled: ArrayRef = Arc::new(scaled);
+        let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
+        let stored = arrow::compute::cast_with_options(&scaled, &storage(to), &options)?;
+        retyped(&stored, to)
+    })())
+}
+
+/// `array` cast to `to`, a value `to` cannot hold an error rather than a null or a wrapped
+/// number (the union-by-name joins of [`unify_types`] lose no value otherwise).
+pub fn cast_checked(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
+    widen_time_unit(array, to).unwrap_or_else(|| Ok(arrow::compute::cast_with_options(array, to, &options)?))
+}
+
 /// The widest type both `a` and `b` convert to without losing a value, for
 /// [`PlanOptions::union_by_name`]: integers widen within their signedness (and signed with
 /// unsigned to the next signed width up to 64 bits), floats widen, integers of up to 16
 /// (32) bits join Float32 (Float64), strings and binaries join their large or view form,
-/// lists their large form, lists and structs unify their fields (nested nullability as in
-/// either). `None` where no such type exists.
+/// lists their large form, fixed-size binaries join binaries, times, timestamps (of one
+/// time zone) and durations their finer unit, decimals the larger scale and integer digits
+/// of either (up to 38 digits), lists and structs unify their fields (nested nullability as
+/// in either). `None` where no such type exists.
 pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
     use DataType::*;
     if a == b {
@@ -406,6 +471,13 @@ pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
         _ => Float64,
     };
     let int_bits = |t: &DataType| signed(t).or(unsigned(t));
+    // A decimal's storage width, precision and scale (scales below 0 are left alone).
+    let decimal = |t: &DataType| match *t {
+        Decimal32(p, s) if s >= 0 => Some((32, p, s)),
+        Decimal64(p, s) if s >= 0 => Some((64, p, s)),
+        Decimal128(p, s) if s >= 0 => Some((128, p, s)),
+        _ => None,
+    };
     match (a, b) {
         _ if signed(a).is_some() && signed(b).is_some() => Some(int_of(signed(a)?.max(signed(b)?), true)),
         _ if unsigned(a).is_some() && unsigned(b).is_some() => Some(int_of(unsigned(a)?.max(unsigned(b)?), false)),
@@ -432,6 +504,35 @@ pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
         }
         (Binary | LargeBinary | BinaryView, Binary | LargeBinary | BinaryView) => {
             Some(if matches!((a, b), (LargeBinary, _) | (_, LargeBinary)) { LargeBinary } else { BinaryView })
+        }
+        // A fixed-size binary (DuckDB's UUIDs) joins the binaries: Polars writes UUIDs as
+        // large binaries, and the bytes order the same either way.
+        (FixedSizeBinary(_), FixedSizeBinary(_) | Binary | LargeBinary | BinaryView)
+        | (Binary | LargeBinary | BinaryView, FixedSizeBinary(_)) => {
+            Some(if matches!((a, b), (LargeBinary, _) | (_, LargeBinary)) { LargeBinary } else { BinaryView })
+        }
+        // Times, timestamps (of one time zone) and durations join their finer unit (Polars
+        // writes nanoseconds where DuckDB writes microseconds); `conform` fails on a value
+        // the finer unit cannot hold rather than wrap it or make it null.
+        (Time32(x) | Time64(x), Time32(y) | Time64(y)) => {
+            let unit = finer_unit(x, y);
+            Some(if matches!(unit, TimeUnit::Second | TimeUnit::Millisecond) { Time32(unit) } else { Time64(unit) })
+        }
+        (Timestamp(x, zx), Timestamp(y, zy)) if zx == zy => Some(Timestamp(finer_unit(x, y), zx.clone())),
+        (Duration(x), Duration(y)) => Some(Duration(finer_unit(x, y))),
+        // Decimals join the scale of either and the integer digits of either, when a
+        // decimal of up to 38 digits holds both.
+        _ if decimal(a).is_some() && decimal(b).is_some() => {
+            let ((wa, pa, sa), (wb, pb, sb)) = (decimal(a)?, decimal(b)?);
+            let scale = sa.max(sb);
+            let digits = (pa as i16 - sa as i16).max(pb as i16 - sb as i16) + scale as i16;
+            let precision = u8::try_from(digits).ok()?;
+            match wa.max(wb) {
+                32 if precision <= 9 => Some(Decimal32(precision, scale)),
+                32 | 64 if precision <= 18 => Some(Decimal64(precision, scale)),
+                _ if precision <= 38 => Some(Decimal128(precision, scale)),
+                _ => None,
+            }
         }
         (List(x), List(y)) => Some(List(unify_fields(x, y)?)),
         // Polars writes large lists where DuckDB and pyarrow write lists.
@@ -557,7 +658,8 @@ fn check_same_schema(files: &[InputFile]) -> Result<Schema> {
 
 /// `batch` (read from an input) as a batch of the merge's `schema`: columns taken by name
 /// (in union-by-name mode a missing column becomes nulls and a narrower type is cast), the
-/// schema's field metadata and nullability applied.
+/// schema's field metadata and nullability applied. A value the wider type cannot hold (a
+/// time in a finer unit past 64 bits) is an error naming the column; callers add the file.
 pub fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
     if batch.schema().fields().len() == schema.fields().len()
         && batch.schema().fields().iter().zip(schema.fields()).all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type())
@@ -573,7 +675,14 @@ pub fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
         .map(|f| match batch.column_by_name(f.name()) {
             None => Ok(new_null_array(f.data_type(), rows)),
             Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
-            Some(c) => Ok(arrow::compute::cast(c, f.data_type())?),
+            Some(c) => cast_checked(c, f.data_type()).map_err(|e| {
+                let e = match e {
+                    Error::Arrow(e) => e.to_string(),
+                    e => e.to_string(),
+                };
+                let detail = format!("column '{}' as {} (its type in another input): {e}", f.name(), f.data_type());
+                Error::Arrow(arrow::error::ArrowError::CastError(detail))
+            }),
         })
         .collect::<Result<_>>()?;
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
@@ -659,9 +768,68 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
 
 #[cfg(test)]
 mod tests {
-    use super::unify_types;
-    use arrow::datatypes::{DataType, Field};
+    use super::{cast_checked, unify_types};
+    use arrow::array::{Array, ArrayRef, AsArray, Time32SecondArray, Time64MicrosecondArray, TimestampMillisecondArray};
+    use arrow::datatypes::{DataType, Field, Time64NanosecondType, TimeUnit, TimestampNanosecondType};
     use std::sync::Arc;
+
+    #[test]
+    fn times_timestamps_and_durations_join_their_finer_unit() {
+        use DataType::*;
+        use TimeUnit::*;
+        assert_eq!(unify_types(&Time64(Microsecond), &Time64(Nanosecond)), Some(Time64(Nanosecond)));
+        assert_eq!(unify_types(&Time32(Millisecond), &Time32(Second)), Some(Time32(Millisecond)));
+        assert_eq!(unify_types(&Time32(Second), &Time64(Microsecond)), Some(Time64(Microsecond)));
+        let utc = Some("UTC".into());
+        assert_eq!(
+            unify_types(&Timestamp(Nanosecond, utc.clone()), &Timestamp(Microsecond, utc.clone())),
+            Some(Timestamp(Nanosecond, utc.clone()))
+        );
+        assert_eq!(unify_types(&Timestamp(Millisecond, None), &Timestamp(Microsecond, utc)), None, "time zones differ");
+        assert_eq!(unify_types(&Duration(Second), &Duration(Millisecond)), Some(Duration(Millisecond)));
+        assert_eq!(unify_types(&Time64(Microsecond), &Timestamp(Microsecond, None)), None);
+    }
+
+    #[test]
+    fn finer_units_multiply_exactly_and_refuse_overflow() {
+        let secs: ArrayRef = Arc::new(Time32SecondArray::from(vec![Some(0), None, Some(86_399)]));
+        let ns = cast_checked(&secs, &DataType::Time64(TimeUnit::Nanosecond)).unwrap();
+        let ns = ns.as_primitive::<Time64NanosecondType>();
+        assert_eq!((ns.value(0), ns.is_null(1), ns.value(2)), (0, true, 86_399_000_000_000));
+        let ms: ArrayRef = Arc::new(TimestampMillisecondArray::from(vec![-1, 1_700_000_000_000]).with_timezone("UTC"));
+        let to = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
+        let ts = cast_checked(&ms, &to).unwrap();
+        assert_eq!(ts.data_type(), &to);
+        assert_eq!(ts.as_primitive::<TimestampNanosecondType>().values().to_vec(), vec![-1_000_000, 1_700_000_000_000_000_000]);
+        // arrow's own cast would wrap this product (times) or make it null (timestamps).
+        let big: ArrayRef = Arc::new(Time64MicrosecondArray::from(vec![1, i64::MAX / 100]));
+        let err = cast_checked(&big, &DataType::Time64(TimeUnit::Nanosecond)).unwrap_err().to_string();
+        assert!(err.contains("does not fit"), "{err}");
+        let big: ArrayRef = Arc::new(TimestampMillisecondArray::from(vec![i64::MIN / 10]));
+        assert!(cast_checked(&big, &DataType::Timestamp(TimeUnit::Microsecond, None)).is_err());
+    }
+
+    #[test]
+    fn decimals_join_scale_and_integer_digits() {
+        use DataType::*;
+        assert_eq!(unify_types(&Decimal128(10, 2), &Decimal128(12, 4)), Some(Decimal128(12, 4)));
+        assert_eq!(unify_types(&Decimal128(10, 2), &Decimal128(5, 4)), Some(Decimal128(12, 4)));
+        assert_eq!(unify_types(&Decimal64(18, 0), &Decimal32(9, 3)), Some(Decimal128(21, 3)), "past Decimal64's 18 digits");
+        assert_eq!(unify_types(&Decimal32(4, 2), &Decimal32(5, 1)), Some(Decimal32(6, 2)));
+        assert_eq!(unify_types(&Decimal128(38, 0), &Decimal128(38, 10)), None, "48 digits");
+        let a: ArrayRef = Arc::new(arrow::array::Decimal128Array::from(vec![Some(12345), None]).with_precision_and_scale(10, 2).unwrap());
+        let b = cast_checked(&a, &Decimal128(12, 4)).unwrap();
+        assert_eq!(b.as_primitive::<arrow::datatypes::Decimal128Type>().value(0), 1_234_500);
+    }
+
+    #[test]
+    fn fixed_size_binaries_join_binaries() {
+        use DataType::*;
+        assert_eq!(unify_types(&FixedSizeBinary(16), &LargeBinary), Some(LargeBinary));
+        assert_eq!(unify_types(&Binary, &FixedSizeBinary(16)), Some(BinaryView));
+        assert_eq!(unify_types(&FixedSizeBinary(16), &FixedSizeBinary(8)), Some(BinaryView));
+        assert_eq!(unify_types(&FixedSizeBinary(16), &Utf8), None);
+    }
 
     #[test]
     fn lists_join_their_large_form_with_their_items_unified() {

@@ -904,7 +904,10 @@ impl Phase<'_> {
                         match batch? {
                             None => frontier.finish_input(i),
                             Some((b, is_last)) => {
-                                let b = conform(b, &plan.schema)?;
+                                let b = conform(b, &plan.schema).map_err(|e| Error::File {
+                                    path: plan.files[run.file].path.clone(),
+                                    detail: format!("reading a batch: {e}"),
+                                })?;
                                 let keys: Vec<ArrayRef> = self.key_index.iter().map(|&c| b.column(c).clone()).collect();
                                 if b.num_rows() > 0 {
                                     if !started[i] {

@@ -221,7 +221,7 @@ fn file_ranges(plan: &MergePlan, file: &InputFile, run_of: &dyn Fn(usize) -> usi
                 if a.data_type() == &target {
                     Some(a)
                 } else {
-                    arrow::compute::cast(&a, &target).ok()
+                    super::inputs::cast_checked(&a, &target).ok()
                 }
             };
             let mins = cast(conv.row_group_mins(row_groups.iter()).ok()?)?;
@@ -576,7 +576,7 @@ pub fn verify_block(plan: &MergePlan, block: &Block, converter: &RowConverter) -
             .map(|k| {
                 let c = batch.column_by_name(&k.column).ok_or_else(|| Error::Internal(format!("key column '{}' not read", k.column)))?;
                 let target = plan.schema.field_with_name(&k.column)?.data_type();
-                Ok(if c.data_type() == target { c.clone() } else { arrow::compute::cast(c, target)? })
+                Ok(if c.data_type() == target { c.clone() } else { super::inputs::cast_checked(c, target)? })
             })
             .collect::<Result<_>>()?;
         let rows = converter.convert_columns(&columns)?;

@@ -348,7 +348,13 @@ impl RowGroupDecoder {
                 };
                 rows += batch.num_rows();
                 let batch = match &self.schema {
-                    Some(schema) => conform(batch, schema),
+                    Some(schema) => {
+                        let first_row = rows - batch.num_rows();
+                        conform(batch, schema).map_err(|e| Error::File {
+                            path: s.path.clone(),
+                            detail: format!("reading row group {} after its row {first_row}: {e}", s.row_group),
+                        })
+                    }
                     None => Ok(batch),
                 };
                 let mut wanted = batch_rows;

@@ -257,7 +257,11 @@ fn decode_row_group(
         .with_batch_size(source.rows)
         .build()
         .map_err(|e| Error::parquet(&file.path, context(), e))?
-        .map(|b| b.map_err(|e| Error::parquet(&file.path, context(), e.into())).and_then(|b| conform(b, schema)))
+        .map(|b| {
+            b.map_err(|e| Error::parquet(&file.path, context(), e.into())).and_then(|b| {
+                conform(b, schema).map_err(|e| Error::File { path: file.path.clone(), detail: format!("{}: {e}", context()) })
+            })
+        })
         .collect::<Result<Vec<_>>>()?;
     let batch = match batches.len() {
         1 => batches.into_iter().next().expect("one batch"),

@@ -221,6 +221,87 @@ fn parquet_logical_types_are_kept() {
     assert_eq!(sorting, Some(vec![SortingColumn { column_idx: 0, descending: false, nulls_first: false }]));
 }
 
+/// The same when the inputs share no Parquet schema: a list column `REQUIRED` in one file
+/// and `OPTIONAL` in the other (DuckDB marks a list without nulls required) keeps the inputs'
+/// schema with the list optional; with `--union-by-name` and a column only one file has, the
+/// schema is derived from the Arrow schema and its UUID and JSON leaves keep the inputs'
+/// annotations (which the Arrow schema does not carry).
+#[test]
+fn parquet_logical_types_are_kept_when_schemas_differ() {
+    let d = tempfile::tempdir().unwrap();
+    let write = |name: &str, list: &str, extra: bool, keys: Vec<i64>| -> String {
+        let message = format!(
+            "message schema {{
+                required int64 k;
+                required fixed_len_byte_array(16) u (UUID);
+                optional binary j (JSON);
+                {list} group l (LIST) {{ repeated group list {{ optional int64 element; }} }}
+                {}
+            }}",
+            if extra { "optional int64 x;" } else { "" }
+        );
+        let descr = SchemaDescriptor::new(Arc::new(parse_message_type(&message).unwrap()));
+        let item = Arc::new(Field::new("element", DataType::Int64, true));
+        let mut fields = vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("u", DataType::FixedSizeBinary(16), false),
+            Field::new("j", DataType::Utf8, true),
+            Field::new("l", DataType::List(item), list == "optional"),
+        ];
+        if extra {
+            fields.push(Field::new("x", DataType::Int64, true));
+        }
+        let schema = Arc::new(Schema::new(fields));
+        let n = keys.len();
+        let uuids: Vec<[u8; 16]> = keys.iter().map(|&k| [k as u8; 16]).collect();
+        let mut cols: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(keys.clone())),
+            Arc::new(FixedSizeBinaryArray::try_from_iter(uuids.into_iter()).unwrap()),
+            Arc::new(StringArray::from_iter((0..n).map(|i| Some(format!("{{\"k\": {}}}", keys[i]))))),
+            Arc::new(ListArray::new(
+                Arc::new(Field::new("element", DataType::Int64, true)),
+                arrow::buffer::OffsetBuffer::from_lengths(vec![1; n]),
+                Arc::new(Int64Array::from(keys.clone())),
+                None,
+            )),
+        ];
+        if extra {
+            cols.push(Arc::new(Int64Array::from(keys.clone())));
+        }
+        let batch = RecordBatch::try_new(schema.clone(), cols).unwrap();
+        let props = WriterProperties::builder()
+            .set_sorting_columns(Some(vec![SortingColumn { column_idx: 0, descending: false, nulls_first: false }]))
+            .build();
+        let options = ArrowWriterOptions::new().with_properties(props).with_parquet_schema(descr);
+        let path = d.path().join(name);
+        let mut w = ArrowWriter::try_new_with_options(std::fs::File::create(&path).unwrap(), schema, options).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        path.display().to_string()
+    };
+    let optional = write("optional.parquet", "optional", false, vec![1, 4, 7]);
+    let required = write("required.parquet", "required", false, vec![2, 3, 9]);
+    let wider = write("wider.parquet", "optional", true, vec![0, 5]);
+    let annotations = |path: &Path| {
+        let f = footer(path);
+        let descr = f.file_metadata().schema_descr();
+        (descr.column(1).logical_type_ref().cloned(), descr.column(2).logical_type_ref().cloned())
+    };
+    let kept = (Some(parquet::basic::LogicalType::Uuid), Some(parquet::basic::LogicalType::Json));
+    assert_eq!(annotations(Path::new(&required)), kept, "the inputs are written as meant");
+    let out = d.path().join("out.parquet");
+    let res = corank(&["merge", &optional, &required, "-o", out.to_str().unwrap(), "-q"]);
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    assert_eq!(annotations(&out), kept);
+    let l = footer(&out).file_metadata().schema_descr().root_schema().get_fields()[3].clone();
+    assert_eq!(l.get_basic_info().repetition(), parquet::basic::Repetition::OPTIONAL, "optional where any input's is");
+    assert_eq!(merged_keys(&out), [1, 2, 3, 4, 7, 9]);
+    let res = corank(&["merge", &optional, &required, &wider, "-o", out.to_str().unwrap(), "-q", "-f", "--union-by-name"]);
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    assert_eq!(annotations(&out), kept, "derived schema, the inputs' annotations");
+    assert_eq!(merged_keys(&out), [0, 1, 2, 3, 4, 5, 7, 9]);
+}
+
 // --- 4. row groups ---------------------------------------------------------------------
 
 /// One sorted input whose strings repeat (dictionary-encoded, so the footer's sizes make

@@ -434,10 +434,18 @@ pub fn sorting_columns_in(leaves: &SchemaDescriptor, keys: &[SortKey]) -> Result
 /// see [`super::inputs`]), `schema` (the merge's Arrow schema) is the first file's Arrow
 /// schema column for column (names, types), and it stores the columns as the schema derived
 /// from `schema` would (same leaves, physical types, lengths and levels: only annotations
-/// differ, so the Arrow writer writes the columns as it writes its own). Otherwise `None`:
-/// the output's schema is derived from `schema`. Files whose schema is this one keep their
-/// row groups eligible for passthrough.
+/// differ, so the Arrow writer writes the columns as it writes its own). Otherwise the
+/// schema derived from `schema` with the inputs' UUID, JSON, BSON and ENUM annotations where
+/// they agree ([`with_input_annotations`]), or `None`: the output's schema is derived from
+/// `schema`. Files whose schema is this one keep their row groups eligible for passthrough.
 pub fn common_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema) -> Option<SchemaDescriptor> {
+    let derived = ArrowSchemaConverter::new().convert(schema).ok()?;
+    shared_parquet_schema(files, schema, &derived).or_else(|| with_input_annotations(files, schema, &derived))
+}
+
+/// The inputs' one Parquet schema (but for top-level repetition), when it stores the columns
+/// as `derived` (the schema derived from `schema`) does: see [`common_parquet_schema`].
+fn shared_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema, derived: &SchemaDescriptor) -> Option<SchemaDescriptor> {
     use parquet::basic::Repetition;
     use parquet::schema::types::Type;
     use std::sync::Arc;
@@ -445,20 +453,33 @@ pub fn common_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema
     let first_descr = first.metadata.metadata().file_metadata().schema_descr();
     let root = first_descr.root_schema();
     let mut fields: Vec<Arc<Type>> = root.get_fields().to_vec();
-    // A top-level leaf with its repetition set (the rest of it as it is).
+    // A top-level field (a leaf, or a list or struct) with its repetition set, the rest of
+    // it as it is.
     let with_repetition = |t: &Type, repetition: Repetition| -> Option<Type> {
-        let Type::PrimitiveType { basic_info, physical_type, type_length, scale, precision } = t else { return None };
-        let mut b = Type::primitive_type_builder(basic_info.name(), *physical_type)
-            .with_repetition(repetition)
-            .with_converted_type(basic_info.converted_type())
-            .with_logical_type(basic_info.logical_type_ref().cloned())
-            .with_length(*type_length)
-            .with_precision(*precision)
-            .with_scale(*scale);
-        if basic_info.has_id() {
-            b = b.with_id(Some(basic_info.id()));
+        let info = t.get_basic_info();
+        let id = info.has_id().then(|| info.id());
+        match t {
+            Type::PrimitiveType { basic_info, physical_type, type_length, scale, precision } => {
+                Type::primitive_type_builder(basic_info.name(), *physical_type)
+                    .with_repetition(repetition)
+                    .with_converted_type(basic_info.converted_type())
+                    .with_logical_type(basic_info.logical_type_ref().cloned())
+                    .with_length(*type_length)
+                    .with_precision(*precision)
+                    .with_scale(*scale)
+                    .with_id(id)
+                    .build()
+                    .ok()
+            }
+            Type::GroupType { basic_info, fields } => Type::group_type_builder(basic_info.name())
+                .with_repetition(repetition)
+                .with_converted_type(basic_info.converted_type())
+                .with_logical_type(basic_info.logical_type_ref().cloned())
+                .with_fields(fields.clone())
+                .with_id(id)
+                .build()
+                .ok(),
         }
-        b.build().ok()
     };
     let mut widened = false;
     for f in &files[1..] {
@@ -470,10 +491,9 @@ pub fn common_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema
             if mine == theirs {
                 continue;
             }
-            // Equal but for a leaf's REQUIRED against OPTIONAL: OPTIONAL.
-            let optional = |t: &Type| {
-                t.is_primitive() && t.get_basic_info().has_repetition() && t.get_basic_info().repetition() != Repetition::REPEATED
-            };
+            // Equal but for a top-level field's REQUIRED against OPTIONAL: OPTIONAL (DuckDB
+            // writes a list or struct without nulls as REQUIRED too).
+            let optional = |t: &Type| t.get_basic_info().has_repetition() && t.get_basic_info().repetition() != Repetition::REPEATED;
             if !(optional(mine) && optional(theirs)) {
                 return None;
             }
@@ -494,7 +514,6 @@ pub fn common_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema
     let arrow = first.metadata.schema();
     let same_arrow = arrow.fields().len() == schema.fields().len()
         && arrow.fields().iter().zip(schema.fields()).all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
-    let derived = ArrowSchemaConverter::new().convert(schema).ok()?;
     let same_leaves = derived.num_columns() == descr.num_columns()
         && derived.columns().iter().zip(descr.columns()).all(|(d, c)| {
             d.path() == c.path()
@@ -504,6 +523,70 @@ pub fn common_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema
                 && d.max_rep_level() == c.max_rep_level()
         });
     (same_arrow && same_leaves).then_some(descr)
+}
+
+/// The schema derived from `schema` (`derived`) with the logical types of its top-level
+/// leaves that the Arrow schema does not carry (UUID, JSON, BSON, ENUM) taken from the
+/// inputs, for when they share no schema (`--union-by-name`, a list required in one file):
+/// a leaf is annotated when every input that has a top-level column of its name stores it
+/// as a leaf of the same physical type and length with that one annotation, and reads it
+/// as the output's Arrow type. `None` when no leaf gains one (the writer derives the same).
+fn with_input_annotations(files: &[super::inputs::InputFile], schema: &Schema, derived: &SchemaDescriptor) -> Option<SchemaDescriptor> {
+    use parquet::basic::LogicalType;
+    use parquet::schema::types::Type;
+    use std::sync::Arc;
+    let root = derived.root_schema();
+    let mut fields: Vec<Arc<Type>> = root.get_fields().to_vec();
+    let mut annotated = false;
+    for (field, arrow_field) in fields.iter_mut().zip(schema.fields()) {
+        let Type::PrimitiveType { basic_info, physical_type, type_length, scale, precision } = field.as_ref() else { continue };
+        if basic_info.logical_type_ref().is_some() && !matches!(basic_info.logical_type_ref(), Some(LogicalType::String)) {
+            continue;
+        }
+        // The one annotation every input that has this column gives it.
+        let agreed = || -> Option<(LogicalType, parquet::basic::ConvertedType)> {
+            let mut seen: Option<(LogicalType, parquet::basic::ConvertedType)> = None;
+            for f in files {
+                let inputs = f.metadata.metadata().file_metadata().schema_descr().root_schema().get_fields();
+                let Some(theirs) = inputs.iter().find(|t| t.name() == basic_info.name()) else { continue };
+                let Type::PrimitiveType { basic_info: info, physical_type: p, type_length: len, .. } = theirs.as_ref() else {
+                    return None;
+                };
+                let reads_as = f.metadata.schema().field_with_name(basic_info.name()).ok().map(|a| a.data_type());
+                if p != physical_type || len != type_length || reads_as != Some(arrow_field.data_type()) {
+                    return None;
+                }
+                let logical = info.logical_type_ref().cloned()?;
+                let kept = matches!(logical, LogicalType::Uuid | LogicalType::Json | LogicalType::Bson | LogicalType::Enum);
+                if !kept || seen.as_ref().is_some_and(|(l, _)| *l != logical) {
+                    return None;
+                }
+                seen = Some((logical, info.converted_type()));
+            }
+            seen
+        };
+        let Some((logical, converted)) = agreed() else { continue };
+        let id = basic_info.has_id().then(|| basic_info.id());
+        let Ok(t) = Type::primitive_type_builder(basic_info.name(), *physical_type)
+            .with_repetition(basic_info.repetition())
+            .with_converted_type(converted)
+            .with_logical_type(Some(logical))
+            .with_length(*type_length)
+            .with_precision(*precision)
+            .with_scale(*scale)
+            .with_id(id)
+            .build()
+        else {
+            continue;
+        };
+        *field = Arc::new(t);
+        annotated = true;
+    }
+    if !annotated {
+        return None;
+    }
+    let root = Type::group_type_builder(root.name()).with_fields(fields).build().ok()?;
+    Some(SchemaDescriptor::new(Arc::new(root)))
 }
 
 /// Refuses an output that is not a regular file (a directory, device, FIFO, socket or

@@ -108,9 +108,6 @@ def one_case(seed):
     mode = rng.choice(["interleaved", "disjoint", "touching", "per_row_group"])
     case_writer = rng.choice(["duckdb", "polars", "mixed"])
     if mode == "per_row_group": case_writer = "polars"
-    if case_writer == "mixed":
-        types = [t for t in types if t not in ("UUID", "TIME")] or ["BIGINT"]
-        nkeys = len(types); specs = specs[:nkeys]; null_p = null_p[:nkeys]
     payload = rng.random() < 0.5
     cmp = make_cmp(types, specs)
     keyf = functools.cmp_to_key(lambda a, b: cmp(a[:nkeys], b[:nkeys]))
@@ -138,7 +135,7 @@ def one_case(seed):
         cols.append("range::BIGINT AS rn")
         if payload:
             cols.append("CASE WHEN random() < 0.2 THEN NULL ELSE 'payload ' || repeat('p', (random()*40)::INT) END AS p_str")
-            if case_writer != "mixed": cols.append("CASE WHEN random() < 0.2 THEN NULL ELSE [range, range + 1] END AS p_list")
+            cols.append("CASE WHEN random() < 0.2 THEN NULL ELSE [range, range + 1] END AS p_list")
             cols.append("{'a': range, 'b': 'x' || range::VARCHAR} AS p_struct")
             cols.append("(random() * 1000)::DOUBLE AS p_f")
         con.execute(f"CREATE OR REPLACE TABLE t AS SELECT {', '.join(cols)} FROM range({n})")

@@ -782,13 +782,21 @@ fn sort_batches_on_the_gpu() {
             let n = 3000 + b * 1111;
             let k: Int64Array = (0..n).map(|_| if rng.below(10) == 0 { None } else { Some(rng.below(50) as i64 - 25) }).collect();
             let s: StringArray = (0..n).map(|_| Some(format!("s{}", rng.below(7)))).collect();
-            RecordBatch::try_from_iter([("k", Arc::new(k) as ArrayRef), ("s", Arc::new(s) as ArrayRef)]).unwrap()
+            // UUIDs (FixedSizeBinary(16) keys: 3 key words with the null bit), many equal.
+            let u = arrow::array::FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+                (0..n).map(|_| (rng.below(20) != 0).then(|| [[rng.below(256) as u8; 8], [rng.below(3) as u8; 8]].concat())),
+                16,
+            )
+            .unwrap();
+            RecordBatch::try_from_iter([("k", Arc::new(k) as ArrayRef), ("s", Arc::new(s) as ArrayRef), ("u", Arc::new(u) as ArrayRef)])
+                .unwrap()
         })
         .collect();
-    let keys = [SortKey::desc("k"), SortKey::asc("s")];
-    let cpu = sort_batches(&batches, &keys, &SortBatchesOptions::default().with_engine(Engine::Cpu)).unwrap();
-    let gpu = sort_batches(&batches, &keys, &SortBatchesOptions::default().with_engine(Engine::Gpu)).unwrap();
-    assert_eq!(cpu, gpu);
+    for keys in [vec![SortKey::desc("k"), SortKey::asc("s")], vec![SortKey::asc("u"), SortKey::desc("k")]] {
+        let cpu = sort_batches(&batches, &keys, &SortBatchesOptions::default().with_engine(Engine::Cpu)).unwrap();
+        let gpu = sort_batches(&batches, &keys, &SortBatchesOptions::default().with_engine(Engine::Gpu)).unwrap();
+        assert_eq!(cpu, gpu);
+    }
 }
 
 /// More than 2^31 keys with u64 indices (behind `CORANK_GPU_HUGE=1`, like the merge's).

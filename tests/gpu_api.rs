@@ -35,6 +35,8 @@ fn api_on_gpu_matches_the_oracle() {
         vec![Decimal128(38, 2), Int32], // 3 words
         vec![Utf8],                     // up to 4 words, prefix ties
         vec![Utf8View, Int8, Boolean],
+        vec![FixedSizeBinary(16)],        // UUIDs: 129 bits with a null bit, 3 words
+        vec![FixedSizeBinary(40), Int32], // past the key: prefix ties
     ];
     let mut rng = Rng::new(7);
     for (case, types) in shapes.iter().cycle().take(60).enumerate() {

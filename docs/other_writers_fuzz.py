@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Differential fuzz of `corank merge` on files written by other tools (stop 56).
+"""Differential fuzz of `corank merge` and `corank sort` on files written by other tools (stop 56).
 
 Random sorted inputs written by DuckDB and Polars (their codecs, row group sizes, page
 layouts, statistics or none, nullability and nested types), merged by `corank merge` with
@@ -7,7 +7,8 @@ random keys (DuckDB's key types, 1-3 columns, ASC/DESC, NULLS FIRST/LAST), passt
 modes, memory limits and codecs; the output read back by DuckDB and compared row for row
 with the oracle: the stable sort of the inputs' concatenation (floats by IEEE total order).
 Modes: interleaved, disjoint or touching key ranges (passthrough), files sorted per row
-group. An exit other than 0 is printed with the case, so legitimate errors (a memory limit
+group; a quarter of the cases write the rows unsorted and run `corank sort` instead (its
+strategies and memory limits drawn too). An exit other than 0 is printed with the case, so legitimate errors (a memory limit
 too small for the runs, an unsupported key type) show beside real failures.
 
     pip install duckdb polars
@@ -89,6 +90,8 @@ def make_cmp(types, specs):
     return cmp
 
 def norm(v):
+    # Polars writes UUIDs as binaries, so a mixed case's output column is binary: compare bytes.
+    if type(v).__name__ == "UUID": return v.bytes
     if isinstance(v, float):
         return ("f", struct.pack('<d', v))
     if isinstance(v, (list, tuple)): return [norm(x) for x in v]
@@ -109,6 +112,10 @@ def one_case(seed):
     case_writer = rng.choice(["duckdb", "polars", "mixed"])
     if mode == "per_row_group": case_writer = "polars"
     payload = rng.random() < 0.5
+    # A quarter of the cases sort unsorted files (`corank sort`) instead of merging sorted ones.
+    # (Its own generator, so that the merge cases are those of the seeds before it.)
+    command = "sort" if random.Random(-1 - seed).random() < 0.25 else "merge"
+    if command == "sort": mode = "unsorted"
     cmp = make_cmp(types, specs)
     keyf = functools.cmp_to_key(lambda a, b: cmp(a[:nkeys], b[:nkeys]))
     files, all_rows = [], []
@@ -143,6 +150,9 @@ def one_case(seed):
         if mode == "per_row_group" and n > 0:
             rg = rng.choice([1, 3, 100, 1000])
             rows = [r for i in range(0, n, rg) for r in sorted(rows[i:i + rg], key=keyf)]
+        elif mode == "unsorted":
+            rng.shuffle(rows)
+            rg = rng.choice([1, 100, 1000, 5000, 1 << 20])
         else:
             rows.sort(key=keyf)
             rg = rng.choice([1, 100, 1000, 5000, 1 << 20])
@@ -171,11 +181,14 @@ def one_case(seed):
     oracle = sorted(all_rows, key=keyf)
     by = ", ".join(f"k{i} {'DESC' if d else 'ASC'} NULLS {'FIRST' if nf else 'LAST'}" for i, (d, nf) in enumerate(specs))
     out = os.path.join(WORK, "out.parquet")
-    extra = rng.choice([[], ["--passthrough", "never"], ["--passthrough", "always"], ["--memory-limit", "64MiB"], ["--row-group-size", "1000"]])
+    if command == "sort":
+        extra = rng.choice([[], ["--memory-limit", "64MiB"], ["--memory-limit", "16MiB", "--strategy", "runs"], ["--strategy", "columns"], ["--row-group-size", "1000"]])
+    else:
+        extra = rng.choice([[], ["--passthrough", "never"], ["--passthrough", "always"], ["--memory-limit", "64MiB"], ["--row-group-size", "1000"]])
     extra += rng.choice([[], ["--compression", "snappy"], ["--compression", "zstd"], ["--compression", "lz4"]])
     if case_writer == "mixed" or any("failed" in w for _, w, *_ in files): extra.append("--union-by-name")
-    args = [CORANK, "merge", *[p for p, *_ in files], "-o", out, "--by", by, "-q", "--json", *extra]
-    desc = f"seed {seed}: types {types} by '{by}' nulls {null_p} mode {mode} payload {payload} files {[x[1:] for x in files]} extra {extra}"
+    args = [CORANK, command, *[p for p, *_ in files], "-o", out, "--by", by, "-q", "--json", *extra]
+    desc = f"seed {seed}: {command} types {types} by '{by}' nulls {null_p} mode {mode} payload {payload} files {[x[1:] for x in files]} extra {extra}"
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode != 0:
         return f"EXIT {r.returncode}: {r.stderr.strip()[:400]} | {desc}", None

@@ -459,17 +459,8 @@ fn shared_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema, de
         let info = t.get_basic_info();
         let id = info.has_id().then(|| info.id());
         match t {
-            Type::PrimitiveType { basic_info, physical_type, type_length, scale, precision } => {
-                Type::primitive_type_builder(basic_info.name(), *physical_type)
-                    .with_repetition(repetition)
-                    .with_converted_type(basic_info.converted_type())
-                    .with_logical_type(basic_info.logical_type_ref().cloned())
-                    .with_length(*type_length)
-                    .with_precision(*precision)
-                    .with_scale(*scale)
-                    .with_id(id)
-                    .build()
-                    .ok()
+            Type::PrimitiveType { basic_info, .. } => {
+                leaf_like(t, repetition, basic_info.converted_type(), basic_info.logical_type_ref().cloned())
             }
             Type::GroupType { basic_info, fields } => Type::group_type_builder(basic_info.name())
                 .with_repetition(repetition)
@@ -525,6 +516,28 @@ fn shared_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema, de
     (same_arrow && same_leaves).then_some(descr)
 }
 
+/// The leaf `t` (a primitive type) with this repetition and these annotations, the rest of it
+/// (name, physical type, length, precision, scale, id) as it is; `None` for a group.
+fn leaf_like(
+    t: &parquet::schema::types::Type,
+    repetition: parquet::basic::Repetition,
+    converted: parquet::basic::ConvertedType,
+    logical: Option<parquet::basic::LogicalType>,
+) -> Option<parquet::schema::types::Type> {
+    use parquet::schema::types::Type;
+    let Type::PrimitiveType { basic_info, physical_type, type_length, scale, precision } = t else { return None };
+    Type::primitive_type_builder(basic_info.name(), *physical_type)
+        .with_repetition(repetition)
+        .with_converted_type(converted)
+        .with_logical_type(logical)
+        .with_length(*type_length)
+        .with_precision(*precision)
+        .with_scale(*scale)
+        .with_id(basic_info.has_id().then(|| basic_info.id()))
+        .build()
+        .ok()
+}
+
 /// The schema derived from `schema` (`derived`) with the logical types of its top-level
 /// leaves that the Arrow schema does not carry (UUID, JSON, BSON, ENUM) taken from the
 /// inputs, for when they share no schema (`--union-by-name`, a list required in one file):
@@ -539,7 +552,7 @@ fn with_input_annotations(files: &[super::inputs::InputFile], schema: &Schema, d
     let mut fields: Vec<Arc<Type>> = root.get_fields().to_vec();
     let mut annotated = false;
     for (field, arrow_field) in fields.iter_mut().zip(schema.fields()) {
-        let Type::PrimitiveType { basic_info, physical_type, type_length, scale, precision } = field.as_ref() else { continue };
+        let Type::PrimitiveType { basic_info, physical_type, type_length, .. } = field.as_ref() else { continue };
         if basic_info.logical_type_ref().is_some() && !matches!(basic_info.logical_type_ref(), Some(LogicalType::String)) {
             continue;
         }
@@ -566,19 +579,7 @@ fn with_input_annotations(files: &[super::inputs::InputFile], schema: &Schema, d
             seen
         };
         let Some((logical, converted)) = agreed() else { continue };
-        let id = basic_info.has_id().then(|| basic_info.id());
-        let Ok(t) = Type::primitive_type_builder(basic_info.name(), *physical_type)
-            .with_repetition(basic_info.repetition())
-            .with_converted_type(converted)
-            .with_logical_type(Some(logical))
-            .with_length(*type_length)
-            .with_precision(*precision)
-            .with_scale(*scale)
-            .with_id(id)
-            .build()
-        else {
-            continue;
-        };
+        let Some(t) = leaf_like(field, basic_info.repetition(), converted, Some(logical)) else { continue };
         *field = Arc::new(t);
         annotated = true;
     }

@@ -484,7 +484,65 @@ fn other_writers_units_and_uuids_join() {
     let stderr = text(&res.stderr);
     assert_eq!(res.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("c.parquet") && stderr.contains("column 't'") && stderr.contains("does not fit"), "{stderr}");
+    assert_eq!(stderr.matches("Cast error").count(), 1, "the cause once: {stderr}");
     assert_eq!(files_in(dir), ["a.parquet", "b.parquet", "c.parquet"], "{stderr}");
+}
+
+/// Timestamps of two time zones (pandas' `Europe/Paris`, DuckDB's `+00:00`) join in UTC;
+/// milliseconds-since-epoch dates (Date64) join days (Date32) as days, a time of day in a
+/// Date64 an error; a local timestamp and a zoned one stay apart.
+#[test]
+fn time_zones_and_dates_join() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let (a, b, out) = (dir.join("a.parquet"), dir.join("b.parquet"), dir.join("out.parquet"));
+    const DAY: i64 = 86_400_000;
+    let paris = |d_last: i64| {
+        RecordBatch::try_from_iter([
+            ("ts", Arc::new(TimestampMillisecondArray::from(vec![1, 3, 5]).with_timezone("Europe/Paris")) as ArrayRef),
+            ("d", Arc::new(Date64Array::from(vec![Some(DAY), None, Some(d_last)])) as ArrayRef),
+            ("id", Arc::new(UInt64Array::from(vec![0, 1, 2])) as ArrayRef),
+        ])
+        .unwrap()
+    };
+    let duck = RecordBatch::try_from_iter([
+        ("ts", Arc::new(TimestampMicrosecondArray::from(vec![2_000, 3_000, 4_000]).with_timezone("+00:00")) as ArrayRef),
+        ("d", Arc::new(Date32Array::from(vec![7, 8, 9])) as ArrayRef),
+        ("id", Arc::new(UInt64Array::from(vec![3, 4, 5])) as ArrayRef),
+    ])
+    .unwrap();
+    let ts_keys: Keys = vec![("ts".into(), asc())];
+    write_file(&a, &[paris(3 * DAY)], Some(&ts_keys));
+    write_file(&b, std::slice::from_ref(&duck), Some(&ts_keys));
+    let (a_s, b_s, out_s) = (a.to_str().unwrap(), b.to_str().unwrap(), out.to_str().unwrap());
+    let res = corank(&["merge", a_s, b_s, "-o", out_s, "--union-by-name"]);
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    let merged = read_all(&out);
+    let types: Vec<DataType> = merged.schema().fields().iter().map(|f| f.data_type().clone()).collect();
+    assert_eq!(types, [DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), DataType::Date32, DataType::UInt64]);
+    assert_eq!(ids_of(&merged), [0, 3, 1, 4, 5, 2], "ts 1,2,3,3,4,5 ms; the first file's 3 first");
+    let ts = merged.column(0).as_primitive::<TimestampMicrosecondType>();
+    assert_eq!(ts.values().to_vec(), [1_000, 2_000, 3_000, 3_000, 4_000, 5_000]);
+    let dates = merged.column(1).as_primitive::<Date32Type>();
+    assert_eq!(dates.iter().collect::<Vec<_>>(), [Some(1), Some(7), None, Some(8), Some(9), Some(3)]);
+
+    // Noon is no date: an error naming the file and the column, no output.
+    std::fs::remove_file(&out).unwrap();
+    write_file(&a, &[paris(3 * DAY + DAY / 2)], Some(&ts_keys));
+    let res = corank(&["merge", a_s, b_s, "-o", out_s, "--union-by-name"]);
+    let stderr = text(&res.stderr);
+    assert_eq!(res.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("a.parquet") && stderr.contains("column 'd'") && stderr.contains("not a whole day"), "{stderr}");
+    assert_eq!(files_in(dir), ["a.parquet", "b.parquet"], "{stderr}");
+
+    // A local timestamp beside a zoned one: refused, with the types named.
+    let local = RecordBatch::try_from_iter([("ts", Arc::new(TimestampMicrosecondArray::from(vec![0])) as ArrayRef)]).unwrap();
+    write_file(&a, &[local], Some(&ts_keys));
+    let res = corank(&["merge", a_s, b_s, "-o", out_s, "--union-by-name"]);
+    let stderr = text(&res.stderr);
+    assert_eq!(res.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("column 'ts'") && stderr.contains("no type that holds both"), "{stderr}");
+    assert_eq!(files_in(dir), ["a.parquet", "b.parquet"], "{stderr}");
 }
 
 /// Defect 4 (second half): large repeated string values overflowed the reader ("index

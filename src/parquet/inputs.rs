@@ -390,7 +390,7 @@ fn widen_time_unit(array: &ArrayRef, to: &DataType) -> Option<Result<ArrayRef>> 
     };
     let (from_unit, to_unit) = match (array.data_type(), to) {
         (Time32(x) | Time64(x), Time32(y) | Time64(y)) | (Duration(x), Duration(y)) => (x, y),
-        (Timestamp(x, zx), Timestamp(y, zy)) if zx == zy => (x, y),
+        (Timestamp(x, zx), Timestamp(y, zy)) if zx == zy || (zx.is_some() && zy.is_some()) => (x, y),
         _ => return None,
     };
     let factor = per_second(to_unit) / per_second(from_unit);
@@ -419,6 +419,16 @@ fn widen_time_unit(array: &ArrayRef, to: &DataType) -> Option<Result<ArrayRef>> 
 /// number (the union-by-name joins of [`unify_types`] lose no value otherwise).
 pub fn cast_checked(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
     let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
+    if let (DataType::Date64, DataType::Date32) = (array.data_type(), to) {
+        // arrow's cast divides, dropping the time of day.
+        const MS_PER_DAY: i64 = 86_400_000;
+        let ms = array.as_primitive::<arrow::datatypes::Date64Type>();
+        if let Some(v) = ms.iter().flatten().find(|v| v % MS_PER_DAY != 0) {
+            return Err(Error::Arrow(arrow::error::ArrowError::CastError(format!(
+                "{v} ms in Date64 is not a whole day, so Date32 cannot hold it"
+            ))));
+        }
+    }
     widen_time_unit(array, to).unwrap_or_else(|| Ok(arrow::compute::cast_with_options(array, to, &options)?))
 }
 
@@ -426,8 +436,9 @@ pub fn cast_checked(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
 /// [`PlanOptions::union_by_name`]: integers widen within their signedness (and signed with
 /// unsigned to the next signed width up to 64 bits), floats widen, integers of up to 16
 /// (32) bits join Float32 (Float64), strings and binaries join their large or view form,
-/// lists their large form, fixed-size binaries join binaries, times, timestamps (of one
-/// time zone) and durations their finer unit, decimals the larger scale and integer digits
+/// lists their large form, fixed-size binaries join binaries, times, timestamps and
+/// durations their finer unit (timestamps of two time zones in UTC), Date64 with Date32 as
+/// days, decimals the larger scale and integer digits
 /// of either (up to 38 digits), lists and structs unify their fields (nested nullability as
 /// in either). `None` where no such type exists.
 pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
@@ -519,6 +530,14 @@ pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
             Some(if matches!(unit, TimeUnit::Second | TimeUnit::Millisecond) { Time32(unit) } else { Time64(unit) })
         }
         (Timestamp(x, zx), Timestamp(y, zy)) if zx == zy => Some(Timestamp(finer_unit(x, y), zx.clone())),
+        // Timestamps of two time zones hold instants since the epoch in UTC either way
+        // (Parquet's isAdjustedToUTC): they join in UTC. A time zone and none (local
+        // times) stay apart: no single instant is right for a local time.
+        (Timestamp(x, Some(_)), Timestamp(y, Some(_))) => Some(Timestamp(finer_unit(x, y), Some("UTC".into()))),
+        // Dates join as days, Parquet's DATE (arrow-rs writes a Date64 as a bare INT64
+        // other readers take for a number); `cast_checked` refuses a Date64 that is not a
+        // whole day rather than truncate it.
+        (Date32, Date64) | (Date64, Date32) => Some(Date32),
         (Duration(x), Duration(y)) => Some(Duration(finer_unit(x, y))),
         // Decimals join the scale of either and the integer digits of either, when a
         // decimal of up to 38 digits holds both.
@@ -676,7 +695,9 @@ pub fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
             None => Ok(new_null_array(f.data_type(), rows)),
             Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
             Some(c) => cast_checked(c, f.data_type()).map_err(|e| {
+                // The cause without arrow's own "Cast error: " (the detail wraps it in one).
                 let e = match e {
+                    Error::Arrow(arrow::error::ArrowError::CastError(m)) => m,
                     Error::Arrow(e) => e.to_string(),
                     e => e.to_string(),
                 };
@@ -785,7 +806,13 @@ mod tests {
             unify_types(&Timestamp(Nanosecond, utc.clone()), &Timestamp(Microsecond, utc.clone())),
             Some(Timestamp(Nanosecond, utc.clone()))
         );
-        assert_eq!(unify_types(&Timestamp(Millisecond, None), &Timestamp(Microsecond, utc)), None, "time zones differ");
+        assert_eq!(unify_types(&Timestamp(Millisecond, None), &Timestamp(Microsecond, utc.clone())), None, "local and UTC");
+        assert_eq!(
+            unify_types(&Timestamp(Millisecond, Some("Europe/Paris".into())), &Timestamp(Microsecond, Some("+00:00".into()))),
+            Some(Timestamp(Microsecond, utc)),
+            "two time zones"
+        );
+        assert_eq!(unify_types(&Date64, &Date32), Some(Date32));
         assert_eq!(unify_types(&Duration(Second), &Duration(Millisecond)), Some(Duration(Millisecond)));
         assert_eq!(unify_types(&Time64(Microsecond), &Timestamp(Microsecond, None)), None);
     }
@@ -807,6 +834,17 @@ mod tests {
         assert!(err.contains("does not fit"), "{err}");
         let big: ArrayRef = Arc::new(TimestampMillisecondArray::from(vec![i64::MIN / 10]));
         assert!(cast_checked(&big, &DataType::Timestamp(TimeUnit::Microsecond, None)).is_err());
+        // Another time zone: the same instants, relabelled.
+        let paris: ArrayRef = Arc::new(TimestampMillisecondArray::from(vec![-1, 5]).with_timezone("Europe/Paris"));
+        let utc = cast_checked(&paris, &to).unwrap();
+        assert_eq!(utc.as_primitive::<TimestampNanosecondType>().values().to_vec(), vec![-1_000_000, 5_000_000]);
+        // Dates: whole days convert, a time of day is refused.
+        let days: ArrayRef = Arc::new(arrow::array::Date64Array::from(vec![Some(-86_400_000), None, Some(19_000 * 86_400_000)]));
+        let d32 = cast_checked(&days, &DataType::Date32).unwrap();
+        assert_eq!(d32.as_primitive::<arrow::datatypes::Date32Type>().iter().collect::<Vec<_>>(), vec![Some(-1), None, Some(19_000)]);
+        let noon: ArrayRef = Arc::new(arrow::array::Date64Array::from(vec![43_200_000]));
+        let err = cast_checked(&noon, &DataType::Date32).unwrap_err().to_string();
+        assert!(err.contains("not a whole day"), "{err}");
     }
 
     #[test]

@@ -554,6 +554,7 @@ impl BytesColumn {
 /// (arrow's `interleave` for the types it does not read so: booleans, lists, structs,
 /// dictionaries). Built once for many gathers: the column phase of `corank sort` gathers
 /// each output row group's values from every input row group's piece.
+#[cfg(feature = "parquet")]
 pub(crate) struct PieceGather {
     /// The pieces: the column's addresses point into their buffers.
     _pieces: Vec<ArrayRef>,
@@ -562,6 +563,7 @@ pub(crate) struct PieceGather {
     column: Column,
 }
 
+#[cfg(feature = "parquet")]
 impl PieceGather {
     /// The gather of `pieces` (all of one type; none gathers nothing).
     pub(crate) fn new(pieces: Vec<ArrayRef>) -> Result<Self> {
@@ -908,6 +910,7 @@ mod tests {
 
     /// Pieces of one column each (sliced, some with nulls), of the types read by address and
     /// of those interleaved.
+    #[cfg(feature = "parquet")]
     fn columns_of_pieces() -> Vec<Vec<ArrayRef>> {
         let piece = |p: usize| -> Vec<ArrayRef> {
             let n = 20 + p;
@@ -926,6 +929,7 @@ mod tests {
         (0..pieces[0].len()).map(|c| pieces.iter().map(|p| p[c].clone()).collect()).collect()
     }
 
+    #[cfg(feature = "parquet")]
     #[test]
     fn piece_gather_gives_interleave() {
         for column in columns_of_pieces() {
@@ -939,6 +943,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "parquet")]
     #[test]
     fn piece_gather_refuses_rows_outside_and_mixed_types() {
         let column = columns_of_pieces().swap_remove(0);

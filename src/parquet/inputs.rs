@@ -390,7 +390,8 @@ fn widen_time_unit(array: &ArrayRef, to: &DataType) -> Option<Result<ArrayRef>> 
     };
     let (from_unit, to_unit) = match (array.data_type(), to) {
         (Time32(x) | Time64(x), Time32(y) | Time64(y)) | (Duration(x), Duration(y)) => (x, y),
-        (Timestamp(x, zx), Timestamp(y, zy)) if zx == zy || (zx.is_some() && zy.is_some()) => (x, y),
+        // One time zone, none, or two (the same instants, relabelled in UTC).
+        (Timestamp(x, zx), Timestamp(y, zy)) if zx.is_some() == zy.is_some() => (x, y),
         _ => return None,
     };
     let factor = per_second(to_unit) / per_second(from_unit);

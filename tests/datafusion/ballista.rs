@@ -8,14 +8,12 @@
 //! The default engine in CI (no GPU there: the CPU); with `CORANK_REQUIRE_GPU=1` (the GPU
 //! machine) the GPU engine, where rounds after the first must merge on the GPU.
 
-mod common;
-
+use crate::common::{oracle, sorted_run, Rng};
 use arrow::array::*;
 use arrow::compute::SortOptions;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use ballista_core::execution_plans::DistributedQueryExec;
-use common::{oracle, sorted_run, Rng};
 use datafusion::prelude::*;
 use datafusion_proto::protobuf::LogicalPlanNode;
 use parquet::arrow::ArrowWriter;

@@ -1,12 +1,10 @@
 //! Sorted row groups as partitions: files whose row groups are each sorted (the files as a
 //! whole are not) merge through CoRankMergeExec; the result equals a full sort.
 
-mod common;
-
+use crate::common::{sorted_run, Rng};
 use arrow::array::*;
 use arrow::compute::SortOptions;
 use arrow::datatypes::DataType;
-use common::{sorted_run, Rng};
 use corank::datafusion::session_context;
 use corank::datafusion::SortedRowGroupsTable;
 use corank::SortKey;

@@ -10,14 +10,12 @@
 //!   or with many duplicates, split into random batches (empty ones included);
 //! - the engine choice: `Engine::Gpu` sorts on the GPU where one is usable and is an error
 //!   naming why where none is (CI); `Auto` falls back to the CPU (the GPU sort itself is
-//!   tested against `sort_cpu` in tests/gpu.rs, on the GPU machine).
+//!   tested against `sort_cpu` in tests/gpu/kernels.rs, on the GPU machine).
 
-mod common;
-
+use crate::common::{oracle, random_array, random_key_columns, Rng};
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt64Array};
 use arrow::compute::{concat_batches, lexsort_to_indices, take, SortColumn, SortOptions};
 use arrow::datatypes::{DataType, UInt64Type};
-use common::{oracle, random_array, random_key_columns, Rng};
 use corank::engine::sort::{sort_cpu, sort_cpu_with_tile, sort_keys, SORT_TILE};
 use corank::keys::{KeyColumn, KeyWord};
 use corank::{sort_batches, sort_permutation, Engine, EngineOptions, Error, OnGpuFailure, SortBatchesOptions, SortKey};
@@ -283,7 +281,7 @@ fn long_strings_tie_on_prefix() {
 
 // ---------------------------------------------------------------- measurement
 
-/// Not a test: `cargo test --release --test sort -- --ignored --nocapture measure` prints
+/// Not a test: `cargo test --release --test gpu -- --ignored --nocapture sort::measure` prints
 /// `sort_cpu` on 2^24 random u64 keys at several tile sizes against the standard library's
 /// stable sort and rayon's stable `par_sort` of (key, position) pairs. No assertion on time.
 #[test]

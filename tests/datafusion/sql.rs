@@ -3,12 +3,10 @@
 //! captured input partitions; it is also compared with DataFusion's SortPreservingMergeExec
 //! (round-robin tie breaker off) on the same partitions.
 
-mod common;
-
+use crate::common::{random_array, Rng};
 use arrow::array::*;
 use arrow::compute::SortOptions;
 use arrow::datatypes::*;
-use common::{random_array, Rng};
 use corank::datafusion::{session_context, CoRankMergeExec};
 use corank::{Engine, MergeOptions, SortKey};
 use datafusion::datasource::memory::MemorySourceConfig;

@@ -7,9 +7,7 @@
 //! sorts below the merge). `corank.check_sorted` turns a partition that is not sorted at
 //! all into an error naming the partition and the row.
 
-#[path = "../src/bin/corank/datagen.rs"]
-mod datagen;
-
+use crate::datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
 use arrow::array::*;
 use arrow::datatypes::SchemaRef;
 use corank::datafusion::{session_context, CoRankCodec, CoRankMergeExec, CoRankRule};
@@ -19,7 +17,6 @@ use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMerge
 use datafusion::physical_plan::{collect, displayable, ExecutionPlan, ExecutionPlanProperties};
 use datafusion::prelude::*;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
-use datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use std::path::Path;

@@ -1,11 +1,9 @@
 //! The oracle property suite: every merge equals, row for row, the stable sort of the
 //! concatenated runs by arrow-row bytes. Over 10^4 cases per run in total.
 
-mod common;
-
+use crate::common::{oracle, random_key_columns, sorted_run, Rng};
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::UInt64Type;
-use common::{oracle, random_key_columns, sorted_run, Rng};
 use corank::{merge, merge_permutation, Engine, MergeOptions, SortKey};
 use proptest::prelude::*;
 

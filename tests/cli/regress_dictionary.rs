@@ -5,12 +5,10 @@
 //! categories. The gather now merges dictionaries exactly, keeps the declared type, and
 //! splits an output batch whose distinct values do not fit the key type.
 
-mod common;
-
+use crate::common::Rng;
 use arrow::array::*;
 use arrow::compute::cast;
 use arrow::datatypes::*;
-use common::Rng;
 use corank::{merge, Engine, MergeOptions, SortKey};
 use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ArrowWriter;

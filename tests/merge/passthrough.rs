@@ -1,16 +1,13 @@
-#![cfg(feature = "parquet")]
 //! Passthrough (issue 13, item 1): row groups that need no merge are copied unchanged.
 //! Every merge here is checked against the oracle (the stable sort of the inputs'
 //! concatenation, by arrow-row bytes) through a global row id, and the summary's counts
 //! against the row groups that should (or should not) pass; one test proves the copy by the
 //! column chunks' bytes.
 
-mod common;
-
+use crate::common::{oracle, Rng};
 use arrow::array::*;
 use arrow::compute::{concat_batches, SortOptions};
 use arrow::datatypes::*;
-use common::{oracle, Rng};
 use corank::parquet::inputs::plan_merge;
 use corank::parquet::passthrough::schedule_for;
 use corank::parquet::{merge_files, MergeFilesOptions, MergeSummary, Passthrough};
@@ -684,8 +681,8 @@ fn random_differential() {
     assert!(passed > 40, "passthrough happened in the random cases ({passed} row groups)");
 }
 
-/// Rough figures (ignored by default; `cargo test --release --test passthrough -- --ignored
-/// --nocapture measure`): 16 time-partitioned files (each key range overlapping its
+/// Rough figures (ignored by default; `cargo test --release --test merge -- --ignored
+/// --nocapture passthrough::measure`): 16 time-partitioned files (each key range overlapping its
 /// neighbours' by 5% of a day), merged with `Never` and with `Auto`.
 #[test]
 #[ignore]

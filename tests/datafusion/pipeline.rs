@@ -4,12 +4,10 @@
 //! (`StreamingTableExec`) that can wait on a gate, fail, or yield to reorder arrivals.
 //! Outcomes are deterministic; timeouts only turn a regression (a hang) into a failure.
 
-mod common;
-
+use crate::common::Rng;
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, UInt32Array};
 use arrow::compute::{concat_batches, SortOptions};
 use arrow::datatypes::SchemaRef;
-use common::Rng;
 use corank::datafusion::{CoRankMergeExec, MergeSettings};
 use corank::{Engine, EngineOptions};
 use datafusion::common::DataFusionError;

@@ -5,14 +5,11 @@
 //! in the file's metadata), `RUST_LOG` and `-v` logging on stderr, and bad `--compression`
 //! values as usage errors.
 
-mod cli_common;
-mod common;
-use cli_common::{command, corank, files_in, text, write_compressed, Keys};
-
+use crate::cli_common::{command, corank, files_in, text, write_compressed, Keys};
+use crate::common::{oracle, sorted_run, Rng};
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::compute::{concat_batches, SortOptions};
 use arrow::datatypes::{DataType, UInt64Type};
-use common::{oracle, sorted_run, Rng};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
 use serde_json::Value;

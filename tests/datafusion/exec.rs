@@ -2,12 +2,10 @@
 //! `merge_fuzz.rs` (staggered batches of 1..100 rows, random partition counts, small
 //! windows so the frontier moves many times), memory limits, and cancellation.
 
-mod common;
-
+use crate::common::{sorted_run, Rng};
 use arrow::array::*;
 use arrow::compute::SortOptions;
 use arrow::datatypes::*;
-use common::{sorted_run, Rng};
 use corank::datafusion::{CoRankMergeExec, MergeSettings};
 use corank::{Engine, EngineOptions};
 use datafusion::datasource::memory::MemorySourceConfig;
@@ -65,7 +63,7 @@ async fn merge_fuzz() {
     let mut rng = Rng::new(5);
     for case in 0..150 {
         let n_keys = 1 + rng.below(2) as usize;
-        let (types, options) = common::random_key_columns(&mut rng, n_keys);
+        let (types, options) = crate::common::random_key_columns(&mut rng, n_keys);
         let parts = 1 + rng.below(if case % 10 == 0 { 64 } else { 12 }) as usize;
         let data = partitions(&mut rng, &types, &options, parts, 400, 100);
         let schema = data
@@ -73,7 +71,7 @@ async fn merge_fuzz() {
             .flatten()
             .next()
             .map(|b| b.schema())
-            .unwrap_or_else(|| common::sorted_run(&mut Rng::new(1), &types, &options, 0, 1, 0.0, 0).schema());
+            .unwrap_or_else(|| crate::common::sorted_run(&mut Rng::new(1), &types, &options, 0, 1, 0.0, 0).schema());
         let source = MemorySourceConfig::try_new_exec(&data, Arc::clone(&schema), None).unwrap();
         let expr = ordering(&schema, &options);
         let fetch = if rng.chance(0.3) { Some(rng.below(500) as usize) } else { None };

@@ -1,4 +1,3 @@
-#![cfg(feature = "gpu")]
 //! GPU start-up: `warm_up_gpu` (the CUDA context and the cached kernels on a background
 //! thread) and the kernels' disk cache as the engine uses it. The cache itself (cold, warm,
 //! truncated, corrupt and foreign entries) is tested without a GPU by the unit tests of
@@ -103,12 +102,11 @@ fn child_exits_during_warm_up() {
 #[test]
 fn exit_during_warm_up_is_clean() {
     let exe = std::env::current_exe().unwrap();
+    // The test's name in this binary: its module path without the crate's name.
+    let child = concat!(module_path!(), "::child_exits_during_warm_up");
+    let child = child.split_once("::").map_or(child, |(_, name)| name);
     for attempt in 0..3 {
-        let out = std::process::Command::new(&exe)
-            .args(["--exact", "child_exits_during_warm_up", "--test-threads=1"])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
+        let out = std::process::Command::new(&exe).args(["--exact", child, "--test-threads=1"]).env(CHILD, "1").output().unwrap();
         assert!(
             out.status.success(),
             "attempt {attempt}: {:?}\n{}{}",

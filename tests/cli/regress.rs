@@ -4,9 +4,7 @@
 //! stdout errors, outputs that are not regular files, the memory hint, clap's messages,
 //! the exit code of an unsupported key type, and `-o -`.
 
-mod cli_common;
-use cli_common::{command, corank, files_in, text};
-
+use crate::cli_common::{command, corank, files_in, text};
 use arrow::array::{ArrayRef, FixedSizeBinaryArray, Int64Array, ListArray, RecordBatch, StringArray, Time64MicrosecondArray};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use parquet::arrow::arrow_writer::ArrowWriterOptions;

@@ -2,11 +2,9 @@
 //! encoder: u32, u64, 2–4 words, strings with prefix ties). Skips without a GPU unless
 //! `CORANK_REQUIRE_GPU=1`, which makes a missing GPU a failure.
 
-mod common;
-
+use crate::common::{oracle, sorted_run, Rng};
 use arrow::compute::SortOptions;
 use arrow::datatypes::DataType;
-use common::{oracle, sorted_run, Rng};
 use corank::{merge_permutation, Engine, EngineOptions, MergeOptions, OnGpuFailure, SortKey};
 
 fn gpu_or_skip() -> bool {

@@ -4,16 +4,11 @@
 //! message and no output left behind; an interrupted merge (SIGINT) leaves no file behind;
 //! `corank demo` and `corank bench`.
 
-mod cli_common;
-mod common;
-use cli_common::{bad_files, corank, expect_failure, files_in, read_file, simple_file, text, write_file, Keys};
-#[path = "../src/bin/corank/datagen.rs"]
-mod datagen;
-
+use crate::cli_common::{bad_files, corank, expect_failure, files_in, read_file, simple_file, text, write_file, Keys};
+use crate::common::{oracle, random_key_columns, sorted_run, Rng};
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::compute::{concat_batches, take, SortOptions};
 use arrow::datatypes::{DataType, UInt64Type};
-use common::{oracle, random_key_columns, sorted_run, Rng};
 use corank::parquet::plan_merge;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::path::PathBuf;

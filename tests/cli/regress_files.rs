@@ -8,16 +8,11 @@
 //! memory of merges under 64 and 256 MiB limits is checked against the limit (the child's
 //! own `VmHWM`, printed by `corank merge -v`).
 
-mod cli_common;
-mod common;
-use cli_common::{corank, files_in, text, write_file, Keys};
-#[path = "../src/bin/corank/datagen.rs"]
-mod datagen;
-
+use crate::cli_common::{corank, files_in, text, write_file, Keys};
+use crate::common::{oracle, sorted_run, Rng};
 use arrow::array::*;
 use arrow::compute::{concat_batches, SortOptions};
 use arrow::datatypes::*;
-use common::{oracle, sorted_run, Rng};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::file::metadata::SortingColumn;

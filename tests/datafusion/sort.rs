@@ -9,13 +9,11 @@
 //! manager is a `ResourcesExhausted` error; `corank.sort = false` restores `SortExec`; the
 //! codec ships the node; dropping the stream frees its memory.
 
-mod common;
-
+use crate::common::{key_types, random_array, Rng};
 use arrow::array::*;
 use arrow::compute::SortOptions;
 use arrow::datatypes::*;
 use arrow::row::{RowConverter, SortField};
-use common::{key_types, random_array, Rng};
 use corank::datafusion::{session_context, CoRankCodec, CoRankSortExec, MergeSettings};
 use corank::{Engine, EngineOptions};
 use datafusion::common::DataFusionError;

@@ -4,14 +4,11 @@
 //! its exit code and a one-line message; a spill directory that cannot be written; the
 //! spill directory removed after success, failure and SIGINT.
 
-mod cli_common;
-mod common;
-use cli_common::{bad_files, corank, expect_failure, files_in, read_file, simple_file, text, write_compressed, Keys};
-
+use crate::cli_common::{bad_files, corank, expect_failure, files_in, read_file, simple_file, text, write_compressed, Keys};
+use crate::common::{key_types, oracle, random_array, sorted_run, Rng};
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::compute::{concat_batches, take, SortOptions};
 use arrow::datatypes::{DataType, Int64Type, UInt64Type};
-use common::{key_types, oracle, random_array, sorted_run, Rng};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 use std::path::{Path, PathBuf};
@@ -249,7 +246,7 @@ fn small_memory_limit_spills_many_runs() {
     assert!(passes > 0, "no case merged runs in an intermediate pass");
 }
 
-/// Every bad input of `corank merge` (tests/cli.rs) gets the same exit code and message
+/// Every bad input of `corank merge` (tests/cli/merge.rs) gets the same exit code and message
 /// from `corank sort`, and leaves no file behind.
 #[test]
 fn bad_inputs_get_merges_exit_codes_and_leave_no_output() {

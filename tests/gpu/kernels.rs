@@ -5,15 +5,12 @@
 //! `CORANK_REQUIRE_NVRTC=1` (CI). `CORANK_GPU_SMALL=1` keeps only small cases (for
 //! compute-sanitizer, which is slow).
 
+use crate::gpu_common::{gpu_or_skip, small_only, Rng};
 use corank::engine::cpu::merge_cpu;
 use corank::engine::gpu::{self, GpuOptions};
 use corank::keys::{KeyColumn, KeyWord};
 use corank::{Devices, Kernel};
 use corank::{Error, Indices};
-
-#[path = "common/gpu.rs"]
-mod gpu_common;
-use gpu_common::{gpu_or_skip, small_only, Rng};
 
 #[test]
 fn compile_all_kernels_with_nvrtc() {

@@ -1,4 +1,3 @@
-#![cfg(feature = "gpu")]
 //! The device gather of fixed-width payload columns (`gather_fixed_gpu`, and
 //! `gather_fixed_gpu_into` with pageable outputs) against the CPU
 //! gather (`corank::gather::gather`): every value width (1, 2, 4, 8, 16 bytes and odd
@@ -11,6 +10,7 @@
 //! Without a GPU they skip (a line on stderr), unless `CORANK_REQUIRE_GPU=1`, which makes
 //! them fail. `CORANK_GPU_SMALL=1` keeps only small cases (for compute-sanitizer).
 
+use crate::gpu_common::{gpu_or_skip, small_only, Rng};
 use arrow::array::{
     Array, ArrayRef, BinaryViewBuilder, Date32Array, Decimal128Array, FixedSizeBinaryArray, Float16Array, Float32Array, Float64Array,
     Int16Array, Int32Array, Int64Array, Int8Array, RecordBatch, StringArray, StringViewBuilder, TimestampMicrosecondArray, UInt64Array,
@@ -20,10 +20,6 @@ use arrow::datatypes::{Field, Schema};
 use corank::engine::gpu::{self, gather_fixed_gpu, gather_on_gpu_pays, GpuOptions};
 use corank::{Engine, Error, Indices, Permutation};
 use std::sync::Arc;
-
-#[path = "common/gpu.rs"]
-mod gpu_common;
-use gpu_common::{gpu_or_skip, small_only, Rng};
 
 /// The column kinds of the test schema, one per width (and then some), then two byte views.
 const KINDS: usize = 16;

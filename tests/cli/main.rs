@@ -1,0 +1,16 @@
+//! The `corank` binary end to end (`merge`, `sort`, what pipelines need), and the
+//! regressions of real-world input files. One test binary of four (see `tests/merge/main.rs`).
+
+mod cli_common;
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../../src/bin/corank/datagen.rs"]
+#[allow(dead_code)] // each module uses a part
+mod datagen;
+
+mod merge;
+mod pipeline;
+mod regress;
+mod regress_dictionary;
+mod regress_files;
+mod sort;

@@ -1,0 +1,21 @@
+//! The DataFusion nodes (`CoRankMergeExec`, `CoRankSortExec`): on in-memory partitions, over
+//! sorted Parquet files and row groups, through SQL, the proto codec and registration, and
+//! in Ballista (with the `ballista` feature). One test binary of four (see
+//! `tests/merge/main.rs`).
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../../src/bin/corank/datagen.rs"]
+#[allow(dead_code)] // each module uses a part
+mod datagen;
+
+#[cfg(feature = "ballista")]
+mod ballista;
+mod exec;
+mod misordered;
+mod pipeline;
+mod proto;
+mod registration;
+mod row_groups;
+mod sort;
+mod sql;

@@ -5,7 +5,6 @@ mod cli_common;
 #[path = "../common/mod.rs"]
 mod common;
 #[path = "../../src/bin/corank/datagen.rs"]
-#[allow(dead_code)] // each module uses a part
 mod datagen;
 
 mod merge;

@@ -6,7 +6,6 @@
 #[path = "../common/mod.rs"]
 mod common;
 #[path = "../../src/bin/corank/datagen.rs"]
-#[allow(dead_code)] // each module uses a part
 mod datagen;
 
 #[cfg(feature = "ballista")]

@@ -5,7 +5,7 @@
 //!
 //! GPU tests skip without a GPU unless `CORANK_REQUIRE_GPU=1`. `startup_breakdown` is
 //! ignored by default: run it alone, in its own process, to print where start-up goes
-//! (`--ignored --exact startup_breakdown --nocapture`; `CORANK_CACHE_DIR` picks the cache,
+//! (`--ignored --exact cache::startup_breakdown --nocapture`; `CORANK_CACHE_DIR` picks the cache,
 //! `CORANK_BREAKDOWN_NO_WARM_UP=1` leaves the warm-up out, `CORANK_BREAKDOWN_BUSY_MS=N`
 //! keeps the caller busy N ms between the warm-up and the first merge).
 

@@ -9,22 +9,12 @@
 //! `CORANK_BREAKDOWN_NO_WARM_UP=1` leaves the warm-up out, `CORANK_BREAKDOWN_BUSY_MS=N`
 //! keeps the caller busy N ms between the warm-up and the first merge).
 
+use crate::gpu_common::gpu_or_skip;
 use corank::engine::cpu::merge_cpu;
 use corank::engine::{gpu_availability, gpu_device_name, merge_keys, warm_up_gpu};
 use corank::keys::KeyColumn;
 use corank::{Engine, EngineOptions, Error, OnGpuFailure};
 use std::time::Instant;
-
-fn gpu_or_skip(test: &str) -> bool {
-    match gpu_availability() {
-        Ok(()) => true,
-        Err(e) if std::env::var("CORANK_REQUIRE_GPU").as_deref() == Ok("1") => panic!("{test}: CORANK_REQUIRE_GPU=1 but no GPU: {e}"),
-        Err(e) => {
-            eprintln!("{test}: skipped, no GPU: {e}");
-            false
-        }
-    }
-}
 
 fn strict_gpu() -> EngineOptions {
     EngineOptions { engine: Engine::Gpu, on_gpu_failure: OnGpuFailure::Error, ..EngineOptions::default() }

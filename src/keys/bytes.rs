@@ -1,9 +1,9 @@
-//! Byte family: Utf8, LargeUtf8, Utf8View, Binary, LargeBinary, BinaryView and
-//! FixedSizeBinary. Each value is compared by its bytes; the key holds a prefix and, for the
-//! variable-length types, a length code.
+//! Byte family: Utf8, LargeUtf8, Utf8View, Binary, LargeBinary, BinaryView,
+//! FixedSizeBinary, and Decimal256 as 32 bytes. Each value is compared by its bytes; the key
+//! holds a prefix and, for the variable-length types, a length code.
 
 use arrow::array::{Array, AsArray};
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, Decimal256Type};
 
 /// Calls `f(row, bytes)` for every row in `rows` (bytes are meaningless for null rows).
 pub fn for_each_bytes(array: &dyn Array, rows: std::ops::Range<usize>, mut f: impl FnMut(usize, &[u8])) {
@@ -23,6 +23,17 @@ pub fn for_each_bytes(array: &dyn Array, rows: std::ops::Range<usize>, mut f: im
         DataType::LargeBinary => each!(array.as_binary::<i64>()),
         DataType::BinaryView => each!(array.as_binary_view()),
         DataType::FixedSizeBinary(_) => each!(array.as_fixed_size_binary()),
+        DataType::Decimal256(_, _) => {
+            // An i256 in big-endian bytes with its sign bit flipped orders as unsigned bytes
+            // (as the fixed family does for narrower integers). 256 value bits fill the
+            // whole key, so beside a null bit or another column this is a prefix.
+            let values = array.as_primitive::<Decimal256Type>().values();
+            for i in rows {
+                let mut b = values[i].to_be_bytes();
+                b[0] ^= 0x80;
+                f(i, &b);
+            }
+        }
         other => unreachable!("layout admitted a non-byte type {other}"),
     }
 }

@@ -68,9 +68,20 @@ fn fixed_width(name: &str, dt: &DataType) -> Result<Option<u32>> {
         Int32 | UInt32 | Float32 | Date32 | Time32(_) | Decimal32(_, _) => 32,
         Int64 | UInt64 | Float64 | Date64 | Time64(_) | Timestamp(_, _) | Duration(_) | Decimal64(_, _) => 64,
         Decimal128(_, _) => 128,
-        Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView | FixedSizeBinary(_) => return Ok(None),
+        Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView | FixedSizeBinary(_) | Decimal256(_, _) => return Ok(None),
         other => return Err(Error::UnsupportedType { column: name.to_string(), data_type: other.clone() }),
     }))
+}
+
+/// Bytes a value of a fixed-width byte type takes in the key: FixedSizeBinary's width, or
+/// 32 for Decimal256 (its i256 as big-endian bytes with the sign bit flipped, see
+/// [`super::bytes::for_each_bytes`]); 0 for other types.
+fn fixed_byte_width(dt: &DataType) -> u32 {
+    match dt {
+        DataType::FixedSizeBinary(w) => (*w).max(0) as u32,
+        DataType::Decimal256(_, _) => 32,
+        _ => 0,
+    }
 }
 
 /// The longest non-null value of a byte column in `array`.
@@ -125,10 +136,10 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<Layout> 
                 }
                 FieldKind::Fixed { width: w }
             }
-            (None, DataType::FixedSizeBinary(w)) => {
+            (None, DataType::FixedSizeBinary(_) | DataType::Decimal256(_, _)) => {
                 // Every value has the type's width, so no length code is needed: the bytes
                 // alone order the values, whole when they fit, else as a prefix.
-                let w = (*w).max(0) as u32;
+                let w = fixed_byte_width(&dt);
                 let prefix = w.min(available.saturating_sub(null_bit as u32) / 8);
                 if prefix < w {
                     exact = false;

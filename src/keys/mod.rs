@@ -27,6 +27,9 @@
 //!      the length code keep `"ab" < "ab\0"`.
 //!    - FixedSizeBinary(`w`) (UUIDs, hashes): the `w` bytes, or the first bytes that fit (a
 //!      *prefix*); no length code, since every value has `w` bytes.
+//!    - Decimal256: its 32 bytes as FixedSizeBinary(32) would hold them, the two's
+//!      complement value big-endian with its sign bit flipped: exact alone without nulls
+//!      (all 256 bits), else a prefix.
 //!    - Dictionary of any of these: the field of its value type (dictionaries are decoded).
 //!
 //! # Exactness

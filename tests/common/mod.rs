@@ -64,6 +64,7 @@ pub fn key_types() -> Vec<DataType> {
         Timestamp(TimeUnit::Second, None),
         Duration(TimeUnit::Microsecond),
         Decimal128(38, 4),
+        Decimal256(50, 2),
         Utf8,
         LargeUtf8,
         Utf8View,
@@ -145,6 +146,8 @@ pub fn random_array(rng: &mut Rng, dt: &DataType, n: usize, domain: u64, null_p:
             arrow::compute::cast(&a, dt).unwrap()
         }
         Decimal128(_, _) => prim!(Decimal128Type, |r: &mut Rng| (int(r) as i128) * 1_000_000_000_007),
+        // Values past i128, so the high half of the 256 bits orders them too.
+        Decimal256(_, _) => prim!(Decimal256Type, |r: &mut Rng| i256::from_i128(int(r) as i128).wrapping_mul(i256::from_i128(1 << 100))),
         Boolean => {
             let v: Vec<Option<bool>> = (0..n).map(|i| valid[i].then(|| rng.below(2) == 1)).collect();
             Arc::new(BooleanArray::from(v))

@@ -190,6 +190,38 @@ fn fixed_size_binary() {
 }
 
 #[test]
+fn decimal256() {
+    let v = |x: i128| Some(i256::from_i128(x));
+    let values = vec![
+        Some(i256::MIN),
+        v(-1),
+        None,
+        v(0),
+        v(1),
+        Some(i256::MAX),
+        Some(i256::from_parts(0, i128::MAX)),  // high half only
+        Some(i256::from_parts(u128::MAX, -1)), // -1 in the high half, all ones below
+        Some(i256::from_parts(1, -1)),
+        v(i128::MIN),
+        v(i128::MAX),
+        v(1),
+    ];
+    let col = |v: Vec<Option<i256>>| -> ArrayRef { Arc::new(Decimal256Array::from(v).with_precision_and_scale(76, 10).unwrap()) };
+    check(vec![col(values.clone())]);
+    // Without nulls its 256 bits fill the key and it is exact; with a null bit it is a
+    // prefix, and values that differ only in their last byte tie.
+    let no_nulls: Vec<Option<i256>> = values.iter().flatten().map(|x| Some(*x)).collect();
+    let enc = encode_runs(&[vec![col(no_nulls.clone())]], &[SortKey::new("d", SortOptions::default())]).unwrap();
+    assert!(enc.exact);
+    assert_eq!(enc.bits, 256);
+    let enc = encode_runs(&[vec![col(vec![v(256), v(257), None])]], &[SortKey::new("d", SortOptions::default())]).unwrap();
+    assert!(!enc.exact);
+    assert_eq!(enc.keys.cmp_words(0, 1), Ordering::Equal);
+    // Behind another column it is a prefix too; still consistent.
+    check(vec![Arc::new(Int8Array::from(vec![1i8; no_nulls.len()])), col(no_nulls)]);
+}
+
+#[test]
 fn dictionaries() {
     let d: DictionaryArray<Int32Type> = tricky_strings().iter().map(|s| s.as_deref()).collect();
     check(vec![Arc::new(d)]);

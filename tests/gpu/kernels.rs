@@ -137,6 +137,49 @@ fn split_case<T: TestKey>(lens: &[usize], range: u64, splits: &[Vec<usize>], cou
     }
 }
 
+/// A merge that needs more device memory than it may use (`device_memory_limit`, here its
+/// keys' bytes and the 1 MiB a merge keeps for metadata) is cut into pieces that fit, merged one after another: identical to the
+/// CPU engine for 2-way and k-way merges, every key width, both index widths and
+/// duplicate-heavy keys (cuts inside runs of equal keys). Without the pieces the merge is
+/// refused (`need > limit`), so a result at all shows they ran. A limit that no number of
+/// pieces fits is `Error::Gpu`, never a wrong answer.
+#[test]
+fn merge_in_pieces_within_a_memory_limit() {
+    if !gpu_or_skip("merge_in_pieces_within_a_memory_limit") {
+        return;
+    }
+    let shapes: [&[usize]; 3] = [&[40_000, 30_000], &[5_000; 16], &[1, 20_000, 0, 9_000, 12_000]];
+    let scale = if small_only() { 20 } else { 1 };
+    for (i, lens) in shapes.iter().enumerate() {
+        let lens: Vec<usize> = lens.iter().map(|l| l.div_ceil(scale)).collect();
+        let lens = &lens[..];
+        for range in [u64::MAX, 50] {
+            pieces_case::<u64>(lens, range, i as u64);
+            pieces_case::<u32>(lens, range, i as u64);
+            pieces_case::<[u64; 2]>(lens, range, i as u64);
+            pieces_case::<[u64; 4]>(lens, range, i as u64);
+        }
+    }
+}
+
+fn pieces_case<T: TestKey>(lens: &[usize], range: u64, seed: u64) {
+    let (keys, offsets) = runs::<T>(lens, range, seed * 977 + range % 1000);
+    let expect = merge_cpu(&keys, &offsets).to_vec();
+    let col = T::column(keys);
+    let limit = (1 << 20) + col.len() * col.key_bytes();
+    for wide in [false, true] {
+        let options = GpuOptions { force_u64_indices: wide, device_memory_limit: Some(limit), ..GpuOptions::default() };
+        let got = gpu::merge_gpu(&col, &offsets, &options).unwrap();
+        assert!(matches!((&got, wide), (Indices::U64(_), true) | (Indices::U32(_), false)), "index width");
+        assert!(got.to_vec() == expect, "{lens:?}, range {range}, {} key bytes, wide {wide}: differs from the CPU engine", col.key_bytes());
+    }
+    let tiny = GpuOptions { device_memory_limit: Some(64), ..GpuOptions::default() };
+    match gpu::merge_gpu(&col, &offsets, &tiny) {
+        Err(Error::Gpu(m)) => assert!(m.contains("device memory"), "{m}"),
+        other => panic!("a 64-byte limit: expected Error::Gpu, got {:?}", other.map(|i| i.len())),
+    }
+}
+
 /// A device set naming a missing device is `Error::GpuUnavailable` naming it, before any
 /// work, for the merge and the sort (never a panic, never a partial result).
 #[test]

@@ -16,6 +16,7 @@ use super::manifest::{merge_entry, Entry};
 use super::nvrtc::{Module, ModuleSpec};
 use super::plan::{
     blocks_for_threads, blocks_for_warps, chunk_blocks, device_bytes, metadata, nonempty_bounds, plan, resolve, KernelKind, LevelPlan,
+    METADATA_BYTES,
 };
 use super::transfer::{download, prefault, upload_now, upload_slices, DownloadOrder, Output};
 use super::tuning::DOWNLOAD_CHUNKS;
@@ -115,7 +116,49 @@ pub(crate) fn merge_into(
         return Ok(());
     }
     let part = Part { srcs: &[key_bytes(keys)], key_bytes: keys.key_bytes(), n, bounds, wide_indices: wide, rebase: None };
-    merge_part(gpu, &part, dst, options)
+    match pieces_to_fit(gpu, &part, options)? {
+        1 => merge_part(gpu, &part, dst, options),
+        pieces => super::multi::merge_in_pieces(keys, run_offsets, devices[0], pieces, options, dst, wide),
+    }
+}
+
+/// Most pieces [`pieces_to_fit`] cuts a merge into: a device that needs more is too small
+/// for the merge, which is then refused (the caller merges on the CPU).
+const MAX_PIECES: usize = 1024;
+
+/// Into how many output ranges the merge of `part` is cut so that each fits the device
+/// memory it may use: 1 when the whole merge fits. Past the fixed metadata room
+/// ([`METADATA_BYTES`]) a merge's device bytes grow linearly with its keys, so that part
+/// over what is left of `have` pieces would each fit; an eighth more leaves room for the
+/// splits and the uneven cuts of the levels.
+fn pieces_to_fit(gpu: &Gpu, part: &Part, options: &GpuOptions) -> Result<usize> {
+    gpu.with_state(|st| {
+        let planned = prepare(gpu, st, part.key_bytes, part.bounds.clone(), options.kernel, part.wide_indices)?;
+        let need = device_bytes(part.key_bytes, planned.module.spec.index_bytes(), part.n, &planned.levels);
+        let have = available_bytes(st, options)?;
+        if need <= have {
+            return Ok(1);
+        }
+        let grows = need - METADATA_BYTES;
+        let pieces = (grows + grows / 8).div_ceil(have.saturating_sub(METADATA_BYTES).max(1));
+        if pieces > MAX_PIECES.min(part.n) {
+            return Err(Error::Gpu(format!(
+                "the merge of {} keys needs {need} bytes of device memory, {have} are available (more than {MAX_PIECES} pieces); \
+                 merge on the CPU",
+                part.n
+            )));
+        }
+        log::info!("corank: the merge of {} keys needs {need} bytes of device memory, {have} are available: {pieces} pieces", part.n);
+        Ok(pieces)
+    })
+}
+
+/// Device bytes a merge may use now: what is free plus the pool's own buffers (reused),
+/// within [`GpuOptions::device_memory_limit`].
+fn available_bytes(st: &State, options: &GpuOptions) -> Result<usize> {
+    let (free, _) = result::mem_get_info().map_err(gpu_err("reading free device memory"))?;
+    let have = free + st.pooled_bytes();
+    Ok(options.device_memory_limit.map_or(have, |limit| have.min(limit)))
 }
 
 /// What one device merges: the keys of its runs (the concatenation of `srcs`, `n` keys), the
@@ -138,7 +181,7 @@ pub(crate) struct Part<'a> {
 pub(crate) fn merge_part(gpu: &Gpu, part: &Part, dst: &mut [MaybeUninit<u8>], options: &GpuOptions) -> Result<()> {
     gpu.with_state(|st| {
         let planned = prepare(gpu, st, part.key_bytes, part.bounds.clone(), options.kernel, part.wide_indices)?;
-        merge_planned(gpu, st, &planned, part, dst, options.overlap_download)?;
+        merge_planned(gpu, st, &planned, part, dst, options)?;
         st.trim(); // the indices are down: the device is idle
         Ok(())
     })
@@ -176,7 +219,7 @@ fn merge_planned(
     planned: &Planned,
     part: &Part,
     dst: &mut [MaybeUninit<u8>],
-    overlap_download: bool,
+    options: &GpuOptions,
 ) -> Result<()> {
     let n = part.n;
     let spec = planned.module.spec;
@@ -184,8 +227,8 @@ fn merge_planned(
     debug_assert_eq!(dst.len(), n * ib);
     // Refuse what cannot fit (the pool's own buffers count as free: they are reused).
     let need = device_bytes(kb, ib, n, &planned.levels);
-    let (free, _) = result::mem_get_info().map_err(gpu_err("reading free device memory"))?;
-    let have = free + st.pooled_bytes();
+    let have = available_bytes(st, options)?;
+    let free = have.saturating_sub(st.pooled_bytes());
     if need > have {
         return Err(Error::Gpu(format!(
             "the merge of {n} keys needs {need} bytes of device memory, {have} are available; merge on the CPU"
@@ -210,7 +253,7 @@ fn merge_planned(
     // them, 77 ms without, on the H200 host). Other threads map it with huge pages while the
     // keys go up and the merge runs.
     let dl = gpu.ctx.new_stream().map_err(gpu_err("creating a stream"))?;
-    let events = ChunkEvents::new(if overlap_download { DOWNLOAD_CHUNKS } else { 0 })?;
+    let events = ChunkEvents::new(if options.overlap_download { DOWNLOAD_CHUNKS } else { 0 })?;
     let queued = std::thread::scope(|scope| {
         prefault(scope, &mut *dst);
         upload_slices(gpu.cu_stream(), st.staging()?, part.srcs, keys0)?;

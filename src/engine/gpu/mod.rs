@@ -41,8 +41,11 @@
 //! - `pinned`: host memory registered with the driver ([`Registered`]): keys and outputs
 //!   there are copied by DMA, with no staging copy ([`merge_gpu_into`]).
 //!
-//! An input that does not fit in free device memory is refused with [`Error::Gpu`] (the
-//! caller merges on the CPU). GPU failures are returned, never panics.
+//! A merge on one device that does not fit in free device memory (or
+//! [`GpuOptions::device_memory_limit`]) is cut into output ranges that fit, merged one after
+//! another (`multi::merge_in_pieces`); a sort, or a merge whose pieces would not fit either,
+//! is refused with [`Error::Gpu`] (the caller merges on the CPU). GPU failures are returned,
+//! never panics.
 
 mod context;
 pub mod gather;
@@ -85,11 +88,22 @@ pub struct GpuOptions {
     /// more than one the merge is split across them (`multi`), and so is the sort
     /// (`split_sort`); the payload gather uses the first.
     pub devices: Devices,
+    /// Most bytes of device memory a merge may use (`None`: what the device has free). A
+    /// merge on one device that needs more is cut by co-rank into output ranges that fit,
+    /// merged one after another (the same result); one whose pieces would still not fit, a
+    /// merge split across devices and a sort are refused past it, as past free memory.
+    pub device_memory_limit: Option<usize>,
 }
 
 impl Default for GpuOptions {
     fn default() -> Self {
-        GpuOptions { kernel: Kernel::Auto, overlap_download: true, force_u64_indices: false, devices: Devices::One(0) }
+        GpuOptions {
+            kernel: Kernel::Auto,
+            overlap_download: true,
+            force_u64_indices: false,
+            devices: Devices::One(0),
+            device_memory_limit: None,
+        }
     }
 }
 

@@ -12,6 +12,9 @@
 //! 3. A range whose rows all come from one run needs no device: its indices are consecutive
 //!    and the host writes them.
 //!
+//! The same cut serves a merge too large for one device's memory: its ranges are merged one
+//! after another on that device ([`merge_in_pieces`]).
+//!
 //! A device that fails makes the whole merge an error naming that device (the engine choice
 //! above falls back to the CPU where the options ask for it); the other devices finish their
 //! parts first, so nothing is left running.
@@ -70,14 +73,7 @@ pub(crate) fn merge_split(
     let cuts = with_key_column!(keys, v => split_output(v, run_offsets, devices.len()));
     let bytes = key_bytes(keys);
     // 1. Each device's range of the output, as disjoint byte slices.
-    let mut ranges: Vec<&mut [MaybeUninit<u8>]> = Vec::with_capacity(devices.len());
-    let mut rest = dst;
-    for d in 0..devices.len() {
-        let len: usize = cuts[d + 1].iter().zip(&cuts[d]).map(|(hi, lo)| hi - lo).sum();
-        let (range, tail) = rest.split_at_mut(len * ib);
-        ranges.push(range);
-        rest = tail;
-    }
+    let ranges = output_ranges(dst, &cuts, ib);
     // 2. Every device on its own thread; the host ranges meanwhile.
     let results: Vec<Result<()>> = std::thread::scope(|scope| {
         let handles: Vec<_> = ranges
@@ -96,6 +92,42 @@ pub(crate) fn merge_split(
     // Every range returned Ok, so each wrote all of its bytes, and the ranges tile `dst`
     // (their lengths sum to n elements: the cuts' last entry is every row).
     results.into_iter().collect()
+}
+
+/// The merge cut by co-rank into `pieces` output ranges, merged one after another on
+/// `device`: a merge that needs more device memory than it may use (`merge::merge_into`).
+/// Each piece is a part as a device of a split merge gets it (its slices up, its indices
+/// made global on the device), and reuses the pooled buffers of the piece before.
+pub(crate) fn merge_in_pieces(
+    keys: &KeyColumn,
+    run_offsets: &[usize],
+    device: usize,
+    pieces: usize,
+    options: &GpuOptions,
+    dst: &mut [MaybeUninit<u8>],
+    wide: bool,
+) -> Result<()> {
+    let kb = keys.key_bytes();
+    let cuts = with_key_column!(keys, v => split_output(v, run_offsets, pieces));
+    let bytes = key_bytes(keys);
+    for (p, range) in output_ranges(dst, &cuts, if wide { 8 } else { 4 }).into_iter().enumerate() {
+        merge_range(device, bytes, kb, run_offsets, &cuts[p], &cuts[p + 1], wide, range, options)?;
+    }
+    Ok(())
+}
+
+/// `dst` cut into the output ranges of `cuts` (as [`split_output`] makes them) as disjoint
+/// byte slices, for indices of `ib` bytes.
+fn output_ranges<'a>(dst: &'a mut [MaybeUninit<u8>], cuts: &[Vec<usize>], ib: usize) -> Vec<&'a mut [MaybeUninit<u8>]> {
+    let mut ranges = Vec::with_capacity(cuts.len().saturating_sub(1));
+    let mut rest = dst;
+    for w in cuts.windows(2) {
+        let len: usize = w[1].iter().zip(&w[0]).map(|(hi, lo)| hi - lo).sum();
+        let (range, tail) = rest.split_at_mut(len * ib);
+        ranges.push(range);
+        rest = tail;
+    }
+    ranges
 }
 
 /// Merges run `r`'s rows `lo[r]..hi[r]` for every run into `dst` (global indices of width

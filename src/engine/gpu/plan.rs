@@ -306,13 +306,17 @@ pub(crate) fn chunk_of(ends: &[u64], elem: u64) -> usize {
 
 /// Device bytes a merge of `n` keys over `levels` needs: the input keys, up to two
 /// intermediate key buffers, one or two index buffers, the largest level's splits and
-/// coarse splits, and 1 MiB for the metadata.
+/// coarse splits, and [`METADATA_BYTES`] for the metadata.
 pub(crate) fn device_bytes(key_bytes: usize, index_bytes: usize, n: usize, levels: &[LevelPlan]) -> usize {
     let inter_keys = levels.len().saturating_sub(1).min(2);
     let idx = if levels.len() > 1 { 2 } else { 1 };
     let splits: usize = levels.iter().map(|l| (l.total_tiles() as usize + l.ngroups()) * l.group as usize * 8).max().unwrap_or(0);
-    n * key_bytes * (1 + inter_keys) + n * index_bytes * idx + splits + (1 << 20)
+    n * key_bytes * (1 + inter_keys) + n * index_bytes * idx + splits + METADATA_BYTES
 }
+
+/// The part of [`device_bytes`] that does not grow with the keys: room for the levels'
+/// metadata.
+pub(crate) const METADATA_BYTES: usize = 1 << 20;
 
 #[cfg(test)]
 mod tests {

@@ -1,4 +1,4 @@
-//! Fixed-width families: integers, floats, booleans, temporal types, decimals. Each value
+//! Fixed-width families: integers, floats, booleans, temporal types, decimals, intervals. Each value
 //! becomes an unsigned integer of the field's width whose order is the value order.
 
 use crate::error::Result;
@@ -27,6 +27,12 @@ fn float_order(bits: u64, width: u32) -> u64 {
     } else {
         bits | sign
     }
+}
+
+/// An i32 with its sign bit flipped, as unsigned bits in a u64: its order as unsigned.
+#[inline]
+fn flip32(v: i32) -> u64 {
+    (v as u32 ^ 1 << 31) as u64
 }
 
 /// Calls `f(row, value)` for every row in `rows` with the order-preserving unsigned value
@@ -91,6 +97,15 @@ pub fn for_each_value(array: &dyn Array, rows: std::ops::Range<usize>, mut f: im
         Decimal32(_, _) => signed!(Decimal32Type, u32),
         Decimal64(_, _) => signed!(Decimal64Type, u64),
         Decimal128(_, _) => signed!(Decimal128Type, u128),
+        // Intervals order by their fields in turn, each signed (arrow's and arrow-row's
+        // order): the fields' sign-flipped values side by side, the first most significant.
+        Interval(IntervalUnit::YearMonth) => signed!(IntervalYearMonthType, u32),
+        Interval(IntervalUnit::DayTime) => {
+            prim::<IntervalDayTimeType>(array, rows, &mut f, |v| (flip32(v.days) << 32 | flip32(v.milliseconds)) as u128)
+        }
+        Interval(IntervalUnit::MonthDayNano) => prim::<IntervalMonthDayNanoType>(array, rows, &mut f, |v| {
+            (flip32(v.months) as u128) << 96 | (flip32(v.days) as u128) << 64 | (v.nanoseconds as u64 ^ 1 << 63) as u128
+        }),
         other => unreachable!("layout admitted a non-fixed type {other}"),
     }
 }

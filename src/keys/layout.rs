@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use crate::sort_key::SortKey;
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::compute::SortOptions;
-use arrow::datatypes::DataType;
+use arrow::datatypes::{DataType, IntervalUnit};
 
 /// The largest key: four `u64` words.
 pub const MAX_KEY_BITS: u32 = 256;
@@ -65,9 +65,17 @@ fn fixed_width(name: &str, dt: &DataType) -> Result<Option<u32>> {
         Boolean => 1,
         Int8 | UInt8 => 8,
         Int16 | UInt16 | Float16 => 16,
-        Int32 | UInt32 | Float32 | Date32 | Time32(_) | Decimal32(_, _) => 32,
-        Int64 | UInt64 | Float64 | Date64 | Time64(_) | Timestamp(_, _) | Duration(_) | Decimal64(_, _) => 64,
-        Decimal128(_, _) => 128,
+        Int32 | UInt32 | Float32 | Date32 | Time32(_) | Decimal32(_, _) | Interval(IntervalUnit::YearMonth) => 32,
+        Int64
+        | UInt64
+        | Float64
+        | Date64
+        | Time64(_)
+        | Timestamp(_, _)
+        | Duration(_)
+        | Decimal64(_, _)
+        | Interval(IntervalUnit::DayTime) => 64,
+        Decimal128(_, _) | Interval(IntervalUnit::MonthDayNano) => 128,
         Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView | FixedSizeBinary(_) | Decimal256(_, _) => return Ok(None),
         other => return Err(Error::UnsupportedType { column: name.to_string(), data_type: other.clone() }),
     }))

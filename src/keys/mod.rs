@@ -17,6 +17,10 @@
 //!    - unsigned integers: the value; signed integers (Int8–64, Date32/64, Time32/64,
 //!      Timestamp of every unit and zone, Duration, Decimal32/64/128): the two's complement
 //!      value with its sign bit flipped; Boolean: one bit;
+//!    - intervals (YearMonth, DayTime, MonthDayNano): their fields (months; days and
+//!      milliseconds; months, days and nanoseconds), each sign-flipped as a signed integer
+//!      of its width, side by side with the first most significant (32, 64 and 128 bits): the
+//!      fields in turn, as arrow orders them;
 //!    - floats (Float16/32/64): IEEE total order (`f64::total_cmp`): negative values (sign
 //!      bit set) have all bits inverted, the others their sign bit set, so
 //!      -NaN < -inf < … < -0 < +0 < … < +inf < +NaN;

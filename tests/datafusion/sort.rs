@@ -9,7 +9,7 @@
 //! manager is a `ResourcesExhausted` error; `corank.sort = false` restores `SortExec`; the
 //! codec ships the node; dropping the stream frees its memory.
 
-use crate::common::{key_types, random_array, Rng};
+use crate::common::{in_memory_key_types, random_array, Rng};
 use arrow::array::*;
 use arrow::compute::SortOptions;
 use arrow::datatypes::*;
@@ -149,7 +149,7 @@ async fn register(ctx: &SessionContext, parts: &[Vec<RecordBatch>]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_by_every_key_type_in_memory() {
     let mut rng = Rng::new(5);
-    for (case, dt) in key_types().iter().enumerate() {
+    for (case, dt) in in_memory_key_types().iter().enumerate() {
         let sizes: Vec<usize> = (0..4).map(|p| if case % 7 == p { 0 } else { rng.below(700) as usize }).collect();
         let batch = 1 + rng.below(300) as usize;
         let parts = partitions(&mut rng, dt, &sizes, batch, [0.0, 0.2][case % 2]);

@@ -222,6 +222,37 @@ fn decimal256() {
 }
 
 #[test]
+fn intervals() {
+    let ym = IntervalYearMonthArray::from(vec![Some(i32::MIN), Some(-1), None, Some(0), Some(1), Some(i32::MAX), Some(1)]);
+    check(vec![Arc::new(ym)]);
+    let dt = |d, ms| Some(IntervalDayTime::new(d, ms));
+    let day_time =
+        IntervalDayTimeArray::from(vec![dt(0, 5), dt(-1, i32::MAX), None, dt(0, -5), dt(i32::MIN, 0), dt(i32::MAX, i32::MIN), dt(0, 5)]);
+    check(vec![Arc::new(day_time)]);
+    let mdn = |m, d, n| Some(IntervalMonthDayNano::new(m, d, n));
+    let month_day_nano = IntervalMonthDayNanoArray::from(vec![
+        mdn(1, 0, 0),
+        mdn(0, 40, i64::MAX),
+        None,
+        mdn(0, 40, i64::MIN),
+        mdn(-1, i32::MAX, 7),
+        mdn(i32::MIN, 0, 0),
+        mdn(i32::MAX, i32::MIN, -1),
+        mdn(0, 40, i64::MIN),
+    ]);
+    check(vec![Arc::new(month_day_nano.clone())]);
+    // Exact (the fields are the whole value): 128 bits and a null bit.
+    let enc = encode_runs(&[vec![Arc::new(month_day_nano) as ArrayRef]], &[SortKey::new("i", SortOptions::default())]).unwrap();
+    assert!(enc.exact);
+    assert_eq!(enc.bits, 129);
+    // Beside another column.
+    check(vec![
+        Arc::new(Int8Array::from(vec![1, 1, 0, 1])),
+        Arc::new(IntervalDayTimeArray::from(vec![dt(1, 0), dt(0, 1), dt(0, 0), None])),
+    ]);
+}
+
+#[test]
 fn dictionaries() {
     let d: DictionaryArray<Int32Type> = tricky_strings().iter().map(|s| s.as_deref()).collect();
     check(vec![Arc::new(d)]);

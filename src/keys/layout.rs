@@ -187,10 +187,17 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<Layout> 
     Ok(Layout { fields, bits: used, exact })
 }
 
-/// Whether corank can encode a sort column of this type (dictionaries by their values).
+/// Whether corank can encode a sort column of this type (dictionaries by their values;
+/// types of neither the fixed nor the byte family by their arrow-row bytes, see
+/// [`super::rows`]).
 pub fn is_supported(dt: &DataType) -> bool {
     match dt {
         DataType::Dictionary(_, values) => is_supported(values),
-        other => fixed_width("", other).is_ok(),
+        other => is_direct(other) || super::rows::orders(other),
     }
+}
+
+/// Whether the fixed or the byte family encodes this type (dictionaries already decoded).
+pub fn is_direct(dt: &DataType) -> bool {
+    fixed_width("", dt).is_ok()
 }

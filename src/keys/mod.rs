@@ -35,6 +35,10 @@
 //!      complement value big-endian with its sign bit flipped: exact alone without nulls
 //!      (all 256 bits), else a prefix.
 //!    - Dictionary of any of these: the field of its value type (dictionaries are decoded).
+//!    - Any other type arrow-row orders (lists, structs, maps, unions, ...): its arrow-row
+//!      bytes under the column's options, as a LargeBinary value of the byte family,
+//!      ascending and with no null bit (the bytes already place nulls and direction); see
+//!      the `rows` module.
 //!
 //! # Exactness
 //!
@@ -50,6 +54,7 @@ mod bytes;
 mod fixed;
 mod layout;
 mod pack;
+mod rows;
 mod word;
 
 pub use layout::{is_supported, plan_layout, Field, FieldKind, Layout, MAX_KEY_BITS};
@@ -80,7 +85,9 @@ pub fn encode_runs(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<EncodedK
     // Dictionaries are decoded to their values, so the layout sees only plain types.
     let runs: Vec<Vec<ArrayRef>> =
         runs.iter().map(|cols| cols.iter().map(fixed::decode_dictionary).collect::<Result<Vec<_>>>()).collect::<Result<_>>()?;
-    let layout = plan_layout(&runs, specs)?;
+    // Types of neither the fixed nor the byte family become their arrow-row bytes.
+    let (runs, specs) = rows::as_row_bytes(runs, specs)?;
+    let layout = plan_layout(&runs, &specs)?;
     let mut run_offsets = Vec::with_capacity(runs.len() + 1);
     run_offsets.push(0);
     for cols in &runs {

@@ -739,6 +739,16 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
         if !crate::keys::is_supported(field.data_type()) {
             return Err(Error::UnsupportedType { column: k.column.clone(), data_type: field.data_type().clone() });
         }
+        // The merge could order a nested key, but the output's `sorting_columns` name leaf
+        // columns, and a list or struct is none.
+        if field.data_type().is_nested() {
+            return Err(Error::InvalidArgument(format!(
+                "sort column '{}' has the nested type {}: Parquet's sorting_columns name leaf columns, so corank orders files \
+                 by top-level primitive columns",
+                k.column,
+                field.data_type()
+            )));
+        }
     }
 
     let mut runs = Vec::new();

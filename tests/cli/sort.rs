@@ -282,13 +282,13 @@ fn bad_inputs_get_merges_exit_codes_and_leave_no_output() {
     expect_failure(dir, &["sort", &a, "-o", &a, "--by", "k", "--force"], 2, "is also an input", &base);
     expect_failure(dir, &["sort", &a, "-o", "-", "--by", "k"], 2, "stdout is not supported", &base);
     expect_failure(dir, &["sort", &a, "-o", dir.to_str().unwrap(), "--by", "k"], 2, "is a directory", &base);
-    // A sort key of a type corank cannot sort by.
+    // A nested sort key: Parquet's sorting_columns cannot name it.
     let list = arrow::array::ListArray::from_iter_primitive::<Int64Type, _, _>([Some(vec![Some(1)])]);
     let nested = RecordBatch::try_from_iter([("l", Arc::new(list) as ArrayRef)]).unwrap();
     let nested_dir = tempfile::tempdir().unwrap();
     write_compressed(&nested_dir.path().join("n.parquet"), &[nested], None, Compression::UNCOMPRESSED);
     let n = nested_dir.path().join("n.parquet").display().to_string();
-    expect_failure(dir, &["sort", &n, "-o", &out, "--by", "l"], 2, "cannot encode as a sort key", &base);
+    expect_failure(dir, &["sort", &n, "-o", &out, "--by", "l"], 2, "sorting_columns name leaf columns", &base);
     // An existing output needs --force and stays untouched without it.
     std::fs::write(dir.join("out.parquet"), "keep me").unwrap();
     let mut with_out = base.to_vec();

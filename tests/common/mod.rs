@@ -81,11 +81,14 @@ pub fn key_types() -> Vec<DataType> {
     ]
 }
 
-/// [`key_types`] and the key types that Parquet cannot carry (arrow-rs writes no
-/// MonthDayNano interval), for the suites that stay in memory.
+/// [`key_types`] and the key types that `corank merge`'s files do not take (arrow-rs writes
+/// no MonthDayNano interval; Parquet's sorting_columns name no list or struct), for the
+/// suites that stay in memory.
 pub fn in_memory_key_types() -> Vec<DataType> {
     let mut v = key_types();
     v.extend([IntervalUnit::YearMonth, IntervalUnit::DayTime, IntervalUnit::MonthDayNano].map(DataType::Interval));
+    v.push(DataType::new_list(DataType::Int32, true));
+    v.push(DataType::Struct(Fields::from(vec![Field::new("a", DataType::Int32, true), Field::new("s", DataType::Utf8, false)])));
     v
 }
 
@@ -205,6 +208,24 @@ pub fn random_array(rng: &mut Rng, dt: &DataType, n: usize, domain: u64, null_p:
                 })
                 .collect();
             Arc::new(FixedSizeBinaryArray::try_from_sparse_iter_with_size(v.into_iter(), *w).unwrap())
+        }
+        // Short lists of few values (prefixes of one another often), null elements too.
+        List(_) => {
+            let v: Vec<Option<Vec<Option<i32>>>> = (0..n)
+                .map(|i| {
+                    let len = rng.below(4);
+                    let list: Vec<Option<i32>> =
+                        (0..len).map(|_| (!rng.chance(0.1)).then(|| rng.below(domain.min(5)) as i32 - 2)).collect();
+                    valid[i].then_some(list)
+                })
+                .collect();
+            Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(v))
+        }
+        // A nullable integer and a non-null string: ties on the first field are common.
+        Struct(fields) => {
+            let a = random_array(rng, fields[0].data_type(), n, domain.min(6), 0.2);
+            let s = random_array(rng, fields[1].data_type(), n, domain, 0.0);
+            Arc::new(StructArray::new(fields.clone(), vec![a, s], nulls))
         }
         other => panic!("no generator for {other}"),
     }

@@ -1,7 +1,10 @@
 //! The public API on bad and degenerate input: clear errors or correct results, never a panic.
 
+use crate::common::oracle;
 use arrow::array::*;
+use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, Field, Int32Type, Int8Type, Schema};
+use arrow::row::{RowConverter, SortField};
 use corank::{gather, merge, merge_permutation, Engine, Error, Indices, MergeOptions, Permutation, SortKey};
 use std::sync::Arc;
 
@@ -101,13 +104,55 @@ fn unsorted_long_strings_are_found_past_the_prefix() {
     assert!(matches!(err, Error::NotSorted { run: 0, row: 2, .. }), "{err}");
 }
 
+/// Nested keys (here a list, then a struct beside an integer) merge in arrow-row's order,
+/// stably, with either option set: their arrow-row bytes are the key (`keys::rows`).
 #[test]
-fn unsupported_key_type_is_an_error() {
-    let list = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![Some(vec![Some(1)])]);
-    let b = RecordBatch::try_from_iter([("l", Arc::new(list) as ArrayRef)]).unwrap();
-    let err = merge(&[b.clone(), b], &[SortKey::asc("l")], &MergeOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::UnsupportedType { .. }), "{err}");
-    assert!(err.to_string().starts_with("sort column 'l' has type List("), "{err}");
+fn nested_key_columns_merge_in_arrow_row_order() {
+    let list = |v: Vec<Option<Vec<Option<i32>>>>| -> ArrayRef { Arc::new(ListArray::from_iter_primitive::<Int32Type, _, _>(v)) };
+    for options in [SortOptions::default(), SortOptions { descending: true, nulls_first: false }] {
+        // Each run sorted by arrow-row under `options` first.
+        let sorted = |a: ArrayRef| -> ArrayRef {
+            let conv = RowConverter::new(vec![SortField::new_with_options(a.data_type().clone(), options)]).unwrap();
+            let rows = conv.convert_columns(std::slice::from_ref(&a)).unwrap();
+            let mut idx: Vec<u32> = (0..a.len() as u32).collect();
+            idx.sort_by(|&x, &y| rows.row(x as usize).cmp(&rows.row(y as usize)));
+            arrow::compute::take(&a, &UInt32Array::from(idx), None).unwrap()
+        };
+        let a = sorted(list(vec![Some(vec![Some(1), None]), None, Some(vec![]), Some(vec![Some(1)]), Some(vec![Some(-3), Some(7)])]));
+        let b = sorted(list(vec![Some(vec![Some(1)]), Some(vec![Some(1), None, Some(2)]), None, Some(vec![])]));
+        let runs: Vec<RecordBatch> = [a, b]
+            .into_iter()
+            .enumerate()
+            .map(|(r, l)| {
+                let ids = UInt64Array::from_iter_values((0..l.len() as u64).map(|i| r as u64 * 100 + i));
+                RecordBatch::try_from_iter([("l", l), ("id", Arc::new(ids) as ArrayRef)]).unwrap()
+            })
+            .collect();
+        let keys = [SortKey::new("l", options)];
+        let expect = oracle(&runs, &[("l".to_string(), options)]);
+        let perm = merge_permutation(&runs, &keys, &MergeOptions::default().with_check_sorted(true)).unwrap();
+        assert_eq!(perm.indices.to_vec(), expect, "{options:?}");
+    }
+    // A struct behind an integer column (ascending, nulls last: a null field sorts after 3).
+    let run = |k: Vec<i32>, a: Vec<Option<i32>>, s: Vec<&str>| -> RecordBatch {
+        let st = StructArray::from(vec![
+            (Arc::new(Field::new("a", DataType::Int32, true)), Arc::new(Int32Array::from(a)) as ArrayRef),
+            (Arc::new(Field::new("s", DataType::Utf8, false)), Arc::new(StringArray::from(s)) as ArrayRef),
+        ]);
+        RecordBatch::try_from_iter([("k", Arc::new(Int32Array::from(k)) as ArrayRef), ("st", Arc::new(st) as ArrayRef)]).unwrap()
+    };
+    let runs = [
+        run(vec![1, 1, 2], vec![Some(3), None, Some(0)], vec!["a", "x", "b"]),
+        run(vec![1, 1, 1], vec![Some(3), None, None], vec!["a", "a", "x"]),
+    ];
+    let keys = [SortKey::asc("k"), SortKey::asc("st")];
+    let expect = oracle(&runs, &[("k".to_string(), keys[0].options), ("st".to_string(), keys[1].options)]);
+    let perm = merge_permutation(&runs, &keys, &MergeOptions::default().with_check_sorted(true)).unwrap();
+    assert_eq!(perm.indices.to_vec(), expect);
+    // A run out of order is still found.
+    let bad = run(vec![1, 1], vec![None, Some(3)], vec!["a", "a"]);
+    let err = merge_permutation(&[bad], &keys, &MergeOptions::default().with_check_sorted(true)).unwrap_err();
+    assert!(matches!(err, Error::NotSorted { run: 0, row: 1, .. }), "{err}");
 }
 
 #[test]

@@ -136,6 +136,13 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<Layout> 
         let width = fixed_width(&spec.column, &dt)?;
         let null_bit = runs.iter().any(|cols| cols[c].null_count() > 0);
         let available = MAX_KEY_BITS - used;
+        if null_bit as u32 > available {
+            // Not even the null bit fits (the key is full): the rest of the key is a prefix.
+            // (A byte column whose values are all empty would otherwise take a field of its
+            // null bit alone past the budget.)
+            exact = false;
+            break;
+        }
         let kind = match (width, &dt) {
             (Some(w), _) => {
                 if null_bit as u32 + w > available {

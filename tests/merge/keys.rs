@@ -305,6 +305,24 @@ fn several_columns() {
     ]);
 }
 
+/// A key already full (two Decimal128 columns without nulls: 256 bits) before a nullable
+/// byte column whose values are all empty: the column's null bit alone does not fit, so
+/// the key stops (a prefix), not a field past the budget. Found by the oracle suite with a
+/// Decimal256 key (seed 15049160432371500447).
+#[test]
+fn a_full_key_leaves_out_the_next_null_bit() {
+    let d = |v: Vec<i128>| -> ArrayRef { Arc::new(Decimal128Array::from(v)) };
+    let empty: ArrayRef = Arc::new(BinaryArray::from(vec![Some(&b""[..]), None, Some(&b""[..]), None]));
+    check(vec![d(vec![1, 1, 1, 0]), d(vec![2, 2, 2, 2]), empty.clone()]);
+    let specs: Vec<SortKey> = (0..3).map(|i| SortKey::new(format!("c{i}"), SortOptions::default())).collect();
+    let enc = encode_runs(&[vec![d(vec![1, 1, 1, 0]), d(vec![2, 2, 2, 2]), empty]], &specs).unwrap();
+    assert_eq!(enc.bits, 256);
+    assert!(!enc.exact);
+    let wide: ArrayRef = Arc::new(Decimal256Array::from(vec![i256::from_i128(5), i256::from_i128(5)]));
+    let empty: ArrayRef = Arc::new(BinaryArray::from(vec![None, Some(&b""[..])]));
+    check(vec![wide, empty]);
+}
+
 #[test]
 fn narrow_keys_are_u32() {
     let a: ArrayRef = Arc::new(Int16Array::from(vec![Some(3), None, Some(-3)]));

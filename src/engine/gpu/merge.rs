@@ -116,8 +116,18 @@ pub(crate) fn merge_into(
         return Ok(());
     }
     let part = Part { srcs: &[key_bytes(keys)], key_bytes: keys.key_bytes(), n, bounds, wide_indices: wide, rebase: None };
-    match pieces_to_fit(gpu, &part, options)? {
-        1 => merge_part(gpu, &part, dst, options),
+    // One plan: the merge runs whole where it fits, else in the pieces the plan says.
+    let pieces = gpu.with_state(|st| {
+        let planned = prepare(gpu, st, part.key_bytes, part.bounds.clone(), options.kernel, part.wide_indices)?;
+        let pieces = pieces_to_fit(st, &planned, &part, options)?;
+        if pieces == 1 {
+            merge_planned(gpu, st, &planned, &part, dst, options)?;
+            st.trim(); // the indices are down: the device is idle
+        }
+        Ok(pieces)
+    })?;
+    match pieces {
+        1 => Ok(()),
         pieces => super::multi::merge_in_pieces(keys, run_offsets, devices[0], pieces, options, dst, wide),
     }
 }
@@ -131,26 +141,23 @@ const MAX_PIECES: usize = 1024;
 /// ([`METADATA_BYTES`]) a merge's device bytes grow linearly with its keys, so that part
 /// over what is left of `have` pieces would each fit; an eighth more leaves room for the
 /// splits and the uneven cuts of the levels.
-fn pieces_to_fit(gpu: &Gpu, part: &Part, options: &GpuOptions) -> Result<usize> {
-    gpu.with_state(|st| {
-        let planned = prepare(gpu, st, part.key_bytes, part.bounds.clone(), options.kernel, part.wide_indices)?;
-        let need = device_bytes(part.key_bytes, planned.module.spec.index_bytes(), part.n, &planned.levels);
-        let have = available_bytes(st, options)?;
-        if need <= have {
-            return Ok(1);
-        }
-        let grows = need - METADATA_BYTES;
-        let pieces = (grows + grows / 8).div_ceil(have.saturating_sub(METADATA_BYTES).max(1));
-        if pieces > MAX_PIECES.min(part.n) {
-            return Err(Error::Gpu(format!(
-                "the merge of {} keys needs {need} bytes of device memory, {have} are available (more than {MAX_PIECES} pieces); \
-                 merge on the CPU",
-                part.n
-            )));
-        }
-        log::info!("corank: the merge of {} keys needs {need} bytes of device memory, {have} are available: {pieces} pieces", part.n);
-        Ok(pieces)
-    })
+fn pieces_to_fit(st: &State, planned: &Planned, part: &Part, options: &GpuOptions) -> Result<usize> {
+    let need = device_bytes(part.key_bytes, planned.module.spec.index_bytes(), part.n, &planned.levels);
+    let have = available_bytes(st, options)?;
+    if need <= have {
+        return Ok(1);
+    }
+    let grows = need - METADATA_BYTES;
+    let pieces = (grows + grows / 8).div_ceil(have.saturating_sub(METADATA_BYTES).max(1));
+    if pieces > MAX_PIECES.min(part.n) {
+        return Err(Error::Gpu(format!(
+            "the merge of {} keys needs {need} bytes of device memory, {have} are available (more than {MAX_PIECES} pieces); \
+             merge on the CPU",
+            part.n
+        )));
+    }
+    log::info!("corank: the merge of {} keys needs {need} bytes of device memory, {have} are available: {pieces} pieces", part.n);
+    Ok(pieces)
 }
 
 /// Device bytes a merge may use now: what is free plus the pool's own buffers (reused),

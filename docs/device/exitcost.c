@@ -5,7 +5,8 @@
 //            kernel clean up);
 //   _exit:   _exit(0) with everything held (no atexit handlers; the kernel cleans up).
 // Usage: exitcost MODE DEVICE_MIB PINNED_MIB. Prints the in-process times; the caller times
-// the whole process.
+// the whole process. Built and run by docs/device/exitcost.sh:
+//   nvcc -O2 -o /tmp/exitcost docs/device/exitcost.c -lcuda
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>

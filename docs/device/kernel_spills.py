@@ -10,8 +10,11 @@ report for each entry point (and each function it calls out of line).
 
 The defines are the sm_90 policy's for u64 keys (src/engine/gpu/tuning.rs) unless
 overridden; the file lists are src/engine/gpu/manifest.rs's (`Family::source_files`).
-Found spills that cost 5-10% of a kernel's time before it ever ran on a GPU (the k-way
-kernel's packed rounds, docs/PERFORMANCE.md, 2026-11-30).
+Runs here, on the dev VM: no GPU, no pack; needs `pip install nvidia-cuda-nvrtc==13.0.88`
+(what CI installs). Found spills that cost 5-10% of a kernel's time before it ever ran on a
+GPU (the k-way kernel's packed rounds: docs/log/2026-12-performance-log.md, stop 51); its
+--cubin showed a refactor of that kernel compiling to the same SASS (stop 54). Keep
+FAMILIES and POLICY in step with manifest.rs and tuning.rs's sm90().
 """
 import argparse
 import ctypes

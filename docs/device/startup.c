@@ -1,4 +1,8 @@
-// Driver start-up costs on this host: cuInit, context, pinned 2 x 64 MiB, teardown.
+// The CUDA driver's own start-up costs on this host, which no GPU merge avoids: cuInit, the
+// primary context, two pinned buffers of MIB MiB each (0: none) pinned and unpinned, and the
+// context's release; the caller times the whole process.
+// Usage: startup [MIB]   (default 64). Built and run by docs/device/startup.sh:
+//   nvcc -O2 -o /tmp/startup docs/device/startup.c -lcuda
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,9 @@
 # Samples a process's threads every 0.1 s (/proc/PID/task/*/stat) and prints, per thread
 # class (the thread's name without its trailing number; "main" for the process's first
-# thread), the CPU seconds used and the cores busy per STEP-second slice. Used by
-# threadprofile.sh. Usage: python3 threadsample.py PID [STEP]
+# thread), the CPU seconds used, the cores busy per STEP-second slice, and what each class
+# waits in (state and kernel wait channel) when not running. Needs only Python 3 and
+# Linux's /proc (no pack): any process on any host. Used by threadprofile.sh and
+# coresduck.sh. Usage: python3 docs/device/threadsample.py PID [STEP]   (STEP default 0.5)
 import os, re, signal, sys, time
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet when piped into head
 pid = int(sys.argv[1]); step = float(sys.argv[2]) if len(sys.argv) > 2 else 0.5

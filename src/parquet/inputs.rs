@@ -430,13 +430,74 @@ pub fn cast_checked(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
             ))));
         }
     }
+    if let Some(dict) = array.as_any_dictionary_opt() {
+        if !matches!(to, DataType::Dictionary(..)) {
+            // The values the rows reference, then those checked (an unused value that `to`
+            // cannot hold is no error).
+            let plain = arrow::compute::take(dict.values().as_ref(), dict.keys(), None)?;
+            return if plain.data_type() == to { Ok(plain) } else { cast_checked(&plain, to) };
+        }
+    }
+    if matches!(to, DataType::Float64) {
+        if let Some(v) = inexact_in_float64(array) {
+            return Err(Error::Arrow(arrow::error::ArrowError::CastError(format!(
+                "{v} in {} has no exact Float64 (it would become {})",
+                array.data_type(),
+                v.as_f64()
+            ))));
+        }
+    }
     widen_time_unit(array, to).unwrap_or_else(|| Ok(arrow::compute::cast_with_options(array, to, &options)?))
+}
+
+/// A 64-bit integer of `array` that Float64 holds only rounded (above 2^53 with low bits
+/// set), or `None` (also for other types).
+fn inexact_in_float64(array: &ArrayRef) -> Option<Int64Value> {
+    match array.data_type() {
+        DataType::Int64 => {
+            let ints = array.as_primitive::<arrow::datatypes::Int64Type>();
+            ints.iter().flatten().find(|&v| v as f64 as i128 != v as i128).map(Int64Value::Signed)
+        }
+        DataType::UInt64 => {
+            let ints = array.as_primitive::<arrow::datatypes::UInt64Type>();
+            ints.iter().flatten().find(|&v| v as f64 as u128 != v as u128).map(Int64Value::Unsigned)
+        }
+        _ => None,
+    }
+}
+
+/// A value of a 64-bit integer column, for messages.
+#[derive(Debug, Clone, Copy)]
+enum Int64Value {
+    Signed(i64),
+    Unsigned(u64),
+}
+
+impl Int64Value {
+    fn as_f64(self) -> f64 {
+        match self {
+            Int64Value::Signed(v) => v as f64,
+            Int64Value::Unsigned(v) => v as f64,
+        }
+    }
+}
+
+impl std::fmt::Display for Int64Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Int64Value::Signed(v) => write!(f, "{v}"),
+            Int64Value::Unsigned(v) => write!(f, "{v}"),
+        }
+    }
 }
 
 /// The widest type both `a` and `b` convert to without losing a value, for
 /// [`PlanOptions::union_by_name`]: integers widen within their signedness (and signed with
 /// unsigned to the next signed width up to 64 bits), floats widen, integers of up to 16
-/// (32) bits join Float32 (Float64), strings and binaries join their large or view form,
+/// (32) bits join Float32 (Float64) and 64-bit integers Float64 (`cast_checked` refuses
+/// one that Float64 holds only rounded), dictionaries join as their values (categoricals
+/// of the same values and key signedness keep the wider key), strings and binaries join
+/// their large or view form,
 /// lists their large form, fixed-size binaries join binaries, times, timestamps and
 /// durations their finer unit (timestamps of two time zones in UTC), Date64 with Date32 as
 /// days, decimals the larger scale and integer digits
@@ -491,6 +552,14 @@ pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
         _ => None,
     };
     match (a, b) {
+        // Categoricals (pandas, Polars) of key types of one signedness keep the wider key; a
+        // dictionary beside other values (the same column written plain by another writer)
+        // joins them as its values.
+        (Dictionary(ka, va), Dictionary(kb, vb)) if va == vb && signed(ka).is_some() == signed(kb).is_some() => {
+            Some(Dictionary(Box::new(unify_types(ka, kb)?), va.clone()))
+        }
+        (Dictionary(_, va), Dictionary(_, vb)) => unify_types(va, vb),
+        (Dictionary(_, v), other) | (other, Dictionary(_, v)) => unify_types(v, other),
         _ if signed(a).is_some() && signed(b).is_some() => Some(int_of(signed(a)?.max(signed(b)?), true)),
         _ if unsigned(a).is_some() && unsigned(b).is_some() => Some(int_of(unsigned(a)?.max(unsigned(b)?), false)),
         _ if int_bits(a).is_some() && int_bits(b).is_some() => {
@@ -501,14 +570,10 @@ pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
         _ if float(a).is_some() && float(b).is_some() => Some(float_of(float(a)?.max(float(b)?))),
         _ if float(a).is_some() || float(b).is_some() => {
             let (f, i) = if float(a).is_some() { (float(a)?, int_bits(b)?) } else { (float(b)?, int_bits(a)?) };
-            // Float32 holds every integer of up to 16 bits, Float64 of up to 32.
-            let need = if i <= 16 {
-                32
-            } else if i <= 32 {
-                64
-            } else {
-                return None;
-            };
+            // Float32 holds every integer of up to 16 bits, Float64 of up to 32, and 64-bit
+            // integers up to 2^53 and beyond where their low bits are zero: `cast_checked`
+            // refuses one Float64 does not hold exactly rather than round it.
+            let need = if i <= 16 { 32 } else { 64 };
             Some(float_of(f.max(need)))
         }
         (Utf8 | LargeUtf8 | Utf8View, Utf8 | LargeUtf8 | Utf8View) => {
@@ -869,6 +934,52 @@ mod tests {
         let a: ArrayRef = Arc::new(arrow::array::Decimal128Array::from(vec![Some(12345), None]).with_precision_and_scale(10, 2).unwrap());
         let b = cast_checked(&a, &Decimal128(12, 4)).unwrap();
         assert_eq!(b.as_primitive::<arrow::datatypes::Decimal128Type>().value(0), 1_234_500);
+    }
+
+    #[test]
+    fn int64_joins_float64_where_every_value_is_exact() {
+        use DataType::*;
+        assert_eq!(unify_types(&Int64, &Float64), Some(Float64));
+        assert_eq!(unify_types(&Float32, &UInt64), Some(Float64));
+        assert_eq!(unify_types(&Int8, &Float16), Some(Float32));
+        let exact: ArrayRef = Arc::new(arrow::array::Int64Array::from(vec![Some(-(1 << 53)), None, Some(1 << 60), Some(i64::MIN)]));
+        let f = cast_checked(&exact, &Float64).unwrap();
+        let f = f.as_primitive::<arrow::datatypes::Float64Type>();
+        assert_eq!(f.iter().collect::<Vec<_>>(), vec![Some(-(2f64.powi(53))), None, Some(2f64.powi(60)), Some(-(2f64.powi(63)))]);
+        for (v, shown) in [((1i64 << 53) + 1, "9007199254740993"), (i64::MAX, "9223372036854775807")] {
+            let rounded: ArrayRef = Arc::new(arrow::array::Int64Array::from(vec![1, v]));
+            let err = cast_checked(&rounded, &Float64).unwrap_err().to_string();
+            assert!(err.contains(shown) && err.contains("no exact Float64"), "{err}");
+        }
+        let big: ArrayRef = Arc::new(arrow::array::UInt64Array::from(vec![u64::MAX]));
+        assert!(cast_checked(&big, &Float64).is_err());
+    }
+
+    #[test]
+    fn dictionaries_join_their_values_and_wider_keys() {
+        use arrow::array::DictionaryArray;
+        use arrow::datatypes::{Int16Type, Int8Type};
+        use DataType::*;
+        let dict = |k: DataType, v: DataType| Dictionary(Box::new(k), Box::new(v));
+        assert_eq!(unify_types(&dict(Int8, Utf8), &Utf8), Some(Utf8));
+        assert_eq!(unify_types(&LargeUtf8, &dict(Int32, Utf8)), Some(LargeUtf8));
+        assert_eq!(unify_types(&dict(Int8, Utf8), &Utf8View), Some(Utf8View));
+        assert_eq!(unify_types(&dict(Int8, Utf8), &dict(Int16, Utf8)), Some(dict(Int16, Utf8)));
+        assert_eq!(unify_types(&dict(Int8, Utf8), &dict(UInt16, Utf8)), Some(Utf8), "keys of two signednesses: the values");
+        assert_eq!(unify_types(&dict(Int8, Utf8), &dict(Int8, LargeUtf8)), Some(LargeUtf8));
+        assert_eq!(unify_types(&dict(Int8, Utf8), &Int64), None);
+        let a: DictionaryArray<Int8Type> = vec![Some("x"), None, Some("y"), Some("x")].into_iter().collect();
+        let a: ArrayRef = Arc::new(a);
+        let plain = cast_checked(&a, &Utf8).unwrap();
+        assert_eq!(plain.as_string::<i32>().iter().collect::<Vec<_>>(), vec![Some("x"), None, Some("y"), Some("x")]);
+        let wide = cast_checked(&a, &dict(Int16, Utf8)).unwrap();
+        assert_eq!(wide.as_any_dictionary().keys().len(), 4);
+        // Values of a dictionary are checked as the column's: only those the rows use.
+        let values: ArrayRef = Arc::new(arrow::array::Int64Array::from(vec![(1 << 53) + 1, 7]));
+        let keys = arrow::array::PrimitiveArray::<Int16Type>::from(vec![1, 1]);
+        let unused_inexact: ArrayRef = Arc::new(DictionaryArray::new(keys, values));
+        let f = cast_checked(&unused_inexact, &Float64).unwrap();
+        assert_eq!(f.as_primitive::<arrow::datatypes::Float64Type>().values().to_vec(), vec![7.0, 7.0]);
     }
 
     #[test]

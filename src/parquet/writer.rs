@@ -308,6 +308,10 @@ pub(super) fn distinct_values_of<'a>(arrays: impl Iterator<Item = &'a arrow::arr
     for array in arrays {
         let Some(dict) = array.as_any_dictionary_opt() else { continue };
         let values = dict.values();
+        // No values, so every row is null (and `normalized_keys` would panic).
+        if values.is_empty() {
+            continue;
+        }
         let Ok(converter) = RowConverter::new(vec![SortField::new(values.data_type().clone())]) else { return 0 };
         let Ok(rows) = converter.convert_columns(std::slice::from_ref(values)) else { return 0 };
         let mut used = vec![false; values.len()];

@@ -10,6 +10,7 @@ mod datagen;
 mod merge;
 mod pipeline;
 mod regress;
+mod regress_corrupt;
 mod regress_dictionary;
 mod regress_files;
 mod regress_types;

@@ -68,7 +68,7 @@ use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::execution::spill_file::SpillFile;
 use datafusion::physical_expr::LexOrdering;
 use datafusion::physical_plan::common::spawn_buffered;
-use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
+use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, Gauge, MetricBuilder, Time};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{SendableRecordBatchStream, SpillManager};
 use futures::stream::FuturesUnordered;
@@ -97,12 +97,15 @@ pub const DEFAULT_CHUNK_ROWS: usize = 1 << 23;
 pub const CHUNK_BYTES: usize = 256 << 20;
 
 /// The node's metrics: the merge's (output rows, elapsed compute, which also counts the
-/// chunk sorts, rounds), the runs sorted, and the time spent sorting them. Spills are
-/// counted by the `SpillManager` (`spill_count`, `spilled_bytes`, `spilled_rows`).
+/// chunk sorts, rounds), the runs sorted, the time spent sorting them, and the most inputs
+/// one merge of the node took (`merge_fan_in`: the merge's work per input batch and per
+/// round grows with it). Spills are counted by the `SpillManager` (`spill_count`,
+/// `spilled_bytes`, `spilled_rows`).
 pub struct SortMetrics {
     pub merge: MergeMetrics,
     pub runs: Count,
     pub sort_time: Time,
+    pub merge_fan_in: Gauge,
 }
 
 impl SortMetrics {
@@ -111,6 +114,7 @@ impl SortMetrics {
             merge: MergeMetrics::new(set, partition),
             runs: MetricBuilder::new(set).counter("runs", partition),
             sort_time: MetricBuilder::new(set).subset_time("sort_time", partition),
+            merge_fan_in: MetricBuilder::new(set).gauge("merge_fan_in", partition),
         }
     }
 }
@@ -597,7 +601,7 @@ impl SortTask {
     /// all are sent or the receiver was dropped.
     pub async fn run(self, tx: Sender<Result<RecordBatch>>) -> Result<()> {
         let SortTask { inputs, schema, expr, settings, chunk_rows, batch_size, reservation, merge_reservation, spill, metrics } = self;
-        let SortMetrics { merge: merge_metrics, runs: runs_count, sort_time } = metrics;
+        let SortMetrics { merge: merge_metrics, runs: runs_count, sort_time, merge_fan_in } = metrics;
         let n = inputs.len();
         let specs: Vec<SortKey> = expr.iter().map(|e| SortKey::new(e.expr.to_string(), e.options)).collect();
         let options = SortBatchesOptions { engine: settings.engine, batch_size: batch_size.max(1) };
@@ -709,6 +713,7 @@ impl SortTask {
             };
         }
         let window_rows = if spilled { settings.window_rows.min(batch_size).max(1) } else { settings.window_rows };
+        merge_fan_in.set_max(streams.len());
         let task = MergeTask {
             inputs: streams,
             schema,

@@ -39,6 +39,7 @@ use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::basic::Type as PhysicalType;
 use parquet::file::metadata::RowGroupMetaData;
+use parquet::schema::types::SchemaDescPtr;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,7 +50,12 @@ pub struct InputFile {
     pub path: PathBuf,
     /// File size in bytes.
     pub size: u64,
+    /// How the file is read: its footer, and the Arrow schema it reads as. Its Parquet schema
+    /// may differ from the file's (INTERVAL columns read as their bytes, see
+    /// [`super::input_types`]).
     pub metadata: ArrowReaderMetadata,
+    /// The file's Parquet schema as stored (what the output keeps of it).
+    pub stored_schema: SchemaDescPtr,
 }
 
 /// Consecutive row groups of one file, sorted as a whole.
@@ -215,7 +221,9 @@ pub fn open_input(path: &Path) -> Result<InputFile> {
     let size = file.metadata().map_err(|e| Error::io(path, "", e))?.len();
     let metadata =
         ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|e| Error::parquet(path, "not a readable Parquet file", e))?;
-    Ok(InputFile { path: path.to_path_buf(), size, metadata })
+    let stored_schema = metadata.metadata().file_metadata().schema_descr_ptr();
+    let metadata = super::input_types::read_exactly(path, metadata)?;
+    Ok(InputFile { path: path.to_path_buf(), size, metadata, stored_schema })
 }
 
 /// The sort keys a row group's `sorting_columns` declare, or `None`.
@@ -776,6 +784,45 @@ pub fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new_with_options(schema.clone(), columns, &options)?)
 }
 
+/// The top-level leaf `name` of `schema`, if it has one.
+fn top_level_leaf<'a>(schema: &'a SchemaDescPtr, name: &str) -> Option<&'a parquet::schema::types::Type> {
+    schema.root_schema().get_fields().iter().map(|t| t.as_ref()).find(|t| t.name() == name && t.is_primitive())
+}
+
+/// Refuses inputs whose INTERVAL columns the output would not keep as INTERVAL (one where
+/// `--union-by-name` joins it with another type, or with a column of its name that is not
+/// an INTERVAL): their bytes would be written as an anonymous binary.
+fn check_intervals_kept(files: &[InputFile], schema: &Schema) -> Result<()> {
+    let intervals = |d: &SchemaDescPtr| -> Vec<String> {
+        d.columns().iter().filter(|c| super::input_types::is_interval(c.self_type())).map(|c| c.path().string()).collect()
+    };
+    if files.iter().all(|f| intervals(&f.stored_schema).is_empty()) {
+        return Ok(());
+    }
+    let output = match super::writer::common_parquet_schema(files, schema) {
+        Some(d) => Arc::new(d),
+        None => Arc::new(parquet::arrow::ArrowSchemaConverter::new().convert(schema).map_err(|source| Error::Parquet {
+            path: None,
+            context: "deriving the Parquet schema".into(),
+            source,
+        })?),
+    };
+    let kept = intervals(&output);
+    for f in files {
+        if let Some(lost) = intervals(&f.stored_schema).into_iter().find(|c| !kept.contains(c)) {
+            return Err(file_error(
+                &f.path,
+                format!(
+                    "column '{lost}' is a Parquet INTERVAL, which the output cannot keep: another input stores the column \
+                     otherwise (another type, or bytes without the INTERVAL annotation), or it is nested in a column the \
+                     inputs store differently; nothing is written rather than the intervals as bare bytes"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Opens `paths`, checks that their schemas agree, settles the key (`by`, else the common
 /// `sorting_columns`) and splits the files into runs. `check_sorted` is accepted for
 /// compatibility: every run is checked (see the module doc).
@@ -789,7 +836,8 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
     if paths.is_empty() {
         return Err(Error::InvalidArgument("no input files".into()));
     }
-    let files: Vec<InputFile> = paths.iter().map(|p| open_input(p)).collect::<Result<_>>()?;
+    let mut files: Vec<InputFile> = paths.iter().map(|p| open_input(p)).collect::<Result<_>>()?;
+    super::input_types::settle_int96(&mut files)?;
     let schema = if options.union_by_name { union_schema(&files)? } else { merge_field_metadata(&check_same_schema(&files)?, &files) };
     let schema: SchemaRef = Arc::new(schema);
     let keys = match by {
@@ -803,6 +851,14 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
         };
         if !crate::keys::is_supported(field.data_type()) {
             return Err(Error::UnsupportedType { column: k.column.clone(), data_type: field.data_type().clone() });
+        }
+        if let Some(f) = files.iter().find(|f| top_level_leaf(&f.stored_schema, &k.column).is_some_and(super::input_types::is_interval)) {
+            return Err(Error::InvalidArgument(format!(
+                "sort column '{}' is a Parquet INTERVAL (in {}): intervals have no order corank shares with other engines \
+                 (a month has no fixed length in days), so corank cannot sort by one",
+                k.column,
+                f.path.display()
+            )));
         }
         // The merge could order a nested key, but the output's `sorting_columns` name leaf
         // columns, and a list or struct is none.
@@ -858,6 +914,7 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
         }
         runs.extend(current);
     }
+    check_intervals_kept(&files, &schema)?;
     let total_bytes = files.iter().map(|f| f.size).sum();
     let row_bytes = (decoded / total_rows.max(1) as u64).max(1) as usize;
     Ok(MergePlan { files, schema, keys, runs, total_rows, total_bytes, row_bytes, union_by_name: options.union_by_name })

@@ -1,6 +1,8 @@
 //! Parquet: sorted files and row groups as merge runs, and the sorted output file.
 //!
 //! - [`inputs`]: expand the inputs, settle the key, split files into sorted runs;
+//! - [`input_types`]: Parquet types arrow-rs reads with a loss by default (INT96, INTERVAL,
+//!   DATE as Date64), read exactly or refused;
 //! - [`merge_files`](mod@merge_files): stream the runs through the frontier merge;
 //! - [`sort_files`](mod@sort_files): unsorted files sorted into one (an external merge sort);
 //! - [`sort_by_columns`]: the same sort one column at a time, where memory allows it;
@@ -15,6 +17,7 @@
 //! Sorted row groups as DataFusion partitions are `corank::datafusion::SortedRowGroupsTable`.
 
 pub mod dictionary;
+pub mod input_types;
 pub mod inputs;
 pub mod interrupt;
 pub mod merge_files;

@@ -438,8 +438,10 @@ pub fn sorting_columns_in(leaves: &SchemaDescriptor, keys: &[SortKey]) -> Result
 /// see [`super::inputs`]), `schema` (the merge's Arrow schema) is the first file's Arrow
 /// schema column for column (names, types), and it stores the columns as the schema derived
 /// from `schema` would (same leaves, physical types, lengths and levels: only annotations
-/// differ, so the Arrow writer writes the columns as it writes its own). Otherwise the
-/// schema derived from `schema` with the inputs' UUID, JSON, BSON and ENUM annotations where
+/// differ, so the Arrow writer writes the columns as it writes its own). The files' schemas
+/// as stored ([`InputFile::stored_schema`](super::inputs::InputFile::stored_schema)): an
+/// INTERVAL, read as its 12 bytes, stays an INTERVAL. Otherwise the schema derived from
+/// `schema` with the inputs' UUID, JSON, BSON, ENUM and INTERVAL annotations where
 /// they agree ([`with_input_annotations`]), or `None`: the output's schema is derived from
 /// `schema`. Files whose schema is this one keep their row groups eligible for passthrough.
 pub fn common_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema) -> Option<SchemaDescriptor> {
@@ -454,7 +456,8 @@ fn shared_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema, de
     use parquet::schema::types::Type;
     use std::sync::Arc;
     let first = files.first()?;
-    let first_descr = first.metadata.metadata().file_metadata().schema_descr();
+    // The schemas as stored: an INTERVAL is read as bytes, and kept an INTERVAL.
+    let first_descr = first.stored_schema.as_ref();
     let root = first_descr.root_schema();
     let mut fields: Vec<Arc<Type>> = root.get_fields().to_vec();
     // A top-level field (a leaf, or a list or struct) with its repetition set, the rest of
@@ -478,7 +481,7 @@ fn shared_parquet_schema(files: &[super::inputs::InputFile], schema: &Schema, de
     };
     let mut widened = false;
     for f in &files[1..] {
-        let other = f.metadata.metadata().file_metadata().schema_descr().root_schema().get_fields();
+        let other = f.stored_schema.root_schema().get_fields();
         if other.len() != fields.len() {
             return None;
         }
@@ -543,13 +546,14 @@ fn leaf_like(
 }
 
 /// The schema derived from `schema` (`derived`) with the logical types of its top-level
-/// leaves that the Arrow schema does not carry (UUID, JSON, BSON, ENUM) taken from the
-/// inputs, for when they share no schema (`--union-by-name`, a list required in one file):
-/// a leaf is annotated when every input that has a top-level column of its name stores it
-/// as a leaf of the same physical type and length with that one annotation, and reads it
-/// as the output's Arrow type. `None` when no leaf gains one (the writer derives the same).
+/// leaves that the Arrow schema does not carry (UUID, JSON, BSON, ENUM, and the converted
+/// type INTERVAL, read as its 12 bytes: see [`super::input_types`]) taken from the inputs,
+/// for when they share no schema (`--union-by-name`, a list required in one file): a leaf is
+/// annotated when every input that has a top-level column of its name stores it as a leaf of
+/// the same physical type and length with that one annotation, and reads it as the output's
+/// Arrow type. `None` when no leaf gains one (the writer derives the same).
 fn with_input_annotations(files: &[super::inputs::InputFile], schema: &Schema, derived: &SchemaDescriptor) -> Option<SchemaDescriptor> {
-    use parquet::basic::LogicalType;
+    use parquet::basic::{ConvertedType, LogicalType};
     use parquet::schema::types::Type;
     use std::sync::Arc;
     let root = derived.root_schema();
@@ -561,10 +565,10 @@ fn with_input_annotations(files: &[super::inputs::InputFile], schema: &Schema, d
             continue;
         }
         // The one annotation every input that has this column gives it.
-        let agreed = || -> Option<(LogicalType, parquet::basic::ConvertedType)> {
-            let mut seen: Option<(LogicalType, parquet::basic::ConvertedType)> = None;
+        let agreed = || -> Option<(Option<LogicalType>, ConvertedType)> {
+            let mut seen: Option<(Option<LogicalType>, ConvertedType)> = None;
             for f in files {
-                let inputs = f.metadata.metadata().file_metadata().schema_descr().root_schema().get_fields();
+                let inputs = f.stored_schema.root_schema().get_fields();
                 let Some(theirs) = inputs.iter().find(|t| t.name() == basic_info.name()) else { continue };
                 let Type::PrimitiveType { basic_info: info, physical_type: p, type_length: len, .. } = theirs.as_ref() else {
                     return None;
@@ -573,17 +577,23 @@ fn with_input_annotations(files: &[super::inputs::InputFile], schema: &Schema, d
                 if p != physical_type || len != type_length || reads_as != Some(arrow_field.data_type()) {
                     return None;
                 }
-                let logical = info.logical_type_ref().cloned()?;
-                let kept = matches!(logical, LogicalType::Uuid | LogicalType::Json | LogicalType::Bson | LogicalType::Enum);
-                if !kept || seen.as_ref().is_some_and(|(l, _)| *l != logical) {
+                let logical = info.logical_type_ref().cloned();
+                let kept = match &logical {
+                    Some(l) => matches!(l, LogicalType::Uuid | LogicalType::Json | LogicalType::Bson | LogicalType::Enum),
+                    None => info.converted_type() == ConvertedType::INTERVAL,
+                };
+                // The same logical type (converted types may differ), or both INTERVAL.
+                let differs = |(l, c): &(Option<LogicalType>, ConvertedType)| *l != logical || (l.is_none() && *c != info.converted_type());
+                let annotation = (logical.clone(), info.converted_type());
+                if !kept || seen.as_ref().is_some_and(differs) {
                     return None;
                 }
-                seen = Some((logical, info.converted_type()));
+                seen = Some(annotation);
             }
             seen
         };
         let Some((logical, converted)) = agreed() else { continue };
-        let Some(t) = leaf_like(field, basic_info.repetition(), converted, Some(logical)) else { continue };
+        let Some(t) = leaf_like(field, basic_info.repetition(), converted, logical) else { continue };
         *field = Arc::new(t);
         annotated = true;
     }

@@ -513,8 +513,11 @@ fn with_offset_indexes(path: &Path, footer: ParquetMetaData, groups: &[usize]) -
     let mut index = footer.offset_index().cloned().unwrap_or_default();
     index.resize(footer.num_row_groups(), Vec::new());
     for g in missing {
-        index[g] =
-            super::offset_index::build(&file, footer.row_group(g)).map_err(|e| Error::parquet(path, format!("{context} ({g})"), e))?;
+        // Page headers are parsed: a corrupt one may panic.
+        index[g] = match super::corrupt::catch(|| super::offset_index::build(&file, footer.row_group(g))) {
+            Ok(built) => built.map_err(|e| Error::parquet(path, format!("{context} ({g})"), e))?,
+            Err(panic) => return Err(Error::File { path: path.to_path_buf(), detail: format!("{context} ({g}): {panic}") }),
+        };
     }
     log::debug!("{}: offset indexes built for the row groups copied from it", path.display());
     Ok(footer.into_builder().set_offset_index(Some(index)).build())
@@ -538,10 +541,11 @@ pub fn schedule_for(plan: &MergePlan, options: &super::MergeFilesOptions) -> Res
 /// A file's footer with its page indexes where it has them.
 fn read_footer(path: &Path) -> Result<ParquetMetaData> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, "reading the footer", e))?;
-    ParquetMetaDataReader::new()
-        .with_page_index_policy(PageIndexPolicy::Optional)
-        .parse_and_finish(&file)
-        .map_err(|e| Error::parquet(path, "reading the footer", e))
+    // Page indexes are read here, not when the file was opened: a corrupt one may panic.
+    match super::corrupt::catch(|| ParquetMetaDataReader::new().with_page_index_policy(PageIndexPolicy::Optional).parse_and_finish(&file)) {
+        Ok(footer) => footer.map_err(|e| Error::parquet(path, "reading the footer", e)),
+        Err(panic) => Err(Error::File { path: path.to_path_buf(), detail: format!("reading the footer: {panic}") }),
+    }
 }
 
 /// A copied row group's keys, decoded: its first and last rows in the merge's row format.
@@ -559,7 +563,7 @@ pub fn verify_block(plan: &MergePlan, block: &Block, converter: &RowConverter) -
     let schema = f.metadata.schema();
     let roots: Vec<usize> = plan.keys.iter().map(|k| schema.index_of(&k.column)).collect::<std::result::Result<_, _>>()?;
     let mask = ProjectionMask::roots(f.metadata.parquet_schema(), roots);
-    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, f.metadata.clone())
+    let mut reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, f.metadata.clone())
         .with_row_groups(vec![block.row_group])
         .with_projection(mask)
         .with_batch_size(64 << 10)
@@ -568,8 +572,14 @@ pub fn verify_block(plan: &MergePlan, block: &Block, converter: &RowConverter) -
     let mut first: Option<OwnedRow> = None;
     let mut last: Option<OwnedRow> = None;
     let mut seen = 0usize;
-    for batch in reader {
-        let batch = batch.map_err(|e| Error::parquet(path, context(), e.into()))?;
+    loop {
+        // A decoder's error or panic (corrupt pages) names the column and page that fail.
+        let batch = match super::corrupt::catch(|| reader.next()) {
+            Ok(None) => break,
+            Ok(Some(Ok(batch))) => batch,
+            Ok(Some(Err(e))) => return Err(super::corrupt::decode_error(path, &f.metadata, &[block.row_group], &e.to_string())),
+            Err(panic) => return Err(super::corrupt::decode_error(path, &f.metadata, &[block.row_group], &panic)),
+        };
         let columns: Vec<ArrayRef> = plan
             .keys
             .iter()

@@ -55,8 +55,10 @@
 //! out unnoticed under a sorted `sorting_columns` declaration, a wrong answer; the key
 //! columns are a small part of a row group's bytes, and decoding is the cheap half of the
 //! Parquet work (encoding and compressing are the expensive half, and those are skipped).
-//! What is not verified: the copied chunks of non-key columns are not decompressed, so a
-//! corrupt page there is copied as it is (as `parquet-concat` would).
+//! What is not decoded: the copied chunks of non-key columns are not decompressed; their
+//! pages' checksums are verified where the writer stored them
+//! ([`super::corrupt::verify_page_checksums`]: a page's header read, its stored bytes hashed),
+//! so only a corrupt page without a checksum is copied as it is (as `parquet-concat` would).
 
 use super::inputs::{InputFile, MergePlan};
 use crate::error::{Error, Result};
@@ -562,6 +564,18 @@ pub fn verify_block(plan: &MergePlan, block: &Block, converter: &RowConverter) -
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, context(), e))?;
     let schema = f.metadata.schema();
     let roots: Vec<usize> = plan.keys.iter().map(|k| schema.index_of(&k.column)).collect::<std::result::Result<_, _>>()?;
+    // The other columns are copied without being decoded: their pages' checksums, where
+    // they carry one, are verified (the decoder verifies the key columns').
+    let parquet_schema = f.metadata.parquet_schema();
+    for (leaf, chunk) in f.metadata.metadata().row_group(block.row_group).columns().iter().enumerate() {
+        if roots.contains(&parquet_schema.get_column_root_idx(leaf)) {
+            continue;
+        }
+        if let Err(why) = super::corrupt::verify_page_checksums(&file, chunk) {
+            let detail = format!("row group {}, column '{}', {why}", block.row_group, chunk.column_path().string());
+            return Err(Error::File { path: path.clone(), detail });
+        }
+    }
     let mask = ProjectionMask::roots(f.metadata.parquet_schema(), roots);
     let mut reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, f.metadata.clone())
         .with_row_groups(vec![block.row_group])

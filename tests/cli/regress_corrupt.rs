@@ -310,6 +310,32 @@ fn page_checksums_are_verified() {
     }
 }
 
+/// A row group copied unchanged (passthrough) is not decoded but for its key columns: a
+/// page of another column whose checksum fails was copied into the output. Copied chunks
+/// have their pages' checksums verified (without decompressing them).
+#[test]
+fn copied_row_groups_have_their_page_checksums_verified() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    // Apart: a's rows all come before b's, so both row groups of each are copied.
+    crc_file(&dir.join("a.parquet"), |i| i, Compression::ZSTD(Default::default()));
+    crc_file(&dir.join("b.parquet"), |i| 10_000 + i, Compression::ZSTD(Default::default()));
+    let p = |name: &str| dir.join(name).display().to_string();
+    let (a, b, out) = (p("a.parquet"), p("b.parquet"), p("out.parquet"));
+    let ok = corank(&["merge", &a, &b, "-o", &out, "--by", "k", "--json"]);
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    assert!(text(&ok.stdout).contains("\"passthrough_row_groups\":4"), "{}", text(&ok.stdout));
+    std::fs::remove_file(dir.join("out.parquet")).unwrap();
+    let good = std::fs::read(dir.join("b.parquet")).unwrap();
+    let page = pages(&good)[0][1][3];
+    assert!(page.crc && page.kind == 0);
+    let mut bad = good.clone();
+    bad[page.data + 3] ^= 0x01;
+    std::fs::write(dir.join("b.parquet"), &bad).unwrap();
+    let needles = ["b.parquet", "row group 0", "column 'v'", "page 3", "CRC"];
+    expect_corrupt(dir, &["merge", &a, &b, "-o", &out, "--by", "k"], &needles, &["a.parquet", "b.parquet"]);
+}
+
 /// A footer whose row count lies was reported as "internal error (a bug in corank)": it is
 /// a corrupt input (exit 1, naming the file). Counts that disagree within the footer are
 /// refused when the file is opened; counts that agree with each other but not with the

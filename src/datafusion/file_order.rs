@@ -40,7 +40,6 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
 use datafusion::physical_plan::ExecutionPlan;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -350,7 +349,8 @@ fn file_runs(file: &PartitionedFile, plan: Option<&ParquetAccessPlan>, orders: &
     if handle.metadata().ok()?.len() != file.object_meta.size {
         return None; // not the file the scan listed
     }
-    let meta = ArrowReaderMetadata::load(&handle, ArrowReaderOptions::new()).ok()?;
+    // An embedded Arrow schema that cannot be decoded is left aside, not a panic.
+    let meta = crate::parquet::corrupt::load_metadata(&path, &handle).ok()?;
     let parquet = meta.metadata();
     let n = parquet.num_row_groups();
     if plan.is_some_and(|p| p.len() != n) {

@@ -36,7 +36,7 @@ use arrow::array::{new_null_array, Array, ArrayRef, AsArray, RecordBatch, Record
 use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef, TimeUnit};
 use arrow::row::{RowConverter, SortField};
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::basic::Type as PhysicalType;
 use parquet::file::metadata::RowGroupMetaData;
 use parquet::schema::types::SchemaDescPtr;
@@ -215,12 +215,13 @@ pub fn expand_inputs_excluding(args: &[String], output: &Path) -> Result<Vec<Pat
     Ok(paths)
 }
 
-/// Opens one file: reads and decodes its footer.
+/// Opens one file: reads and decodes its footer ([`super::corrupt::load_metadata`]: an
+/// embedded Arrow schema that cannot be decoded is left aside, row counts that disagree are
+/// refused).
 pub fn open_input(path: &Path) -> Result<InputFile> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, "", e))?;
     let size = file.metadata().map_err(|e| Error::io(path, "", e))?.len();
-    let metadata =
-        ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|e| Error::parquet(path, "not a readable Parquet file", e))?;
+    let metadata = super::corrupt::load_metadata(path, &file)?;
     let stored_schema = metadata.metadata().file_metadata().schema_descr_ptr();
     let metadata = super::input_types::read_exactly(path, metadata)?;
     Ok(InputFile { path: path.to_path_buf(), size, metadata, stored_schema })

@@ -42,6 +42,7 @@
 //! a run opens its file for each batch and closes it after (its decoders then live only
 //! while it reads); a run closes its file as soon as its last row is read.
 
+use super::corrupt::{catch, decode_error};
 use super::inputs::{conform, MergePlan, Run};
 use super::passthrough::{key_converter, schedule, verify_block, Passthrough, Verified};
 use super::row_group_reader::{batch_bytes, BatchSizing, OrderedRowGroups, RowGroupSource};
@@ -389,9 +390,30 @@ impl<'a> RunReader<'a> {
             let rest = self.run.rows() - self.position;
             builder = builder.with_row_selection(RowSelection::from(vec![RowSelector::skip(skip), RowSelector::select(rest)]));
         }
-        let reader = builder.build().map_err(|e| Error::parquet(self.path, self.context(), e))?;
+        let reader = match catch(|| builder.build()) {
+            Ok(reader) => reader.map_err(|e| Error::parquet(self.path, self.context(), e))?,
+            Err(panic) => return Err(self.decode_error(&panic)),
+        };
         self.reader = Some((reader, self.batch_rows));
         Ok(())
+    }
+
+    /// The error for the next batch failing to decode with `cause`: the row groups it
+    /// would come from probed for the column and page that fail ([`decode_error`]).
+    fn decode_error(&self, cause: &str) -> Error {
+        let (mut first, mut skip) = (0, self.position);
+        while first + 1 < self.run.row_groups.len() && skip >= self.run.row_group_rows[first] {
+            skip -= self.run.row_group_rows[first];
+            first += 1;
+        }
+        // The batch's rows reach from the position over as many row groups as it spans.
+        let mut last = first;
+        let mut rows = self.run.row_group_rows[first] - skip.min(self.run.row_group_rows[first]);
+        while rows < self.batch_rows && last + 1 < self.run.row_groups.len() {
+            last += 1;
+            rows += self.run.row_group_rows[last];
+        }
+        decode_error(self.path, self.metadata, &self.run.row_groups[first..=last], cause)
     }
 
     fn next_batch(&mut self) -> Result<Option<RunBatch>> {
@@ -406,10 +428,24 @@ impl<'a> RunReader<'a> {
             if self.reader.is_none() {
                 self.open()?;
             }
-            let next = self.reader.as_mut().expect("opened above").0.next();
+            // A panic of the decoder (corrupt pages) is an error like the others.
+            let next = match catch(|| self.reader.as_mut().expect("opened above").0.next()) {
+                Ok(next) => next,
+                Err(panic) => {
+                    self.reader = None;
+                    return Err(self.decode_error(&panic));
+                }
+            };
             match next {
                 Some(Ok(b)) => {
                     self.position += b.num_rows();
+                    if self.position > self.run.rows() {
+                        self.reader = None;
+                        return Err(self.error(&format!(
+                            "the row groups hold more rows than the {} their metadata counts: the file is corrupt",
+                            self.run.rows()
+                        )));
+                    }
                     // Size the next batches by what this one measured, changing only for
                     // a factor of 2 or more (a change reopens the file).
                     let row_bytes = (batch_bytes(&b) / b.num_rows().max(1)).max(1) + ROUND_BYTES_PER_ROW;
@@ -418,6 +454,17 @@ impl<'a> RunReader<'a> {
                         self.batch_rows = fit;
                     }
                     let last = self.position >= self.run.rows();
+                    if last {
+                        // Pages holding rows past the count would otherwise go unread.
+                        let (reader, _) = self.reader.as_mut().expect("opened above");
+                        if matches!(catch(|| reader.next()), Ok(Some(Ok(more))) if more.num_rows() > 0) {
+                            self.reader = None;
+                            return Err(self.error(&format!(
+                                "the row groups hold more rows than the {} their metadata counts: the file is corrupt",
+                                self.run.rows()
+                            )));
+                        }
+                    }
                     if !self.keep_open || last {
                         self.reader = None;
                     }
@@ -428,10 +475,13 @@ impl<'a> RunReader<'a> {
                     self.reader = None;
                     self.batch_rows = (self.batch_rows / 16).max(1);
                 }
-                Some(Err(e)) => return Err(self.error(&e)),
+                Some(Err(e)) => {
+                    self.reader = None;
+                    return Err(self.decode_error(&e.to_string()));
+                }
                 None => {
                     return Err(self.error(&format!(
-                        "the file ended after {} of the {} rows its metadata counts",
+                        "the file ended after {} of the {} rows its metadata counts: the file is corrupt",
                         self.position,
                         self.run.rows()
                     )))

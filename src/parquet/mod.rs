@@ -9,6 +9,7 @@
 //! - [`passthrough`]: row groups that need no merge, copied unchanged;
 //! - [`offset_index`]: offset indexes for copied chunks whose files have none;
 //! - [`row_group_reader`]: row groups decoded in parallel, handed out in order;
+//! - [`corrupt`]: decoder panics caught, decode failures named by file, row group, column and page;
 //! - [`writer`]: the output (temporary file, parallel column encoding, rename);
 //! - [`dictionary`]: which output columns keep Parquet's dictionary encoding;
 //! - [`order_by`]: sort keys as a SQL `ORDER BY` list;
@@ -16,6 +17,7 @@
 //!
 //! Sorted row groups as DataFusion partitions are `corank::datafusion::SortedRowGroupsTable`.
 
+pub mod corrupt;
 pub mod dictionary;
 pub mod input_types;
 pub mod inputs;

@@ -55,8 +55,10 @@
 //! out unnoticed under a sorted `sorting_columns` declaration, a wrong answer; the key
 //! columns are a small part of a row group's bytes, and decoding is the cheap half of the
 //! Parquet work (encoding and compressing are the expensive half, and those are skipped).
-//! What is not verified: the copied chunks of non-key columns are not decompressed, so a
-//! corrupt page there is copied as it is (as `parquet-concat` would).
+//! What is not decoded: the copied chunks of non-key columns are not decompressed; their
+//! pages' checksums are verified where the writer stored them
+//! ([`super::corrupt::verify_page_checksums`]: a page's header read, its stored bytes hashed),
+//! so only a corrupt page without a checksum is copied as it is (as `parquet-concat` would).
 
 use super::inputs::{InputFile, MergePlan};
 use crate::error::{Error, Result};
@@ -513,8 +515,11 @@ fn with_offset_indexes(path: &Path, footer: ParquetMetaData, groups: &[usize]) -
     let mut index = footer.offset_index().cloned().unwrap_or_default();
     index.resize(footer.num_row_groups(), Vec::new());
     for g in missing {
-        index[g] =
-            super::offset_index::build(&file, footer.row_group(g)).map_err(|e| Error::parquet(path, format!("{context} ({g})"), e))?;
+        // Page headers are parsed: a corrupt one may panic.
+        index[g] = match super::corrupt::catch(|| super::offset_index::build(&file, footer.row_group(g))) {
+            Ok(built) => built.map_err(|e| Error::parquet(path, format!("{context} ({g})"), e))?,
+            Err(panic) => return Err(Error::File { path: path.to_path_buf(), detail: format!("{context} ({g}): {panic}") }),
+        };
     }
     log::debug!("{}: offset indexes built for the row groups copied from it", path.display());
     Ok(footer.into_builder().set_offset_index(Some(index)).build())
@@ -538,10 +543,11 @@ pub fn schedule_for(plan: &MergePlan, options: &super::MergeFilesOptions) -> Res
 /// A file's footer with its page indexes where it has them.
 fn read_footer(path: &Path) -> Result<ParquetMetaData> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, "reading the footer", e))?;
-    ParquetMetaDataReader::new()
-        .with_page_index_policy(PageIndexPolicy::Optional)
-        .parse_and_finish(&file)
-        .map_err(|e| Error::parquet(path, "reading the footer", e))
+    // Page indexes are read here, not when the file was opened: a corrupt one may panic.
+    match super::corrupt::catch(|| ParquetMetaDataReader::new().with_page_index_policy(PageIndexPolicy::Optional).parse_and_finish(&file)) {
+        Ok(footer) => footer.map_err(|e| Error::parquet(path, "reading the footer", e)),
+        Err(panic) => Err(Error::File { path: path.to_path_buf(), detail: format!("reading the footer: {panic}") }),
+    }
 }
 
 /// A copied row group's keys, decoded: its first and last rows in the merge's row format.
@@ -558,8 +564,20 @@ pub fn verify_block(plan: &MergePlan, block: &Block, converter: &RowConverter) -
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, context(), e))?;
     let schema = f.metadata.schema();
     let roots: Vec<usize> = plan.keys.iter().map(|k| schema.index_of(&k.column)).collect::<std::result::Result<_, _>>()?;
+    // The other columns are copied without being decoded: their pages' checksums, where
+    // they carry one, are verified (the decoder verifies the key columns').
+    let parquet_schema = f.metadata.parquet_schema();
+    for (leaf, chunk) in f.metadata.metadata().row_group(block.row_group).columns().iter().enumerate() {
+        if roots.contains(&parquet_schema.get_column_root_idx(leaf)) {
+            continue;
+        }
+        if let Err(why) = super::corrupt::verify_page_checksums(&file, chunk) {
+            let detail = format!("row group {}, column '{}', {why}", block.row_group, chunk.column_path().string());
+            return Err(Error::File { path: path.clone(), detail });
+        }
+    }
     let mask = ProjectionMask::roots(f.metadata.parquet_schema(), roots);
-    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, f.metadata.clone())
+    let mut reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, f.metadata.clone())
         .with_row_groups(vec![block.row_group])
         .with_projection(mask)
         .with_batch_size(64 << 10)
@@ -568,8 +586,14 @@ pub fn verify_block(plan: &MergePlan, block: &Block, converter: &RowConverter) -
     let mut first: Option<OwnedRow> = None;
     let mut last: Option<OwnedRow> = None;
     let mut seen = 0usize;
-    for batch in reader {
-        let batch = batch.map_err(|e| Error::parquet(path, context(), e.into()))?;
+    loop {
+        // A decoder's error or panic (corrupt pages) names the column and page that fail.
+        let batch = match super::corrupt::catch(|| reader.next()) {
+            Ok(None) => break,
+            Ok(Some(Ok(batch))) => batch,
+            Ok(Some(Err(e))) => return Err(super::corrupt::decode_error(path, &f.metadata, &[block.row_group], &e.to_string())),
+            Err(panic) => return Err(super::corrupt::decode_error(path, &f.metadata, &[block.row_group], &panic)),
+        };
         let columns: Vec<ArrayRef> = plan
             .keys
             .iter()

@@ -27,6 +27,7 @@
 //! starting size ([`FirstSize`]; the others wait for it before they open), then each row
 //! group follows its own batches.
 
+use super::corrupt::{catch, decode_error};
 use super::inputs::conform;
 use crate::error::{Error, Result};
 use arrow::array::RecordBatch;
@@ -221,7 +222,7 @@ impl OrderedRowGroups {
                         return Err(Error::File {
                             path: s.path.clone(),
                             detail: format!(
-                                "row group {} ended after {} of the {} rows its metadata counts",
+                                "row group {} ended after {} of the {} rows its metadata counts: the file is corrupt",
                                 s.row_group, front.rows, s.rows
                             ),
                         });
@@ -304,7 +305,10 @@ impl RowGroupDecoder {
         if skip > 0 {
             builder = builder.with_row_selection(RowSelection::from(vec![RowSelector::skip(skip), RowSelector::select(s.rows - skip)]));
         }
-        builder.build().map_err(|e| Error::parquet(&s.path, context, e))
+        match catch(|| builder.build()) {
+            Ok(reader) => reader.map_err(|e| Error::parquet(&s.path, context, e)),
+            Err(panic) => Err(decode_error(&s.path, &s.metadata, &[s.row_group], &panic)),
+        }
     }
 
     /// Decodes the row group into `send`, each batch counted in the budget before it goes.
@@ -331,22 +335,32 @@ impl RowGroupDecoder {
                 }
             };
             loop {
-                let batch = match reader.next() {
-                    None => return,
-                    Some(Ok(b)) => b,
+                // A panic of the decoder (corrupt pages) is an error like the others.
+                let batch = match catch(|| reader.next()) {
+                    Ok(None) => return,
+                    Ok(Some(Ok(b))) => b,
                     // Values so large that a batch overflows its 32-bit offsets: fewer rows.
-                    Some(Err(e)) if e.to_string().contains("overflow") && batch_rows > 1 => {
+                    Ok(Some(Err(e))) if e.to_string().contains("overflow") && batch_rows > 1 => {
                         batch_rows = (batch_rows / 16).max(1);
                         cap = batch_rows;
                         continue 'open;
                     }
-                    Some(Err(e)) => {
-                        let detail = format!("reading row group {} after its row {rows}: {e}", s.row_group);
-                        let _ = send.send(Err(Error::File { path: s.path.clone(), detail }));
+                    Ok(Some(Err(e))) => {
+                        let _ = send.send(Err(decode_error(&s.path, &s.metadata, &[s.row_group], &e.to_string())));
+                        return;
+                    }
+                    Err(panic) => {
+                        let _ = send.send(Err(decode_error(&s.path, &s.metadata, &[s.row_group], &panic)));
                         return;
                     }
                 };
                 rows += batch.num_rows();
+                if rows > s.rows {
+                    let detail =
+                        format!("row group {} holds more rows than the {} its metadata counts: the file is corrupt", s.row_group, s.rows);
+                    let _ = send.send(Err(Error::File { path: s.path.clone(), detail }));
+                    return;
+                }
                 let batch = match &self.schema {
                     Some(schema) => {
                         let first_row = rows - batch.num_rows();

@@ -49,6 +49,7 @@
 //! leaves) and a column writer's buffers ([`WRITER_BYTES`]), and the pages held in memory
 //! (the rest of B, at least [`MIN_PAGE_BUDGET`]).
 
+use super::corrupt::{catch, decode_error};
 use super::dictionary;
 use super::inputs::{chunk_decoded_bytes, conform, MergePlan};
 use super::sort_files::{SortPhase, SortPlan, SortSummary, SpillDir, SORT_BYTES_PER_ROW};
@@ -251,17 +252,20 @@ fn decode_row_group(
     }
     let reader = File::open(&file.path).map_err(|e| Error::io(&file.path, context(), e))?;
     let mask = ProjectionMask::roots(file.metadata.metadata().file_metadata().schema_descr(), roots);
-    let batches = ParquetRecordBatchReaderBuilder::new_with_metadata(reader, metadata.clone())
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(reader, metadata.clone())
         .with_row_groups(vec![source.row_group])
         .with_projection(mask)
-        .with_batch_size(source.rows)
-        .build()
-        .map_err(|e| Error::parquet(&file.path, context(), e))?
-        .map(|b| {
-            b.map_err(|e| Error::parquet(&file.path, context(), e.into())).and_then(|b| {
-                conform(b, schema).map_err(|e| Error::File { path: file.path.clone(), detail: format!("{}: {e}", context()) })
-            })
-        })
+        .with_batch_size(source.rows);
+    // A decoder's error or panic (corrupt pages) names the column and page that fail.
+    let decoded = catch(|| -> std::result::Result<Vec<RecordBatch>, String> {
+        builder.build().map_err(|e| e.to_string())?.map(|b| b.map_err(|e| e.to_string())).collect()
+    });
+    let batches = match decoded {
+        Ok(Ok(batches)) => batches,
+        Ok(Err(cause)) | Err(cause) => return Err(decode_error(&file.path, metadata, &[source.row_group], &cause)),
+    };
+    let batches = (batches.into_iter())
+        .map(|b| conform(b, schema).map_err(|e| Error::File { path: file.path.clone(), detail: format!("{}: {e}", context()) }))
         .collect::<Result<Vec<_>>>()?;
     let batch = match batches.len() {
         1 => batches.into_iter().next().expect("one batch"),
@@ -271,7 +275,11 @@ fn decode_row_group(
         return Err(Error::parquet(
             &file.path,
             context(),
-            parquet::errors::ParquetError::General(format!("{} rows decoded, the footer counts {}", batch.num_rows(), source.rows)),
+            parquet::errors::ParquetError::General(format!(
+                "{} rows decoded, the footer counts {}: the file is corrupt",
+                batch.num_rows(),
+                source.rows
+            )),
         ));
     }
     Ok(batch)

@@ -4,6 +4,7 @@
 mod cli_common;
 #[path = "../common/mod.rs"]
 mod common;
+mod corrupt_common;
 #[path = "../../src/bin/corank/datagen.rs"]
 mod datagen;
 

@@ -8,6 +8,7 @@ mod corrupt_common;
 #[path = "../../src/bin/corank/datagen.rs"]
 mod datagen;
 
+mod fuzz_corrupt;
 mod merge;
 mod pipeline;
 mod regress;

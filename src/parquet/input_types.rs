@@ -218,7 +218,13 @@ pub fn read_exactly(path: &Path, metadata: ArrowReaderMetadata) -> Result<ArrowR
             .set_column_index(footer.column_index().cloned())
             .set_offset_index(footer.offset_index().cloned())
             .build();
-        ArrowReaderMetadata::try_new(Arc::new(footer), ArrowReaderOptions::new()).map_err(err)?
+        // The embedded Arrow schema is decoded again here: where it cannot be (an error or
+        // a panic of arrow-ipc, see `corrupt::load_metadata`), the Parquet schema is read.
+        let footer = Arc::new(footer);
+        match super::corrupt::catch_result(|| ArrowReaderMetadata::try_new(Arc::clone(&footer), ArrowReaderOptions::new())) {
+            Ok(metadata) => metadata,
+            Err(_) => ArrowReaderMetadata::try_new(footer, ArrowReaderOptions::new().with_skip_arrow_metadata(true)).map_err(err)?,
+        }
     } else {
         metadata
     };

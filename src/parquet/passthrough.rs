@@ -340,7 +340,8 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
             }
         }
         let ranges = file_ranges(plan, f, &|g| run_of[g], &converter);
-        let fdescr = f.metadata.parquet_schema();
+        // As stored: an INTERVAL column is read as bytes but copied as it is.
+        let fdescr = f.stored_schema.as_ref();
         let same_schema =
             fdescr.num_columns() == output.num_columns() && fdescr.columns().iter().zip(output.columns()).all(|(a, b)| a == b);
         let offset_index_buildable = super::offset_index::buildable(fdescr);

@@ -247,6 +247,16 @@ fn duckdb_intervals_keep_their_months() {
     assert!(res.status.success(), "{}", text(&res.stderr));
     check(&out);
 
+    // Row groups apart from the others are copied as they are, INTERVAL and all.
+    let f = dir.join("f.parquet");
+    write_low_level(&f, duck, vec![vec![Column::Int64(vec![10, 11]), Column::Fixed(b_iv.clone())]], by_k.clone());
+    let res = corank(&["merge", a_s, f.to_str().unwrap(), "-o", out_s, "-f", "--by", "k", "--passthrough", "always"]);
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    assert!(text(&res.stdout).contains("5 rows in 2 row groups copied untouched"), "{}", text(&res.stdout));
+    assert_eq!(leaf(&out, "iv").converted_type(), ConvertedType::INTERVAL);
+    assert_eq!(fixed_values(&out, 1), [a_iv.clone(), b_iv.clone()].concat());
+    std::fs::remove_file(&f).unwrap();
+
     // An INTERVAL sort key: refused as a usage error.
     std::fs::remove_file(&out).unwrap();
     let res = corank(&["merge", a_s, b_s, "-o", out_s, "--by", "iv"]);

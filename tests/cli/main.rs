@@ -12,4 +12,5 @@ mod pipeline;
 mod regress;
 mod regress_dictionary;
 mod regress_files;
+mod regress_hostile;
 mod sort;

@@ -1,12 +1,15 @@
 //! Regression tests of issue 62 (hostile and unusual files) for `corank merge`: a full
-//! stderr or stdout never panics (4).
+//! stderr or stdout never panics (4); `--max-row-group-bytes` holds below 8,192 rows (15).
 
-use crate::cli_common::{command, read_file, simple_file, text};
-use arrow::array::AsArray;
+use crate::cli_common::{command, corank, read_file, simple_file, text, write_file};
+use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::Int64Type;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::reader::{FileReader, SerializedFileReader};
 use std::fs::File;
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
 
 fn keys_of(path: &Path, column: &str) -> Vec<i64> {
     let (batches, _) = read_file(path);
@@ -77,4 +80,93 @@ fn a_full_stderr_or_stdout_never_panics() {
     let res = command().args(["merge", a, b, "-o", &out("s.parquet"), "--json"]).stdout(full()).output().unwrap();
     assert_eq!(res.status.code(), Some(1), "{}", text(&res.stderr));
     assert!(text(&res.stderr).contains("stdout"), "{}", text(&res.stderr));
+}
+
+// --- 15. --max-row-group-bytes below 8,192 rows -----------------------------------------
+
+/// Bytes of a row group's Arrow data as the writer counts them (its columns' slices).
+fn row_group_arrow_bytes(path: &Path, g: usize) -> usize {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
+        .unwrap()
+        .with_row_groups(vec![g])
+        .with_batch_size(1 << 20)
+        .build()
+        .unwrap();
+    reader.map(|b| b.unwrap().columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap()).sum::<usize>()).sum()
+}
+
+/// The merge handed the writer batches of 8,192 rows and the writer cut row groups only
+/// between batches: `--max-row-group-bytes 64KiB` gave row groups of 8,192 rows (~900 KB).
+/// Now every row group keeps within the limit, down to a few hundred rows, and a row larger
+/// than the limit alone gets a row group of its own, with a warning.
+#[test]
+fn max_row_group_bytes_holds_below_8192_rows() {
+    let d = tempfile::tempdir().unwrap();
+    // Two inputs whose rows interleave: nothing is copied untouched, every row is merged.
+    let (a, b) = (d.path().join("a.parquet"), d.path().join("b.parquet"));
+    let n = 20_000i64;
+    let file = |path: &Path, parity: i64, width: usize, n: i64| {
+        let k: Vec<i64> = (0..n).filter(|x| x % 2 == parity).collect();
+        let v: Vec<String> = k.iter().map(|x| format!("{x:0width$}")).collect();
+        let batch = RecordBatch::try_from_iter([
+            ("k", Arc::new(Int64Array::from(k)) as ArrayRef),
+            ("v", Arc::new(StringArray::from(v)) as ArrayRef),
+        ])
+        .unwrap();
+        write_file(path, &[batch], None);
+    };
+    file(&a, 0, 100, n);
+    file(&b, 1, 100, n);
+    let out = d.path().join("out.parquet");
+    let limit = 64 << 10;
+    let res = corank(&[
+        "merge",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--by",
+        "k",
+        "--engine",
+        "cpu",
+        "--max-row-group-bytes",
+        "64KiB",
+    ]);
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    assert_eq!(text(&res.stderr), "", "no warning: every row fits");
+    let meta = SerializedFileReader::new(File::open(&out).unwrap()).unwrap().metadata().clone();
+    assert!(meta.num_row_groups() > 20, "{} row groups", meta.num_row_groups());
+    for g in 0..meta.num_row_groups() {
+        let (rows, bytes) = (meta.row_group(g).num_rows(), row_group_arrow_bytes(&out, g));
+        assert!(bytes <= limit, "row group {g}: {rows} rows, {bytes} bytes of Arrow data, over {limit}");
+        assert!(rows < 8192 && (rows > 300 || g + 1 == meta.num_row_groups()), "row group {g}: {rows} rows");
+    }
+    assert_eq!(keys_of(&out, "k"), (0..n).collect::<Vec<_>>());
+
+    // Rows of ~200 bytes under a limit of 100: a row group a row, and a warning.
+    let (a, b) = (d.path().join("wide-a.parquet"), d.path().join("wide-b.parquet"));
+    file(&a, 0, 200, 40);
+    file(&b, 1, 200, 40);
+    let out = d.path().join("wide.parquet");
+    let res = corank(&[
+        "merge",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--by",
+        "k",
+        "--engine",
+        "cpu",
+        "--max-row-group-bytes",
+        "100",
+        "--row-group-size",
+        "1000",
+    ]);
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    let stderr = text(&res.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("row groups of more than 100 bytes") && stderr.contains("larger than that alone"), "{stderr}");
+    let meta = SerializedFileReader::new(File::open(&out).unwrap()).unwrap().metadata().clone();
+    assert!(meta.row_groups().iter().all(|g| g.num_rows() == 1), "one row a row group");
 }

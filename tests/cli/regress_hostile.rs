@@ -1,19 +1,31 @@
 //! Regression tests of issue 62 (hostile and unusual files) for `corank merge`: a full
-//! stderr or stdout never panics (4); `--max-row-group-bytes` holds below 8,192 rows (15).
+//! stderr or stdout never panics (4); row groups tied on a key's first column join as runs,
+//! and many runs stay within the memory limit (10); `--max-row-group-bytes` holds below
+//! 8,192 rows (15).
 
-use crate::cli_common::{command, corank, read_file, simple_file, text, write_file};
-use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::Int64Type;
+use crate::cli_common::{command, corank, read_file, simple_file, text, write_file, Keys};
+use crate::common::{oracle, random_key_columns, sorted_run, Rng};
+use arrow::array::{ArrayRef, AsArray, Int32Array, Int64Array, RecordBatch, StringArray, UInt64Array};
+use arrow::compute::{concat_batches, take};
+use arrow::datatypes::{Int64Type, UInt64Type};
+use arrow::row::{RowConverter, SortField};
+use corank::parquet::{merge_files, plan_merge, MergeFilesOptions};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use std::fs::File;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 use std::sync::Arc;
 
 fn keys_of(path: &Path, column: &str) -> Vec<i64> {
     let (batches, _) = read_file(path);
     batches.iter().flat_map(|b| b.column_by_name(column).unwrap().as_primitive::<Int64Type>().values().to_vec()).collect()
+}
+
+fn one_json_object(out: &Output) -> serde_json::Value {
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.lines().count(), 1, "not one line: {stdout}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
 // --- 4. a full stderr or stdout --------------------------------------------------------
@@ -80,6 +92,179 @@ fn a_full_stderr_or_stdout_never_panics() {
     let res = command().args(["merge", a, b, "-o", &out("s.parquet"), "--json"]).stdout(full()).output().unwrap();
     assert_eq!(res.status.code(), Some(1), "{}", text(&res.stderr));
     assert!(text(&res.stderr).contains("stdout"), "{}", text(&res.stderr));
+}
+
+// --- 10. runs from row groups tied on the first key column; many runs -------------------
+
+/// A file of `n` one-row row groups sorted by `(a, b)`: `a` ties across runs of 100 row
+/// groups, `(a, b)` across pairs. Written uncompressed with statistics.
+fn tied_file(path: &Path, n: i64) {
+    let groups: Vec<RecordBatch> = (0..n)
+        .map(|i| {
+            RecordBatch::try_from_iter([
+                ("a", Arc::new(Int64Array::from(vec![i / 200])) as ArrayRef),
+                ("b", Arc::new(Int32Array::from(vec![(i / 2 % 100) as i32])) as ArrayRef),
+                ("id", Arc::new(Int64Array::from(vec![i])) as ArrayRef),
+            ])
+            .unwrap()
+        })
+        .collect();
+    write_file(path, &groups, None);
+}
+
+/// The brief's case: a file of thousands of one-row row groups sorted by a two-column key
+/// whose first column ties across row groups was one run per row group (ties on the first
+/// column were never joined for a longer key), and a merge of it held memory quadratic in
+/// them (every phase between copied row groups listed every run). It is one run now, and
+/// a merge stays within the limit + 20% + the 64 MiB floor.
+#[test]
+fn row_groups_tied_on_the_first_key_column_join_as_one_run() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("tied.parquet");
+    let n = 3000;
+    tied_file(&input, n);
+    let input = input.to_str().unwrap();
+    let out = d.path().join("out.parquet");
+    let out_s = out.to_str().unwrap();
+    let res = corank(&["merge", input, "-o", out_s, "--by", "a, b", "--dry-run", "--json"]);
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    let runs = one_json_object(&res)["runs"].as_array().unwrap().len();
+    assert_eq!(runs, 1, "the row groups continue each other");
+    let limit = 64u64 << 20;
+    for by in ["a, b", "a, b, id"] {
+        let _ = std::fs::remove_file(&out);
+        let args =
+            ["merge", input, "-o", out_s, "--by", by, "--json", "--engine", "cpu", "--memory-limit", "64MiB", "--compression", "none"];
+        let res = corank(&args);
+        assert!(res.status.success(), "{}", text(&res.stderr));
+        let v = one_json_object(&res);
+        assert_eq!(v["runs"].as_u64(), Some(1), "{by}");
+        let peak = v["peak_memory_bytes"].as_u64().unwrap();
+        assert!(peak <= limit * 6 / 5 + (64 << 20), "{by}: peak {peak} bytes");
+        assert_eq!(keys_of(&out, "id"), (0..n).collect::<Vec<_>>(), "{by}");
+    }
+}
+
+/// Thousands of runs that each lie apart from the others (one file, its one-row row groups
+/// in descending order, merged ascending: no two join, every one is copied untouched), so
+/// thousands of phases: the merge's memory stays within the limit + 20% + the floor, as it
+/// does when they are all merged in one phase.
+#[test]
+fn thousands_of_copied_runs_stay_within_the_memory_limit() {
+    let d = tempfile::tempdir().unwrap();
+    let input = d.path().join("descending.parquet");
+    let n: i64 = 3000;
+    let groups: Vec<RecordBatch> = (0..n)
+        .map(|i| {
+            let k = n - 1 - i;
+            RecordBatch::try_from_iter([
+                ("k", Arc::new(Int64Array::from(vec![k])) as ArrayRef),
+                ("v", Arc::new(StringArray::from(vec![format!("value {k}")])) as ArrayRef),
+            ])
+            .unwrap()
+        })
+        .collect();
+    write_file(&input, &groups, None);
+    let out = d.path().join("out.parquet");
+    // Uncompressed as the input, so that its row groups are copied (passthrough auto).
+    let args = [
+        "merge",
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--by",
+        "k",
+        "--engine",
+        "cpu",
+        "--memory-limit",
+        "32MiB",
+        "--compression",
+        "none",
+    ];
+    let res = corank(&[&args[..], &["--dry-run", "--json"]].concat());
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    let plan = one_json_object(&res);
+    assert_eq!(plan["runs"].as_array().unwrap().len(), n as usize);
+    assert_eq!(plan["passthrough"]["row_groups"].as_u64(), Some(n as u64), "{}", plan["passthrough"]);
+    // Copied, and all merged (one phase of thousands of runs).
+    for passthrough in ["auto", "never"] {
+        let _ = std::fs::remove_file(&out);
+        let res = corank(&[&args[..], &["--json", "--passthrough", passthrough]].concat());
+        assert!(res.status.success(), "{}", text(&res.stderr));
+        let v = one_json_object(&res);
+        let peak = v["peak_memory_bytes"].as_u64().unwrap();
+        assert!(peak <= (32u64 << 20) * 6 / 5 + (64 << 20), "passthrough {passthrough}: peak {peak} bytes");
+        assert_eq!(keys_of(&out, "k"), (0..n).collect::<Vec<_>>(), "passthrough {passthrough}");
+    }
+}
+
+/// Row groups join as runs only where they continue each other: random files of sorted
+/// rows cut into small row groups (some neighbours swapped), keys of two or three columns
+/// of random types, directions and nulls. Every run the plan makes is sorted as a whole,
+/// the merge is the oracle, and ties on leading columns do join.
+#[test]
+fn row_groups_join_only_where_they_continue() {
+    let mut joined = 0;
+    for seed in 0..60u64 {
+        let mut rng = Rng::new(6200 + seed);
+        let ncols = 2 + rng.below(2) as usize;
+        let (types, options) = random_key_columns(&mut rng, ncols);
+        let keys: Keys = options.iter().enumerate().map(|(i, o)| (format!("k{i}"), *o)).collect();
+        let domain = [1, 2, 3, 6][rng.below(4) as usize];
+        let null_p = [0.0, 0.2, 0.6][rng.below(3) as usize];
+        let n = 30 + rng.below(60) as usize;
+        let sorted = sorted_run(&mut rng, &types, &options, n, domain, null_p, 0);
+        let mut groups = Vec::new();
+        let mut at = 0;
+        while at < n {
+            let len = (1 + rng.below(4) as usize).min(n - at);
+            groups.push(sorted.slice(at, len));
+            at += len;
+        }
+        for _ in 0..rng.below(3) {
+            let i = rng.below(groups.len() as u64 - 1) as usize;
+            groups.swap(i, i + 1);
+        }
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("in.parquet");
+        write_file(&path, &groups, None);
+        let context = format!("seed {seed}: types {types:?}, options {options:?}, domain {domain}, nulls {null_p}");
+        // The file as Parquet gives it back, and where each row group starts.
+        let (batches, _) = read_file(&path);
+        let all = concat_batches(&batches[0].schema(), &batches).unwrap();
+        let mut starts = vec![0];
+        for g in &groups {
+            starts.push(starts.last().unwrap() + g.num_rows());
+        }
+        let by: Vec<corank::SortKey> = keys.iter().map(|(c, o)| corank::SortKey::new(c.clone(), *o)).collect();
+        let plan = plan_merge(std::slice::from_ref(&path), Some(by), true).unwrap();
+        let fields: Vec<SortField> =
+            keys.iter().map(|(c, o)| SortField::new_with_options(all.column_by_name(c).unwrap().data_type().clone(), *o)).collect();
+        let converter = RowConverter::new(fields).unwrap();
+        let columns: Vec<ArrayRef> = keys.iter().map(|(c, _)| all.column_by_name(c).unwrap().clone()).collect();
+        let rows = converter.convert_columns(&columns).unwrap();
+        for run in &plan.runs {
+            let (first, last) = (starts[run.row_groups[0]], starts[*run.row_groups.last().unwrap() + 1]);
+            for r in first + 1..last {
+                assert!(rows.row(r - 1) <= rows.row(r), "{context}: run of row groups {:?} is not sorted at row {r}", run.row_groups);
+            }
+        }
+        joined += groups.len() - plan.runs.len();
+        // The merge is the stable sort of the file's rows.
+        let out = d.path().join("out.parquet");
+        merge_files(&plan, &out, &MergeFilesOptions::default(), &|_| {}).unwrap_or_else(|e| panic!("{context}: {e}"));
+        let want = take(
+            all.column_by_name("id").unwrap(),
+            &UInt64Array::from_iter_values(oracle(std::slice::from_ref(&all), &keys).into_iter().map(|i| i as u64)),
+            None,
+        )
+        .unwrap();
+        let (got, _) = read_file(&out);
+        let got: Vec<u64> =
+            got.iter().flat_map(|b| b.column_by_name("id").unwrap().as_primitive::<UInt64Type>().values().to_vec()).collect();
+        assert_eq!(got, want.as_primitive::<UInt64Type>().values().to_vec(), "{context}");
+    }
+    assert!(joined > 0, "no row group joined a run");
 }
 
 // --- 15. --max-row-group-bytes below 8,192 rows -----------------------------------------

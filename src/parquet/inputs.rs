@@ -178,16 +178,12 @@ fn file_id(path: &Path) -> Option<FileId> {
     }
 }
 
-/// Whether `path` is a merge's temporary output (`.corank-*.tmp`, see `writer`).
-fn is_temporary_output(path: &Path) -> bool {
-    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(".corank-") && n.ends_with(".tmp"))
-}
-
 /// [`expand_inputs`], never yielding the output: a file that a directory or a glob pattern
 /// found and that is `output` (same device and inode, so hard links and symbolic links
-/// count), or a temporary output of an interrupted merge, is left out; an input named
-/// explicitly that is `output` is an error. Without this a second merge over a directory
-/// that replaces its output (`overwrite`) would read its own previous output.
+/// count), or a temporary file of a corank run (a temporary output, or a spill file in a
+/// sort's spill directory, of a run going on or killed: [`super::leftovers`]), is left out;
+/// an input named explicitly that is `output` is an error. Without this a second merge over
+/// a directory that replaces its output (`overwrite`) would read its own previous output.
 pub fn expand_inputs_excluding(args: &[String], output: &Path) -> Result<Vec<PathBuf>> {
     let out_id = file_id(output);
     let mut paths = Vec::new();
@@ -198,8 +194,12 @@ pub fn expand_inputs_excluding(args: &[String], output: &Path) -> Result<Vec<Pat
             if explicit && is_output {
                 return Err(Error::InvalidArgument(format!("output {} is also an input ({arg})", output.display())));
             }
-            if is_output || (!explicit && is_temporary_output(&path)) {
+            if is_output {
                 log::info!("skipping {}: it is the output", path.display());
+                continue;
+            }
+            if !explicit && super::leftovers::is_leftover(&path) {
+                log::warn!("skipping {}: a temporary file of a corank merge or sort (running, or killed)", path.display());
                 continue;
             }
             paths.push(path);

@@ -542,6 +542,9 @@ pub fn merge_files(
         crate::engine::warm_up_gpu(&options.engine, plan.total_rows);
     }
     let ReadPlan { keep_open, decoders_per_run, decoder_bytes: decoders, window_bytes: budgets } = read_plan(plan, options.memory_limit)?;
+    // What killed runs left beside the output (super::leftovers).
+    let keep: Vec<&Path> = plan.files.iter().map(|f| f.path.as_path()).collect();
+    super::leftovers::remove_stale(&[&super::leftovers::dir_of(output)], &keep);
     let rest = options.memory_limit - decoders;
     let mut writer_settings = options.writer.clone();
     // R/4 for the writer.

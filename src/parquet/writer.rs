@@ -5,7 +5,9 @@
 //! `File::create` gives (on Unix 0666 less the umask; a replaced file's mode when
 //! [`WriterSettings::overwrite`] replaces one), and is registered for the signal handler ([`super::interrupt`]) before it
 //! exists. It is removed when the writer is dropped, and also when a signal ends the process
-//! if the program asked for that. Only a regular file is ever replaced.
+//! if the program asked for that; it is locked while it exists, so that one left by a run
+//! that was killed (SIGKILL) is told apart and removed by the next run ([`super::leftovers`]).
+//! Only a regular file is ever replaced.
 //!
 //! The output keeps the inputs' Parquet schema where they share one (logical types such as
 //! UUID, JSON or TIME adjusted to UTC, which the Arrow schema does not carry), see
@@ -653,15 +655,28 @@ fn temp_name() -> String {
 fn create_temp(dir: &Path) -> std::io::Result<(File, TempPath, TempGuard)> {
     for _ in 0..64 {
         let path = dir.join(temp_name());
-        let on_signal = TempGuard::register(&path);
+        let mut on_signal = TempGuard::register(&path);
         match OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
-            Ok(file) => match TempPath::try_from_path(&path) {
-                Ok(temp) => return Ok((file, temp, on_signal)),
-                Err(e) => {
-                    let _ = std::fs::remove_file(&path);
-                    return Err(e);
+            Ok(file) => {
+                // Locked while it exists, so a later run leaves it alone (it removes only
+                // the temporary files of runs that were killed: super::leftovers); one that
+                // removed it before the lock was taken makes us draw another name.
+                match file.try_clone().and_then(|dup| super::leftovers::hold(dup, &path)) {
+                    Ok(Some(held)) => on_signal.hold(held),
+                    Ok(None) => continue,
+                    Err(e) => {
+                        let _ = std::fs::remove_file(&path);
+                        return Err(e);
+                    }
                 }
-            },
+                match TempPath::try_from_path(&path) {
+                    Ok(temp) => return Ok((file, temp, on_signal)),
+                    Err(e) => {
+                        let _ = std::fs::remove_file(&path);
+                        return Err(e);
+                    }
+                }
+            }
             // Taken (unlikely): unregister and draw another name.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => drop(on_signal),
             Err(e) => return Err(e),

@@ -1,9 +1,10 @@
 //! Regression tests of issue 62 (hostile and unusual files) for `corank merge`: a full
 //! stderr or stdout never panics (4); row groups tied on a key's first column join as runs,
-//! and many runs stay within the memory limit (10); `--max-row-group-bytes` holds below
-//! 8,192 rows (15).
+//! and many runs stay within the memory limit (10); leftovers of killed runs are skipped as
+//! inputs and cleared by the next run (13); `--max-row-group-bytes` holds below 8,192 rows
+//! (15).
 
-use crate::cli_common::{command, corank, read_file, simple_file, text, write_file, Keys};
+use crate::cli_common::{command, corank, files_in, read_file, simple_file, text, write_file, Keys};
 use crate::common::{oracle, random_key_columns, sorted_run, Rng};
 use arrow::array::{ArrayRef, AsArray, Int32Array, Int64Array, RecordBatch, StringArray, UInt64Array};
 use arrow::compute::{concat_batches, take};
@@ -16,6 +17,7 @@ use std::fs::File;
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 fn keys_of(path: &Path, column: &str) -> Vec<i64> {
     let (batches, _) = read_file(path);
@@ -265,6 +267,97 @@ fn row_groups_join_only_where_they_continue() {
         assert_eq!(got, want.as_primitive::<UInt64Type>().values().to_vec(), "{context}");
     }
     assert!(joined > 0, "no row group joined a run");
+}
+
+// --- 13. leftovers of killed runs ------------------------------------------------------
+
+/// Holds an exclusive `flock` on `path` (a file or directory), as a running corank does.
+fn flock(path: &Path) -> File {
+    use std::os::unix::io::AsRawFd;
+    let f = File::open(path).unwrap();
+    // SAFETY: flock on a descriptor `f` owns.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+    f
+}
+
+/// A killed run's temporary output and spill directory (with a spill run of real rows)
+/// beside the inputs: a `**` glob does not read them, and the merge removes them; the same
+/// leftovers of a run still going (their locks held) are neither read nor removed.
+#[test]
+fn leftovers_of_killed_runs_are_not_inputs_and_the_next_run_removes_them() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    std::fs::create_dir_all(data.join("sub")).unwrap();
+    simple_file(&data.join("a.parquet"), &[vec![1, 3, 5]], true);
+    simple_file(&data.join("sub/b.parquet"), &[vec![2, 4]], true);
+    let stale_dir = data.join(".corank-sort-0123456789abcdef");
+    let live_dir = data.join(".corank-sort-fedcba9876543210");
+    for dir in [&stale_dir, &live_dir] {
+        std::fs::create_dir(dir).unwrap();
+        simple_file(&dir.join("run-000000.parquet"), &[vec![100, 200]], true);
+    }
+    let stale_tmp = data.join(".corank-00000000deadbeef.tmp");
+    let live_tmp = data.join(".corank-00000000feedf00d.tmp");
+    std::fs::copy(data.join("a.parquet"), &stale_tmp).unwrap();
+    std::fs::copy(data.join("a.parquet"), &live_tmp).unwrap();
+    let _held = (flock(&live_dir), flock(&live_tmp));
+
+    let out = data.join("out.parquet");
+    let pattern = format!("{}/**/*.parquet", data.display());
+    let res = corank(&["merge", &pattern, "-o", out.to_str().unwrap(), "--engine", "cpu"]);
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    assert_eq!(keys_of(&out, "k"), [1, 2, 3, 4, 5], "spill runs read as inputs");
+    assert!(text(&res.stderr).contains(".corank-sort-fedcba9876543210"), "the skipped file is named: {}", text(&res.stderr));
+    assert!(!stale_dir.exists() && !stale_tmp.exists(), "left: {:?}", files_in(&data));
+    assert!(live_dir.join("run-000000.parquet").exists() && live_tmp.exists(), "a running one's files removed");
+    // A spill run named explicitly is an input like any file, and its directory stays.
+    let res = corank(&["merge", live_dir.join("run-000000.parquet").to_str().unwrap(), "-o", out.to_str().unwrap(), "-f"]);
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    assert_eq!(keys_of(&out, "k"), [100, 200]);
+}
+
+/// A sort killed (SIGKILL) while it spills leaves its spill directory in --temp-dir; the
+/// next sort there removes it, and writes its own output as if nothing were there.
+#[test]
+fn a_sort_killed_while_spilling_leaves_what_the_next_sort_removes() {
+    let d = tempfile::tempdir().unwrap();
+    let tmp = d.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let input = d.path().join("in.parquet");
+    let n = 600_000i64;
+    let k: Vec<i64> = (0..n).map(|i| (i * 7919) % n).collect();
+    let v: Vec<String> = k.iter().map(|x| format!("{x:040}")).collect();
+    let batch =
+        RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(k)) as ArrayRef), ("v", Arc::new(StringArray::from(v)) as ArrayRef)])
+            .unwrap();
+    let groups: Vec<RecordBatch> = (0..6).map(|i| batch.slice(i * 100_000, 100_000)).collect();
+    write_file(&input, &groups, None);
+    let spill_dirs = || -> Vec<String> { files_in(&tmp).into_iter().filter(|f| f.starts_with(".corank-sort-")).collect() };
+    let args = |out: &Path| -> Vec<String> {
+        ["sort", input.to_str().unwrap(), "-o", out.to_str().unwrap(), "--by", "k", "--engine", "cpu", "--strategy", "runs"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(["--memory-limit".into(), "16MiB".into(), "--temp-dir".into(), tmp.display().to_string()])
+            .collect()
+    };
+    let killed = d.path().join("killed.parquet");
+    let mut child = command().args(args(&killed)).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let start = Instant::now();
+    while spill_dirs().is_empty() {
+        assert!(child.try_wait().unwrap().is_none(), "the sort ended before it spilled");
+        assert!(start.elapsed() < Duration::from_secs(120), "no spill directory after 120 s");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap(); // SIGKILL: no handler runs
+    child.wait().unwrap();
+    let left = spill_dirs();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(!killed.exists());
+    let out = d.path().join("out.parquet");
+    let res = command().args(args(&out)).output().unwrap();
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    assert_eq!(spill_dirs(), Vec::<String>::new(), "the killed sort's spill directory is still there");
+    assert_eq!(keys_of(&out, "k"), (0..n).collect::<Vec<_>>());
 }
 
 // --- 15. --max-row-group-bytes below 8,192 rows -----------------------------------------

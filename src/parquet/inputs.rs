@@ -2,10 +2,12 @@
 //!
 //! A **run** is a sequence of consecutive row groups of one file that is sorted as a whole.
 //! Every row group of an input must be sorted by the key; whether neighbouring row groups
-//! also continue each other is read from the statistics of the first key column: row groups
-//! `g` and `g + 1` join one run when `g`'s last value sorts before or equal to `g + 1`'s
-//! first (min/max per the direction, no nulls on the side where nulls would break it,
-//! statistics present, not a float column where NaN and -0 escape statistics). Equal
+//! also continue each other is read from the statistics of the key columns: row groups
+//! `g` and `g + 1` join one run when `g`'s last key sorts before or equal to `g + 1`'s
+//! first, as the per-column bounds prove it (min/max per the direction, NULL where the nulls
+//! sort and the row group holds any, statistics present, not a float column where NaN and
+//! -0 escape statistics): the first column decides where its bounds differ, a tie there
+//! hands the decision to the next column, and so on (`continues`). Equal
 //! boundary keys may join because both row groups belong to one file: stability puts the
 //! earlier row group's rows first either way. A globally sorted file then reads as one run,
 //! even with a low-cardinality key and small row groups; a file with overlapping row groups
@@ -182,16 +184,12 @@ fn file_id(path: &Path) -> Option<FileId> {
     }
 }
 
-/// Whether `path` is a merge's temporary output (`.corank-*.tmp`, see `writer`).
-fn is_temporary_output(path: &Path) -> bool {
-    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(".corank-") && n.ends_with(".tmp"))
-}
-
 /// [`expand_inputs`], never yielding the output: a file that a directory or a glob pattern
 /// found and that is `output` (same device and inode, so hard links and symbolic links
-/// count), or a temporary output of an interrupted merge, is left out; an input named
-/// explicitly that is `output` is an error. Without this a second merge over a directory
-/// that replaces its output (`overwrite`) would read its own previous output.
+/// count), or a temporary file of a corank run (a temporary output, or a spill file in a
+/// sort's spill directory, of a run going on or killed: [`super::leftovers`]), is left out;
+/// an input named explicitly that is `output` is an error. Without this a second merge over
+/// a directory that replaces its output (`overwrite`) would read its own previous output.
 pub fn expand_inputs_excluding(args: &[String], output: &Path) -> Result<Vec<PathBuf>> {
     let out_id = file_id(output);
     let mut paths = Vec::new();
@@ -202,8 +200,12 @@ pub fn expand_inputs_excluding(args: &[String], output: &Path) -> Result<Vec<Pat
             if explicit && is_output {
                 return Err(Error::InvalidArgument(format!("output {} is also an input ({arg})", output.display())));
             }
-            if is_output || (!explicit && is_temporary_output(&path)) {
+            if is_output {
                 log::info!("skipping {}: it is the output", path.display());
+                continue;
+            }
+            if !explicit && super::leftovers::is_leftover(&path) {
+                log::warn!("skipping {}: a temporary file of a corank merge or sort (running, or killed)", path.display());
                 continue;
             }
             paths.push(path);
@@ -285,15 +287,30 @@ pub fn show_keys(keys: &[SortKey]) -> String {
         .join(", ")
 }
 
-/// Whether statistics of `key` show row group `g + 1` starting at or after the end of `g`,
-/// for every `g` (see the module doc). Any doubt is `false`: a false `false` only costs a
-/// run. Truncated string statistics stay safe: a truncated max only grows and a truncated
-/// min only shrinks, so `max(g) <= min(g + 1)` still proves the order.
-fn continues(input: &InputFile, key: &SortKey, allow_equal: bool) -> Vec<bool> {
+/// Whether statistics show row group `g + 1` starting at or after the end of `g` in the
+/// order of `keys`, for every `g` (see the module doc). Any doubt is `false`: a false
+/// `false` only costs a run.
+///
+/// Per key column the statistics bound the column's values in a row group: in sort order
+/// its values lie between a start (the min, the max when descending, or NULL where nulls
+/// sort first and the row group holds any) and an end (likewise). So the last row of `g`,
+/// `L`, and the first of `g + 1`, `F`, satisfy `L_c <= end_c(g)` and `start_c(g + 1) <= F_c`
+/// for every column `c`, and comparing the tuples `end(g)` and `start(g + 1)` column by
+/// column decides: the first column where `end_c(g) < start_c(g + 1)` gives `L < F`,
+/// provided every column before it has `end = start` (then `L_c <= F_c` there, and either
+/// some earlier column already has `L_c < F_c`, or all tie); all columns equal gives
+/// `L <= F`; a column with `end > start`, or one whose statistics are missing, decides
+/// nothing (`false`). Equal boundary keys may join: both row groups belong to one file,
+/// and stability puts `g`'s rows first either way. Truncated string statistics stay bounds
+/// (a truncated max only grows, a truncated min only shrinks). Float columns are unknown
+/// (NaN and -0 escape statistics).
+fn continues(input: &InputFile, keys: &[SortKey]) -> Vec<bool> {
+    use std::cmp::Ordering;
     let row_groups = input.metadata.metadata().row_groups();
     let pairs = row_groups.len().saturating_sub(1);
     let schema = input.metadata.schema();
-    let answer = || -> Option<Vec<bool>> {
+    // Per column and pair, `end_c(g)` against `start_c(g + 1)` (`None`: unknown).
+    let column = |key: &SortKey| -> Option<Vec<Option<Ordering>>> {
         let field = schema.field_with_name(&key.column).ok()?;
         if matches!(field.data_type(), DataType::Float16 | DataType::Float32 | DataType::Float64) {
             return None;
@@ -302,27 +319,71 @@ fn continues(input: &InputFile, key: &SortKey, allow_equal: bool) -> Vec<bool> {
         let mins = conv.row_group_mins(row_groups.iter()).ok()?;
         let maxes = conv.row_group_maxes(row_groups.iter()).ok()?;
         let nulls = conv.row_group_null_counts(row_groups.iter()).ok()?;
-        let desc = key.options.descending;
-        // In sort order a row group starts at its min (max when descending) and ends at
-        // its max (min when descending).
+        let (desc, nulls_first) = (key.options.descending, key.options.nulls_first);
+        // In sort order a row group's values start at its min (max when descending) and end
+        // at its max (min when descending).
         let (starts, ends): (&ArrayRef, &ArrayRef) = if desc { (&maxes, &mins) } else { (&mins, &maxes) };
         let converter = RowConverter::new(vec![SortField::new_with_options(starts.data_type().clone(), key.options)]).ok()?;
         let start_rows = converter.convert_columns(std::slice::from_ref(starts)).ok()?;
         let end_rows = converter.convert_columns(std::slice::from_ref(ends)).ok()?;
+        /// A bound of a column's values in a row group: NULL, a value (its row), unknown.
+        #[derive(Clone, Copy)]
+        enum Bound {
+            Null,
+            Value(usize),
+        }
+        // The start (`at_start`) or end bound of row group `g`: NULL where the nulls sort
+        // at that side and it holds any, or it holds nothing else.
+        let bound = |g: usize, at_start: bool, values: &ArrayRef| -> Option<Bound> {
+            if !nulls.is_valid(g) {
+                return None;
+            }
+            let (n, rows) = (nulls.value(g), row_groups[g].num_rows().max(0) as u64);
+            if (n > 0 && nulls_first == at_start) || n >= rows {
+                Some(Bound::Null)
+            } else {
+                values.is_valid(g).then_some(Bound::Value(g))
+            }
+        };
         Some(
             (0..pairs)
                 .map(|g| {
-                    let known = starts.is_valid(g + 1) && ends.is_valid(g) && nulls.is_valid(g) && nulls.is_valid(g + 1);
-                    // Nulls sit at a row group's start (nulls first) or end (nulls last).
-                    let null_free = if key.options.nulls_first { nulls.value(g + 1) == 0 } else { nulls.value(g) == 0 };
-                    known
-                        && null_free
-                        && (end_rows.row(g) < start_rows.row(g + 1) || (allow_equal && end_rows.row(g) == start_rows.row(g + 1)))
+                    let (end, start) = (bound(g, false, ends)?, bound(g + 1, true, starts)?);
+                    Some(match (end, start) {
+                        (Bound::Null, Bound::Null) => Ordering::Equal,
+                        (Bound::Null, Bound::Value(_)) => {
+                            if nulls_first {
+                                Ordering::Less
+                            } else {
+                                Ordering::Greater
+                            }
+                        }
+                        (Bound::Value(_), Bound::Null) => {
+                            if nulls_first {
+                                Ordering::Greater
+                            } else {
+                                Ordering::Less
+                            }
+                        }
+                        (Bound::Value(e), Bound::Value(s)) => end_rows.row(e).cmp(&start_rows.row(s)),
+                    })
                 })
                 .collect(),
         )
     };
-    answer().unwrap_or_else(|| vec![false; pairs])
+    let columns: Vec<Option<Vec<Option<Ordering>>>> = keys.iter().map(column).collect();
+    (0..pairs)
+        .map(|g| {
+            for c in &columns {
+                match c.as_ref().and_then(|c| c[g]) {
+                    Some(Ordering::Less) => return true,
+                    Some(Ordering::Equal) => continue,
+                    Some(Ordering::Greater) | None => return false,
+                }
+            }
+            true
+        })
+        .collect()
 }
 
 /// Estimated bytes of row group `g` of `input` once decoded into Arrow arrays: fixed-width
@@ -878,9 +939,7 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
     let mut decoded: u64 = 0;
     for (fi, f) in files.iter().enumerate() {
         let row_groups = f.metadata.metadata().row_groups();
-        // Equal boundary keys join only for a one-column key: with more columns, the first
-        // column's statistics cannot order rows that tie on it.
-        let joins = continues(f, &keys[0], keys.len() == 1);
+        let joins = continues(f, &keys);
         let mut current: Option<Run> = None;
         for (g, rg) in row_groups.iter().enumerate() {
             let rows = rg.num_rows() as usize;

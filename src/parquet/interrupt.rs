@@ -24,11 +24,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// The registered path: a leaked, NUL-terminated C string, or 0.
 static TEMP_PATH: AtomicUsize = AtomicUsize::new(0);
 
-/// Keeps `path` registered until dropped.
+/// Keeps `path` registered until dropped, and the file's lock ([`super::leftovers`]) held.
 #[derive(Debug)]
-pub(crate) struct TempGuard(usize);
+pub(crate) struct TempGuard(usize, Option<super::leftovers::Held>);
 
 impl TempGuard {
+    /// Holds the file's lock as long as the guard lives.
+    pub(crate) fn hold(&mut self, held: super::leftovers::Held) {
+        self.1 = Some(held);
+    }
+
     pub(crate) fn register(path: &Path) -> TempGuard {
         #[cfg(unix)]
         {
@@ -38,11 +43,11 @@ impl TempGuard {
                 // per output file).
                 let p = c.into_raw() as usize;
                 TEMP_PATH.store(p, Ordering::SeqCst);
-                return TempGuard(p);
+                return TempGuard(p, None);
             }
         }
         let _ = path;
-        TempGuard(0)
+        TempGuard(0, None)
     }
 }
 
@@ -63,11 +68,17 @@ pub(crate) fn spill_file_name(i: usize) -> String {
     format!("run-{i:06}.parquet")
 }
 
-/// Keeps a spill directory registered until dropped (one at a time, the newest).
+/// Keeps a spill directory registered until dropped (one at a time, the newest), and its
+/// lock ([`super::leftovers`]) held.
 #[derive(Debug)]
-pub(crate) struct SpillDirGuard(usize);
+pub(crate) struct SpillDirGuard(usize, Option<super::leftovers::Held>);
 
 impl SpillDirGuard {
+    /// Holds the directory's lock as long as the guard lives.
+    pub(crate) fn hold(&mut self, held: super::leftovers::Held) {
+        self.1 = Some(held);
+    }
+
     /// Registers `dir` before it is created.
     pub(crate) fn register(dir: &Path) -> SpillDirGuard {
         #[cfg(unix)]
@@ -81,12 +92,12 @@ impl SpillDirGuard {
                     // Leaked on purpose, as TempGuard's.
                     let p = c.into_raw() as usize;
                     SPILL_DIR.store(p, Ordering::SeqCst);
-                    return SpillDirGuard(p);
+                    return SpillDirGuard(p, None);
                 }
             }
         }
         let _ = dir;
-        SpillDirGuard(0)
+        SpillDirGuard(0, None)
     }
 
     /// Announces spill files `0..n` (call before creating the last of them).

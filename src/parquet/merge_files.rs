@@ -318,13 +318,12 @@ pub fn open_file_budget() -> usize {
     }
 }
 
-/// Where the merge loop takes each run's batches from (`None`: the run has no rows in the
-/// phase).
+/// Where the merge loop takes the batches of a phase's runs from, in the phase's order.
 enum Sources<'a> {
     /// A decoding thread per run, each a batch ahead.
-    Threads(Vec<Option<mpsc::Receiver<Result<Option<RunBatch>>>>>),
+    Threads(Vec<mpsc::Receiver<Result<Option<RunBatch>>>>),
     /// Read in the merge loop (too many runs for a thread each).
-    Inline(Vec<Option<RunReader<'a>>>),
+    Inline(Vec<RunReader<'a>>),
 }
 
 /// A batch of a run, and whether it is the run's last (so the merge can mark the run
@@ -593,6 +592,9 @@ pub fn merge_files(
         crate::engine::warm_up_gpu(&options.engine, plan.total_rows);
     }
     let ReadPlan { keep_open, decoders_per_run, decoder_bytes: decoders, window_bytes: budgets } = read_plan(plan, options.memory_limit)?;
+    // What killed runs left beside the output (super::leftovers).
+    let keep: Vec<&Path> = plan.files.iter().map(|f| f.path.as_path()).collect();
+    super::leftovers::remove_stale(&[&super::leftovers::dir_of(output)], &keep);
     let rest = options.memory_limit - decoders;
     let mut writer_settings = options.writer.clone();
     // R/4 for the writer.
@@ -617,7 +619,7 @@ pub fn merge_files(
             schedule.rows(),
             plan.total_rows,
             schedule.blocks.len(),
-            schedule.phases.iter().filter(|p| p.iter().any(|r| !r.is_empty())).count()
+            schedule.phases.iter().filter(|p| !p.is_empty()).count()
         ),
     }
     writer.reserve_row_groups(2 * schedule.blocks.len());
@@ -627,9 +629,13 @@ pub fn merge_files(
     let key_types: Vec<_> = key_index.iter().map(|&i| plan.schema.field(i).data_type().clone()).collect();
     let batch_size = 8192;
     let frontier_options = FrontierOptions { engine: options.engine, window_rows: MAX_WINDOW_ROWS, batch_size, check_sorted: true };
-    // The runs' parts in each phase.
-    let phase_runs: Vec<Vec<Option<Run>>> =
-        schedule.phases.iter().map(|p| plan.runs.iter().zip(p).map(|(run, range)| sub_run(run, range)).collect()).collect();
+    // The runs' parts in each phase, with their runs' indices: only the runs a phase holds
+    // (a copied row group between every two rows of a file makes as many phases as rows).
+    let phase_runs: Vec<Vec<(usize, Run)>> = schedule
+        .phases
+        .iter()
+        .map(|p| p.iter().filter_map(|(r, range)| sub_run(&plan.runs[*r], range).map(|part| (*r, part))).collect())
+        .collect();
 
     // The writer thread: one piece in flight between it and the merge. It renames the
     // output into place only on `Finish`; if the merge fails, the channel closes without
@@ -706,7 +712,7 @@ pub fn merge_files(
         }
         let merged = (|| -> Result<()> {
             let mut last: Option<Mark> = None;
-            let has_rows = |k: usize| phase_runs[k].iter().any(Option::is_some);
+            let has_rows = |k: usize| !phase_runs[k].is_empty();
             // The readers of the next phase with rows, started while this one merges.
             let mut next: Option<(usize, Sources)> = None;
             for (k, runs) in phase_runs.iter().enumerate() {
@@ -791,8 +797,10 @@ pub fn merge_files(
 /// frontier merge of their own and sent to the writer in pieces.
 struct Phase<'a> {
     plan: &'a MergePlan,
-    /// Per run, its part in this phase.
-    runs: &'a [Option<Run>],
+    /// The runs with rows in this phase, in run order: each run's index in the plan and its
+    /// part in this phase. The phase's frontier merge has an input for each, in this order.
+    runs: &'a [(usize, Run)],
+    /// Every run's window budget, by its index in the plan.
     budgets: &'a [usize],
     /// Where the runs' batches come from ([`start_readers`]); taken by [`Phase::run`].
     sources: Option<Sources<'a>>,
@@ -812,23 +820,20 @@ struct Phase<'a> {
 fn start_readers<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     plan: &'env MergePlan,
-    runs: &'env [Option<Run>],
+    runs: &'env [(usize, Run)],
     budgets: &'env [usize],
     keep_open: bool,
     decoders_per_run: usize,
     ahead: usize,
 ) -> Sources<'env> {
-    let live = runs.iter().filter(|r| r.is_some()).count();
-    if live > MAX_READER_THREADS {
-        let readers = runs.iter().zip(budgets).map(|(r, &budget)| r.as_ref().map(|r| RunReader::new(r, plan, budget, keep_open))).collect();
+    if runs.len() > MAX_READER_THREADS {
+        let readers = runs.iter().map(|(i, run)| RunReader::new(run, plan, budgets[*i], keep_open)).collect();
         return Sources::Inline(readers);
     }
     let receivers = runs
         .iter()
-        .zip(budgets)
-        .enumerate()
-        .map(|(i, (run, &budget))| {
-            let run = run.as_ref()?;
+        .map(|(i, run)| {
+            let budget = budgets[*i];
             let name = format!("corank-run{i}");
             let (send, receive) = mpsc::sync_channel::<Result<Option<RunBatch>>>(ahead);
             let decoders = decoders_per_run.min(run.row_groups.len());
@@ -864,7 +869,7 @@ fn start_readers<'scope, 'env>(
                     }
                 });
             }
-            Some(receive)
+            receive
         })
         .collect();
     Sources::Threads(receivers)
@@ -911,16 +916,14 @@ impl Phase<'_> {
         choice: &mut AutoChoice,
     ) -> Result<bool> {
         let plan = self.plan;
-        let n = plan.runs.len();
+        // The phase's own inputs: its runs, in run order (the merge's tie order).
+        let n = self.runs.len();
         let batch_size = self.frontier_options.batch_size;
         let mut frontier = FrontierMerge::new(plan.schema.clone(), self.key_types, plan.keys.clone(), n, self.frontier_options.clone())?;
-        for (i, &budget) in self.budgets.iter().enumerate() {
-            frontier.set_window_bytes(i, budget, ROUND_BYTES_PER_ROW);
-            if self.runs[i].is_none() {
-                frontier.finish_input(i);
-            }
+        for (i, (r, _)) in self.runs.iter().enumerate() {
+            frontier.set_window_bytes(i, self.budgets[*r], ROUND_BYTES_PER_ROW);
         }
-        // Per run: whether its first row in this phase was checked against `last`, and the
+        // Per input: whether its first row in this phase was checked against `last`, and the
         // key of its last row pushed.
         let mut started = vec![false; n];
         let mut last_keys: Vec<Option<Vec<ArrayRef>>> = vec![None; n];
@@ -936,21 +939,15 @@ impl Phase<'_> {
                         break;
                     }
                     let batches: Vec<(usize, Result<Option<RunBatch>>)> = match &mut sources {
-                        Sources::Threads(receivers) => {
-                            wanted.iter().map(|&i| (i, receivers[i].as_ref().map_or(Ok(None), |r| r.recv().unwrap_or(Ok(None))))).collect()
-                        }
+                        Sources::Threads(receivers) => wanted.iter().map(|&i| (i, receivers[i].recv().unwrap_or(Ok(None)))).collect(),
                         Sources::Inline(readers) => {
-                            let mut slots: Vec<(usize, &mut RunReader)> = readers
-                                .iter_mut()
-                                .enumerate()
-                                .filter(|(i, _)| wanted.binary_search(i).is_ok())
-                                .filter_map(|(i, r)| r.as_mut().map(|r| (i, r)))
-                                .collect();
+                            let mut slots: Vec<(usize, &mut RunReader)> =
+                                readers.iter_mut().enumerate().filter(|(i, _)| wanted.binary_search(i).is_ok()).collect();
                             slots.par_iter_mut().map(|(i, r)| (*i, r.next_batch())).collect()
                         }
                     };
                     for (i, batch) in batches {
-                        let run = runs[i].as_ref().expect("only runs with rows in the phase are read");
+                        let (r, run) = (runs[i].0, &runs[i].1);
                         match batch? {
                             None => frontier.finish_input(i),
                             Some((b, is_last)) => {
@@ -963,7 +960,7 @@ impl Phase<'_> {
                                     if !started[i] {
                                         started[i] = true;
                                         if let Some(before) = last.as_ref() {
-                                            let first = self.mark(&keys, 0, i, run.file, run.row_groups[0])?;
+                                            let first = self.mark(&keys, 0, r, run.file, run.row_groups[0])?;
                                             if !first.follows(before) {
                                                 return Err(junction_error(plan, before, &first));
                                             }
@@ -1030,8 +1027,8 @@ impl Phase<'_> {
         // The phase's last row: the largest (key, run) of the runs' last rows.
         for (i, keys) in last_keys.iter().enumerate() {
             let Some(keys) = keys else { continue };
-            let run = runs[i].as_ref().expect("a run with rows in the phase");
-            let mark = self.mark(keys, 0, i, run.file, *run.row_groups.last().expect("a run has row groups"))?;
+            let (r, run) = (runs[i].0, &runs[i].1);
+            let mark = self.mark(keys, 0, r, run.file, *run.row_groups.last().expect("a run has row groups"))?;
             if last.as_ref().is_none_or(|l| mark.follows(l)) {
                 *last = Some(mark);
             }

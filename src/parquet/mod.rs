@@ -11,6 +11,7 @@
 //! - [`row_group_reader`]: row groups decoded in parallel, handed out in order;
 //! - [`corrupt`]: decoder panics caught, decode failures named by file, row group, column and page;
 //! - [`writer`]: the output (temporary file, parallel column encoding, rename);
+//! - [`leftovers`]: what a killed run leaves (temporary file, spill directory), cleared by the next;
 //! - [`dictionary`]: which output columns keep Parquet's dictionary encoding;
 //! - [`order_by`]: sort keys as a SQL `ORDER BY` list;
 //! - [`sorting_columns`]: the order a row group's metadata declares.
@@ -22,6 +23,7 @@ pub mod dictionary;
 pub mod input_types;
 pub mod inputs;
 pub mod interrupt;
+pub mod leftovers;
 pub mod merge_files;
 pub mod offset_index;
 pub mod order_by;

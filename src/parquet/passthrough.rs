@@ -129,9 +129,11 @@ pub struct Block {
 /// `blocks[n − 1]`, `phases[n]`.
 #[derive(Debug, Clone)]
 pub struct Schedule {
-    /// `phases[k][j]`: the row groups of run `j` (indices into its `row_groups`) merged in
-    /// phase `k`; `phases.len() == blocks.len() + 1`.
-    pub phases: Vec<Vec<Range<usize>>>,
+    /// `phases[k]`: the runs with rows in phase `k`, in run order, each with its row
+    /// groups merged there (indices into its `row_groups`, never empty); `phases.len() ==
+    /// blocks.len() + 1`. Only the runs a phase holds are listed: thousands of copied row
+    /// groups cut thousands of phases, most of them with few runs or none.
+    pub phases: Vec<Vec<(usize, Range<usize>)>>,
     pub blocks: Vec<Block>,
     /// The footers of the files that have blocks, with their page indexes (copied along).
     pub footers: Vec<Option<Arc<ParquetMetaData>>>,
@@ -143,7 +145,7 @@ impl Schedule {
     /// One phase holding every run whole, no block.
     pub fn merge_all(plan: &MergePlan, why: impl Into<String>) -> Self {
         Schedule {
-            phases: vec![plan.runs.iter().map(|r| 0..r.row_groups.len()).collect()],
+            phases: vec![plan.runs.iter().enumerate().map(|(i, r)| (i, 0..r.row_groups.len())).collect()],
             blocks: vec![],
             footers: vec![None; plan.files.len()],
             off: Some(why.into()),
@@ -447,7 +449,7 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
         slot_of[i] = 2 * phase;
     }
     // 4. Every run's row groups in file order; each phase takes a contiguous range of them.
-    let mut phases: Vec<Vec<Range<usize>>> = vec![vec![0..0; plan.runs.len()]; blocks.len() + 1];
+    let mut phases: Vec<Vec<(usize, Range<usize>)>> = vec![Vec::new(); blocks.len() + 1];
     let mut by_run: Vec<Vec<usize>> = vec![Vec::new(); plan.runs.len()];
     for (i, g) in groups.iter().enumerate() {
         by_run[g.run].push(i);
@@ -465,7 +467,7 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
                 end += 1;
             }
             if slot.is_multiple_of(2) {
-                phases[slot / 2][run] = groups[members[at]].pos..groups[members[end - 1]].pos + 1;
+                phases[slot / 2].push((run, groups[members[at]].pos..groups[members[end - 1]].pos + 1));
             }
             at = end;
         }

@@ -19,7 +19,9 @@
 //!    merged into longer runs (a pass of its own, stable for the same reason) until it can.
 //!
 //! The spill directory is removed when the sort ends, whether it succeeds or fails, and by
-//! the signal handler of [`super::interrupt`] when a signal (Ctrl-C) ends the process.
+//! the signal handler of [`super::interrupt`] when a signal (Ctrl-C) ends the process. The
+//! sort holds a lock on it while it exists; one left by a sort that was killed (SIGKILL) is
+//! removed by the next sort or merge writing in its directory ([`super::leftovers`]).
 //!
 //! Reading: the inputs' row groups decode on threads of their own, up to one per core
 //! ([`SortPlan::read_threads`], at most [`MAX_READ_THREADS`]), as far ahead as a shared byte
@@ -323,9 +325,21 @@ impl SpillDir {
             h.write_u32(attempt);
             h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
             let path = parent.join(format!(".corank-sort-{:016x}", h.finish()));
-            let guard = SpillDirGuard::register(&path);
+            let mut guard = SpillDirGuard::register(&path);
             match std::fs::create_dir(&path) {
-                Ok(()) => return Ok(SpillDir { path, guard, next: 0 }),
+                // Locked while it exists, so a later run leaves it alone (super::leftovers);
+                // one that removed it before the lock was taken makes us draw another name.
+                Ok(()) => match std::fs::File::open(&path).and_then(|dir| super::leftovers::hold(dir, &path)) {
+                    Ok(Some(held)) => {
+                        guard.hold(held);
+                        return Ok(SpillDir { path, guard, next: 0 });
+                    }
+                    Ok(None) => continue,
+                    Err(e) => {
+                        let _ = std::fs::remove_dir(&path);
+                        return Err(Error::io(parent, context, e));
+                    }
+                },
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(Error::io(parent, context, e)),
             }
@@ -438,6 +452,9 @@ pub fn sort_files(
         crate::engine::warm_up_gpu(&options.engine, inputs.total_rows);
     }
     super::writer::check_output(output, options.writer.overwrite)?;
+    // What killed runs left where this one writes (super::leftovers).
+    let keep: Vec<&Path> = inputs.files.iter().map(|f| f.path.as_path()).collect();
+    super::leftovers::remove_stale(&[&super::leftovers::dir_of(output), &plan.temp_dir], &keep);
     let parquet_schema = common_parquet_schema(&inputs.files, &inputs.schema);
     let metadata = kept_metadata(&inputs.files);
     let mut spill_settings = options.writer.clone();

@@ -5,15 +5,19 @@
 //! `File::create` gives (on Unix 0666 less the umask; a replaced file's mode when
 //! [`WriterSettings::overwrite`] replaces one), and is registered for the signal handler ([`super::interrupt`]) before it
 //! exists. It is removed when the writer is dropped, and also when a signal ends the process
-//! if the program asked for that. Only a regular file is ever replaced.
+//! if the program asked for that; it is locked while it exists, so that one left by a run
+//! that was killed (SIGKILL) is told apart and removed by the next run ([`super::leftovers`]).
+//! Only a regular file is ever replaced.
 //!
 //! The output keeps the inputs' Parquet schema where they share one (logical types such as
 //! UUID, JSON or TIME adjusted to UTC, which the Arrow schema does not carry), see
 //! [`common_parquet_schema`].
 //!
-//! Row groups are cut at `row_group_rows` rows or `row_group_bytes` bytes of buffered
-//! Arrow data (the bytes of the batches' slices), whichever comes first, and never into more
-//! than [`MAX_ROW_GROUPS`]. Their columns are encoded and compressed in parallel
+//! Row groups are cut at `row_group_rows` rows or before `row_group_bytes` bytes of buffered
+//! Arrow data (the bytes of the batches' slices), whichever comes first, a batch cut between
+//! rows where it does not fit whole, and never into more than [`MAX_ROW_GROUPS`] (a row
+//! group over `row_group_bytes`, where that or a single row forces one, is warned about).
+//! Their columns are encoded and compressed in parallel
 //! (one task per leaf column, arrow-rs's `ArrowRowGroupWriterFactory`), several row groups
 //! at once ([`row_groups_in_flight`]), and appended in order. A row group that needs no
 //! merge is copied from its input as it is ([`SortedParquetWriter::append_row_group`], see
@@ -180,6 +184,8 @@ pub struct SortedParquetWriter {
     copy_bytes: usize,
     /// Which columns keep their dictionary ([`super::dictionary`]).
     dictionary: DictionaryChoice,
+    /// Whether the warning that a row group passes `row_group_bytes` was given.
+    warned_over_bytes: bool,
 }
 
 /// Fewest row groups in flight (encoding, or queued to be copied), each encoded as a task
@@ -663,15 +669,28 @@ fn temp_name() -> String {
 fn create_temp(dir: &Path) -> std::io::Result<(File, TempPath, TempGuard)> {
     for _ in 0..64 {
         let path = dir.join(temp_name());
-        let on_signal = TempGuard::register(&path);
+        let mut on_signal = TempGuard::register(&path);
         match OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
-            Ok(file) => match TempPath::try_from_path(&path) {
-                Ok(temp) => return Ok((file, temp, on_signal)),
-                Err(e) => {
-                    let _ = std::fs::remove_file(&path);
-                    return Err(e);
+            Ok(file) => {
+                // Locked while it exists, so a later run leaves it alone (it removes only
+                // the temporary files of runs that were killed: super::leftovers); one that
+                // removed it before the lock was taken makes us draw another name.
+                match file.try_clone().and_then(|dup| super::leftovers::hold(dup, &path)) {
+                    Ok(Some(held)) => on_signal.hold(held),
+                    Ok(None) => continue,
+                    Err(e) => {
+                        let _ = std::fs::remove_file(&path);
+                        return Err(e);
+                    }
                 }
-            },
+                match TempPath::try_from_path(&path) {
+                    Ok(temp) => return Ok((file, temp, on_signal)),
+                    Err(e) => {
+                        let _ = std::fs::remove_file(&path);
+                        return Err(e);
+                    }
+                }
+            }
             // Taken (unlikely): unregister and draw another name.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => drop(on_signal),
             Err(e) => return Err(e),
@@ -684,6 +703,26 @@ fn create_temp(dir: &Path) -> std::io::Result<(File, TempPath, TempGuard)> {
 /// batch is often a slice of a large window).
 fn slice_bytes(batch: &RecordBatch) -> usize {
     batch.columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size())).sum()
+}
+
+/// The most leading rows of `batch`, up to `most`, whose [`slice_bytes`] less `fixed` stay
+/// within `budget` (0 where not even one row does). The bytes grow with the rows.
+fn rows_within(batch: &RecordBatch, most: usize, budget: usize, fixed: usize) -> usize {
+    let fits = |rows: usize| slice_bytes(&batch.slice(0, rows)).saturating_sub(fixed) <= budget;
+    if fits(most) {
+        return most;
+    }
+    // The largest fitting count, by bisection: `lo` fits (or is 0), `hi` does not.
+    let (mut lo, mut hi) = (0, most);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 impl SortedParquetWriter {
@@ -769,20 +808,46 @@ impl SortedParquetWriter {
             written_back: 0,
             copy_bytes: 0,
             dictionary: DictionaryChoice::Undecided,
+            warned_over_bytes: false,
             schema,
         })
     }
 
-    /// Buffers `batch`; writes a row group whenever one is full.
+    /// Buffers `batch`; writes a row group whenever one is full: at `row_group_rows` rows,
+    /// or before its bytes would pass `row_group_bytes`, whatever the batches' size (a
+    /// batch is cut between rows to fit). A row group passes `row_group_bytes` only where
+    /// it cannot be helped, with a warning: a single row (or a batch's share of a
+    /// dictionary) larger than the limit, or more row groups than a file may hold.
     pub fn write(&mut self, batch: RecordBatch) -> Result<()> {
         let mut batch = batch;
         while batch.num_rows() > 0 {
             let room = self.settings.row_group_rows - self.pending_rows;
-            let take = room.min(batch.num_rows());
+            let mut take = room.min(batch.num_rows());
+            let mut bytes = slice_bytes(&batch.slice(0, take));
+            let limit = self.settings.row_group_bytes;
+            if self.pending_bytes + bytes > limit {
+                if !self.may_cut_on_bytes() {
+                    self.warn_over_bytes("a Parquet file holds at most 32,767 row groups, so the rest are larger");
+                } else {
+                    take = rows_within(&batch, take, limit.saturating_sub(self.pending_bytes), 0);
+                    if take == 0 && self.pending_rows > 0 {
+                        self.flush_row_group()?; // the next rows start a row group of their own
+                        continue;
+                    }
+                    if take == 0 {
+                        // Not one row fits an empty row group: rows by their own bytes (a
+                        // batch's dictionary counts with its every slice), at least one.
+                        let fixed = slice_bytes(&batch.slice(0, 0));
+                        take = rows_within(&batch, room.min(batch.num_rows()), limit, fixed).max(1);
+                        self.warn_over_bytes("a row (or a batch's dictionary) is larger than that alone");
+                    }
+                    bytes = slice_bytes(&batch.slice(0, take));
+                }
+            }
             let head = batch.slice(0, take);
             batch = batch.slice(take, batch.num_rows() - take);
             self.pending_rows += take;
-            self.pending_bytes += slice_bytes(&head);
+            self.pending_bytes += bytes;
             self.pending.push(head);
             if self.pending_rows >= self.settings.row_group_rows
                 || (self.pending_bytes >= self.settings.row_group_bytes && self.may_cut_on_bytes())
@@ -791,6 +856,18 @@ impl SortedParquetWriter {
             }
         }
         Ok(())
+    }
+
+    /// Says once per output that a row group passes `row_group_bytes`, and why.
+    fn warn_over_bytes(&mut self, why: &str) {
+        if !self.warned_over_bytes {
+            self.warned_over_bytes = true;
+            log::warn!(
+                "{}: row groups of more than {} bytes (the row group byte limit): {why}",
+                self.target.display(),
+                self.settings.row_group_bytes
+            );
+        }
     }
 
     /// Whether cutting the buffered rows as a row group now, before it is full, still

@@ -15,5 +15,6 @@ mod regress;
 mod regress_corrupt;
 mod regress_dictionary;
 mod regress_files;
+mod regress_hostile;
 mod regress_types;
 mod sort;

@@ -129,14 +129,14 @@ fn contenders(args: &BenchArgs) -> Vec<(String, String)> {
     let mut all = Vec::new();
     match corank::engine::gpu_availability() {
         Ok(()) => all.push(("corank-gpu".to_string(), corank::engine::gpu_device_name(0).unwrap_or_default())),
-        Err(why) => eprintln!("corank-gpu skipped: {why}"),
+        Err(why) => tell!("corank-gpu skipped: {why}"),
     }
     all.push(("corank-cpu".into(), format!("{} threads", rayon::current_num_threads())));
     all.push(("datafusion".into(), "55.2 (COPY .. ORDER BY)".into()));
     for (name, module) in [("duckdb", "duckdb"), ("polars", "polars")] {
         match python_has(&args.python, module) {
             Some(v) => all.push((name.into(), v)),
-            None => eprintln!("{name} skipped: `{} -c 'import {module}'` failed", args.python),
+            None => tell!("{name} skipped: `{} -c 'import {module}'` failed", args.python),
         }
     }
     all.push((FLOOR.into(), "DataFusion 55.2 COPY, no ORDER BY".into()));
@@ -261,7 +261,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }
     }
     if args.sort {
-        println!("sort by {} (corank sort, --memory-limit {})", args.sort_key, args.memory_limit);
+        say!("sort by {} (corank sort, --memory-limit {})", args.sort_key, args.memory_limit);
     }
     print_table(&results, &contenders);
     if let Ok(limit) = crate::parse_bytes(&args.memory_limit) {
@@ -273,8 +273,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
             .collect();
         if results.iter().any(|m| m.contender.starts_with("corank") && m.peak_rss.is_some()) {
             match over.is_empty() {
-                true => println!("corank's peak RSS is within --memory-limit {} + 20% in every run", args.memory_limit),
-                false => println!("corank's peak RSS is over --memory-limit {} + 20% in: {}", args.memory_limit, over.join(", ")),
+                true => say!("corank's peak RSS is within --memory-limit {} + 20% in every run", args.memory_limit),
+                false => say!("corank's peak RSS is over --memory-limit {} + 20% in: {}", args.memory_limit, over.join(", ")),
             }
         }
     }
@@ -285,7 +285,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         false => format!("Merging {} sorted Parquet files into one", args.files),
     };
     crate::chart::draw(&chart, &title, &results)?;
-    println!("chart: {}", chart.display());
+    say!("chart: {}", chart.display());
     Ok(())
 }
 
@@ -307,8 +307,8 @@ fn warm_gpu_kernel_cache(args: &BenchArgs) -> Result<()> {
     let ran = run_measured(command_for("corank-gpu", args, &files, &output));
     let _ = std::fs::remove_file(&output);
     match ran {
-        Ok((true, _)) => eprintln!("corank-gpu: kernel cache warmed by a small run ({:.2} s, not counted)", t.elapsed().as_secs_f64()),
-        other => eprintln!("corank-gpu: the warm-up run failed ({other:?}); the first timed run may compile the kernels"),
+        Ok((true, _)) => tell!("corank-gpu: kernel cache warmed by a small run ({:.2} s, not counted)", t.elapsed().as_secs_f64()),
+        other => tell!("corank-gpu: the warm-up run failed ({other:?}); the first timed run may compile the kernels"),
     }
     Ok(())
 }
@@ -323,11 +323,11 @@ fn bench_one(args: &BenchArgs, contenders: &[(String, String)], dataset: Dataset
         let t = Instant::now();
         write_dataset(&data, dataset, args.files, per_file, 1 << 17, 42)?;
         std::fs::write(&done, b"").map_err(|e| Error::io(&done, "", e))?;
-        eprintln!("generated {} in {:.1?}", data.display(), t.elapsed());
+        tell!("generated {} in {:.1?}", data.display(), t.elapsed());
     }
     let total = per_file * args.files;
     let bytes: u64 = files.iter().filter_map(|f| f.metadata().ok()).map(|m| m.len()).sum();
-    eprintln!("dataset {}: {} files, {} rows, {:.1} MiB", dataset.name(), args.files, group_digits(total), bytes as f64 / (1 << 20) as f64);
+    tell!("dataset {}: {} files, {} rows, {:.1} MiB", dataset.name(), args.files, group_digits(total), bytes as f64 / (1 << 20) as f64);
     let key = if args.sort { args.sort_key.as_str() } else { LINEITEM_KEY };
     let (_, _, input_sum) = check_output(&files, key)?;
     // Each contender, one run, output checked. The first corank output is kept as
@@ -338,7 +338,7 @@ fn bench_one(args: &BenchArgs, contenders: &[(String, String)], dataset: Dataset
     for (name, _) in contenders {
         let inputs = match name.as_str() {
             FLOOR_CORANK if !have_sorted_input => {
-                eprintln!("{name} skipped: it needs a corank contender's output as its input");
+                tell!("{name} skipped: it needs a corank contender's output as its input");
                 continue;
             }
             FLOOR_CORANK => vec![sorted_input.clone()],
@@ -352,7 +352,7 @@ fn bench_one(args: &BenchArgs, contenders: &[(String, String)], dataset: Dataset
         let peak_rss = match run {
             Ok((true, rss)) => rss,
             other => {
-                eprintln!("{name} failed on {} {rows} rows: {other:?}", dataset.name());
+                tell!("{name} failed on {} {rows} rows: {other:?}", dataset.name());
                 continue;
             }
         };
@@ -370,7 +370,7 @@ fn bench_one(args: &BenchArgs, contenders: &[(String, String)], dataset: Dataset
             have_sorted_input = true;
         }
         let _ = std::fs::remove_file(&output);
-        eprintln!("{name:>12}: {seconds:.2} s, peak RSS {}", show_rss(peak_rss));
+        tell!("{name:>12}: {seconds:.2} s, peak RSS {}", show_rss(peak_rss));
         results.push(Measurement { dataset: dataset.name().into(), rows: total, contender: name.clone(), seconds, peak_rss });
     }
     let _ = std::fs::remove_file(&sorted_input);
@@ -387,8 +387,8 @@ fn show_rss(rss: Option<u64>) -> String {
 /// faster). `this / floor`: this contender's seconds over the floor's (1.00 = only the
 /// decoding and re-encoding; lower is faster, below 1 where passthrough skips that work).
 fn print_table(results: &[Measurement], contenders: &[(String, String)]) {
-    println!("| dataset | rows | contender | version | seconds | M rows/s | peak RSS MiB | corank best / this | this / floor |");
-    println!("|---|---:|---|---|---:|---:|---:|---:|---:|");
+    say!("| dataset | rows | contender | version | seconds | M rows/s | peak RSS MiB | corank best / this | this / floor |");
+    say!("|---|---:|---|---|---:|---:|---:|---:|---:|");
     let mut groups: Vec<(&str, usize)> = results.iter().map(|m| (m.dataset.as_str(), m.rows)).collect();
     groups.dedup();
     for (dataset, rows) in groups {
@@ -398,7 +398,7 @@ fn print_table(results: &[Measurement], contenders: &[(String, String)]) {
         for m in at {
             let version = contenders.iter().find(|(n, _)| *n == m.contender).map(|(_, v)| v.as_str()).unwrap_or("");
             let ratio = |x: f64| if x.is_finite() { format!("{x:.2}x") } else { "n/a".into() };
-            println!(
+            say!(
                 "| {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} |",
                 dataset,
                 group_digits(rows),
@@ -412,7 +412,7 @@ fn print_table(results: &[Measurement], contenders: &[(String, String)]) {
             );
         }
     }
-    println!(
+    say!(
         "(corank best / this: how many times faster the best corank engine is than this contender; \
          this / floor: this contender's time over the floor's, decoding and re-encoding the rows with no merge; lower is faster)"
     );

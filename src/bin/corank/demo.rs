@@ -51,7 +51,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         FileLayout::RowGroupsSorted,
         2,
     )?);
-    println!(
+    say!(
         "wrote {} lineitem files x {} rows ({} sorted whole, {} sorted per row group) to {} in {:.2?}",
         args.files,
         args.rows,
@@ -81,9 +81,9 @@ pub fn run(args: DemoArgs) -> Result<()> {
         report: ReportArgs { quiet: false, verbose: 0, json: false, dry_run: false },
     };
     let shown: Vec<String> = paths.iter().map(|p| p.strip_prefix(&dir).unwrap_or(p).display().to_string()).collect();
-    println!("$ corank merge {} -o merged.parquet --check-sorted", shown.join(" "));
+    say!("$ corank merge {} -o merged.parquet --check-sorted", shown.join(" "));
     let summary = execute(&merge)?;
-    println!("{}", summary_line(&summary, &output));
+    say!("{}", summary_line(&summary, &output));
 
     // 3. Verify: every row there, keys in order, the same multiset of a payload column.
     let t = Instant::now();
@@ -99,15 +99,15 @@ pub fn run(args: DemoArgs) -> Result<()> {
     let file = std::fs::File::open(&output).map_err(|e| Error::io(&output, "", e))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| Error::parquet(&output, "", e))?;
     let sorting = builder.metadata().row_groups().first().and_then(|g| g.sorting_columns().cloned());
-    println!(
+    say!(
         "verified in {:.2?}: {rows_out} rows, {LINEITEM_KEY} in order, l_partkey checksum equal, sorting_columns {sorting:?}",
         t.elapsed()
     );
     let head: Vec<RecordBatch> =
         builder.with_batch_size(5).build().map_err(|e| Error::parquet(&output, "", e))?.take(1).collect::<Result<_, _>>()?;
-    println!("first rows:\n{}", arrow::util::pretty::pretty_format_batches(&head)?);
+    say!("first rows:\n{}", arrow::util::pretty::pretty_format_batches(&head)?);
     if args.dir.is_some() {
-        println!("files kept in {}", dir.display());
+        say!("files kept in {}", dir.display());
     }
     Ok(())
 }

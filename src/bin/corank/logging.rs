@@ -150,7 +150,7 @@ pub fn init(verbose: u8) {
     let rust_log = std::env::var("RUST_LOG").ok();
     let (filter, bad) = filter_for(rust_log.as_deref(), verbose);
     for b in bad {
-        eprintln!("corank: warning: RUST_LOG: ignoring '{b}' (use LEVEL or MODULE=LEVEL, comma-separated; levels off, error, warn, info, debug, trace)");
+        tell!("corank: warning: RUST_LOG: ignoring '{b}' (use LEVEL or MODULE=LEVEL, comma-separated; levels off, error, warn, info, debug, trace)");
     }
     let max = filter.max_level();
     // Leaked: the logger lives as long as the process (`log` needs a `'static` one).

@@ -13,6 +13,29 @@
 //! not sorted. With `--json` an error is also one JSON object on stdout:
 //! `{"ok":false,"error":"...","exit_code":2}`. Logs (`RUST_LOG`, `-v`) go to stderr.
 
+// Every line the program prints goes through `say!` (stdout) and `tell!` (stderr), which
+// never panic: `println!` and `eprintln!` panic when the write fails (a full disk, a closed
+// stream), turning a run's outcome into exit code 101. The lints keep them out.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+/// A line on stdout, a failure to write it ignored (where a failing stdout is the run's
+/// error, `common::print_stdout` reports it instead).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// A line on stderr, a failure to write it ignored: there is nowhere left to say it, and
+/// the exit code still tells the run's outcome.
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod chart;
 mod common;
@@ -190,7 +213,7 @@ fn main() -> ExitCode {
             // A usage error on one line, as every other error: clap's message with the lines
             // it names arguments on (a missing one), without its tip and usage lines.
             let message = one_line_usage_error(&e.to_string());
-            eprintln!("corank: error: {message} (see corank --help)");
+            tell!("corank: error: {message} (see corank --help)");
             if std::env::args_os().skip(1).any(|a| a == "--json") {
                 print_json_error(&message, 2);
             }
@@ -221,7 +244,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let (message, code) = (error_message(&e), exit_code(&e));
-            eprintln!("corank: error: {message}");
+            tell!("corank: error: {message}");
             if json {
                 print_json_error(&message, code);
             }

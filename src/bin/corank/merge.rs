@@ -64,7 +64,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
     let output = &args.common.output;
     args.report.print_summary(output, || summary_json(&summary, &args, &prepared), || summary_line(&summary, output))?;
     if args.report.verbose > 0 {
-        eprintln!(
+        tell!(
             "reading {:.2?}, merging {:.2?} ({} cpu + {} gpu rounds), writing {:.2?} (its own thread); window up to {} per run; {} output row groups; peak memory {}; {}",
             summary.read_time,
             summary.merge_time,

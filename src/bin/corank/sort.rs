@@ -75,7 +75,7 @@ pub fn run(args: SortArgs) -> Result<()> {
     if args.report.verbose > 0 {
         let peak = summary.peak_memory.map_or("unknown".into(), show_bytes);
         if summary.strategy == "columns" {
-            eprintln!(
+            tell!(
                 "strategy columns; reading {:.2?} (the keys, then each column), sorting the keys {:.2?} on the {}, writing the columns {:.2?} ({} output row groups, {} of encoded pages spilled); peak memory {}",
                 summary.read_time,
                 summary.sort_time,
@@ -86,7 +86,7 @@ pub fn run(args: SortArgs) -> Result<()> {
                 peak,
             );
         } else {
-            eprintln!(
+            tell!(
                 "strategy runs; reading {:.2?}, sorting {:.2?} ({} cpu + {} gpu chunk sorts), writing sorted chunks {:.2?}, merging {:.2?} ({} spill runs, {} intermediate passes, {} runs in the final merge; {} cpu + {} gpu rounds); chunks up to {}; {} output row groups; peak memory {}",
                 summary.read_time,
                 summary.sort_time,

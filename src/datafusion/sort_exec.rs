@@ -8,13 +8,14 @@
 //! into a sorted run (several chunks at once, one per core), runs that do not fit
 //! DataFusion's `MemoryPool` are spilled to disk through the runtime's `DiskManager`, and
 //! the runs, in memory or spilled, are merged by the frontier merge
-//! ([`super::stream::MergeTask`], as `CoRankMergeExec` merges). See
-//! [`super::sort_stream`].
+//! ([`super::stream::MergeTask`], as `CoRankMergeExec` merges), at most
+//! [`MAX_MERGE_FAN_IN`](super::sort_stream::MAX_MERGE_FAN_IN) runs a merge (more are merged
+//! down first, in groups of consecutive runs). See [`super::sort_stream`].
 //!
 //! **Order.** The output is the **stable sort of the concatenation of the input partitions
 //! in partition order**: equal keys keep partition order, then row order within a
 //! partition. (A chunk holds consecutive rows of one partition, its sort is stable, and the
-//! merge takes its runs ordered by (partition, chunk), ties to the earlier run.) Stock
+//! merges take runs ordered by (partition, chunk), ties to the earlier run.) Stock
 //! `SortExec` + `SortPreservingMergeExec` order ties by neither.
 //!
 //! Dropping the output stream aborts the task that reads, sorts and merges; a sort on a

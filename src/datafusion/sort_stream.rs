@@ -12,6 +12,14 @@
 //! frontier merge in rounds, on the engine of the settings; its first round one batch, so
 //! that it comes early). Once some run is spilled, the runs still in memory are spilled too.
 //!
+//! **Many runs.** One merge takes at most [`MAX_MERGE_FAN_IN`] runs (and, of spill files,
+//! no more than the pool holds the windows of): the merge's work per input batch and per
+//! round grows with its inputs, so one merge of thousands of tiny runs was quadratic. More
+//! runs are first merged down in groups of consecutive runs, level by level, each group by
+//! the same merge task into a run in memory or a spill file (`RunMerges::merge_down`):
+//! O(n log k) in all. A spill writes each partition's runs in memory as one file, merged
+//! (they are consecutive in the tie order), not a file per chunk.
+//!
 //! **The whole input on the device.** Where the GPU sorts and every column is fixed-width
 //! or a byte view (`Utf8View`, `BinaryView`, DataFusion's strings from Parquet: the device
 //! gathers the 16-byte views, the strings stay in the input's buffers, which the output
@@ -35,9 +43,11 @@
 //! docs/PERFORMANCE.md).
 //!
 //! **Stability.** A chunk's sort is stable. Runs are keyed (partition, chunk) and merged in
-//! that order, and both merges give ties to the earlier run. So equal keys come out in
-//! partition order, then row order: the stable sort of the partitions' concatenation, for
-//! every chunk size and whether runs were spilled or not.
+//! that order, and every merge gives ties to the earlier run; a merge of a group of
+//! consecutive runs takes their place in that order (the stable merge of `R1..Rk` is the
+//! stable merge of the stable merges of consecutive groups, in order). So equal keys come
+//! out in partition order, then row order: the stable sort of the partitions'
+//! concatenation, for every chunk size and number of runs, whether runs were spilled or not.
 //!
 //! **Memory.** Every input batch is counted in the node's reservation (a spillable
 //! `MemoryConsumer`) when it arrives, a run at its sorted batches' size once sorted.
@@ -49,9 +59,12 @@
 //! and merges the spill files instead. Each run in memory then keeps its batches counted
 //! until the merge pulls them (two batches late: the merge reads two ahead), and the merge
 //! counts its windows, rounds and output in its own reservation. The spill merge holds at
-//! most `min(window_rows, batch_size)` rows per run (plus a batch) in that reservation. The
-//! sort itself (key words, indices, a chunk's sorted pieces while it is gathered) uses
-//! memory that is not counted, as `SortExec`'s does beyond `sort_spill_reservation_bytes`.
+//! most `min(window_rows, batch_size)` rows per run (plus a batch) in that reservation. A
+//! merge in between of runs in memory counts its output run in the node's reservation as it
+//! comes (where the pool refuses, every run spills); of spill files, it writes a spill file.
+//! The sort itself (key words, indices, a chunk's sorted pieces while it is gathered, the
+//! merge of a partition's runs as it spills them) uses memory that is not counted, as
+//! `SortExec`'s does beyond `sort_spill_reservation_bytes`.
 
 use super::exec::MergeSettings;
 use super::stream::{row_bytes, to_datafusion, MergeMetrics, MergeTask};
@@ -62,7 +75,7 @@ use crate::sort::{merge_sorted_chunks, sort_columns, SortBatchesOptions};
 use crate::sort_key::SortKey;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, SchemaRef};
-use datafusion::common::utils::memory::get_record_batch_memory_size;
+use datafusion::common::utils::memory::{get_record_batch_memory_size, RecordBatchMemoryCounter};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::memory_pool::MemoryReservation;
 use datafusion::execution::spill_file::SpillFile;
@@ -97,15 +110,18 @@ pub const DEFAULT_CHUNK_ROWS: usize = 1 << 23;
 pub const CHUNK_BYTES: usize = 256 << 20;
 
 /// The node's metrics: the merge's (output rows, elapsed compute, which also counts the
-/// chunk sorts, rounds), the runs sorted, the time spent sorting them, and the most inputs
-/// one merge of the node took (`merge_fan_in`: the merge's work per input batch and per
-/// round grows with it). Spills are counted by the `SpillManager` (`spill_count`,
-/// `spilled_bytes`, `spilled_rows`).
+/// chunk sorts and the merges in between, rounds), the runs sorted, the time spent sorting
+/// them, the most inputs one merge of the node took (`merge_fan_in`: the merge's work per
+/// input batch and per round grows with it; at most [`MAX_MERGE_FAN_IN`]) and the levels of
+/// merges in between (`merge_passes`). Spills are counted by the `SpillManager`
+/// (`spill_count`: files, the merges' in between included; `spilled_bytes`, `spilled_rows`).
 pub struct SortMetrics {
     pub merge: MergeMetrics,
     pub runs: Count,
     pub sort_time: Time,
     pub merge_fan_in: Gauge,
+    /// Levels of merges in between ([`MAX_MERGE_FAN_IN`]).
+    pub merge_passes: Count,
 }
 
 impl SortMetrics {
@@ -115,6 +131,7 @@ impl SortMetrics {
             runs: MetricBuilder::new(set).counter("runs", partition),
             sort_time: MetricBuilder::new(set).subset_time("sort_time", partition),
             merge_fan_in: MetricBuilder::new(set).gauge("merge_fan_in", partition),
+            merge_passes: MetricBuilder::new(set).counter("merge_passes", partition),
         }
     }
 }
@@ -143,10 +160,28 @@ pub struct SortTask {
 type RunKey = (usize, usize);
 
 /// A sorted run: its sorted batches in memory (counted in the reservation at `bytes`), or
-/// a spill file.
+/// a spill file of `rows` rows whose largest batch takes about `batch_bytes` once read back
+/// ([`batch_bytes`]).
 enum Run {
     Memory { batches: Vec<RecordBatch>, bytes: usize },
-    Spilled(Arc<dyn SpillFile>),
+    Spilled { file: Arc<dyn SpillFile>, rows: usize, batch_bytes: usize },
+}
+
+/// About the memory `batch` takes read back from a spill file (each column in buffers of its
+/// own, [`compacted`]), as the merge counts a buffered batch (`get_array_memory_size`, array
+/// structs included): that, or, for a slice of larger arrays (a GPU round's output batches),
+/// its rows' share of them with room for each column's structs and buffers' padding.
+fn batch_bytes(batch: &RecordBatch) -> usize {
+    batch.get_array_memory_size().min(row_bytes(batch) + 512 * batch.num_columns())
+}
+
+impl Run {
+    fn rows(&self) -> usize {
+        match self {
+            Run::Memory { batches, .. } => batches.iter().map(|b| b.num_rows()).sum(),
+            Run::Spilled { rows, .. } => *rows,
+        }
+    }
 }
 
 /// A partition's chunk being filled.
@@ -357,6 +392,8 @@ struct Runs {
     /// ([`sorts_whole_on_device`]); false from the first spill on.
     defer: bool,
     runs: BTreeMap<RunKey, Run>,
+    /// The keys of the runs in memory (a spill writes these, not every run so far).
+    memory_runs: Vec<RunKey>,
     runs_count: Count,
     sort_time: Time,
     elapsed_compute: Time,
@@ -509,6 +546,7 @@ impl Runs {
         }
         self.runs_count.add(1);
         self.runs.insert(key, Run::Memory { batches, bytes });
+        self.memory_runs.push(key);
         Ok(fits)
     }
 
@@ -541,38 +579,127 @@ impl Runs {
         self.spill_memory_runs(&spill).await
     }
 
-    /// Writes every run in memory to its own spill file (off the runtime).
+    /// Writes the runs in memory to spill files (off the runtime): each partition's as one
+    /// file, merged, where it holds several. A partition's runs in memory are its chunks
+    /// since its last spill (a spill waits for every sort started), consecutive in the tie
+    /// order, so their merge is a run in their place; one file each would hold an open file
+    /// for every chunk (thousands of small chunks ran out of file handles) and make the
+    /// merge take them all. Only the runs in memory are visited (with a spill every few
+    /// batches, visiting every run so far made the spills quadratic in the runs).
     async fn spill_memory_runs(&mut self, spill: &SpillManager) -> Result<()> {
-        for run in self.runs.values_mut() {
-            let Run::Memory { batches, bytes } = run else { continue };
-            let (batches, bytes) = (std::mem::take(batches), *bytes);
-            let writer = spill.clone();
-            let file = tokio::task::spawn_blocking(move || writer.spill_record_batch_and_finish(&batches, "CoRankSortExec"))
-                .await
-                .map_err(|e| DataFusionError::External(Box::new(e)))??;
-            let Some(file) = file else {
-                return Err(DataFusionError::Internal("CoRankSortExec: a run with rows spilled no file".into()));
-            };
-            *run = Run::Spilled(file);
+        let mut keys = std::mem::take(&mut self.memory_runs);
+        keys.sort_unstable();
+        for same in keys.chunk_by(|a, b| a.0 == b.0) {
+            let (first, last) = (same[0], same[same.len() - 1]);
+            let consecutive = self.runs.range(first..=last).count() == same.len();
+            if same.len() == 1 || !consecutive {
+                for key in same {
+                    if let Some(run) = self.runs.get_mut(key) {
+                        spill_run(run, spill, &self.reservation).await?;
+                    }
+                }
+                continue;
+            }
+            let mut runs = Vec::with_capacity(same.len());
+            let mut bytes = 0;
+            for key in same {
+                match self.runs.remove(key) {
+                    Some(Run::Memory { batches, bytes: b }) => {
+                        runs.push(batches);
+                        bytes += b;
+                    }
+                    _ => return Err(DataFusionError::Internal("CoRankSortExec: a run to spill is not in memory".into())),
+                }
+            }
+            let (expr, specs, options, writer) = (self.expr.clone(), self.specs.clone(), self.options.clone(), spill.clone());
+            let (file, rows, batch_bytes) =
+                tokio::task::spawn_blocking(move || merge_into_spill_file(runs, &expr, &specs, &options, &writer))
+                    .await
+                    .map_err(|e| DataFusionError::External(Box::new(e)))??;
+            let file = file.ok_or_else(|| DataFusionError::Internal("CoRankSortExec: runs with rows spilled no file".into()))?;
+            self.runs.insert(first, Run::Spilled { file, rows, batch_bytes });
             self.reservation.shrink(bytes.min(self.reservation.size()));
         }
         Ok(())
     }
 }
 
+/// Merges consecutive sorted runs in memory (in tie order) on the CPU, as a chunk's pieces
+/// are merged ([`sort_chunk`]), and writes the merge to one spill file, gathered a few
+/// batches at a time (the merged copy is never whole in memory).
+fn merge_into_spill_file(
+    runs: Vec<Vec<RecordBatch>>,
+    expr: &LexOrdering,
+    specs: &[SortKey],
+    options: &SortBatchesOptions,
+    spill: &SpillManager,
+) -> Result<Written> {
+    let cpu = options.clone().with_engine(Engine::Cpu);
+    let mut offsets = vec![0];
+    let mut orders = Vec::with_capacity(runs.len());
+    for run in &runs {
+        let rows: usize = run.iter().map(|b| b.num_rows()).sum();
+        offsets.push(offsets.last().unwrap() + rows);
+        orders.push(Indices::U32((0..rows as u32).collect()));
+    }
+    let batches: Vec<RecordBatch> = runs.into_iter().flatten().collect();
+    let perm = merge_sorted_chunks(&key_columns(&batches, expr)?, specs, &offsets, &orders, &cpu).map_err(to_datafusion)?;
+    let mut file = spill.create_in_progress_file("CoRankSortExec")?;
+    let piece = cpu.batch_size.max(1) * 8;
+    let mut largest = 0;
+    for start in (0..perm.len()).step_by(piece) {
+        let end = (start + piece).min(perm.len());
+        let indices = match &perm.indices {
+            Indices::U32(v) => Indices::U32(v[start..end].to_vec()),
+            Indices::U64(v) => Indices::U64(v[start..end].to_vec()),
+        };
+        let part = Permutation { indices, ..perm.clone_without_indices() };
+        for batch in gathered(&batches, &part, cpu.batch_size)? {
+            largest = largest.max(batch_bytes(&batch));
+            file.append_batch(&batch)?;
+        }
+    }
+    Ok((file.finish()?, perm.len(), largest))
+}
+
+/// Writes `run`, if in memory, to its own spill file (off the runtime), uncounting it from
+/// `reservation`.
+async fn spill_run(run: &mut Run, spill: &SpillManager, reservation: &MemoryReservation) -> Result<()> {
+    let Run::Memory { batches, bytes } = run else { return Ok(()) };
+    let (batches, bytes) = (std::mem::take(batches), *bytes);
+    let rows = batches.iter().map(|b| b.num_rows()).sum();
+    let largest = batches.iter().map(batch_bytes).max().unwrap_or(0);
+    let writer = spill.clone();
+    let file = tokio::task::spawn_blocking(move || writer.spill_record_batch_and_finish(&batches, "CoRankSortExec"))
+        .await
+        .map_err(|e| DataFusionError::External(Box::new(e)))??;
+    let Some(file) = file else {
+        return Err(DataFusionError::Internal("CoRankSortExec: a run with rows spilled no file".into()));
+    };
+    *run = Run::Spilled { file, rows, batch_bytes: largest };
+    reservation.shrink(bytes.min(reservation.size()));
+    Ok(())
+}
+
 /// A run in memory as a stream of its sorted batches. Its reservation (the run's bytes)
-/// shrinks by each batch two pulls after the batch leaves (the merge's input task reads two
-/// ahead; the merge counts a batch once it holds it) and is freed with the stream.
+/// shrinks by each batch's share of it (by rows: a merged run's batches may share buffers)
+/// two pulls after the batch leaves (the merge's input task reads two ahead; the merge counts
+/// a batch once it holds it) and is freed with the stream.
 fn memory_run_stream(batches: Vec<RecordBatch>, reservation: MemoryReservation, schema: SchemaRef) -> SendableRecordBatchStream {
-    let state = (VecDeque::from(batches), VecDeque::new(), reservation);
-    let stream = futures::stream::unfold(state, |(mut batches, mut lagging, reservation)| async move {
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    let state = (VecDeque::from(batches), VecDeque::new(), reservation, rows);
+    let stream = futures::stream::unfold(state, |(mut batches, mut lagging, reservation, rows)| async move {
         let batch = batches.pop_front()?;
-        lagging.push_back(get_record_batch_memory_size(&batch));
+        // The batch's share of what the reservation holds for the rows left.
+        let share =
+            (reservation.size().saturating_sub(lagging.iter().sum()) as u128 * batch.num_rows() as u128 / rows.max(1) as u128) as usize;
+        lagging.push_back(share);
         if lagging.len() > 2 {
             let bytes = lagging.pop_front().unwrap_or(0);
             reservation.shrink(bytes.min(reservation.size()));
         }
-        Some((Ok(batch), (batches, lagging, reservation)))
+        let rows = rows - batch.num_rows();
+        Some((Ok(batch), (batches, lagging, reservation, rows)))
     });
     Box::pin(RecordBatchStreamAdapter::new(schema, stream))
 }
@@ -601,7 +728,7 @@ impl SortTask {
     /// all are sent or the receiver was dropped.
     pub async fn run(self, tx: Sender<Result<RecordBatch>>) -> Result<()> {
         let SortTask { inputs, schema, expr, settings, chunk_rows, batch_size, reservation, merge_reservation, spill, metrics } = self;
-        let SortMetrics { merge: merge_metrics, runs: runs_count, sort_time, merge_fan_in } = metrics;
+        let SortMetrics { merge: merge_metrics, runs: runs_count, sort_time, merge_fan_in, merge_passes } = metrics;
         let n = inputs.len();
         let specs: Vec<SortKey> = expr.iter().map(|e| SortKey::new(e.expr.to_string(), e.options)).collect();
         let options = SortBatchesOptions { engine: settings.engine, batch_size: batch_size.max(1) };
@@ -619,6 +746,7 @@ impl SortTask {
             max_sorting: std::thread::available_parallelism().map_or(1, |c| c.get()),
             defer: false,
             runs: BTreeMap::new(),
+            memory_runs: Vec::new(),
             runs_count,
             sort_time,
             elapsed_compute: merge_metrics.baseline.elapsed_compute().clone(),
@@ -663,7 +791,7 @@ impl SortTask {
         //    rounds besides them; else (or once anything spilled) every run spills: memory
         //    for the merge's windows. (Runs sorted after the last spill are still in memory
         //    then: they spill too, or the merge of the spill files finds the pool full.)
-        let mut spilled = state.runs.values().any(|r| matches!(r, Run::Spilled(_)));
+        let mut spilled = state.runs.values().any(|r| matches!(r, Run::Spilled { .. }));
         if spilled {
             if let Some(spill) = state.spill.clone() {
                 state.spill_memory_runs(&spill).await?;
@@ -671,7 +799,7 @@ impl SortTask {
         } else {
             let (rows, in_bytes) = state.runs.values().fold((0, 0), |(r, b), run| match run {
                 Run::Memory { batches, bytes } => (r + batches.iter().map(|b| b.num_rows()).sum::<usize>(), b + bytes),
-                Run::Spilled(_) => (r, b),
+                Run::Spilled { .. } => (r, b),
             });
             let round_rows = output_round_rows(batch_size).min(rows);
             let round_bytes = (in_bytes as u128 * round_rows as u128 / rows.max(1) as u128) as usize;
@@ -686,24 +814,24 @@ impl SortTask {
                 spilled = true;
             }
         }
-        // 3. The runs in (partition, chunk) order: the merge's inputs in tie order. A run in
-        //    memory hands its part of the reservation to its stream.
+        // 3. The runs in (partition, chunk) order: the merge's inputs in tie order. More than
+        //    MAX_MERGE_FAN_IN are first merged down, in groups of consecutive runs, to at most
+        //    that many. A run in memory hands its part of the reservation to its stream.
         let Runs { runs, spill, reservation, .. } = state;
-        let mut streams = Vec::with_capacity(runs.len());
-        for run in runs.into_values() {
-            streams.push(match run {
-                Run::Memory { batches, bytes } => {
-                    let run_reservation = reservation.split(bytes.min(reservation.size()));
-                    memory_run_stream(batches, run_reservation, Arc::clone(&schema))
-                }
-                Run::Spilled(file) => {
-                    let spill = spill
-                        .as_ref()
-                        .ok_or_else(|| DataFusionError::Internal("CoRankSortExec: a spilled run without a spill manager".into()))?;
-                    compacted(spill.read_spill_as_stream(file, None)?, Arc::clone(&schema))
-                }
-            });
-        }
+        let merges = RunMerges {
+            schema: &schema,
+            expr: &expr,
+            settings: &settings,
+            batch_size,
+            spill: spill.as_ref(),
+            reservation: &reservation,
+            merge_reservation: &merge_reservation,
+            metrics: &merge_metrics,
+            merge_fan_in: &merge_fan_in,
+            merge_passes: &merge_passes,
+        };
+        let runs = merges.merge_down(runs.into_values().collect(), &mut spilled).await?;
+        let mut streams = runs.into_iter().map(|run| merges.stream(run)).collect::<Result<Vec<_>>>()?;
         drop(reservation);
         if streams.len() <= 1 {
             // One run (or none) is the output as it is.
@@ -712,7 +840,7 @@ impl SortTask {
                 None => send_run(futures::stream::empty(), &tx, &merge_metrics).await,
             };
         }
-        let window_rows = if spilled { settings.window_rows.min(batch_size).max(1) } else { settings.window_rows };
+        let window_rows = merge_window_rows(&settings, batch_size, spilled);
         merge_fan_in.set_max(streams.len());
         let task = MergeTask {
             inputs: streams,
@@ -727,6 +855,248 @@ impl SortTask {
         };
         task.run(tx).await
     }
+}
+
+/// Inputs one merge of the node takes at most. The merge task's work per input batch and
+/// per round grows with its inputs (every live input holds a row before each round; the
+/// frontier is the least of their last keys), so a merge of all of thousands of tiny runs
+/// was quadratic: 10k / 20k / 40k one-row runs took 0.9 / 5.5 / 38 s on the 2-core dev VM
+/// (stock `SortExec`: 0.01 / 0.04 / 0.08 s). More runs than this are merged down first, in
+/// groups of consecutive runs ([`level_groups`]), each group's merge a run of the next level:
+/// ceil(log_F k) levels of work O(n) each, and no more than this many spill files open at
+/// once. Consecutive groups keep the order: the stable merge of runs `R1..Rk` is the stable
+/// merge of the stable merges of `R1..Ri`, `Ri+1..Rj`, ... in that order.
+pub const MAX_MERGE_FAN_IN: usize = 128;
+
+/// A merge written to a spill file: the file (none without rows), its rows, the
+/// [`batch_bytes`] of its largest batch.
+type Written = (Option<Arc<dyn SpillFile>>, usize, usize);
+
+/// Output batches a merge in between may send ahead of the code that keeps them.
+const GROUP_BATCHES_AHEAD: usize = 4;
+
+/// Rows each input of a merge of the node buffers: `window_rows`, or, when the runs are
+/// spill files, at most a batch (the windows are what the merge holds in memory).
+fn merge_window_rows(settings: &MergeSettings, batch_size: usize, spilled: bool) -> usize {
+    if spilled {
+        settings.window_rows.min(batch_size).max(1)
+    } else {
+        settings.window_rows
+    }
+}
+
+/// The groups of consecutive runs (ranges of `rows`, each run's rows) that one level merges,
+/// each into one run, so that at most `fan_in` runs remain, or, where one level cannot get
+/// there, as few as it can; none if `rows` holds at most `fan_in` runs. Where a few groups
+/// suffice, those of the fewest rows: the runs left alone are not copied again.
+fn level_groups(rows: &[usize], fan_in: usize) -> Vec<std::ops::Range<usize>> {
+    let (k, fan_in) = (rows.len(), fan_in.max(2));
+    if k <= fan_in {
+        return Vec::new();
+    }
+    let excess = k - fan_in;
+    // A group of g runs takes away g - 1.
+    let groups = excess.div_ceil(fan_in - 1);
+    if groups == 1 {
+        // One group of excess + 1 runs: the window of that many with the fewest rows.
+        let len = excess + 1;
+        let mut sum: usize = rows[..len].iter().sum();
+        let (mut best, mut best_sum) = (0, sum);
+        for start in 1..=k - len {
+            sum = sum + rows[start + len - 1] - rows[start - 1];
+            if sum < best_sum {
+                (best, best_sum) = (start, sum);
+            }
+        }
+        return std::iter::once(best..best + len).collect();
+    }
+    let blocks: Vec<std::ops::Range<usize>> = (0..k).step_by(fan_in).map(|s| s..(s + fan_in).min(k)).collect();
+    let full = blocks.iter().filter(|b| b.len() == fan_in).count();
+    if full < groups {
+        // This level merges every block; the next goes on.
+        return blocks.into_iter().filter(|b| b.len() > 1).collect();
+    }
+    // `groups` full blocks are enough: those of the fewest rows, in order.
+    let mut chosen: Vec<std::ops::Range<usize>> = blocks.into_iter().filter(|b| b.len() == fan_in).collect();
+    chosen.sort_by_key(|b| (rows[b.clone()].iter().sum::<usize>(), b.start));
+    chosen.truncate(groups);
+    chosen.sort_by_key(|b| b.start);
+    chosen
+}
+
+/// What the merges of the node's runs share: the final merge and the merges in between
+/// ([`MAX_MERGE_FAN_IN`]).
+struct RunMerges<'a> {
+    schema: &'a SchemaRef,
+    expr: &'a LexOrdering,
+    settings: &'a MergeSettings,
+    batch_size: usize,
+    spill: Option<&'a SpillManager>,
+    /// The runs in memory, each counted at its bytes.
+    reservation: &'a MemoryReservation,
+    /// The merge's consumer: a merge in between counts its windows in an empty reservation
+    /// of it.
+    merge_reservation: &'a MemoryReservation,
+    /// The node's: the merges in between add their compute time and rounds, not their
+    /// output.
+    metrics: &'a MergeMetrics,
+    merge_fan_in: &'a Gauge,
+    merge_passes: &'a Count,
+}
+
+impl RunMerges<'_> {
+    /// A run as a merge's input: a run in memory takes its bytes out of the reservation with
+    /// it.
+    fn stream(&self, run: Run) -> Result<SendableRecordBatchStream> {
+        Ok(match run {
+            Run::Memory { batches, bytes } => {
+                let run_reservation = self.reservation.split(bytes.min(self.reservation.size()));
+                memory_run_stream(batches, run_reservation, Arc::clone(self.schema))
+            }
+            Run::Spilled { file, .. } => {
+                let spill =
+                    self.spill.ok_or_else(|| DataFusionError::Internal("CoRankSortExec: a spilled run without a spill manager".into()))?;
+                compacted(spill.read_spill_as_stream(file, None)?, Arc::clone(self.schema))
+            }
+        })
+    }
+
+    /// Merges `runs` (in tie order) down to at most [`fan_in`](Self::fan_in) runs, level by
+    /// level ([`level_groups`]). A group of runs in memory merges into a run in memory, of
+    /// spill files into a spill file; where the pool refuses a merged run in memory, every
+    /// run spills (as when a sorted chunk does not fit), `spilled` turns true, and the next
+    /// level goes on with the spill files.
+    async fn merge_down(&self, mut runs: Vec<Run>, spilled: &mut bool) -> Result<Vec<Run>> {
+        loop {
+            let fan_in = self.fan_in(&runs, *spilled);
+            if runs.len() <= fan_in {
+                return Ok(runs);
+            }
+            let rows: Vec<usize> = runs.iter().map(Run::rows).collect();
+            self.merge_passes.add(1);
+            let mut slots: Vec<Option<Run>> = runs.into_iter().map(Some).collect();
+            let take = |slot: &mut Option<Run>| slot.take().expect("every run is taken once");
+            let mut next: Vec<Run> = Vec::with_capacity(slots.len());
+            let mut at = 0;
+            for group in level_groups(&rows, fan_in) {
+                next.extend(slots[at..group.start].iter_mut().map(take));
+                let inputs: Vec<Run> = slots[group.clone()].iter_mut().map(take).collect();
+                at = group.end;
+                let (merged, fits) = self.merge_group(inputs, *spilled).await?;
+                next.push(merged);
+                if !fits {
+                    let Some(spill) = self.spill else {
+                        let e =
+                            DataFusionError::ResourcesExhausted(format!("a merged run of {} bytes does not fit", self.reservation.size()));
+                        return Err(out_of_memory(e, false));
+                    };
+                    for run in next.iter_mut().chain(slots[at..].iter_mut().flatten()) {
+                        spill_run(run, spill, self.reservation).await?;
+                    }
+                    *spilled = true;
+                    break; // the next level's groups fit the spill files' windows
+                }
+            }
+            next.extend(slots[at..].iter_mut().map(take));
+            runs = next;
+        }
+    }
+
+    /// Inputs a merge of `runs` may take: [`MAX_MERGE_FAN_IN`], and, where the runs are
+    /// spill files, no more than the pool holds the windows of (as stock DataFusion merges
+    /// its spill files): about four of the runs' largest batches an input (one buffered, the
+    /// rest of one a round cut, the round's rows, their merged output); at least 2.
+    fn fan_in(&self, runs: &[Run], spilled: bool) -> usize {
+        if !spilled {
+            return MAX_MERGE_FAN_IN;
+        }
+        let largest = runs.iter().map(|r| if let Run::Spilled { batch_bytes, .. } = r { *batch_bytes } else { 0 }).max().unwrap_or(0);
+        let probe = self.merge_reservation.new_empty();
+        let mut fits = 0;
+        while fits < MAX_MERGE_FAN_IN.min(runs.len()) && probe.try_grow(4 * largest).is_ok() {
+            fits += 1;
+        }
+        fits.max(2)
+    }
+
+    /// Merges a group of consecutive runs into one (the merge task, as the final merge runs
+    /// it): into memory (counted in the reservation; false with it where the pool refused:
+    /// it is counted anyway, the caller spills), or, with `spilled`, into a spill file.
+    async fn merge_group(&self, group: Vec<Run>, spilled: bool) -> Result<(Run, bool)> {
+        self.merge_fan_in.set_max(group.len());
+        let inputs = group.into_iter().map(|run| self.stream(run)).collect::<Result<Vec<_>>>()?;
+        // The merge's own metrics, not the node's: its output is not the node's.
+        let metrics_set = ExecutionPlanMetricsSet::new();
+        let task = MergeTask {
+            inputs,
+            schema: Arc::clone(self.schema),
+            expr: self.expr.clone(),
+            fetch: None,
+            settings: MergeSettings { window_rows: merge_window_rows(self.settings, self.batch_size, spilled), ..self.settings.clone() },
+            check_sorted: false,
+            batch_size: self.batch_size,
+            reservation: self.merge_reservation.new_empty(),
+            metrics: MergeMetrics::new(&metrics_set, 0),
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(GROUP_BATCHES_AHEAD);
+        let merged = if spilled {
+            let spill = self.spill.ok_or_else(|| DataFusionError::Internal("CoRankSortExec: spilling without a spill manager".into()))?;
+            let mut file = spill.create_in_progress_file("CoRankSortExec")?;
+            // Written off the runtime as the batches come.
+            let writer = tokio::task::spawn_blocking(move || -> Result<Written> {
+                let (mut rows, mut largest) = (0, 0);
+                while let Some(batch) = rx.blocking_recv() {
+                    let batch = batch?;
+                    rows += batch.num_rows();
+                    largest = largest.max(batch_bytes(&batch));
+                    file.append_batch(&batch)?;
+                }
+                Ok((file.finish()?, rows, largest))
+            });
+            // (A failed write drops the receiver: the merge then stops without an error.)
+            let (done, written) = tokio::join!(task.run(tx), writer);
+            done?;
+            let (file, rows, batch_bytes) = written.map_err(|e| DataFusionError::External(Box::new(e)))??;
+            let file = file.ok_or_else(|| DataFusionError::Internal("CoRankSortExec: a merge of runs with rows spilled no file".into()))?;
+            (Run::Spilled { file, rows, batch_bytes }, true)
+        } else {
+            let keep = async {
+                // Batches of a merged round may share buffers: each buffer counted once.
+                let mut counter = RecordBatchMemoryCounter::new();
+                let (mut batches, mut bytes, mut fits) = (Vec::new(), 0, true);
+                while let Some(batch) = rx.recv().await {
+                    let batch = batch?;
+                    let more = counter.count_batch(&batch);
+                    if self.reservation.try_grow(more).is_err() {
+                        self.reservation.grow(more);
+                        fits = false;
+                    }
+                    bytes += more;
+                    batches.push(batch);
+                }
+                Ok::<_, DataFusionError>((batches, bytes, fits))
+            };
+            let (done, kept) = tokio::join!(task.run(tx), keep);
+            done?;
+            let (batches, bytes, fits) = kept?;
+            (Run::Memory { batches, bytes }, fits)
+        };
+        add_merge_work(self.metrics, &metrics_set);
+        Ok(merged)
+    }
+}
+
+/// Adds a merge's compute time and rounds (in `set`) to the node's metrics.
+fn add_merge_work(node: &MergeMetrics, set: &ExecutionPlanMetricsSet) {
+    let m = set.clone_inner();
+    let value = |name: &str| m.sum_by_name(name).map_or(0, |v| v.as_usize());
+    node.baseline.elapsed_compute().add_duration(Duration::from_nanos(m.elapsed_compute().unwrap_or(0) as u64));
+    node.rounds_cpu.add(value("rounds_cpu"));
+    node.rounds_gpu.add(value("rounds_gpu"));
+    node.gpu_bytes_up.add(value("gpu_bytes_up"));
+    node.gpu_bytes_down.add(value("gpu_bytes_down"));
+    node.gpu_time.add_duration(Duration::from_nanos(value("gpu_time") as u64));
+    node.batches_while_merging.add(value("input_batches_while_merging"));
 }
 
 /// Sends one sorted run's batches as the output, as they come; returns when all are sent or
@@ -752,4 +1122,47 @@ async fn send_run(
 fn output_round_rows(batch_size: usize) -> usize {
     let batch_size = batch_size.max(1);
     (super::stream::CPU_ROUND_ROWS / batch_size).max(1) * batch_size
+}
+
+#[cfg(test)]
+mod tests {
+    use super::level_groups;
+
+    /// Applies `level_groups` until at most `fan_in` runs remain: each level's groups are
+    /// disjoint ranges of at least 2 and at most `fan_in` runs, every level shrinks the
+    /// count, the levels are about log_fan_in(k), and the rows add up.
+    #[test]
+    fn levels_merge_down_to_the_fan_in() {
+        for (k, fan_in) in [(1, 4), (4, 4), (5, 4), (7, 4), (8, 4), (16, 4), (17, 4), (100, 4), (129, 128), (300, 128), (40_000, 128)] {
+            let mut rows: Vec<usize> = (0..k).map(|i| 1 + (i * 7919) % 13).collect();
+            let total: usize = rows.iter().sum();
+            let mut levels = 0;
+            loop {
+                let groups = level_groups(&rows, fan_in);
+                if rows.len() <= fan_in {
+                    assert!(groups.is_empty(), "{k} runs, fan-in {fan_in}");
+                    break;
+                }
+                levels += 1;
+                let mut next = Vec::new();
+                let mut at = 0;
+                for g in &groups {
+                    assert!(g.start >= at && g.len() >= 2 && g.len() <= fan_in, "{k} runs, fan-in {fan_in}: {groups:?}");
+                    next.extend_from_slice(&rows[at..g.start]);
+                    next.push(rows[g.clone()].iter().sum());
+                    at = g.end;
+                }
+                next.extend_from_slice(&rows[at..]);
+                assert!(next.len() < rows.len());
+                rows = next;
+            }
+            assert_eq!(rows.iter().sum::<usize>(), total);
+            let bound = (k.max(2) as f64).log(fan_in as f64).ceil() as usize;
+            assert!(levels < bound.max(1), "{k} runs, fan-in {fan_in}: {levels} levels");
+        }
+        // One group suffices: the window of the fewest rows (the first of equals).
+        assert_eq!(level_groups(&[5, 1, 1, 9, 1], 4), std::iter::once(1..3).collect::<Vec<_>>());
+        assert_eq!(level_groups(&[5, 1, 9, 1, 1], 3), std::iter::once(1..4).collect::<Vec<_>>());
+        assert_eq!(level_groups(&[9, 9, 9, 1, 1, 1, 2, 2, 2], 5), std::iter::once(3..8).collect::<Vec<_>>());
+    }
 }

@@ -39,12 +39,12 @@ fn find_sort(plan: &Arc<dyn ExecutionPlan>) -> Option<&CoRankSortExec> {
     plan.downcast_ref::<CoRankSortExec>().or_else(|| plan.children().into_iter().find_map(find_sort))
 }
 
-fn concat(schema: &SchemaRef, batches: &[RecordBatch]) -> RecordBatch {
+pub(crate) fn concat(schema: &SchemaRef, batches: &[RecordBatch]) -> RecordBatch {
     arrow::compute::concat_batches(schema, batches).unwrap()
 }
 
 /// The stable sort of `parts` (concatenated in partition order) by `expr`.
-fn stable_oracle(parts: &[Vec<RecordBatch>], expr: &LexOrdering, schema: &SchemaRef) -> RecordBatch {
+pub(crate) fn stable_oracle(parts: &[Vec<RecordBatch>], expr: &LexOrdering, schema: &SchemaRef) -> RecordBatch {
     let flat: Vec<RecordBatch> = parts.iter().flatten().cloned().collect();
     let all = concat(schema, &flat);
     let rows = key_rows(&all, expr);
@@ -85,7 +85,7 @@ fn sql_order(col: &str, o: SortOptions) -> String {
 /// Unsorted partitions: key `k1` of type `dt`, `k2` (Int64, few values: many ties), `id`; in
 /// batches of `batch` rows, each with its own buffers (no slices, whose memory DataFusion
 /// counts at their whole buffers').
-fn partitions(rng: &mut Rng, dt: &DataType, sizes: &[usize], batch: usize, null_p: f64) -> Vec<Vec<RecordBatch>> {
+pub(crate) fn partitions(rng: &mut Rng, dt: &DataType, sizes: &[usize], batch: usize, null_p: f64) -> Vec<Vec<RecordBatch>> {
     let mut id = 0i64;
     sizes
         .iter()
@@ -134,7 +134,7 @@ async fn check(ctx: &SessionContext, stock: &SessionContext, sql: &str) -> Recor
     ours
 }
 
-fn config(partitions: usize, batch: usize) -> SessionConfig {
+pub(crate) fn config(partitions: usize, batch: usize) -> SessionConfig {
     SessionConfig::new().with_target_partitions(partitions).with_batch_size(batch)
 }
 
@@ -240,7 +240,7 @@ fn sort_node(parts: &[Vec<RecordBatch>], chunk_rows: usize) -> (Arc<dyn Executio
 }
 
 /// A metric of `plan` summed over partitions (`sum_by_name` skips the built-in ones).
-fn metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
+pub(crate) fn metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
     let m = plan.metrics().unwrap();
     match name {
         "output_rows" => m.output_rows(),

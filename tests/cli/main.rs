@@ -13,3 +13,4 @@ mod regress;
 mod regress_dictionary;
 mod regress_files;
 mod sort;
+mod sort_hostile;

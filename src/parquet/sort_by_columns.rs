@@ -208,6 +208,9 @@ pub fn plan_columns(inputs: &MergePlan, memory_limit: usize, writer: &WriterSett
     let column_phase_bytes = base + top(depth);
     // 4. Row groups: the writer's limits, bytes over the estimate of a row.
     let by_bytes = (writer.row_group_bytes / inputs.row_bytes.max(1)).max(1);
+    // Only the byte limit gives way to MAX_ROW_GROUPS: a row limit that makes more row
+    // groups (or 0) is refused before this ([`super::writer::check_row_groups`] in
+    // [`super::sort_files::plan_sort`]), so this never exceeds it.
     let mut row_group_rows = writer.row_group_rows.min(by_bytes).max(1);
     if n.div_ceil(row_group_rows) > MAX_ROW_GROUPS {
         row_group_rows = n.div_ceil(MAX_ROW_GROUPS);
@@ -482,16 +485,18 @@ fn column_writers(factory: &ArrowRowGroupWriterFactory, job: &ColumnJob, r: usiz
     Ok(factory.create_column_writers(r)?.into_iter().skip(job.first_leaf).take(job.leaf_count).collect())
 }
 
-/// Sorts the inputs of `plan` into `output` one column at a time (see the module doc).
+/// Sorts the inputs of `plan` (its [`SortPlan::columns`]) into `output` one column at a
+/// time (see the module doc), the file of encoded pages in `spill_dir`.
 pub(super) fn sort_by_columns(
     plan: &SortPlan,
-    columns: &ColumnsPlan,
     output: &Path,
     options: &super::SortFilesOptions,
     metadata: Vec<KeyValue>,
+    spill_dir: SpillDir,
     progress: &(dyn Fn(SortPhase, usize) + Sync),
     summary: &mut SortSummary,
 ) -> Result<()> {
+    let columns = plan.columns.as_ref().ok_or_else(|| Error::Internal("a sort by columns without its plan".into()))?;
     let inputs = &plan.inputs;
     let n = inputs.total_rows;
     let sources: Vec<Source> = (inputs.files.iter().enumerate())
@@ -557,10 +562,9 @@ pub(super) fn sort_by_columns(
         super::sort_files::record_written(summary, &written);
         return Ok(());
     };
-    let mut spill_dir = None;
+    let mut spill_dir = spill_dir;
     let pool_file = if cfg!(unix) {
-        let dir = spill_dir.insert(SpillDir::create(&plan.temp_dir)?);
-        let path = dir.next_file();
+        let path = spill_dir.next_file();
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

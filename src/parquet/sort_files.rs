@@ -42,7 +42,7 @@ use super::merge_files::{merge_files, peak_memory, MergeFilesOptions, MergeSumma
 use super::passthrough::Passthrough;
 use super::row_group_reader::{batch_bytes, BatchSizing, OrderedRowGroups, RowGroupSource};
 use super::sort_by_columns::{plan_columns, sort_by_columns, ColumnsPlan};
-use super::writer::{common_parquet_schema, row_group_bytes_within, SortedParquetWriter, WriterSettings, Written};
+use super::writer::{check_row_groups, common_parquet_schema, row_group_bytes_within, SortedParquetWriter, WriterSettings, Written};
 use crate::error::{Error, Result};
 use crate::options::{Engine, EngineOptions};
 use crate::permutation::{Indices, Permutation};
@@ -238,6 +238,9 @@ pub fn plan_sort(
     options: &SortFilesOptions,
 ) -> Result<SortPlan> {
     let inputs = plan_merge_with(paths, by, plan_options)?;
+    // Both strategies write the output's row groups as the settings say (the columns' sort
+    // cuts them itself): settings that cannot are refused before a row is read.
+    check_row_groups(&options.writer, inputs.total_rows)?;
     let (columns_plan, runs_because) = match options.strategy {
         SortStrategy::Runs => (None, Some("--strategy runs".to_string())),
         strategy => match plan_columns(&inputs, options.memory_limit, &options.writer) {
@@ -304,6 +307,12 @@ pub fn plan_sort(
         columns: columns_plan,
         runs_because,
     })
+}
+
+/// Checks that a spill directory can be made in `dir` (made and removed again): a
+/// temporary directory that cannot be written is an error before the inputs are read.
+pub fn check_temp_dir(dir: &Path) -> Result<()> {
+    SpillDir::create(dir).map(drop)
 }
 
 /// A spill directory: created empty, registered for the signal handler before it exists,
@@ -465,8 +474,9 @@ pub fn sort_files(
     output_settings.overwrite = options.writer.overwrite;
     output_settings.sync = options.writer.sync;
     spill_settings.compression = options.spill_compression;
-    // Created up front: a directory that cannot be written fails before any work.
-    let mut spill_dir = if plan.columns.is_none() && plan.estimated_runs > 1 { Some(SpillDir::create(&plan.temp_dir)?) } else { None };
+    // Created up front: a directory that cannot be written fails before a row is read (the
+    // columns' sort keeps its encoded pages beyond its budget in a file there).
+    let mut spill_dir = if plan.columns.is_some() || plan.estimated_runs > 1 { Some(SpillDir::create(&plan.temp_dir)?) } else { None };
 
     let mut summary = SortSummary {
         strategy: if plan.columns.is_some() { "columns" } else { "runs" },
@@ -491,8 +501,9 @@ pub fn sort_files(
         merge_time: Duration::ZERO,
         peak_memory: None,
     };
-    if let Some(columns) = &plan.columns {
-        sort_by_columns(plan, columns, output, options, metadata, progress, &mut summary)?;
+    if plan.columns.is_some() {
+        let spill_dir = spill_dir.take().expect("created above for the columns' sort");
+        sort_by_columns(plan, output, options, metadata, spill_dir, progress, &mut summary)?;
         summary.elapsed = start.elapsed();
         summary.peak_memory = peak_memory();
         return Ok(summary);

@@ -725,6 +725,27 @@ fn rows_within(batch: &RecordBatch, most: usize, budget: usize, fixed: usize) ->
     lo
 }
 
+/// Refuses `settings` that cannot write `expected_rows` rows: a row or byte limit of 0, or
+/// more than [`MAX_ROW_GROUPS`] row groups of `row_group_rows` (a usage error naming the
+/// setting, which the command line words as its flag). [`SortedParquetWriter::create`]
+/// checks it; a caller that decides its row groups itself checks it before reading a row.
+pub fn check_row_groups(settings: &WriterSettings, expected_rows: usize) -> Result<()> {
+    for (value, name) in [(settings.row_group_rows, "`row_group_rows`"), (settings.row_group_bytes, "`row_group_bytes`")] {
+        if value == 0 {
+            return Err(Error::InvalidArgument(format!("{name} 0: it must be at least 1")));
+        }
+    }
+    let groups = expected_rows.div_ceil(settings.row_group_rows);
+    if groups > MAX_ROW_GROUPS {
+        return Err(Error::InvalidArgument(format!(
+            "`row_group_rows` {} makes {groups} row groups of the {expected_rows} rows; a Parquet file holds at most {MAX_ROW_GROUPS}: use `row_group_rows` {} or more",
+            settings.row_group_rows,
+            expected_rows.div_ceil(MAX_ROW_GROUPS)
+        )));
+    }
+    Ok(())
+}
+
 impl SortedParquetWriter {
     /// Creates the temporary file beside `target`. `parquet_schema` is the output's Parquet
     /// schema (see [`common_parquet_schema`]; `None`: derived from `schema`). `metadata` is
@@ -741,17 +762,7 @@ impl SortedParquetWriter {
         settings: WriterSettings,
     ) -> Result<Self> {
         check_output(target, settings.overwrite)?;
-        if settings.row_group_rows == 0 || settings.row_group_bytes == 0 {
-            return Err(Error::InvalidArgument("`row_group_rows` and `row_group_bytes` must be at least 1".into()));
-        }
-        let groups = expected_rows.div_ceil(settings.row_group_rows);
-        if groups > MAX_ROW_GROUPS {
-            return Err(Error::InvalidArgument(format!(
-                "`row_group_rows` {} makes {groups} row groups of the {expected_rows} rows; a Parquet file holds at most {MAX_ROW_GROUPS}: use `row_group_rows` {} or more",
-                settings.row_group_rows,
-                expected_rows.div_ceil(MAX_ROW_GROUPS)
-            )));
-        }
+        check_row_groups(&settings, expected_rows)?;
         // Sorting columns name leaf columns; keys are top-level primitive columns.
         let sorting = match &parquet_schema {
             Some(leaves) => sorting_columns_in(leaves, keys),

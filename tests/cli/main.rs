@@ -18,3 +18,4 @@ mod regress_files;
 mod regress_hostile;
 mod regress_types;
 mod sort;
+mod sort_hostile;

@@ -121,6 +121,11 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
         if !dir.is_dir() {
             return Err(Error::File { path: dir.clone(), detail: "--temp-dir is not a directory".into() });
         }
+        // One that cannot be written fails here, before a footer is read (a dry run writes
+        // nothing, not even this).
+        if !dry_run {
+            corank::parquet::sort_files::check_temp_dir(dir)?;
+        }
     }
     common.start_gpu(dry_run)?;
     let paths = common.input_paths(&args.inputs)?;

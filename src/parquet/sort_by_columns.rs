@@ -33,6 +33,14 @@
 //!    the pages of appended row groups leave memory early. A temporary file renamed into place
 //!    when complete, `sorting_columns` on every row group, as every output of corank.
 //!
+//! **The inputs are read once per pass** (the keys, then each column), each time through
+//! the footer read when the sort was planned: an input replaced or rewritten between two
+//! passes would give rows mixing both versions (or keys no longer sorted under the
+//! `sorting_columns` the output declares). Every open checks that the file is still the
+//! one planned ([`super::inputs::FileIdentity`]: device and inode, size, modification
+//! time; once a pass its footer's fingerprint), and again once the row group is decoded;
+//! a changed input is an error naming it, and nothing is written.
+//!
 //! **Dictionary encoding** follows the writer's rule ([`super::dictionary`]) per column, on a
 //! sample: the first [`TRIAL_ROWS`] rows of the column's first output row group are encoded
 //! both ways, and every row group of the column is encoded as the smaller sample was (a tie
@@ -253,7 +261,10 @@ fn decode_row_group(
         let columns = schema.fields().iter().map(|f| arrow::array::new_null_array(f.data_type(), source.rows)).collect();
         return Ok(RecordBatch::try_new(schema.clone(), columns)?);
     }
-    let reader = File::open(&file.path).map_err(|e| Error::io(&file.path, context(), e))?;
+    // The file as planned (a file replaced or rewritten between the passes would mix two
+    // versions' rows); checked again once its rows are decoded.
+    let handle = file.reopen(false)?;
+    let reader = handle.try_clone().map_err(|e| Error::io(&file.path, context(), e))?;
     let mask = ProjectionMask::roots(file.metadata.metadata().file_metadata().schema_descr(), roots);
     let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(reader, metadata.clone())
         .with_row_groups(vec![source.row_group])
@@ -270,6 +281,7 @@ fn decode_row_group(
     let batches = (batches.into_iter())
         .map(|b| conform(b, schema).map_err(|e| Error::File { path: file.path.clone(), detail: format!("{}: {e}", context()) }))
         .collect::<Result<Vec<_>>>()?;
+    file.check_unchanged(&handle, false)?;
     let batch = match batches.len() {
         1 => batches.into_iter().next().expect("one batch"),
         _ => arrow::compute::concat_batches(schema, &batches)?,
@@ -515,7 +527,10 @@ pub(super) fn sort_by_columns(
             ArrowReaderMetadata::try_new(Arc::clone(f.metadata.metadata()), options).map_err(|e| Error::parquet(&f.path, "", e))
         })
         .collect::<Result<_>>()?;
+    // Every pass reads the inputs again: each is checked to be the file planned, its
+    // footer's fingerprint once a pass, the rest at every open ([`super::inputs::InputFile::reopen`]).
     let decode_fields = |fields: &[usize], metadata: &[ArrowReaderMetadata], schema: &SchemaRef| -> Result<Vec<RecordBatch>> {
+        inputs.files.par_iter().try_for_each(|f| f.reopen(true).map(drop))?;
         sources.par_iter().map(|s| decode_row_group(inputs, metadata, s, fields, schema)).collect()
     };
 

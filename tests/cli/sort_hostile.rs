@@ -1,15 +1,17 @@
-//! `corank sort` against hostile and unusual conditions (issue 62): row-group settings
-//! either strategy could not honour, a temporary directory that cannot be written.
+//! `corank sort` against hostile and unusual conditions (issue 62): an input changed
+//! between the passes of a sort by columns, row-group settings either strategy could not
+//! honour, a temporary directory that cannot be written.
 
 use crate::cli_common::{corank, files_in, read_file, text, write_file_with};
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch};
 use arrow::datatypes::Int64Type;
 use corank::parquet::inputs::PlanOptions;
-use corank::parquet::{plan_sort, sort_files, SortFilesOptions, SortStrategy};
-use corank::SortKey;
+use corank::parquet::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortStrategy};
+use corank::{Error, SortKey};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::properties::WriterProperties;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Row groups of `k` (as given) and `v` (`k * sign`), plain, uncompressed, no dictionary:
@@ -39,6 +41,79 @@ fn scrambled(n: i64, first: i64, group: usize) -> Vec<Vec<i64>> {
 
 fn column(batches: &[RecordBatch], name: &str) -> Vec<i64> {
     batches.iter().flat_map(|b| b.column_by_name(name).unwrap().as_primitive::<Int64Type>().values().to_vec()).collect()
+}
+
+/// How the test changes the input between the sort's passes.
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    /// Another file renamed over it (another inode).
+    Renamed,
+    /// Rewritten in place, same size, its modification time put back: only the footer's
+    /// fingerprint tells.
+    RewrittenInPlace,
+}
+
+/// A sort by columns reads its inputs once for the keys and again for each column; an
+/// input replaced in between by a file of the same layout (different values) used to give
+/// rows of both versions (the keys of the first, `v` of the second), exit 0. It is an error
+/// naming the file, and nothing is written.
+#[test]
+fn an_input_changed_between_the_passes_of_a_sort_by_columns_is_an_error() {
+    for change in [Change::Renamed, Change::RewrittenInPlace] {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a.parquet"), d.path().join("b.parquet"));
+        let first = scrambled(3000, 0, 1000);
+        write_kv(&a, &first, 1);
+        write_kv(&b, &scrambled(2000, 10_000, 1000), 1);
+        // The replacement: other keys (shifted), `v` of the other sign, the same layout.
+        let other = d.path().join("other.tmp");
+        write_kv(&other, &scrambled(3000, 1, 1000), -1);
+        assert_eq!(std::fs::metadata(&other).unwrap().len(), std::fs::metadata(&a).unwrap().len(), "not the same layout");
+        let out = d.path().join("out.parquet");
+        let options = SortFilesOptions { strategy: SortStrategy::Columns, ..SortFilesOptions::default() };
+        let plan = plan_sort(&[a.clone(), b.clone()], Some(vec![SortKey::asc("k")]), &PlanOptions::default(), &out, &options).unwrap();
+        assert!(plan.columns.is_some(), "not sorted by columns");
+        let changed = AtomicBool::new(false);
+        // Called once the keys are sorted, before any other column is read.
+        let between_passes = |phase: SortPhase, _rows: usize| {
+            if phase != SortPhase::Runs || changed.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            match change {
+                Change::Renamed => std::fs::rename(&other, &a).unwrap(),
+                Change::RewrittenInPlace => {
+                    let mtime = std::fs::metadata(&a).unwrap().modified().unwrap();
+                    std::fs::write(&a, std::fs::read(&other).unwrap()).unwrap();
+                    std::fs::remove_file(&other).unwrap();
+                    std::fs::File::options().write(true).open(&a).unwrap().set_modified(mtime).unwrap();
+                    assert_eq!(std::fs::metadata(&a).unwrap().modified().unwrap(), mtime);
+                }
+            }
+        };
+        let result = sort_files(&plan, &out, &options, &between_passes);
+        assert!(changed.load(Ordering::SeqCst), "{change:?}: the input was never changed");
+        match result {
+            Err(Error::File { path, detail }) => {
+                assert_eq!(path, a, "{change:?}: {detail}");
+                assert!(detail.contains("changed since its footer was read"), "{change:?}: {detail}");
+                // In place, with its size and modification time kept, only the footer tells.
+                let how = match change {
+                    Change::Renamed => "replaced by another file",
+                    Change::RewrittenInPlace => "its footer changed",
+                };
+                assert!(detail.contains(how), "{change:?}: {detail}");
+            }
+            Err(e) => panic!("{change:?}: not the error expected: {e}"),
+            Ok(_) => {
+                let (batches, _) = read_file(&out);
+                let (k, v) = (column(&batches, "k"), column(&batches, "v"));
+                let mixed = k.iter().zip(&v).filter(|(k, v)| k != v).count();
+                panic!("{change:?}: the sort succeeded, {mixed} of {} rows mixing both versions of the input", k.len());
+            }
+        }
+        assert!(!out.exists(), "{change:?}: output written");
+        assert_eq!(files_in(d.path()), ["a.parquet", "b.parquet"], "{change:?}: files left behind");
+    }
 }
 
 /// `n` rows of `k` (scrambled) and `v` in `path`, one row group.

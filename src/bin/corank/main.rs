@@ -202,6 +202,33 @@ fn print_json_error(message: &str, code: u8) {
     let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
 }
 
+/// The most malloc arenas for a run held to `memory_limit` bytes: one for every 64 MiB of
+/// the limit, at least 2 and at most 8.
+///
+/// glibc gives each thread that allocates an arena of its own (up to 8 per core) and keeps
+/// what a thread frees in that arena for the threads using it. A merge or a sort allocates
+/// on every pool thread, reader and encoder; on many cores the memory freed but kept, spread
+/// over dozens of arenas, outgrew the 20% that the memory bound allows beside the counted
+/// memory (docs/memory.md). Fewer arenas share what is freed; more than needed costs the
+/// threads lock waits, which matter only where the limit is large enough to keep them busy.
+fn malloc_arenas(memory_limit: usize) -> usize {
+    (memory_limit >> 26).clamp(2, 8)
+}
+
+/// Caps glibc's malloc arenas for `memory_limit` ([`malloc_arenas`]) unless the user set
+/// `MALLOC_ARENA_MAX`. Called before the program starts a thread.
+fn cap_malloc_arenas(memory_limit: usize) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        let arenas = malloc_arenas(memory_limit) as libc::c_int;
+        // SAFETY: mallopt sets a tunable of the allocator; it takes no pointer, and no other
+        // thread exists yet to allocate concurrently.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, arenas) };
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = malloc_arenas(memory_limit);
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -225,6 +252,14 @@ fn main() -> ExitCode {
         _ => (0, false),
     };
     logging::init(verbose);
+    let memory_limit = match &cli.command {
+        Command::Merge(args) => Some(args.common.memory_limit),
+        Command::Sort(args) => Some(args.common.memory_limit),
+        _ => None,
+    };
+    if let Some(limit) = memory_limit {
+        cap_malloc_arenas(limit);
+    }
     // The pool's threads named for profiles (`top -H`, `perf`); rayon's defaults otherwise.
     let _ = rayon::ThreadPoolBuilder::new().thread_name(|i| format!("corank-pool{i}")).build_global();
     // Ctrl-C (or SIGTERM, SIGHUP) during a merge or a sort removes the temporary output

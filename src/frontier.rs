@@ -32,7 +32,7 @@
 //! rule with the merge deferred.
 
 use crate::api::MergeOptions;
-use crate::engine::merge_keys;
+use crate::engine::{device, merge_keys, placement};
 use crate::error::{Error, Result};
 use crate::gather::gather;
 use crate::keys::encode_runs;
@@ -40,11 +40,12 @@ use crate::options::{Engine, EngineOptions};
 use crate::order::ties::{resolve_ties, FullComparator};
 use crate::permutation::{Indices, Permutation};
 use crate::sort_key::SortKey;
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
 use std::cmp::Ordering;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// Rows buffered per input before a round, unless the caller says otherwise (the
 /// DataFusion node's `corank.window_rows` and the Parquet merge's cap).
@@ -117,7 +118,6 @@ pub struct MergedRound {
     pub perm: Permutation,
     schema: SchemaRef,
     /// The engine options the round merged with (the GPU gather's device and failure rule).
-    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     engine: EngineOptions,
 }
 
@@ -157,43 +157,25 @@ impl MergedRound {
         batches.into_iter().map(|b| Ok(b.with_schema(self.schema.clone())?)).collect()
     }
 
-    /// The round's rows as [`gather`] makes them, with the fixed-width columns gathered on the GPU while the CPU gathers the others,
-    /// where the round merged on the GPU and the bytes say the device gather pays
-    /// ([`crate::engine::gpu::gather_on_gpu_pays`]: payload and indices over PCIe against the
-    /// CPU's gather rate, both measured); `None` where it does not (the caller gathers on
-    /// the CPU), or where the GPU gather failed and the options allow the CPU.
+    /// The round's rows as [`gather`] makes them, with the fixed-width columns gathered on
+    /// the GPU while the CPU gathers the others, where the round merged on the GPU and the
+    /// engine says the device gather pays ([`device::round_columns_on_device`]); `None` where
+    /// it does not (the caller gathers on the CPU; always without the `gpu` feature), or
+    /// where the device gather failed and the options allow the CPU
+    /// ([`placement::cpu_after_gpu_failure`]).
     ///
     /// Batches end where the CPU's gather ends them (it splits a batch whose dictionary
     /// values overflow their key type), or every `batch_size` rows when the GPU gathers
     /// every column.
-    #[cfg(feature = "gpu")]
     fn gather_with_gpu(&self, batch_size: usize) -> Result<Option<Vec<RecordBatch>>> {
-        use crate::engine::gpu::gather::fixed_width;
-        use crate::engine::gpu::{gather_fixed_gpu, gather_on_gpu_pays, GpuOptions};
-        use crate::options::OnGpuFailure;
-        use arrow::array::RecordBatchOptions;
-        use std::sync::Arc;
         let perm = &self.perm;
-        if perm.engine != Engine::Gpu || self.runs.len() < 2 {
+        let Some(fixed) = device::round_columns_on_device(&self.runs, perm) else {
             return Ok(None);
-        }
-        let schema = self.runs[0].schema();
-        let columns = schema.fields().len();
-        let same_type = |c: usize| self.runs.iter().all(|r| r.schema().field(c).data_type() == schema.field(c).data_type());
-        let fixed: Vec<usize> = (0..columns).filter(|&c| fixed_width(schema.field(c).data_type()).is_some() && same_type(c)).collect();
-        let bytes_per_row: usize = fixed.iter().filter_map(|&c| fixed_width(schema.field(c).data_type())).sum();
-        let index_bytes = match perm.indices {
-            Indices::U32(_) => 4,
-            Indices::U64(_) => 8,
         };
-        if fixed.is_empty() || !gather_on_gpu_pays(perm.len(), bytes_per_row, index_bytes, rayon::current_num_threads()) {
-            return Ok(None);
-        }
+        let columns = self.runs[0].num_columns();
         let rest: Vec<usize> = (0..columns).filter(|c| !fixed.contains(c)).collect();
-        let options = GpuOptions { devices: self.engine.devices, ..GpuOptions::default() };
         // The device gather on this thread, the CPU's on a thread of its own (not
-        // `rayon::join`: a device's lock is never taken on a rayon worker, see
-        // `engine::gpu::context::Gpu::lock`).
+        // `rayon::join`: a device's lock is never taken on a rayon worker).
         let (on_gpu, on_cpu) = std::thread::scope(|scope| {
             let on_cpu = scope.spawn(|| -> Result<Option<Vec<RecordBatch>>> {
                 if rest.is_empty() {
@@ -202,12 +184,12 @@ impl MergedRound {
                 let projected: Vec<RecordBatch> = self.runs.iter().map(|r| r.project(&rest)).collect::<std::result::Result<_, _>>()?;
                 Ok(Some(gather(&projected, perm, batch_size)?))
             });
-            let on_gpu = gather_fixed_gpu(&self.runs, perm, &fixed, &options);
+            let on_gpu = device::gather_round_on_device(&self.runs, perm, &fixed, &self.engine);
             (on_gpu, on_cpu.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
         });
         let on_gpu = match on_gpu {
             Ok(arrays) => arrays,
-            Err(e) if self.engine.on_gpu_failure != OnGpuFailure::Error => {
+            Err(e) if placement::cpu_after_gpu_failure(&self.engine) => {
                 log::warn!("corank: GPU gather failed ({e}); gathering on the CPU instead");
                 return Ok(None);
             }
@@ -238,11 +220,6 @@ impl MergedRound {
             offset += len;
         }
         Ok(Some(out))
-    }
-
-    #[cfg(not(feature = "gpu"))]
-    fn gather_with_gpu(&self, _batch_size: usize) -> Result<Option<Vec<RecordBatch>>> {
-        Ok(None)
     }
 }
 
@@ -484,8 +461,8 @@ impl FrontierMerge {
     }
 
     /// The frontier key as one-row arrays, for comparing buffered rows with it through
-    /// arrow's comparators instead of encoding each row probed (about 1 µs a row: 16 inputs
-    /// probed ~14 times each cost a small round ~0.2 ms). Only for key types whose
+    /// arrow's comparators instead of encoding each row probed (an encoding per probe is
+    /// costly next to a small round's merge). Only for key types whose
     /// comparator orders exactly as the row format does (numbers by total order, booleans,
     /// strings and binaries by bytes; nulls and descending by the same `SortOptions`);
     /// `None` for others (nested, intervals), which keep the row path, as do dictionaries

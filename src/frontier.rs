@@ -547,6 +547,19 @@ impl FrontierMerge {
         if !self.ready() {
             return Err(Error::InvalidArgument("an input that is not exhausted has no buffered rows".into()));
         }
+        let frontier = self.frontier_at_most(max_rows)?;
+        let cuts = self.cuts(frontier.as_ref())?;
+        let (runs, run_keys, input_starts, bytes) = self.take_prefixes(&cuts);
+        let rows: usize = runs.iter().map(|b| b.num_rows()).sum();
+        // Pushed batches were checked (where asked) as they came: the merge checks nothing.
+        let options = MergeOptions { engine: self.options.engine, check_sorted: false, batch_size: self.options.batch_size };
+        let (specs, schema) = (self.specs.clone(), self.schema.clone());
+        Ok(RoundInput { runs, keys: run_keys, specs, options, schema, input_starts, rows, bytes })
+    }
+
+    /// Step (2) with the cap of [`take_round_at_most`](Self::take_round_at_most): the
+    /// frontier `F'` as (key, input); `None` where every input is exhausted.
+    fn frontier_at_most(&self, max_rows: usize) -> Result<Option<(OwnedRow, usize)>> {
         // (2) The frontier: the smallest (last key, input) over inputs not exhausted.
         let mut frontier: Option<(OwnedRow, usize)> = None;
         for (i, input) in self.inputs.iter().enumerate() {
@@ -574,14 +587,20 @@ impl FrontierMerge {
                 frontier = Some((key, i));
             }
         }
+        Ok(frontier)
+    }
+
+    /// Step (3): per input, the emittable prefix below `frontier`, as (batches taken whole,
+    /// rows of the next batch); everything where every input is exhausted.
+    fn cuts(&self, frontier: Option<&(OwnedRow, usize)>) -> Result<Vec<(usize, usize)>> {
         // (3) Per input, the emittable prefix: (batches taken whole, rows of the next batch).
-        let f_arrays = match &frontier {
+        let f_arrays = match frontier {
             Some((f, _)) => self.frontier_arrays(f)?,
             None => None,
         };
         let mut cuts = Vec::with_capacity(self.inputs.len());
         for (i, input) in self.inputs.iter().enumerate() {
-            let Some((f, fi)) = &frontier else {
+            let Some((f, fi)) = frontier else {
                 cuts.push((input.batches.len(), 0)); // all exhausted: everything goes
                 continue;
             };
@@ -609,13 +628,18 @@ impl FrontierMerge {
             }
             cuts.push((whole, part));
         }
-        // The prefixes move out as runs: each input's emittable batches in order, inputs in
-        // order (the merge's stability).
+        Ok(cuts)
+    }
+
+    /// Moves the prefixes `cuts` out of the buffers as runs: each input's emittable
+    /// batches in order, inputs in order (the merge's stability). Returns the runs, their
+    /// key columns, where each input's runs start (then the number of runs) and their bytes.
+    fn take_prefixes(&mut self, cuts: &[(usize, usize)]) -> (Vec<RecordBatch>, Vec<Vec<ArrayRef>>, Vec<usize>, usize) {
         let mut runs: Vec<RecordBatch> = Vec::new();
         let mut run_keys: Vec<Vec<ArrayRef>> = Vec::new();
         let mut bytes = 0;
         let mut input_starts = Vec::with_capacity(self.inputs.len() + 1);
-        for (input, &(whole, part)) in self.inputs.iter_mut().zip(&cuts) {
+        for (input, &(whole, part)) in self.inputs.iter_mut().zip(cuts) {
             input_starts.push(runs.len());
             for _ in 0..whole {
                 let b = input.batches.pop_front().unwrap();
@@ -640,10 +664,6 @@ impl FrontierMerge {
             }
         }
         input_starts.push(runs.len());
-        let rows: usize = runs.iter().map(|b| b.num_rows()).sum();
-        // Pushed batches were checked (where asked) as they came: the merge checks nothing.
-        let options = MergeOptions { engine: self.options.engine, check_sorted: false, batch_size: self.options.batch_size };
-        let (specs, schema) = (self.specs.clone(), self.schema.clone());
-        Ok(RoundInput { runs, keys: run_keys, specs, options, schema, input_starts, rows, bytes })
+        (runs, run_keys, input_starts, bytes)
     }
 }

@@ -73,7 +73,12 @@ pub fn round_columns_on_device(runs: &[RecordBatch], perm: &Permutation) -> Opti
 /// `options.devices`, into pooled pinned memory (a merge round's output): one array per
 /// column, `perm.len()` rows. Call it on a thread that is not a rayon worker (a device's
 /// lock is never taken on one). `Error::GpuUnavailable` without the `gpu` feature.
-pub fn gather_round_on_device(runs: &[RecordBatch], perm: &Permutation, columns: &[usize], options: &EngineOptions) -> Result<Vec<ArrayRef>> {
+pub fn gather_round_on_device(
+    runs: &[RecordBatch],
+    perm: &Permutation,
+    columns: &[usize],
+    options: &EngineOptions,
+) -> Result<Vec<ArrayRef>> {
     #[cfg(feature = "gpu")]
     return super::gpu::gather_fixed_gpu(runs, perm, columns, &super::placement::gpu_options(options));
     #[cfg(not(feature = "gpu"))]

@@ -21,13 +21,13 @@ pub mod sort;
 pub(crate) use placement::choose_engine;
 pub use placement::CPU_ROWS_PER_THREAD_WHILE_STARTING;
 
-use crate::error::Result;
 #[cfg(not(feature = "gpu"))]
 use crate::error::Error;
+use crate::error::Result;
 use crate::keys::KeyColumn;
-use crate::options::{Devices, Engine, EngineOptions};
 #[cfg(doc)]
 use crate::options::OnGpuFailure;
+use crate::options::{Devices, Engine, EngineOptions};
 use crate::permutation::Indices;
 use crate::with_key_column;
 

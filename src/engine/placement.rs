@@ -248,7 +248,10 @@ mod tests {
         let required = EngineOptions { on_gpu_failure: OnGpuFailure::Error, ..auto };
         let cpu = auto.with_engine(Engine::Cpu);
         let gpu = auto.with_engine(Engine::Gpu);
-        assert_eq!((rounds_on_gpu(&cpu), rounds_on_gpu(&gpu), rounds_on_gpu(&auto), rounds_on_gpu(&required)), (Some(false), Some(true), None, Some(true)));
+        assert_eq!(
+            (rounds_on_gpu(&cpu), rounds_on_gpu(&gpu), rounds_on_gpu(&auto), rounds_on_gpu(&required)),
+            (Some(false), Some(true), None, Some(true))
+        );
         assert!(first_round_on_cpu(&cpu, 1_000) && !first_round_on_cpu(&gpu, 1));
         assert!(first_round_on_cpu(&auto, 99) && !first_round_on_cpu(&auto, 100) && !first_round_on_cpu(&required, 1));
         assert!(chunk_on_cpu(&cpu, 1_000) && !chunk_on_cpu(&gpu, 1) && !chunk_on_cpu(&required, 1) && chunk_on_cpu(&auto, 99));

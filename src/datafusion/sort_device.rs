@@ -116,7 +116,8 @@ impl Runs {
                 Ok(Some(out))
             }
             Err(e) if placement::cpu_after_gpu_failure(&self.options.engine) => {
-                log::warn!("corank: sorting the whole input on the GPU failed ({e}); sorting it in chunks instead");
+                // The target the line had before this file was split out of sort_stream.rs.
+                log::warn!(target: "corank::datafusion::sort_stream", "corank: sorting the whole input on the GPU failed ({e}); sorting it in chunks instead");
                 self.reservation.shrink(out_bytes.min(self.reservation.size()));
                 Ok(None)
             }

@@ -83,6 +83,9 @@ pub(crate) fn choose_engine(
     gpu: impl FnOnce() -> Result<Indices>,
 ) -> Result<(Indices, Engine)> {
     static NO_GPU: std::sync::Once = std::sync::Once::new();
+    // The log lines keep the target they had before the rules moved here: filters and
+    // readers name `corank::engine`.
+    const TARGET: &str = "corank::engine";
     let strict = gpu_required(options);
     match options.engine {
         Engine::Cpu => Ok((cpu(), Engine::Cpu)),
@@ -99,7 +102,7 @@ pub(crate) fn choose_engine(
                 if strict {
                     return Err(Error::GpuUnavailable(why));
                 }
-                NO_GPU.call_once(|| log::info!("corank: no usable GPU ({why}); {doing} on the CPU"));
+                NO_GPU.call_once(|| log::info!(target: TARGET, "corank: no usable GPU ({why}); {doing} on the CPU"));
                 return Ok((cpu(), Engine::Cpu));
             }
             if rows < options.gpu_min_rows && !strict {
@@ -108,7 +111,7 @@ pub(crate) fn choose_engine(
             match gpu() {
                 Ok(indices) => Ok((indices, Engine::Gpu)),
                 Err(e) if !strict => {
-                    log::warn!("corank: GPU {doing} failed ({e}); {doing} on the CPU instead");
+                    log::warn!(target: TARGET, "corank: GPU {doing} failed ({e}); {doing} on the CPU instead");
                     Ok((cpu(), Engine::Cpu))
                 }
                 Err(e) => Err(e),

@@ -32,7 +32,7 @@
 //! rule with the merge deferred.
 
 use crate::api::MergeOptions;
-use crate::engine::merge_keys;
+use crate::engine::{device, merge_keys, placement};
 use crate::error::{Error, Result};
 use crate::gather::gather;
 use crate::keys::encode_runs;
@@ -40,11 +40,12 @@ use crate::options::{Engine, EngineOptions};
 use crate::order::ties::{resolve_ties, FullComparator};
 use crate::permutation::{Indices, Permutation};
 use crate::sort_key::SortKey;
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{OwnedRow, RowConverter, SortField};
 use std::cmp::Ordering;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// Rows buffered per input before a round, unless the caller says otherwise (the
 /// DataFusion node's `corank.window_rows` and the Parquet merge's cap).
@@ -117,7 +118,6 @@ pub struct MergedRound {
     pub perm: Permutation,
     schema: SchemaRef,
     /// The engine options the round merged with (the GPU gather's device and failure rule).
-    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     engine: EngineOptions,
 }
 
@@ -157,43 +157,25 @@ impl MergedRound {
         batches.into_iter().map(|b| Ok(b.with_schema(self.schema.clone())?)).collect()
     }
 
-    /// The round's rows as [`gather`] makes them, with the fixed-width columns gathered on the GPU while the CPU gathers the others,
-    /// where the round merged on the GPU and the bytes say the device gather pays
-    /// ([`crate::engine::gpu::gather_on_gpu_pays`]: payload and indices over PCIe against the
-    /// CPU's gather rate, both measured); `None` where it does not (the caller gathers on
-    /// the CPU), or where the GPU gather failed and the options allow the CPU.
+    /// The round's rows as [`gather`] makes them, with the fixed-width columns gathered on
+    /// the GPU while the CPU gathers the others, where the round merged on the GPU and the
+    /// engine says the device gather pays ([`device::round_columns_on_device`]); `None` where
+    /// it does not (the caller gathers on the CPU; always without the `gpu` feature), or
+    /// where the device gather failed and the options allow the CPU
+    /// ([`placement::cpu_after_gpu_failure`]).
     ///
     /// Batches end where the CPU's gather ends them (it splits a batch whose dictionary
     /// values overflow their key type), or every `batch_size` rows when the GPU gathers
     /// every column.
-    #[cfg(feature = "gpu")]
     fn gather_with_gpu(&self, batch_size: usize) -> Result<Option<Vec<RecordBatch>>> {
-        use crate::engine::gpu::gather::fixed_width;
-        use crate::engine::gpu::{gather_fixed_gpu, gather_on_gpu_pays, GpuOptions};
-        use crate::options::OnGpuFailure;
-        use arrow::array::RecordBatchOptions;
-        use std::sync::Arc;
         let perm = &self.perm;
-        if perm.engine != Engine::Gpu || self.runs.len() < 2 {
+        let Some(fixed) = device::round_columns_on_device(&self.runs, perm) else {
             return Ok(None);
-        }
-        let schema = self.runs[0].schema();
-        let columns = schema.fields().len();
-        let same_type = |c: usize| self.runs.iter().all(|r| r.schema().field(c).data_type() == schema.field(c).data_type());
-        let fixed: Vec<usize> = (0..columns).filter(|&c| fixed_width(schema.field(c).data_type()).is_some() && same_type(c)).collect();
-        let bytes_per_row: usize = fixed.iter().filter_map(|&c| fixed_width(schema.field(c).data_type())).sum();
-        let index_bytes = match perm.indices {
-            Indices::U32(_) => 4,
-            Indices::U64(_) => 8,
         };
-        if fixed.is_empty() || !gather_on_gpu_pays(perm.len(), bytes_per_row, index_bytes, rayon::current_num_threads()) {
-            return Ok(None);
-        }
+        let columns = self.runs[0].num_columns();
         let rest: Vec<usize> = (0..columns).filter(|c| !fixed.contains(c)).collect();
-        let options = GpuOptions { devices: self.engine.devices, ..GpuOptions::default() };
         // The device gather on this thread, the CPU's on a thread of its own (not
-        // `rayon::join`: a device's lock is never taken on a rayon worker, see
-        // `engine::gpu::context::Gpu::lock`).
+        // `rayon::join`: a device's lock is never taken on a rayon worker).
         let (on_gpu, on_cpu) = std::thread::scope(|scope| {
             let on_cpu = scope.spawn(|| -> Result<Option<Vec<RecordBatch>>> {
                 if rest.is_empty() {
@@ -202,12 +184,12 @@ impl MergedRound {
                 let projected: Vec<RecordBatch> = self.runs.iter().map(|r| r.project(&rest)).collect::<std::result::Result<_, _>>()?;
                 Ok(Some(gather(&projected, perm, batch_size)?))
             });
-            let on_gpu = gather_fixed_gpu(&self.runs, perm, &fixed, &options);
+            let on_gpu = device::gather_round_on_device(&self.runs, perm, &fixed, &self.engine);
             (on_gpu, on_cpu.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
         });
         let on_gpu = match on_gpu {
             Ok(arrays) => arrays,
-            Err(e) if self.engine.on_gpu_failure != OnGpuFailure::Error => {
+            Err(e) if placement::cpu_after_gpu_failure(&self.engine) => {
                 log::warn!("corank: GPU gather failed ({e}); gathering on the CPU instead");
                 return Ok(None);
             }
@@ -238,11 +220,6 @@ impl MergedRound {
             offset += len;
         }
         Ok(Some(out))
-    }
-
-    #[cfg(not(feature = "gpu"))]
-    fn gather_with_gpu(&self, _batch_size: usize) -> Result<Option<Vec<RecordBatch>>> {
-        Ok(None)
     }
 }
 
@@ -484,8 +461,8 @@ impl FrontierMerge {
     }
 
     /// The frontier key as one-row arrays, for comparing buffered rows with it through
-    /// arrow's comparators instead of encoding each row probed (about 1 µs a row: 16 inputs
-    /// probed ~14 times each cost a small round ~0.2 ms). Only for key types whose
+    /// arrow's comparators instead of encoding each row probed (an encoding per probe is
+    /// costly next to a small round's merge). Only for key types whose
     /// comparator orders exactly as the row format does (numbers by total order, booleans,
     /// strings and binaries by bytes; nulls and descending by the same `SortOptions`);
     /// `None` for others (nested, intervals), which keep the row path, as do dictionaries
@@ -570,6 +547,19 @@ impl FrontierMerge {
         if !self.ready() {
             return Err(Error::InvalidArgument("an input that is not exhausted has no buffered rows".into()));
         }
+        let frontier = self.frontier_at_most(max_rows)?;
+        let cuts = self.cuts(frontier.as_ref())?;
+        let (runs, run_keys, input_starts, bytes) = self.take_prefixes(&cuts);
+        let rows: usize = runs.iter().map(|b| b.num_rows()).sum();
+        // Pushed batches were checked (where asked) as they came: the merge checks nothing.
+        let options = MergeOptions { engine: self.options.engine, check_sorted: false, batch_size: self.options.batch_size };
+        let (specs, schema) = (self.specs.clone(), self.schema.clone());
+        Ok(RoundInput { runs, keys: run_keys, specs, options, schema, input_starts, rows, bytes })
+    }
+
+    /// Step (2) with the cap of [`take_round_at_most`](Self::take_round_at_most): the
+    /// frontier `F'` as (key, input); `None` where every input is exhausted.
+    fn frontier_at_most(&self, max_rows: usize) -> Result<Option<(OwnedRow, usize)>> {
         // (2) The frontier: the smallest (last key, input) over inputs not exhausted.
         let mut frontier: Option<(OwnedRow, usize)> = None;
         for (i, input) in self.inputs.iter().enumerate() {
@@ -597,14 +587,20 @@ impl FrontierMerge {
                 frontier = Some((key, i));
             }
         }
+        Ok(frontier)
+    }
+
+    /// Step (3): per input, the emittable prefix below `frontier`, as (batches taken whole,
+    /// rows of the next batch); everything where every input is exhausted.
+    fn cuts(&self, frontier: Option<&(OwnedRow, usize)>) -> Result<Vec<(usize, usize)>> {
         // (3) Per input, the emittable prefix: (batches taken whole, rows of the next batch).
-        let f_arrays = match &frontier {
+        let f_arrays = match frontier {
             Some((f, _)) => self.frontier_arrays(f)?,
             None => None,
         };
         let mut cuts = Vec::with_capacity(self.inputs.len());
         for (i, input) in self.inputs.iter().enumerate() {
-            let Some((f, fi)) = &frontier else {
+            let Some((f, fi)) = frontier else {
                 cuts.push((input.batches.len(), 0)); // all exhausted: everything goes
                 continue;
             };
@@ -632,13 +628,18 @@ impl FrontierMerge {
             }
             cuts.push((whole, part));
         }
-        // The prefixes move out as runs: each input's emittable batches in order, inputs in
-        // order (the merge's stability).
+        Ok(cuts)
+    }
+
+    /// Moves the prefixes `cuts` out of the buffers as runs: each input's emittable
+    /// batches in order, inputs in order (the merge's stability). Returns the runs, their
+    /// key columns, where each input's runs start (then the number of runs) and their bytes.
+    fn take_prefixes(&mut self, cuts: &[(usize, usize)]) -> (Vec<RecordBatch>, Vec<Vec<ArrayRef>>, Vec<usize>, usize) {
         let mut runs: Vec<RecordBatch> = Vec::new();
         let mut run_keys: Vec<Vec<ArrayRef>> = Vec::new();
         let mut bytes = 0;
         let mut input_starts = Vec::with_capacity(self.inputs.len() + 1);
-        for (input, &(whole, part)) in self.inputs.iter_mut().zip(&cuts) {
+        for (input, &(whole, part)) in self.inputs.iter_mut().zip(cuts) {
             input_starts.push(runs.len());
             for _ in 0..whole {
                 let b = input.batches.pop_front().unwrap();
@@ -663,10 +664,6 @@ impl FrontierMerge {
             }
         }
         input_starts.push(runs.len());
-        let rows: usize = runs.iter().map(|b| b.num_rows()).sum();
-        // Pushed batches were checked (where asked) as they came: the merge checks nothing.
-        let options = MergeOptions { engine: self.options.engine, check_sorted: false, batch_size: self.options.batch_size };
-        let (specs, schema) = (self.specs.clone(), self.schema.clone());
-        Ok(RoundInput { runs, keys: run_keys, specs, options, schema, input_starts, rows, bytes })
+        (runs, run_keys, input_starts, bytes)
     }
 }

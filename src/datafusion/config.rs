@@ -8,13 +8,21 @@
 //! and `SHOW corank.engine` would not find them. Here every entry's key is the full name,
 //! and `SET` checks the value when it is set (an unknown engine is an error then, not when
 //! a query runs).
+//!
+//! The rule parses the settings once per plan into [`CoRankSettings`]; the nodes carry the
+//! part they use ([`MergeSettings`]). The extension also holds the session's file-order
+//! cache (not a setting: not listed, not compared), created by
+//! [`with_corank_config`](super::with_corank_config) and [`register`](super::register);
+//! without one, the rule reads every footer it needs each time, with the same result.
 
-use super::sort_stream::DEFAULT_CHUNK_ROWS;
+use super::file_order::FileOrderCache;
+use super::sort_chunk::DEFAULT_CHUNK_ROWS;
 use crate::frontier::DEFAULT_WINDOW_ROWS;
-use crate::options::{Devices, Engine, Kernel, GPU_MIN_ROWS};
-use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigField, ExtensionOptions};
+use crate::options::{Devices, Engine, EngineOptions, Kernel, GPU_MIN_ROWS};
+use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigField, ConfigOptions, ExtensionOptions};
 use datafusion::common::{config_err, Result};
 use std::any::Any;
+use std::sync::Arc;
 
 /// corank settings (prefix `corank.`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +46,27 @@ pub struct CoRankConfig {
     pub sort: bool,
     /// Rows per chunk that CoRankSortExec sorts at a time, each a run of its final merge.
     pub sort_chunk_rows: usize,
+    /// The session's cache of the file-order proof (not a setting).
+    file_order_cache: SessionCache,
+}
+
+/// The file-order cache a session holds, if any. Not a setting: every two configs compare
+/// equal on it, and it is not among the entries.
+#[derive(Clone, Default)]
+struct SessionCache(Option<Arc<FileOrderCache>>);
+
+impl PartialEq for SessionCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for SessionCache {}
+
+impl std::fmt::Debug for SessionCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "FileOrderCache" } else { "None" })
+    }
 }
 
 impl Default for CoRankConfig {
@@ -52,11 +81,25 @@ impl Default for CoRankConfig {
             check_sorted: false,
             sort: true,
             sort_chunk_rows: DEFAULT_CHUNK_ROWS,
+            file_order_cache: SessionCache::default(),
         }
     }
 }
 
 impl CoRankConfig {
+    /// Gives the config a file-order cache of its own where it has none (its clones share
+    /// it: a session's config and the configs copied from it).
+    pub(crate) fn ensure_file_order_cache(&mut self) {
+        if self.file_order_cache.0.is_none() {
+            self.file_order_cache.0 = Some(Arc::new(FileOrderCache::default()));
+        }
+    }
+
+    /// The session's file-order cache, if it holds one.
+    pub(crate) fn file_order_cache(&self) -> Option<&FileOrderCache> {
+        self.file_order_cache.0.as_deref()
+    }
+
     /// The settings' names (without the prefix) and descriptions, in `SHOW ALL` order.
     const ENTRIES: [(&'static str, &'static str); 9] = [
         ("check_sorted", "Check every input partition's order while merging: an unsorted input is an error naming the partition and row."),
@@ -157,4 +200,72 @@ impl ExtensionOptions for CoRankConfig {
 
 impl ConfigExtension for CoRankConfig {
     const PREFIX: &'static str = "corank";
+}
+
+/// The merge settings a node carries (from [`CoRankConfig`] when the rule made it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeSettings {
+    /// Engine, kernel, devices and `gpu_min_rows` (`corank.engine`, `corank.kernel`,
+    /// `corank.devices`, `corank.gpu_min_rows`).
+    pub engine: EngineOptions,
+    /// Rows buffered per input partition before a round (`corank.window_rows`).
+    pub window_rows: usize,
+}
+
+impl Default for MergeSettings {
+    fn default() -> Self {
+        Self::try_from(&CoRankConfig::default()).expect("the default engine name parses")
+    }
+}
+
+impl TryFrom<&CoRankConfig> for MergeSettings {
+    type Error = crate::Error;
+    fn try_from(c: &CoRankConfig) -> crate::Result<Self> {
+        let engine = EngineOptions {
+            engine: c.engine.parse()?,
+            kernel: c.kernel.parse()?,
+            devices: c.devices.parse()?,
+            gpu_min_rows: c.gpu_min_rows,
+            ..EngineOptions::default()
+        };
+        Ok(Self { engine, window_rows: c.window_rows.max(1) })
+    }
+}
+
+/// The `corank.*` settings of a plan, parsed once (by the rule) into what the nodes use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoRankSettings {
+    /// `corank.enabled`.
+    pub enabled: bool,
+    /// `corank.sort`.
+    pub sort: bool,
+    /// The engine and window of both nodes.
+    pub merge: MergeSettings,
+    /// `corank.check_sorted` (the merge node).
+    pub check_sorted: bool,
+    /// `corank.sort_chunk_rows` (the sort node).
+    pub sort_chunk_rows: usize,
+}
+
+impl TryFrom<&CoRankConfig> for CoRankSettings {
+    type Error = crate::Error;
+    fn try_from(c: &CoRankConfig) -> crate::Result<Self> {
+        Ok(Self {
+            enabled: c.enabled,
+            sort: c.sort,
+            merge: MergeSettings::try_from(c)?,
+            check_sorted: c.check_sorted,
+            sort_chunk_rows: c.sort_chunk_rows,
+        })
+    }
+}
+
+impl CoRankSettings {
+    /// The settings of `options` (the defaults where it has no `corank.*` extension).
+    pub fn from_options(options: &ConfigOptions) -> crate::Result<Self> {
+        match options.extensions.get::<CoRankConfig>() {
+            Some(c) => Self::try_from(c),
+            None => Self::try_from(&CoRankConfig::default()),
+        }
+    }
 }

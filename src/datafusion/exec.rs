@@ -7,9 +7,9 @@
 //! too small is a `ResourcesExhausted` error). Dropping the output stream aborts the task
 //! that drives the inputs and the merge, which frees its buffers.
 
-use super::config::CoRankConfig;
-use super::stream::{MergeMetrics, MergeTask};
-use crate::options::EngineOptions;
+pub use super::config::MergeSettings;
+use super::metrics::MergeMetrics;
+use super::stream::MergeTask;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{internal_err, Result};
 use datafusion::execution::memory_pool::MemoryConsumer;
@@ -23,36 +23,6 @@ use datafusion::physical_plan::{
     SendableRecordBatchStream,
 };
 use std::sync::Arc;
-
-/// The merge settings a node carries (from [`CoRankConfig`] when the rule made it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MergeSettings {
-    /// Engine, kernel, devices and `gpu_min_rows` (`corank.engine`, `corank.kernel`,
-    /// `corank.devices`, `corank.gpu_min_rows`).
-    pub engine: EngineOptions,
-    /// Rows buffered per input partition before a round (`corank.window_rows`).
-    pub window_rows: usize,
-}
-
-impl Default for MergeSettings {
-    fn default() -> Self {
-        Self::try_from(&CoRankConfig::default()).expect("the default engine name parses")
-    }
-}
-
-impl TryFrom<&CoRankConfig> for MergeSettings {
-    type Error = crate::Error;
-    fn try_from(c: &CoRankConfig) -> crate::Result<Self> {
-        let engine = EngineOptions {
-            engine: c.engine.parse()?,
-            kernel: c.kernel.parse()?,
-            devices: c.devices.parse()?,
-            gpu_min_rows: c.gpu_min_rows,
-            ..EngineOptions::default()
-        };
-        Ok(Self { engine, window_rows: c.window_rows.max(1) })
-    }
-}
 
 /// Merges the sorted partitions of its input into one sorted partition with corank.
 #[derive(Debug, Clone)]

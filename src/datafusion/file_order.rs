@@ -65,18 +65,19 @@ fn sorts_itself(plan: &Arc<dyn ExecutionPlan>) -> bool {
 
 /// Checks the Parquet scans below a merge's `input` and says what makes its partitions
 /// sorted. A merge or sort below stops the search: its output is sorted on its own.
-pub(crate) fn repair(input: &Arc<dyn ExecutionPlan>) -> Result<Repair> {
+/// `cache`: the session's [`FileOrderCache`], if it has one.
+pub(crate) fn repair(input: &Arc<dyn ExecutionPlan>, cache: Option<&FileOrderCache>) -> Result<Repair> {
     if sorts_itself(input) {
         return Ok(Repair::Proven);
     }
     if let Some(scan) = input.downcast_ref::<DataSourceExec>() {
-        return Ok(repair_scan(scan));
+        return Ok(repair_scan(scan, cache));
     }
     if PASS_THROUGH.contains(&input.name()) {
         let mut children = Vec::with_capacity(input.children().len());
         let mut changed = false;
         for child in input.children() {
-            match repair(child)? {
+            match repair(child, cache)? {
                 Repair::Sort => return Ok(Repair::Sort),
                 Repair::Proven => children.push(Arc::clone(child)),
                 Repair::Split(c) => {
@@ -88,7 +89,7 @@ pub(crate) fn repair(input: &Arc<dyn ExecutionPlan>) -> Result<Repair> {
         return Ok(if changed { Repair::Split(replace_children_if_necessary(Arc::clone(input), children)?) } else { Repair::Proven });
     }
     // Any other node: its partitions are not the scan's; only a sort helps.
-    Ok(if input.children().into_iter().any(has_unproven_scan) { Repair::Sort } else { Repair::Proven })
+    Ok(if input.children().into_iter().any(|c| has_unproven_scan(c, cache)) { Repair::Sort } else { Repair::Proven })
 }
 
 /// `plan` with the declared order of every unproven Parquet scan below it dropped (a merge
@@ -98,7 +99,7 @@ pub(crate) fn repair(input: &Arc<dyn ExecutionPlan>) -> Result<Repair> {
 ///
 /// A node between that requires its input's order (a windowed aggregate, say) then fails
 /// DataFusion's plan check: it would have read rows the scan only claimed to be sorted.
-pub(crate) fn forget_unproven_order(plan: &Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+pub(crate) fn forget_unproven_order(plan: &Arc<dyn ExecutionPlan>, cache: Option<&FileOrderCache>) -> Result<Arc<dyn ExecutionPlan>> {
     Arc::clone(plan)
         .transform_down(|node| {
             if sorts_itself(&node) {
@@ -110,7 +111,7 @@ pub(crate) fn forget_unproven_order(plan: &Arc<dyn ExecutionPlan>) -> Result<Arc
             let Some((config, _)) = scan.downcast_to_file_source::<ParquetSource>() else {
                 return Ok(Transformed::no(node));
             };
-            if config.output_ordering.is_empty() || matches!(repair_scan(scan), Repair::Proven) {
+            if config.output_ordering.is_empty() || matches!(repair_scan(scan, cache), Repair::Proven) {
                 return Ok(Transformed::no(node));
             }
             let config = FileScanConfigBuilder::from(config.clone()).with_output_ordering(vec![]).build();
@@ -119,14 +120,14 @@ pub(crate) fn forget_unproven_order(plan: &Arc<dyn ExecutionPlan>) -> Result<Arc
         .data()
 }
 
-fn has_unproven_scan(plan: &Arc<dyn ExecutionPlan>) -> bool {
+fn has_unproven_scan(plan: &Arc<dyn ExecutionPlan>, cache: Option<&FileOrderCache>) -> bool {
     if sorts_itself(plan) {
         return false;
     }
     if let Some(scan) = plan.downcast_ref::<DataSourceExec>() {
-        return !matches!(repair_scan(scan), Repair::Proven);
+        return !matches!(repair_scan(scan, cache), Repair::Proven);
     }
-    plan.children().into_iter().any(has_unproven_scan)
+    plan.children().into_iter().any(|c| has_unproven_scan(c, cache))
 }
 
 /// A declared order: column names and options (the scan's orderings are columns of its
@@ -166,7 +167,7 @@ pub(crate) fn row_group_range(starts: &[Option<i64>], first: usize, last: usize,
     Some((start, end.max(last_start + 1)))
 }
 
-fn repair_scan(scan: &DataSourceExec) -> Repair {
+fn repair_scan(scan: &DataSourceExec, cache: Option<&FileOrderCache>) -> Repair {
     let Some((config, _)) = scan.downcast_to_file_source::<ParquetSource>() else {
         return Repair::Proven;
     };
@@ -194,7 +195,7 @@ fn repair_scan(scan: &DataSourceExec) -> Repair {
                 Some(plan) if local => file_runs(file, Some(plan), &orders),
                 None if local => {
                     let path = file.path().to_string();
-                    whole.entry(path).or_insert_with(|| whole_file_runs(file, &orders)).clone()
+                    whole.entry(path).or_insert_with(|| whole_file_runs(file, &orders, cache)).clone()
                 }
                 _ => None,
             };
@@ -297,13 +298,17 @@ fn local_path(location: &str) -> std::path::PathBuf {
 
 /// Whole files' runs already found, by the file's identity as DataFusion's own file
 /// metadata cache checks it (path, size, last modification, entity tag) and the orders:
-/// planning a query again over the same files reads no footer. (Reading 16 footers here
-/// cost each query's first batch 1-2 ms on the 16-core host, next to stock's ~17 ms.)
-/// A file rewritten keeps its path but changes its size or time, so its entry is not used.
-static WHOLE_FILE_RUNS: Mutex<Option<HashMap<RunsKey, Runs>>> = Mutex::new(None);
+/// planning a query again over the same files reads no footer. A file rewritten keeps its
+/// path but changes its size or time, so its entry is not used. Held by the session (in
+/// its `corank.*` config extension, [`super::config::CoRankConfig`]), so sessions do not
+/// share entries and a dropped session frees them.
+#[derive(Default)]
+pub(crate) struct FileOrderCache {
+    entries: Mutex<HashMap<RunsKey, Runs>>,
+}
 
-/// Entries [`WHOLE_FILE_RUNS`] holds at most (then it starts over).
-const WHOLE_FILE_RUNS_ENTRIES: usize = 4096;
+/// Entries a [`FileOrderCache`] holds at most (then it starts over).
+const FILE_ORDER_CACHE_ENTRIES: usize = 4096;
 
 #[derive(PartialEq, Eq, Hash)]
 struct RunsKey {
@@ -315,9 +320,13 @@ struct RunsKey {
     orders: Vec<Vec<(String, bool, bool)>>,
 }
 
-/// [`file_runs`] of a whole file (no access plan), through [`WHOLE_FILE_RUNS`]; what could
-/// not be proven is not kept (a file unreadable now may be readable later).
-fn whole_file_runs(file: &PartitionedFile, orders: &[Order]) -> Option<Runs> {
+/// [`file_runs`] of a whole file (no access plan), through the session's cache where it
+/// has one; what could not be proven is not kept (a file unreadable now may be readable
+/// later).
+fn whole_file_runs(file: &PartitionedFile, orders: &[Order], cache: Option<&FileOrderCache>) -> Option<Runs> {
+    let Some(cache) = cache else {
+        return file_runs(file, None, orders);
+    };
     let meta = &file.object_meta;
     let key = RunsKey {
         path: meta.location.to_string(),
@@ -326,14 +335,13 @@ fn whole_file_runs(file: &PartitionedFile, orders: &[Order]) -> Option<Runs> {
         e_tag: meta.e_tag.clone(),
         orders: orders.iter().map(|o| o.iter().map(|(c, opt)| (c.clone(), opt.descending, opt.nulls_first)).collect()).collect(),
     };
-    let cached = WHOLE_FILE_RUNS.lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|m| m.get(&key).cloned());
+    let cached = cache.entries.lock().unwrap_or_else(|p| p.into_inner()).get(&key).cloned();
     if cached.is_some() {
         return cached;
     }
     let runs = file_runs(file, None, orders)?;
-    let mut cache = WHOLE_FILE_RUNS.lock().unwrap_or_else(|p| p.into_inner());
-    let map = cache.get_or_insert_with(HashMap::new);
-    if map.len() >= WHOLE_FILE_RUNS_ENTRIES {
+    let mut map = cache.entries.lock().unwrap_or_else(|p| p.into_inner());
+    if map.len() >= FILE_ORDER_CACHE_ENTRIES {
         map.clear();
     }
     map.insert(key, runs.clone());

@@ -15,16 +15,24 @@
 pub mod ballista;
 pub mod codec;
 pub mod config;
+mod error;
 pub mod exec;
 mod file_order;
+mod merge_inputs;
+mod metrics;
 pub mod row_groups;
 pub mod rule;
+mod sort_chunk;
+mod sort_device;
 pub mod sort_exec;
+mod sort_merge;
+mod sort_runs;
+mod sort_spill;
 pub mod sort_stream;
 pub mod stream;
 
 pub use codec::CoRankCodec;
-pub use config::CoRankConfig;
+pub use config::{CoRankConfig, CoRankSettings};
 pub use exec::{CoRankMergeExec, MergeSettings};
 pub use row_groups::SortedRowGroupsTable;
 pub use rule::CoRankRule;
@@ -54,13 +62,16 @@ pub fn optimizer_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     with_corank_rule(PhysicalOptimizer::new().rules)
 }
 
-/// `config` with the `corank.*` settings added (kept as they are if present).
-pub fn with_corank_config(config: SessionConfig) -> SessionConfig {
-    if config.options().extensions.get::<CoRankConfig>().is_some() {
-        config
-    } else {
-        config.with_option_extension(CoRankConfig::default())
+/// `config` with the `corank.*` settings added (kept as they are if present) and the
+/// session's file-order cache (created where the settings lack one).
+pub fn with_corank_config(mut config: SessionConfig) -> SessionConfig {
+    if let Some(c) = config.options_mut().extensions.get_mut::<CoRankConfig>() {
+        c.ensure_file_order_cache();
+        return config;
     }
+    let mut c = CoRankConfig::default();
+    c.ensure_file_order_cache();
+    config.with_option_extension(c)
 }
 
 /// Registers corank on a `SessionStateBuilder`, the way other DataFusion extensions do:

@@ -20,9 +20,9 @@
 //! corank encodes its keys. The `SortExec` the rule itself puts below a merge (files not
 //! proven sorted) is left as it is: it sorts each partition for the `CoRankMergeExec` above.
 
-use super::config::CoRankConfig;
-use super::exec::{CoRankMergeExec, MergeSettings};
-use super::file_order::{forget_unproven_order, repair, Repair};
+use super::config::{CoRankConfig, CoRankSettings, MergeSettings};
+use super::exec::CoRankMergeExec;
+use super::file_order::{forget_unproven_order, repair, FileOrderCache, Repair};
 use super::sort_exec::CoRankSortExec;
 use super::stream::to_datafusion;
 use crate::keys::is_supported;
@@ -43,14 +43,19 @@ pub struct CoRankRule;
 
 /// `input`, or what replaces it so that each of its partitions is sorted by `expr`: the
 /// unproven Parquet files split into row-group runs, or a sort of each partition.
-fn sorted_input(input: &Arc<dyn ExecutionPlan>, expr: &LexOrdering, fetch: Option<usize>) -> Result<Arc<dyn ExecutionPlan>> {
+fn sorted_input(
+    input: &Arc<dyn ExecutionPlan>,
+    expr: &LexOrdering,
+    fetch: Option<usize>,
+    cache: Option<&FileOrderCache>,
+) -> Result<Arc<dyn ExecutionPlan>> {
     // The sort's input must not claim the order it is there to establish (a `SortExec`
     // over an input claiming its order passes the input through).
     let sort = || -> Result<Arc<dyn ExecutionPlan>> {
-        let unsorted = forget_unproven_order(input)?;
+        let unsorted = forget_unproven_order(input, cache)?;
         Ok(Arc::new(SortExec::new(expr.clone(), unsorted).with_preserve_partitioning(true).with_fetch(fetch)))
     };
-    Ok(match repair(input)? {
+    Ok(match repair(input, cache)? {
         Repair::Proven => Arc::clone(input),
         Repair::Split(split) if split.equivalence_properties().ordering_satisfy(expr.clone())? => split,
         Repair::Split(_) | Repair::Sort => sort()?,
@@ -106,21 +111,22 @@ fn replace_sort(node: &Arc<dyn ExecutionPlan>, settings: &MergeSettings, chunk_r
 
 impl PhysicalOptimizerRule for CoRankRule {
     fn optimize(&self, plan: Arc<dyn ExecutionPlan>, config: &ConfigOptions) -> Result<Arc<dyn ExecutionPlan>> {
-        let cfg = config.extensions.get::<CoRankConfig>().cloned().unwrap_or_default();
-        if !cfg.enabled {
+        let corank = config.extensions.get::<CoRankConfig>();
+        if corank.is_some_and(|c| !c.enabled) {
             return Ok(plan);
         }
-        let settings = MergeSettings::try_from(&cfg).map_err(to_datafusion)?;
+        let settings = CoRankSettings::from_options(config).map_err(to_datafusion)?;
+        let cache = corank.and_then(CoRankConfig::file_order_cache);
         plan.transform_up(|node| {
-            if cfg.sort {
-                if let Some(replacement) = replace_sort(&node, &settings, cfg.sort_chunk_rows)? {
+            if settings.sort {
+                if let Some(replacement) = replace_sort(&node, &settings.merge, settings.sort_chunk_rows)? {
                     return Ok(Transformed::yes(replacement));
                 }
             }
             let Some(spm) = node.downcast_ref::<SortPreservingMergeExec>() else {
                 return Ok(Transformed::no(node));
             };
-            let input = sorted_input(spm.input(), spm.expr(), spm.fetch())?;
+            let input = sorted_input(spm.input(), spm.expr(), spm.fetch(), cache)?;
             let schema = spm.input().schema();
             let supported = keys_supported(spm.expr(), &schema);
             if !supported {
@@ -131,8 +137,8 @@ impl PhysicalOptimizerRule for CoRankRule {
             }
             let merge = CoRankMergeExec::new(spm.expr().clone(), input)
                 .with_fetch(spm.fetch())
-                .with_settings(settings.clone())
-                .with_check_sorted(cfg.check_sorted);
+                .with_settings(settings.merge.clone())
+                .with_check_sorted(settings.check_sorted);
             Ok(Transformed::yes(Arc::new(merge) as Arc<dyn ExecutionPlan>))
         })
         .data()

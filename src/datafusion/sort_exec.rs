@@ -40,8 +40,8 @@ use datafusion::physical_plan::{
 use std::sync::Arc;
 
 /// Output batches the node's task may send ahead of the consumer. A whole sort's output is
-/// all in memory when its first batch goes (the batches are slices of it), and its 32K
-/// batches handed over two at a time took 300 ms on the H200 host (16 ahead: 23 ms). The
+/// all in memory when its first batch goes (the batches are slices of it), and handing its
+/// many batches over two at a time cost more than the sort (`docs/performance.md`). The
 /// merge counts a batch until it is sent: up to this many batches in the channel, not yet
 /// taken, are not counted in the pool.
 const OUTPUT_BATCHES_AHEAD: usize = 16;

@@ -192,9 +192,8 @@ fn copy_rests<T: Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], bi: &[I], out_k: &mu
 
 /// [`merge_serial`] without a data-dependent branch per row: both heads are read, the
 /// smaller (ties: `a`'s) is written, and the side taken advances by the comparison's value.
-/// The same output as [`merge_serial`]. Measured on the 2-core dev VM (two sorted runs of 4M
-/// random `u64` keys with `u32` indices, a standalone program): 6 ns a row against 12 ns with
-/// the branch.
+/// The same output as [`merge_serial`], faster on random keys (no branch to mispredict;
+/// `docs/performance.md`).
 #[inline]
 pub fn merge_serial_branchless<T: Ord + Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], bi: &[I], out_k: &mut [T], out_i: &mut [I]) {
     debug_assert_eq!(a.len() + b.len(), out_k.len());

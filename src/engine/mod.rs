@@ -1,30 +1,33 @@
-//! The engine choice, above both engines: the CPU merge path ([`cpu`], with the co-rank
-//! reference [`co_rank`] beside it) or the GPU co-rank kernels ([`gpu`]), and what happens
-//! when the GPU is missing or fails ([`OnGpuFailure`]).
+//! The engine layer: the CPU merge path ([`cpu`], with the co-rank reference [`co_rank`]
+//! beside it), the stable sort built on it ([`sort`]), the GPU co-rank kernels ([`gpu`],
+//! feature `gpu`), and above them the one place that decides between them
+//! ([`placement`]: every CPU-or-GPU rule, [`auto`]'s choice per round among them) and the
+//! device work callers above the engine may ask for ([`device`]: a round's device gather,
+//! a whole sort's pieces; "not on this build" without the `gpu` feature).
 //!
-//! - `Cpu`: the merge path on rayon threads.
-//! - `Gpu`: the co-rank kernels; an error where no GPU is usable, or where the GPU fails.
-//! - `Auto`: the GPU for inputs of at least `gpu_min_rows` keys when one is usable, else the
-//!   CPU; while the GPU's start-up begun by [`warm_up_gpu`] is still under way (the driver,
-//!   the contexts, the cached kernels: ~0.2–0.35 s), the CPU rather than a wait for it for
-//!   jobs the CPU does in about that time ([`CPU_ROWS_PER_THREAD_WHILE_STARTING`] keys a
-//!   thread; the same result: the command line's first rounds are ready before the driver
-//!   is). With `OnGpuFailure::UseCpu` a missing GPU and a GPU failure (out of memory, launch
-//!   failure) fall back to the CPU with one log line, so no data is lost; with
-//!   `OnGpuFailure::Error` both are errors and every size goes to the GPU (the GPU tests).
-//!
-//! Both engines return the same indices for the same keys; neither imports this module.
+//! [`merge_keys`] and [`sort::sort_keys`] run one job on the engine
+//! [`placement::choose_engine`] picks, with the fallback of [`OnGpuFailure`]. Both engines
+//! return the same indices for the same keys; neither imports this module.
 
 pub mod auto;
 pub mod co_rank;
 pub mod cpu;
+pub mod device;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+pub mod placement;
 pub mod sort;
 
-use crate::error::{Error, Result};
+pub(crate) use placement::choose_engine;
+pub use placement::CPU_ROWS_PER_THREAD_WHILE_STARTING;
+
+#[cfg(not(feature = "gpu"))]
+use crate::error::Error;
+use crate::error::Result;
 use crate::keys::KeyColumn;
-use crate::options::{Devices, Engine, EngineOptions, OnGpuFailure};
+#[cfg(doc)]
+use crate::options::OnGpuFailure;
+use crate::options::{Devices, Engine, EngineOptions};
 use crate::permutation::Indices;
 use crate::with_key_column;
 
@@ -42,7 +45,7 @@ pub fn gpu_availability() -> std::result::Result<(), String> {
 }
 
 /// Whether the GPU engine's libraries (the CUDA driver library, NVRTC) load, without
-/// calling the driver: a check that does not wait ~0.1–0.2 s for `cuInit`, for callers that
+/// calling the driver: a check that does not wait for `cuInit`, for callers that
 /// start the GPU in the background ([`warm_up_gpu`]) and let the first merge report a
 /// device that cannot be used. `Err` says why not.
 pub fn gpu_libraries_present() -> std::result::Result<(), String> {
@@ -81,27 +84,6 @@ pub fn gpu_warming_up() -> bool {
     false
 }
 
-/// Keys a CPU thread sorts or merges in about the time left of the GPU's start-up once a
-/// job is ready (~0.2 s; the CPU sorts ~5M keys a second a thread): `Auto` takes the CPU
-/// during the start-up only for jobs up to this many keys a thread, and waits for the GPU
-/// with larger ones. Measured on the H200 host (16 threads, docs/PERFORMANCE.md, "`--engine
-/// auto` no longer waits"): the command line's merge rounds of ~2.3M keys gain 0.1–0.3 s on
-/// the CPU; `corank sort`'s 100M keys took 1.2–1.3 s on the CPU against 0.28 s on the GPU.
-pub const CPU_ROWS_PER_THREAD_WHILE_STARTING: usize = 1 << 20;
-
-/// The largest job `Auto` gives the CPU while the GPU starts: [`CPU_ROWS_PER_THREAD_WHILE_STARTING`]
-/// per thread of the rayon pool.
-fn cpu_rows_while_starting() -> usize {
-    CPU_ROWS_PER_THREAD_WHILE_STARTING.saturating_mul(rayon::current_num_threads())
-}
-
-/// Whether a job now would wait for the GPU's start-up: a warm-up in flight
-/// ([`gpu_warming_up`]) where the GPU libraries are present (without them no start-up is
-/// waited for, and the job's own check says why the GPU is not used).
-fn gpu_starting() -> bool {
-    gpu_warming_up() && gpu_libraries_present().is_ok()
-}
-
 /// The name of the GPU device `device`, where one is usable.
 pub fn gpu_device_name(device: usize) -> Result<String> {
     #[cfg(feature = "gpu")]
@@ -121,8 +103,7 @@ pub fn gpu_devices_shown(devices: Devices) -> Result<String> {
 
 #[cfg(feature = "gpu")]
 fn merge_on_gpu(keys: &KeyColumn, run_offsets: &[usize], options: &EngineOptions) -> Result<Indices> {
-    let gpu_options = gpu::GpuOptions { kernel: options.kernel, devices: options.devices, ..gpu::GpuOptions::default() };
-    gpu::merge_gpu(keys, run_offsets, &gpu_options)
+    gpu::merge_gpu(keys, run_offsets, &placement::gpu_options(options))
 }
 
 #[cfg(not(feature = "gpu"))]
@@ -132,8 +113,7 @@ fn merge_on_gpu(_: &KeyColumn, _: &[usize], _: &EngineOptions) -> Result<Indices
 
 #[cfg(feature = "gpu")]
 pub(crate) fn sort_on_gpu(keys: &KeyColumn, options: &EngineOptions) -> Result<Indices> {
-    let gpu_options = gpu::GpuOptions { kernel: options.kernel, devices: options.devices, ..gpu::GpuOptions::default() };
-    gpu::sort_gpu(keys, &gpu_options)
+    gpu::sort_gpu(keys, &placement::gpu_options(options))
 }
 
 #[cfg(not(feature = "gpu"))]
@@ -182,79 +162,4 @@ pub(crate) fn merge_keys_carrying(
         })
     };
     choose_engine(options, rows, "merging", cpu, gpu)
-}
-
-/// Runs one job of `rows` keys on the engine the options choose (the module doc): `cpu` and
-/// `gpu` run it on each engine, `doing` names it in the log lines ("merging", "sorting").
-pub(crate) fn choose_engine(
-    options: &EngineOptions,
-    rows: usize,
-    doing: &str,
-    cpu: impl FnOnce() -> Indices,
-    gpu: impl FnOnce() -> Result<Indices>,
-) -> Result<(Indices, Engine)> {
-    static NO_GPU: std::sync::Once = std::sync::Once::new();
-    let strict = options.on_gpu_failure == OnGpuFailure::Error;
-    match options.engine {
-        Engine::Cpu => Ok((cpu(), Engine::Cpu)),
-        Engine::Gpu => {
-            gpu_availability().map_err(Error::GpuUnavailable)?;
-            Ok((gpu()?, Engine::Gpu))
-        }
-        Engine::Auto => {
-            // Before asking the driver (which would wait for the start-up's `cuInit`).
-            if !strict && rows <= cpu_rows_while_starting() && gpu_starting() {
-                return Ok((cpu(), Engine::Cpu));
-            }
-            if let Err(why) = gpu_availability() {
-                if strict {
-                    return Err(Error::GpuUnavailable(why));
-                }
-                NO_GPU.call_once(|| log::info!("corank: no usable GPU ({why}); {doing} on the CPU"));
-                return Ok((cpu(), Engine::Cpu));
-            }
-            if rows < options.gpu_min_rows && !strict {
-                return Ok((cpu(), Engine::Cpu));
-            }
-            match gpu() {
-                Ok(indices) => Ok((indices, Engine::Gpu)),
-                Err(e) if !strict => {
-                    log::warn!("corank: GPU {doing} failed ({e}); {doing} on the CPU instead");
-                    Ok((cpu(), Engine::Cpu))
-                }
-                Err(e) => Err(e),
-            }
-        }
-    }
-}
-
-#[cfg(all(test, feature = "gpu"))]
-mod tests {
-    use super::*;
-
-    /// While a warm-up is in flight, `Auto` gives a job of up to the bound to the CPU and
-    /// never asks the GPU (which would wait for the start-up), and asks the GPU for a larger
-    /// one. Without the GPU libraries (CI) both go to the CPU anyway; on a GPU machine only
-    /// the start-up rule keeps the GPU out of the first.
-    #[test]
-    fn auto_takes_the_cpu_while_the_gpu_starts_for_jobs_the_cpu_does_in_that_time() {
-        let _alone = gpu::WARM_UP_TESTS.lock().unwrap_or_else(|p| p.into_inner());
-        let options = EngineOptions::default().with_engine(Engine::Auto);
-        let in_flight = gpu::WarmUpInFlight::new();
-        let small = options.gpu_min_rows.max(1).min(cpu_rows_while_starting());
-        let ask_gpu = || -> Result<Indices> { panic!("the GPU was asked while it was starting") };
-        let (indices, engine) = choose_engine(&options, small, "merging", || Indices::U32(vec![7]), ask_gpu).unwrap();
-        assert_eq!((indices, engine), (Indices::U32(vec![7]), Engine::Cpu));
-        // A larger job waits for the GPU where there is one (it is asked); without one it
-        // takes the CPU, as it would have anyway.
-        let asked = std::cell::Cell::new(false);
-        let ask_gpu = || -> Result<Indices> {
-            asked.set(true);
-            Ok(Indices::U32(vec![8]))
-        };
-        let (_, engine) = choose_engine(&options, cpu_rows_while_starting() + 1, "merging", || Indices::U32(vec![7]), ask_gpu).unwrap();
-        assert_eq!(asked.get(), gpu_availability().is_ok());
-        assert_eq!(engine, if asked.get() { Engine::Gpu } else { Engine::Cpu });
-        drop(in_flight);
-    }
 }

@@ -25,12 +25,11 @@ use rayon::prelude::*;
 use std::borrow::Cow;
 
 /// Rows per tile of the CPU tile level, a power of two (the GPU's tile is its policy's,
-/// `Policy::sort_tile`, 4096 for keys of up to 8 bytes on sm_90). Measured on 2^24 random `u64` keys on the 2-core machine,
-/// three runs shared with other builds (times varied 2x between runs): within a run, tiles
-/// of 1024 to 16384 rows were within 30% of each other, 8192 0–15% faster than 4096 in two
-/// runs and 4% slower in one (one merge level fewer). 4096 is the largest tile whose keys and
-/// `u32` positions fit one block's shared memory for every key width (32-byte keys: 4096 ×
-/// 36 B = 144 KiB, under the 227 KiB of an H100/H200 block; 8192 would need 288 KiB).
+/// `Policy::sort_tile`). The tile size changes only the speed: tiles from 1024 to 16384
+/// rows measured close to each other (`docs/performance.md`). 4096 is the largest tile whose
+/// keys and `u32` positions fit one block's shared memory for every key width (32-byte
+/// keys: 4096 x 36 B = 144 KiB, under the 227 KiB of an H100/H200 block; 8192 would need
+/// 288 KiB).
 pub const SORT_TILE: usize = 4096;
 
 /// The stable sort of `keys`: for every output row, the input position of its key (equal
@@ -57,7 +56,7 @@ fn sort_tiles<T: KeyWord, I: RowIndex>(keys: &[T], tile: usize) -> Vec<I> {
     let mut idx: Vec<I> = vec![I::default(); n];
     // 1. Every tile sorted as (key, position) pairs in a scratch buffer per task. The
     //    positions are distinct, so the unstable sort of the pairs is the stable sort by key
-    //    (measured about 5% faster than a stable sort of the pairs by key alone).
+    //    (and faster than a stable sort of the pairs by key alone).
     sorted.par_chunks_mut(tile).zip(idx.par_chunks_mut(tile)).enumerate().for_each_init(
         || Vec::with_capacity(tile),
         |pairs: &mut Vec<(T, I)>, (t, (out_k, out_i))| {
@@ -76,10 +75,10 @@ fn sort_tiles<T: KeyWord, I: RowIndex>(keys: &[T], tile: usize) -> Vec<I> {
     merge_runs::<T, I, true>(Cow::Owned(sorted), idx, &offsets)
 }
 
-/// Sorts keys with the chosen engine (the choice of [`super::merge_keys`]: `gpu_min_rows`,
+/// Sorts keys with the chosen engine (the choice of [`super::placement::choose_engine`]: `gpu_min_rows`,
 /// the fallback to the CPU by `OnGpuFailure`); returns the indices (for every output row its
 /// input position, stable) and the engine that ran. Both engines return the same indices.
 pub fn sort_keys(keys: &KeyColumn, options: &EngineOptions) -> Result<(Indices, Engine)> {
     let cpu = || with_key_column!(keys, v => sort_cpu(v));
-    super::choose_engine(options, keys.len(), "sorting", cpu, || super::sort_on_gpu(keys, options))
+    super::placement::choose_engine(options, keys.len(), "sorting", cpu, || super::sort_on_gpu(keys, options))
 }

@@ -15,8 +15,8 @@
 //!
 //! [`set_overrides`] replaces values for tuning sweeps (benches/gpu.rs passes it
 //! `CORANK_GPU_TUNING`); the library itself reads no environment variable. The overrides
-//! and replaced sources in force are fields of the process's
-//! [`Runtime`](super::runtime::Runtime).
+//! and replaced sources in force are fields of the process's `Runtime`
+//! (`engine/gpu/runtime.rs`).
 
 use super::runtime::{lock, runtime};
 use crate::{Error, Result};
@@ -41,7 +41,7 @@ pub const AUTO_KWAY_MIN_RUNS: usize = 8;
 pub const KEEP_POOL_BYTES: usize = 4 << 30;
 
 /// Bytes of pinned output memory the device gather's pool keeps for reuse once its arrays
-/// are dropped ([`PinnedBlock`](super::runtime::PinnedBlock)); the rest is freed.
+/// are dropped (`runtime::PinnedBlock`); the rest is freed.
 pub const PINNED_POOL_BYTES: usize = 4 << 30;
 
 /// Bytes of device buffer a pageable (whole-sort) device gather keeps for the next call; a

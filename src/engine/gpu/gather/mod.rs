@@ -31,7 +31,7 @@
 //! buffer's layout), `output` (the host outputs, and their wrapping as arrays), `run` (the
 //! launch sequence), `drain` (the pageable outputs' drain thread); `cost` holds the rule and
 //! the device memory budgets. The pinned pool and the device buffer are the process's
-//! ([`Runtime`](super::runtime::Runtime)).
+//! (`engine/gpu/runtime.rs`).
 
 mod cost;
 mod drain;

@@ -16,20 +16,21 @@
 //! Parquet footers): the first merge finds the context made (or waits for it: the context
 //! sits in a `OnceLock`, created once whoever asks first) and the modules loaded; where the
 //! caller expects a large merge, the staging buffers are pinned there too.
+//!
+//! The contexts and the warm-ups' bookkeeping are fields of the process's
+//! [`Runtime`](super::runtime::Runtime); this module creates and reads them.
 
 use super::manifest::Family;
 use super::nvrtc::{Module, ModuleSpec};
+use super::runtime::{lock, runtime, DeviceSlots};
 use super::transfer::Staging;
-use super::tuning::Arch;
+use super::tuning::{Arch, KEEP_POOL_BYTES};
 use crate::{Error, Result};
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
-
-/// Bytes of device buffers a device's pool keeps between calls ([`State::trim`]).
-pub const KEEP_POOL_BYTES: usize = 4 << 30;
 
 pub(crate) fn gpu_err(what: &str) -> impl Fn(result::DriverError) -> Error + '_ {
     move |e| Error::Gpu(format!("{what}: {e:?}"))
@@ -151,16 +152,12 @@ impl GatherLane {
     }
 }
 
-/// Per device ordinal, the context once created (or why it could not be).
-type Devices = Vec<OnceLock<std::result::Result<Gpu, String>>>;
-
-static DEVICES: OnceLock<std::result::Result<Devices, String>> = OnceLock::new();
-
 /// The per-ordinal slots, the device count read once.
-fn devices() -> Result<&'static Devices> {
+fn devices() -> Result<&'static DeviceSlots> {
     // Never panics: the driver's presence is checked before any call into it.
     super::availability().map_err(Error::GpuUnavailable)?;
-    DEVICES
+    runtime()
+        .devices
         .get_or_init(|| {
             let count = result::device::get_count().map_err(|e| format!("counting CUDA devices: {e:?}"))?;
             Ok((0..count.max(0)).map(|_| OnceLock::new()).collect())
@@ -271,24 +268,21 @@ fn warm_up_specs() -> impl Iterator<Item = ModuleSpec> {
     [8, 16, 4, 24, 32].into_iter().map(|key_bytes| ModuleSpec { family: Family::Production, key_bytes, index_bits: 32 })
 }
 
-/// Warm-up threads not yet finished, of every device ([`warm_up_in_flight`]).
-static WARM_UPS_IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
-
-/// One warm-up counted in [`WARM_UPS_IN_FLIGHT`] from its creation until it drops: created
+/// One warm-up counted in the runtime's `warm_ups.in_flight` ([`warm_up_in_flight`]) from its creation until it drops: created
 /// before its thread is spawned (so a caller that asks right after [`warm_up`] returns sees
 /// it), moved into the thread, dropped when the thread ends or was never spawned.
 pub(crate) struct WarmUpInFlight(());
 
 impl WarmUpInFlight {
     pub(crate) fn new() -> WarmUpInFlight {
-        WARM_UPS_IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        runtime().warm_ups.in_flight.fetch_add(1, Ordering::SeqCst);
         WarmUpInFlight(())
     }
 }
 
 impl Drop for WarmUpInFlight {
     fn drop(&mut self) {
-        WARM_UPS_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+        runtime().warm_ups.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -300,7 +294,7 @@ pub(crate) static WARM_UP_TESTS: Mutex<()> = Mutex::new(());
 /// or staging buffers not ready yet, or its failure not known yet. A GPU merge started now
 /// would wait for it.
 pub(crate) fn warm_up_in_flight() -> bool {
-    WARM_UPS_IN_FLIGHT.load(Ordering::SeqCst) > 0
+    runtime().warm_ups.in_flight.load(Ordering::SeqCst) > 0
 }
 
 /// Starts creating device `device`'s context, then loading the modules of
@@ -313,10 +307,8 @@ pub(crate) fn warm_up_in_flight() -> bool {
 /// is built by the merge.
 pub(crate) fn warm_up(device: usize, staging_bytes: usize) {
     let in_flight = WarmUpInFlight::new();
-    static STARTED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-    static STAGED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
     let first = {
-        let mut started = STARTED.lock().unwrap_or_else(|p| p.into_inner());
+        let mut started = lock(&runtime().warm_ups.started);
         let first = !started.contains(&device);
         if first {
             started.push(device);
@@ -324,7 +316,7 @@ pub(crate) fn warm_up(device: usize, staging_bytes: usize) {
         first
     };
     let stage = staging_bytes > 0 && {
-        let mut staged = STAGED.lock().unwrap_or_else(|p| p.into_inner());
+        let mut staged = lock(&runtime().warm_ups.staged);
         let stage = !staged.contains(&device);
         if stage {
             staged.push(device);

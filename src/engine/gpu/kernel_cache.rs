@@ -454,12 +454,12 @@ mod tests {
 
     /// The default policy's merge kernels for u64, u32 and u64x2 keys and u32 indices keep
     /// their values in registers on sm_90: the k-way kernel's two kinds of rounds once
-    /// spilled 244-484 bytes a thread and lost 7% to it (docs/PERFORMANCE.md, "Packed
-    /// elements in the k-way kernel"). ptxas's own report through NVRTC: no GPU needed, so CI
+    /// spilled hundreds of bytes a thread and were slower for it (the performance log,
+    /// "Packed elements in the k-way kernel"). ptxas's own report through NVRTC: no GPU needed, so CI
     /// sees a kernel change that brings spills back. At most one register saved once
     /// (`MAX_SPILL_BYTES`): at 15 items a thread `merge_tiled_only` stores one register
     /// before its tile load and reloads it once after (no spill in the merge), and measured
-    /// 7% faster than 16 items padded without it (docs/PERFORMANCE.md, stop 54).
+    /// faster than 16 items padded without it (the performance log, stop 54).
     #[test]
     fn sm90_merge_kernels_do_not_spill() {
         const MAX_SPILL_BYTES: u64 = 4;

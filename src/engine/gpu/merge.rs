@@ -19,7 +19,7 @@ use super::plan::{
     METADATA_BYTES,
 };
 use super::transfer::{download, prefault, upload_now, upload_slices, DownloadOrder, Output};
-use super::tuning::DOWNLOAD_CHUNKS;
+use super::tuning::{DOWNLOAD_CHUNKS, REBASE_MAX_BLOCKS};
 use super::GpuOptions;
 use crate::keys::KeyColumn;
 use crate::options::Kernel;
@@ -256,9 +256,8 @@ fn merge_planned(
         None => None,
     };
     // The output is a fresh allocation: its first touch costs a page fault per 4 KiB, which
-    // slowed the download's drain copies (2^28 indices: 95 ms for the whole host path with
-    // them, 77 ms without, on the H200 host). Other threads map it with huge pages while the
-    // keys go up and the merge runs.
+    // slows the download's drain copies measurably. Other threads map it with huge pages
+    // while the keys go up and the merge runs.
     let dl = gpu.ctx.new_stream().map_err(gpu_err("creating a stream"))?;
     let events = ChunkEvents::new(if options.overlap_download { DOWNLOAD_CHUNKS } else { 0 })?;
     let queued = std::thread::scope(|scope| {
@@ -277,9 +276,6 @@ pub(crate) struct RebaseTable {
     delta: DevPtr,
     nruns: u32,
 }
-
-/// Most blocks of a rebase launch (it loops over the rest).
-pub(crate) const REBASE_MAX_BLOCKS: u64 = 4096;
 
 /// Queues every level on the device: input keys at `keys0` (read only), `n` keys, and their
 /// indices at `in_idx0`, or 0 when an index is the key's position (a merge; the sort passes

@@ -39,7 +39,10 @@
 //! - `split_sort`: a sort split across several devices: one piece of the input per device,
 //!   sorted there, the sorted pieces merged on the first device (peer-to-peer copies);
 //! - `pinned`: host memory registered with the driver ([`Registered`]): keys and outputs
-//!   there are copied by DMA, with no staging copy ([`merge_gpu_into`]).
+//!   there are copied by DMA, with no staging copy ([`merge_gpu_into`]);
+//! - `gather`: the payload gather on the device (plan, launch sequence, drain, cost rule);
+//! - `runtime`: all process-wide GPU state in one value (contexts, warm-ups, the gather's
+//!   pinned pool and device buffers, registered ranges, peer access, tuning overrides).
 //!
 //! A merge on one device that does not fit in free device memory (or
 //! [`GpuOptions::device_memory_limit`]) is cut into output ranges that fit, merged one after
@@ -57,6 +60,7 @@ mod multi;
 mod nvrtc;
 mod pinned;
 mod plan;
+mod runtime;
 mod sort;
 mod split_sort;
 mod transfer;
@@ -77,7 +81,9 @@ pub use pinned::{GpuIndex, HostMemory, Registered};
 /// Options of the GPU engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuOptions {
-    /// The kernel; `Auto` is the fastest measured (docs/PERFORMANCE.md).
+    /// The kernel; `Auto` takes the tiled tree below [`tuning::AUTO_KWAY_MIN_RUNS`] runs and
+    /// the single-pass k-way kernel from there on (the rule and its measurements:
+    /// `docs/gpu.md`, `docs/performance.md`).
     pub kernel: Kernel,
     /// Overlap the download of the indices with the last merge level (chunked launches).
     pub overlap_download: bool,
@@ -108,7 +114,7 @@ impl Default for GpuOptions {
 }
 
 /// Whether the CUDA driver library and NVRTC load (`dlopen` only, no driver call): the
-/// part of [`availability`] that does not wait for `cuInit` (~0.1–0.2 s).
+/// part of [`availability`] that does not wait for `cuInit` (which takes a while).
 pub fn libraries_present() -> std::result::Result<(), String> {
     // SAFETY: only tries to load the library (dlopen), which reports absence as false.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {

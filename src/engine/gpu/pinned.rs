@@ -4,15 +4,15 @@
 //!
 //! Through the staging buffers every key crosses host memory three times on its way up
 //! (read by the host's copy, written into the buffer, read by the DMA) and every index
-//! three times on its way down, and a fresh output's pages are faulted in: on two H200s
-//! the host path of 2^29 keys moved ~18 GiB through host memory for 6 GiB over PCIe and
-//! scaled 1.30× from one GPU to two (docs/PERFORMANCE.md, "Multi-GPU merge"). Registered
-//! keys and a registered output cross it once each.
+//! three times on its way down, and a fresh output's pages are faulted in, so host memory
+//! bandwidth, not PCIe, bounds the host path, most of all with several GPUs (measured in
+//! `docs/performance.md`). Registered keys and a registered output cross it once each.
 //!
 //! Registering costs about what pinning does (the driver locks and maps every page), so it
 //! pays for memory that is reused across merges: a pipeline's key buffer and output, not a
 //! one-off merge's. Invariants, enforced here:
-//! - a registered range is in [`REGISTRY`] exactly while its memory is registered, and its
+//! - a registered range is in the runtime's registry
+//!   ([`Runtime::registry`](super::runtime::Runtime)) exactly while its memory is registered, and its
 //!   owner ([`Registered`]) never lets the memory move or be freed meanwhile: it hands out
 //!   shared references to the value and mutable ones to its elements only (no `Vec`
 //!   method that could reallocate);
@@ -22,21 +22,18 @@
 //!   so a `Registered` cannot be dropped while a DMA uses it: the merge borrows it.
 
 use super::context::{gpu, gpu_err};
+use super::runtime::{lock, runtime};
 use crate::keys::KeyColumn;
 use crate::{Error, Result};
 use cudarc::driver::sys;
 use std::ffi::c_void;
 use std::ops::Deref;
-use std::sync::Mutex;
-
-/// The registered ranges: (start address, length in bytes).
-static REGISTRY: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 
 /// Whether `len` bytes from `ptr` lie inside one registered range (an empty range never
 /// does: it has nothing to copy).
 pub(crate) fn is_registered(ptr: *const u8, len: usize) -> bool {
     let (start, end) = (ptr as usize, ptr as usize + len);
-    len > 0 && REGISTRY.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|&(s, l)| s <= start && end <= s + l)
+    len > 0 && lock(&runtime().registry).iter().any(|&(s, l)| s <= start && end <= s + l)
 }
 
 mod sealed {
@@ -113,7 +110,7 @@ pub struct Registered<T: HostMemory> {
 impl<T: HostMemory> Registered<T> {
     /// Registers `value`'s data (with the context of device 0 bound to this thread: the
     /// registration is portable, valid in every device's context). Takes about as long as
-    /// pinning as much memory (tens of ms per 64 MiB on the H200 host).
+    /// pinning as much memory: the driver locks and maps every page.
     pub fn new(value: T) -> Result<Self> {
         let (ptr, len) = value.host_bytes();
         if len == 0 {
@@ -125,7 +122,7 @@ impl<T: HostMemory> Registered<T> {
         unsafe { sys::cuMemHostRegister_v2(ptr as *mut c_void, len, sys::CU_MEMHOSTREGISTER_PORTABLE) }
             .result()
             .map_err(gpu_err("registering host memory"))?;
-        REGISTRY.lock().unwrap_or_else(|p| p.into_inner()).push((ptr as usize, len));
+        lock(&runtime().registry).push((ptr as usize, len));
         Ok(Registered { value, range: Some((ptr as usize, len)) })
     }
 
@@ -141,7 +138,7 @@ impl<T: HostMemory> Registered<T> {
 
     fn unregister(&mut self) {
         let Some((ptr, len)) = self.range.take() else { return };
-        REGISTRY.lock().unwrap_or_else(|p| p.into_inner()).retain(|&r| r != (ptr, len));
+        lock(&runtime().registry).retain(|&r| r != (ptr, len));
         // The context that registered it may not be bound on this thread: any will do (the
         // registration is portable), and a failure to bind leaves the pages locked until the
         // process ends rather than panicking in a destructor.
@@ -210,7 +207,7 @@ mod tests {
     fn registered_ranges_cover_only_what_they_hold() {
         let data = vec![0u8; 4096];
         let p = data.as_ptr();
-        REGISTRY.lock().unwrap().push((p as usize + 1024, 2048));
+        runtime().registry.lock().unwrap().push((p as usize + 1024, 2048));
         let at = |o: usize| p.wrapping_add(o); // addresses only, never read
         assert!(is_registered(at(1024), 2048));
         assert!(is_registered(at(2000), 10));
@@ -218,7 +215,7 @@ mod tests {
         assert!(!is_registered(at(3000), 100), "ends past the range");
         assert!(!is_registered(at(2000), 0), "empty");
         assert!(!is_registered(at(0), 4096), "larger than the range");
-        REGISTRY.lock().unwrap().retain(|&(s, _)| s != p as usize + 1024);
+        runtime().registry.lock().unwrap().retain(|&(s, _)| s != p as usize + 1024);
         assert!(!is_registered(at(1024), 2048));
     }
 }

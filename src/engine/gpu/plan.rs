@@ -53,9 +53,9 @@ impl KernelKind {
 }
 
 /// The kernel that merges `nruns` non-empty runs when `kernel` is asked for. `Auto` is the
-/// fastest measured (docs/PERFORMANCE.md, H200, issue 16 item 4; u32, u64 and two-word
-/// keys): the single-pass k-way kernel from [`AUTO_KWAY_MIN_RUNS`] runs on (a sort's tiles
-/// included), the tiled tree below.
+/// rule of `docs/gpu.md` (measured on u32, u64 and two-word keys, issue 16 item 4): the
+/// single-pass k-way kernel from [`AUTO_KWAY_MIN_RUNS`] runs on (a sort's tiles included),
+/// the tiled tree below.
 pub(crate) fn resolve(kernel: Kernel, nruns: usize) -> KernelKind {
     match kernel {
         Kernel::Auto if nruns >= AUTO_KWAY_MIN_RUNS => KernelKind::KWay,
@@ -181,8 +181,8 @@ impl LevelPlan {
     /// of 2^28 keys). The sort takes
     /// `merge_kway_keys` on those levels: `merge_kway`'s fallback for a tile that does not
     /// pack (the merge on tile positions) is slower than the merge on keys and indices
-    /// (docs/PERFORMANCE.md, stop 53: 2^28 random keys sorted in 23.6 ms against 25.0 with
-    /// only the first level on keys; duplicate-heavy keys 0.4% slower).
+    /// (`docs/log/2026-12-performance-log.md`, stop 53: faster on random keys, about even on
+    /// duplicate-heavy ones).
     pub fn random_tiles_pack(&self) -> bool {
         self.widest_group() > self.tile.saturating_mul(self.tile.next_power_of_two())
     }

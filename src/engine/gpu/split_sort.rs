@@ -29,19 +29,20 @@
 use super::context::{gpu, gpu_err, DevBuf, Gpu, Slot};
 use super::launch::{Args, DevPtr, Launcher};
 use super::manifest::{Entry, Family};
-use super::merge::{key_bytes, prepare, run_levels, REBASE_MAX_BLOCKS};
+use super::merge::{key_bytes, prepare, run_levels};
 use super::multi::on_device;
 use super::nvrtc::ModuleSpec;
 use super::plan::blocks_for_threads;
+use super::runtime::{lock, runtime};
 use super::sort::{prepare_sort, queue_sort};
 use super::transfer::{download, prefault, upload_now, upload_slices, DownloadOrder};
+use super::tuning::REBASE_MAX_BLOCKS;
 use super::GpuOptions;
 use crate::keys::KeyColumn;
 use crate::options::Kernel;
 use crate::{Error, Result};
 use cudarc::driver::{result, sys};
 use std::mem::MaybeUninit;
-use std::sync::Mutex;
 
 /// Stable sort of `keys` split across `devices` (at least two ordinals; one may repeat),
 /// identical to the one-device and CPU sorts. The indices (u64 where `wide`, else u32) go
@@ -140,9 +141,8 @@ fn copy_to(from: &Gpu, to: &Gpu, dst: DevPtr, src: DevPtr, bytes: usize) -> Resu
 /// PCIe peer to peer), once a pair, with `from`'s context bound. Where they do not, or the
 /// call fails, peer copies still work: the driver stages them through the host.
 fn enable_peer_access(from: &Gpu, to: &Gpu) {
-    static ENABLED: Mutex<Vec<(sys::CUdevice, sys::CUdevice)>> = Mutex::new(Vec::new());
     let pair = (from.ctx.cu_device(), to.ctx.cu_device());
-    let mut enabled = ENABLED.lock().unwrap_or_else(|p| p.into_inner());
+    let mut enabled = lock(&runtime().peer_access);
     if enabled.contains(&pair) {
         return;
     }
@@ -191,8 +191,8 @@ fn merge_pieces(gpu: &Gpu, kb: usize, wide: bool, bounds: &[u64], keys: DevPtr, 
         // b. The merge of the pieces, its first level loading their indices.
         let planned = prepare(gpu, st, kb, bounds.to_vec(), kernel, wide)?;
         let queued = run_levels(gpu, st, &planned, n, keys, idx, &[], None)?;
-        // Back into the call's own buffer (a device copy, ~0.5 ms for 2^28 u32 indices on an
-        // H200): the pool's buffer may be reused by another call once the lock is let go,
+        // Back into the call's own buffer (a device-to-device copy, small beside the merge):
+        // the pool's buffer may be reused by another call once the lock is let go,
         // before step 4 reads it.
         // SAFETY: both are device allocations of at least n indices in this context; the copy
         // is queued after the merge that reads `idx` and writes `queued.idx`.

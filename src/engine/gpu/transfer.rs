@@ -57,8 +57,8 @@ impl Drop for Pinned {
 
 /// The two pinned staging buffers and, per buffer, the event of the last copy that used it.
 /// They start empty and grow to what a transfer needs, up to `STAGE_BYTES` each
-/// ([`Staging::reserve`]): pinning is slow (about 25 ms and 7 ms to unpin per 64 MiB on the
-/// H200 host), so a small merge pins a few MiB, not 128.
+/// ([`Staging::reserve`]): pinning and unpinning are slow (the driver locks and maps every
+/// page), so a small merge pins a few MiB, not 128.
 pub(crate) struct Staging {
     bufs: [Pinned; 2],
     events: [sys::CUevent; 2],
@@ -139,8 +139,8 @@ fn as_uninit(bytes: &[u8]) -> &[MaybeUninit<u8>] {
     unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const MaybeUninit<u8>, bytes.len()) }
 }
 
-/// Bytes one thread copies without handing work to rayon (one thread copies about 10 GB/s,
-/// less than PCIe, so larger copies go to all cores).
+/// Bytes one thread copies without handing work to rayon (one thread copies more slowly than
+/// PCIe moves, so larger copies go to all cores).
 const COPY_CHUNK: usize = 1 << 20;
 
 /// Host memcpy on all cores ([`par_copy_slices`] of one slice).
@@ -151,8 +151,7 @@ fn par_copy(src: &[MaybeUninit<u8>], dst: &mut [MaybeUninit<u8>]) {
 /// Host memcpy of the concatenation of `srcs` into `dst` (as long as their total), on all
 /// cores in `COPY_CHUNK` pieces, in one parallel pass however many slices there are: the
 /// runs of a streaming round's payload column are thousands of batches of a few KB, and a
-/// parallel call per slice cost more in rayon hand-offs than the copy (~80 ms a 16M-row
-/// round on the H100 host).
+/// parallel call per slice costs more in rayon hand-offs than the copy.
 fn par_copy_slices(srcs: &[&[MaybeUninit<u8>]], dst: &mut [MaybeUninit<u8>]) {
     if dst.len() <= COPY_CHUNK {
         let mut at = 0;
@@ -422,7 +421,7 @@ pub(crate) fn prefault<'s>(scope: &'s std::thread::Scope<'s, '_>, buf: &'s mut [
             return; // small outputs: not worth a thread
         }
         // Only with transparent huge pages: 4 threads taking 4 KiB faults slow the upload down
-        // more than they save (measured on the H200 host: 142 ms against 95 ms without).
+        // more than they save (measured on the H200 host).
         if !advise_huge_pages(buf) {
             return;
         }

@@ -1,21 +1,25 @@
 //! The tuning of the GPU engine: the kernels' policy, chosen per (architecture, key bytes,
-//! index bytes) the way CUB's policy selectors choose, and the host transfer constants.
+//! index bytes) the way CUB's policy selectors choose, the host transfer constants, and what
+//! the pools keep between calls. Every tuned constant of the engine is here.
 //!
 //! A [`Policy`] fixes threads per block and items per thread (thread coarsening) of every
 //! kernel. A tile is `threads * ipt` outputs; shared memory per block is a padded tile (or
 //! two) of keys plus indices, so wider keys get fewer items per thread to stay within the
 //! per-block limit and leave room for several blocks per multiprocessor.
 //!
-//! - **sm_90** (H100, H200): the values measured on the H200 (docs/PERFORMANCE.md).
+//! - **sm_90** (H100, H200): the values measured fastest on the H200 and H100
+//!   (`docs/performance.md`; the sweeps: `docs/log/2026-12-performance-log.md`).
 //! - **any other architecture**: the sm_90 values, with items per thread halved where a
 //!   tile would not fit the device's shared memory per block (nothing there is measured;
 //!   it only has to be correct and launchable).
 //!
 //! [`set_overrides`] replaces values for tuning sweeps (benches/gpu.rs passes it
-//! `CORANK_GPU_TUNING`); the library itself reads no environment variable.
+//! `CORANK_GPU_TUNING`); the library itself reads no environment variable. The overrides
+//! and replaced sources in force are fields of the process's `Runtime`
+//! (`engine/gpu/runtime.rs`).
 
+use super::runtime::{lock, runtime};
 use crate::{Error, Result};
-use std::sync::Mutex;
 
 /// Threads per block of every kernel in every policy today.
 pub const THREADS: u32 = 256;
@@ -28,9 +32,24 @@ pub const STAGE_BYTES: usize = 64 << 20;
 pub const DOWNLOAD_CHUNKS: usize = 8;
 
 /// From this many runs `Kernel::Auto` merges with the single-pass k-way kernel instead of
-/// the tiled tree (H200, docs/PERFORMANCE.md, issue 16 item 4: the tree is faster at k = 4,
-/// the k-way kernel from k = 8).
+/// the tiled tree: the tree's extra passes over device memory cost less than the k-way
+/// kernel's co-rank searches below it (issue 16 item 4, measured on an H200).
 pub const AUTO_KWAY_MIN_RUNS: usize = 8;
+
+/// Bytes of device buffers a device's pool keeps between calls (`context::State::trim`): a
+/// whole sort's gigabytes are freed, the merges' rounds (far smaller) reuse theirs.
+pub const KEEP_POOL_BYTES: usize = 4 << 30;
+
+/// Bytes of pinned output memory the device gather's pool keeps for reuse once its arrays
+/// are dropped (`runtime::PinnedBlock`); the rest is freed.
+pub const PINNED_POOL_BYTES: usize = 4 << 30;
+
+/// Bytes of device buffer a pageable (whole-sort) device gather keeps for the next call; a
+/// larger one is freed when the call ends.
+pub const GATHER_KEEP_DEVICE_BYTES: usize = 4 << 30;
+
+/// Most blocks of a rebase launch (cuda/rebase.cu loops over the rest).
+pub const REBASE_MAX_BLOCKS: u64 = 4096;
 
 /// Static shared memory any block may use without opting in (CUDA's limit on every
 /// architecture so far); the circular kernel's buffers are static.
@@ -131,10 +150,9 @@ impl Policy {
 /// The measured sm_90 policy (H200). Keys of 8 bytes take 15 items per thread in the tiled
 /// kernel with at least 4 resident blocks, u32 keys 19; wider keys take 5 (a tile of 32-byte
 /// keys would not leave room for a second block). Odd counts, so the tiles are not padded
-/// (cuda/cta_merge.cuh, `padded`): 15 measured 7% / 14% faster than 16 padded on random /
-/// duplicate-heavy u64 keys, and 5 13% faster than 4 on u64x2 keys (docs/PERFORMANCE.md,
-/// stop 54); on u32 keys 19 measured 7% faster than 15 (stop 55), and slower on u64 keys
-/// (more registers a thread).
+/// (cuda/cta_merge.cuh, `padded`): each odd count measured faster than the padded power of
+/// two beside it, on random and duplicate-heavy keys; 19 is slower than 15 on u64 keys (more
+/// registers a thread). The sweeps: `docs/log/2026-12-performance-log.md`, stops 54 and 55.
 fn sm90(key_bytes: usize) -> Policy {
     let narrow = key_bytes <= 8;
     Policy {
@@ -149,27 +167,26 @@ fn sm90(key_bytes: usize) -> Policy {
         },
         ipt_circ: if narrow { 4 } else { 2 },
         circ_tiles: 8,
-        // Odd, so unpadded: 17 for u64 keys (4,352-key tiles) measured 4% faster than 16
-        // padded for the k-way merges and 2.5-3.5% for the GPU sort, whose merge levels take
-        // this kernel; 19 for u32 and u64x2 keys (4,864) 4-5% faster than 17, which is 7% / 14%
-        // faster than 16 / 8 padded there, and slower for u64 keys (docs/PERFORMANCE.md, stops
-        // 54 and 55). Wider keys keep 8 (not measured at an odd count).
+        // Odd, so unpadded: 17 for u64 keys (4,352-key tiles), faster than 16 padded for the
+        // k-way merges and for the GPU sort, whose merge levels take this kernel; 19 for u32
+        // and u64x2 keys (4,864), faster there than 17 and than the padded counts, slower
+        // for u64 keys (stops 54 and 55). Wider keys keep 8 (not measured at an odd count).
         ipt_kway: match key_bytes {
             8 => 17,
             0..=16 => 19,
             _ => 8,
         },
         kway_min_blocks: if narrow { 4 } else { 1 },
-        // 16 measured 1-2% faster than 32 at k = 8, 16 and 64 in two calls on an H100
-        // (docs/PERFORMANCE.md, stop 37): shorter fine windows for more coarse searches.
+        // 16 measured faster than 32 at k = 8, 16 and 64 on an H100 (stop 37): shorter fine
+        // windows for more coarse searches.
         kway_coarse: 16,
         tiled_min_blocks: if narrow { 4 } else { 1 },
-        // Not tuned yet (docs/PERFORMANCE.md): 4096-key tiles of keys up to 8 bytes, the
-        // CPU sort's tile; 2048 for wider keys (registers: a thread holds its keys).
+        // Not tuned yet: 4096-key tiles of keys up to 8 bytes, the CPU sort's tile; 2048 for
+        // wider keys (registers: a thread holds its keys).
         ipt_sort: if narrow { 16 } else { 8 },
-        // Narrow keys pay for keys of two words and more (u64x2: 2.88 -> 2.65 ms on an
-        // H100); for one u64 word they cost more instructions than the shared loads they
-        // save (1.30 -> 1.57 ms), and a u32 key is narrow already.
+        // Narrow keys pay for keys of two words and more (measured on u64x2 keys on an H100);
+        // for one u64 word they cost more instructions than the shared loads they save, and
+        // a u32 key is narrow already.
         tiled_narrow: u32::from(key_bytes >= 16),
         narrow_tie_threads: THREADS / 8,
     }
@@ -231,13 +248,17 @@ fn override_range(name: &str) -> std::ops::RangeInclusive<u32> {
 }
 
 /// The overrides in force, and whether a module was built with them (then they are fixed:
-/// a module and the plans of its merges must agree on the tile sizes).
-struct Overrides {
+/// a module and the plans of its merges must agree on the tile sizes). The process's are
+/// the runtime's `overrides`.
+pub(super) struct Overrides {
     values: Vec<(&'static str, u32)>,
     frozen: bool,
 }
 
-static OVERRIDES: Mutex<Overrides> = Mutex::new(Overrides { values: Vec::new(), frozen: false });
+impl Overrides {
+    /// No overrides, none fixed yet: the process's at start-up.
+    pub(super) const NONE: Overrides = Overrides { values: Vec::new(), frozen: false };
+}
 
 /// Replaces policy values for every architecture and key width, for tuning sweeps:
 /// `name=value,...` with names `ipt_basic`, `ipt_tiled`, `ipt_circ`, `circ_tiles`,
@@ -247,7 +268,7 @@ static OVERRIDES: Mutex<Overrides> = Mutex::new(Overrides { values: Vec::new(), 
 /// an error, as is a malformed string.
 pub fn set_overrides(spec: &str) -> Result<()> {
     let values = parse_overrides(spec).map_err(Error::InvalidArgument)?;
-    let mut o = OVERRIDES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut o = lock(&runtime().overrides);
     if o.frozen {
         return Err(Error::InvalidArgument(
             "GPU tuning overrides must be set before the first GPU merge (its kernels are compiled)".into(),
@@ -272,27 +293,24 @@ pub fn set_kernel_source_dir(dir: &std::path::Path) -> Result<()> {
             }
         }
     }
-    let o = OVERRIDES.lock().unwrap_or_else(|p| p.into_inner());
+    let o = lock(&runtime().overrides);
     if o.frozen {
         return Err(Error::InvalidArgument("kernel sources must be set before the first GPU merge (its kernels are compiled)".into()));
     }
-    *SOURCES.lock().unwrap_or_else(|p| p.into_inner()) = Some(files);
+    *lock(&runtime().kernel_sources) = Some(files);
     Ok(())
 }
 
-/// The sources set by [`set_kernel_source_dir`]: (file name, text).
-static SOURCES: Mutex<Option<Vec<(&'static str, String)>>> = Mutex::new(None);
-
 /// The text of the kernel source file `name`, where [`set_kernel_source_dir`] replaced it.
 pub(crate) fn replaced_source(name: &str) -> Option<String> {
-    let s = SOURCES.lock().unwrap_or_else(|p| p.into_inner());
+    let s = lock(&runtime().kernel_sources);
     s.as_ref().and_then(|files| files.iter().find(|(n, _)| *n == name).map(|(_, t)| t.clone()))
 }
 
 /// The policy a module is built with: [`policy`] with the overrides applied, which are
 /// fixed from now on.
 pub(crate) fn module_policy(arch: Arch, key_bytes: usize, index_bytes: usize) -> Policy {
-    let mut o = OVERRIDES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut o = lock(&runtime().overrides);
     o.frozen = true;
     apply(policy(arch, key_bytes, index_bytes), &o.values)
 }
@@ -357,7 +375,7 @@ mod tests {
         assert_eq!((p.ipt_tiled, p.tiled_min_blocks, p.ipt_kway), (12, 6, 17));
     }
 
-    /// The sm_90 numbers are the measured ones (docs/PERFORMANCE.md); they must not move,
+    /// The sm_90 numbers are the measured ones (`docs/performance.md`); they must not move,
     /// whatever the index width.
     #[test]
     fn sm90_policy_is_the_measured_one() {
@@ -377,7 +395,7 @@ mod tests {
                 );
             }
         }
-        // The shared memory the kernel table of docs/PERFORMANCE.md lists (u64 keys, u32
+        // The shared memory the kernel table of the performance log lists (u64 keys, u32
         // indices): the tiled and k-way kernels' odd tiles unpadded, the sort's padded.
         let p = policy(Arch::SM90, 8, 4);
         assert_eq!(p.tiled_shared_bytes(8, 4), 3840 * 12);

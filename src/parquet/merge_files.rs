@@ -11,51 +11,23 @@
 //! With `Engine::Auto`, each round merges on the engine that measured faster on the rounds
 //! before ([`crate::engine::auto`]).
 //!
-//! Memory (`memory_limit` = B), by the real size of the decoded batches, not Parquet's
-//! uncompressed sizes (dictionary-encoded strings decode to many times those):
-//! - **decoders**: D, what the runs' Parquet decoders hold (pages, dictionaries,
-//!   decompression contexts; estimated from the footers, [`decoder_bytes`], times the row
-//!   groups a run decodes at once, which [`read_plan`] keeps to B/4); of the rest, R = B − D:
-//! - **windows**: R/4 shared by the runs ([`window_budgets`]: a run that holds less than
-//!   its share leaves the rest to the others), each run's window counted in buffered Arrow
-//!   bytes plus [`ROUND_BYTES_PER_ROW`] a row for the round's key words and permutation;
-//!   every run also holds one batch decoded ahead and may overshoot by one batch, batches
-//!   being a quarter of a window: 3R/8 in all (a run decoding several row groups at once
-//!   keeps to the same quarter window ahead and quarter window of overshoot in smaller
-//!   batches: [`parallel_run_reader`]);
-//! - **the round**: gathered in pieces of R/16, one piece handed to the writer while the
-//!   next is gathered (R/8);
-//! - **the writer**: R/4 for the row groups being encoded (their Arrow data and their
-//!   encoded pages), and the row groups copied unchanged that wait in line behind them
-//!   (their compressed bytes, two row groups' worth);
-//! - **the next phase** (with passthrough, the merge runs in phases between copied row
-//!   groups): its runs start decoding while the phase before merges, each holding up to
-//!   [`NEXT_PHASE_AHEAD`] + 1 batches (a quarter window each); a run in both phases holds
-//!   its window and those batches at once (and its decoders twice), so a pair of phases
-//!   sharing every run can take up to 3R/16 more than the windows above, out of the slack;
-//! - the rest (R/4) is slack for the allocator and everything not counted.
-//!
-//! A limit whose R cannot hold every run's smallest window, or smaller than 2D, is refused
-//! up front with the limit that would do. Peak resident memory then stays within the limit
-//! plus 20%, plus a fixed floor of 64 MiB (the program and its threads; docs/PERFORMANCE.md
-//! has the measurements). Open files stay bounded: with more runs than [`open_file_budget`]
-//! a run opens its file for each batch and closes it after (its decoders then live only
-//! while it reads); a run closes its file as soon as its last row is read.
+//! Memory: the limit is split as [`super::memory`]'s module doc says ([`merge_budget`]: decoders,
+//! windows, the round's pieces, the writer's row groups); [`dry_run`] reports the same
+//! budget without reading a row. A run closes its file as soon as its last row is read.
 
-use super::corrupt::{catch, decode_error};
 use super::inputs::{conform, MergePlan, Run};
+use super::memory::{merge_budget, MergeBudget};
 use super::passthrough::{key_converter, schedule, verify_block, Passthrough, Verified};
-use super::row_group_reader::{batch_bytes, BatchSizing, OrderedRowGroups, RowGroupSource};
+use super::read::row_groups::batch_bytes;
+use super::read::run::{parallel_run_reader, RunBatch, RunReader};
 use super::writer::{SortedParquetWriter, WriterSettings, Written};
 use crate::engine::auto::AutoChoice;
 use crate::error::{Error, Result};
-use crate::frontier::{FrontierMerge, FrontierOptions, DEFAULT_WINDOW_ROWS};
+use crate::frontier::{FrontierMerge, FrontierOptions};
 use crate::options::{Engine, EngineOptions};
-use crate::show_bytes::show_bytes;
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::datatypes::DataType;
 use arrow::row::{OwnedRow, RowConverter};
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
 use parquet::file::metadata::KeyValue;
 use rayon::prelude::*;
 use std::path::Path;
@@ -80,31 +52,11 @@ impl Default for MergeFilesOptions {
     }
 }
 
-/// Estimated memory of the runs' Parquet decoders: an open run's decoders live as long as
-/// it is read; a run read in one batch (at most [`FIRST_BATCH_ROWS`] rows), or every run
-/// when files are opened per batch (`keep_open` false), holds them only while it decodes,
-/// and only as many runs decode at once as there are reader threads.
-pub fn decoder_bytes(plan: &MergePlan, keep_open: bool) -> usize {
-    let concurrent = if plan.runs.len() <= MAX_READER_THREADS { plan.runs.len() } else { rayon::current_num_threads() };
-    let (held, mut transient): (Vec<&Run>, Vec<&Run>) = plan.runs.iter().partition(|r| keep_open && r.rows() > FIRST_BATCH_ROWS);
-    transient.sort_unstable_by_key(|r| std::cmp::Reverse(r.decoder_bytes));
-    held.iter().chain(transient.iter().take(concurrent)).map(|r| r.decoder_bytes as usize).sum()
-}
-
-/// Fewest rows a run's window may hold (or the whole run, if smaller); a smaller memory
-/// limit is refused.
-pub const MIN_WINDOW_ROWS: usize = 1024;
-/// Most rows a run's window holds (larger windows only add memory): the streaming merge's
-/// default window.
-pub const MAX_WINDOW_ROWS: usize = DEFAULT_WINDOW_ROWS;
-/// Bytes a buffered row costs a round on top of its own: key words (up to 32 bytes, and
-/// the engine's copy) and the permutation.
-pub const ROUND_BYTES_PER_ROW: usize = 48;
-/// Most rows of a run's first batch.
-pub const FIRST_BATCH_ROWS: usize = 1024;
-/// Most bytes of one decoded batch: a batch of Utf8 or Binary beyond 2 GiB overflows its
-/// offsets, so huge values are read a few rows at a time.
-pub const MAX_BATCH_BYTES: usize = 256 << 20;
+pub use super::memory::{
+    decoder_bytes, read_plan, window_budgets, ReadPlan, FIRST_BATCH_ROWS, MAX_BATCH_BYTES, MAX_DECODERS_PER_RUN, MAX_READER_THREADS,
+    MAX_WINDOW_ROWS, MIN_WINDOW_ROWS, ROUND_BYTES_PER_ROW,
+};
+pub use super::os::{open_file_budget, peak_memory};
 
 /// What a finished merge did.
 #[derive(Debug, Clone)]
@@ -137,31 +89,6 @@ pub struct MergeSummary {
     pub peak_memory: Option<u64>,
 }
 
-/// The process's peak resident memory so far, in bytes: `VmHWM` of `/proc/self/status` on
-/// Linux, `getrusage`'s `ru_maxrss` on macOS; `None` elsewhere or when unreadable.
-pub fn peak_memory() -> Option<u64> {
-    #[cfg(target_os = "linux")]
-    {
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-        let kib: u64 = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
-        Some(kib * 1024)
-    }
-    #[cfg(target_os = "macos")]
-    {
-        // SAFETY: `rusage` is plain integers: all zeros is a valid value.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: getrusage writes the struct passed by pointer.
-        let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0;
-        // On macOS ru_maxrss is in bytes (on Linux and the BSDs in KiB).
-        ok.then(|| usage.ru_maxrss.max(0) as u64)
-    }
-    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
-    {
-        None
-    }
-}
-
 impl MergeSummary {
     /// `gpu`, `cpu`, or `gpu+cpu` when rounds ran on both.
     pub fn engine(&self) -> &'static str {
@@ -173,321 +100,12 @@ impl MergeSummary {
     }
 }
 
-/// The bytes of a run's smallest workable window: [`MIN_WINDOW_ROWS`] rows, or the whole
-/// run if it is shorter, at the plan's estimate of its decoded size.
-fn min_window_bytes(run: &Run) -> usize {
-    let rows = run.rows().max(1);
-    let row_bytes = (run.decoded_bytes as usize / rows).max(1) + ROUND_BYTES_PER_ROW;
-    rows.min(MIN_WINDOW_ROWS) * row_bytes
-}
-
-/// Each run's window budget in bytes for `memory_limit` (see the module doc): R/4
-/// shared out by water-filling, so a run that needs less than an equal share (a short run)
-/// takes only its need and the others split the rest. Refused when the decoders or the
-/// runs' smallest workable windows do not fit, with the limit that would fit.
-pub fn window_budgets(plan: &MergePlan, memory_limit: usize, decoders: usize) -> Result<Vec<usize>> {
-    let n = plan.runs.len();
-    if n == 0 {
-        return Ok(vec![]);
-    }
-    let rest = memory_limit.saturating_sub(decoders);
-    let pool = rest / 4;
-    let needed: usize = plan.runs.iter().map(min_window_bytes).sum();
-    if needed > pool || decoders > memory_limit / 2 {
-        // The smallest limit with R/4 >= needed and B >= 2D.
-        let at_least = (decoders + needed * 4).max(2 * decoders);
-        return Err(Error::InvalidArgument(format!(
-            "`memory_limit` {} is too small for {n} sorted runs of about {} bytes a row and {} of Parquet decoders; it needs at least {}",
-            show_bytes(memory_limit as u64),
-            plan.row_bytes,
-            show_bytes(decoders as u64),
-            show_bytes_ceil(at_least as u64)
-        )));
-    }
-    // Water-filling over the runs' estimated sizes, smallest first.
-    let wanted: Vec<usize> =
-        plan.runs.iter().map(|r| (r.decoded_bytes as usize + r.rows() * ROUND_BYTES_PER_ROW).max(min_window_bytes(r))).collect();
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&i| wanted[i]);
-    let mut budgets = vec![0; n];
-    let mut left = pool;
-    for (k, &i) in order.iter().enumerate() {
-        let share = left / (n - k);
-        budgets[i] = wanted[i].min(share).max(min_window_bytes(&plan.runs[i]));
-        left = left.saturating_sub(budgets[i]);
-    }
-    Ok(budgets)
-}
-
-/// Most row groups of one run decoded at once.
-pub const MAX_DECODERS_PER_RUN: usize = 16;
-
-/// How a merge reads its runs, worked out from the footers ([`read_plan`]).
-#[derive(Debug, Clone)]
-pub struct ReadPlan {
-    /// Whether runs keep their files open between batches (else each batch reopens it).
-    pub keep_open: bool,
-    /// Row groups of a run decoded at once, each on a thread of its own (1: one after
-    /// another, on the run's thread).
-    pub decoders_per_run: usize,
-    /// Estimated memory of the runs' Parquet decoders ([`decoder_bytes`] per decoder).
-    pub decoder_bytes: usize,
-    /// Each run's window budget in bytes ([`window_budgets`]).
-    pub window_bytes: Vec<usize>,
-}
-
-/// How `plan`'s runs are read within `memory_limit`. Fewer runs than cores leave cores
-/// idle, since a run decodes its row groups in order: such runs decode up to cores / runs
-/// row groups at once ([`super::row_group_reader`]), as many as their decoders fit (at
-/// most a quarter of the limit, and the windows still fitting). The windows as
-/// [`window_budgets`], with its error where even one decoder per run does not fit.
-pub fn read_plan(plan: &MergePlan, memory_limit: usize) -> Result<ReadPlan> {
-    let runs = plan.runs.len();
-    let keep_open = runs <= open_file_budget();
-    let one_each = decoder_bytes(plan, keep_open);
-    let most_row_groups = plan.runs.iter().map(|r| r.row_groups.len()).max().unwrap_or(1);
-    let mut decoders_per_run = if keep_open && runs <= MAX_READER_THREADS {
-        (rayon::current_num_threads() / runs.max(1)).clamp(1, MAX_DECODERS_PER_RUN.min(most_row_groups).max(1))
-    } else {
-        1
-    };
-    loop {
-        let decoders = one_each * decoders_per_run;
-        if decoders_per_run > 1 && decoders > memory_limit / 4 {
-            decoders_per_run -= 1;
-            continue;
-        }
-        match window_budgets(plan, memory_limit, decoders) {
-            Ok(window_bytes) => return Ok(ReadPlan { keep_open, decoders_per_run, decoder_bytes: decoders, window_bytes }),
-            Err(e) if decoders_per_run == 1 => return Err(e),
-            Err(_) => decoders_per_run -= 1,
-        }
-    }
-}
-
-/// `1.5 GiB`, rounded up at the last digit shown (a hint to pass back must not be short).
-pub(crate) fn show_bytes_ceil(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut unit = 1u64;
-    let mut u = 0;
-    while n >= unit * 1024 && u + 1 < UNITS.len() {
-        unit *= 1024;
-        u += 1;
-    }
-    if u == 0 {
-        return format!("{n} B");
-    }
-    let tenths = (n * 10).div_ceil(unit);
-    format!("{}.{} {}", tenths / 10, tenths % 10, UNITS[u])
-}
-
-/// Runs up to which each run is decoded on a thread of its own.
-pub const MAX_READER_THREADS: usize = 256;
-
-/// File descriptors kept for everything but the runs' files (output, libraries, GPU).
-const RESERVED_FILES: u64 = 64;
-
-/// On Unix, raises the soft limit on open files toward the hard limit (capped at 2^20;
-/// halved until the system accepts it: macOS refuses more than its per-process maximum)
-/// and returns how many input files a merge may hold open at once. Elsewhere 512 (the C
-/// runtime's default on Windows).
-pub fn open_file_budget() -> usize {
-    #[cfg(unix)]
-    {
-        // SAFETY: getrlimit/setrlimit read and write the plain struct passed by pointer.
-        unsafe {
-            let mut limit: libc::rlimit = std::mem::zeroed();
-            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
-                let mut want = limit.rlim_max.min(1 << 20);
-                while limit.rlim_cur < want {
-                    let raised = libc::rlimit { rlim_cur: want, rlim_max: limit.rlim_max };
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                        limit.rlim_cur = want;
-                        break;
-                    }
-                    want /= 2;
-                }
-                return (limit.rlim_cur as u64).saturating_sub(RESERVED_FILES).max(16) as usize;
-            }
-        }
-        512
-    }
-    #[cfg(not(unix))]
-    {
-        512
-    }
-}
-
 /// Where the merge loop takes the batches of a phase's runs from, in the phase's order.
 enum Sources<'a> {
     /// A decoding thread per run, each a batch ahead.
     Threads(Vec<mpsc::Receiver<Result<Option<RunBatch>>>>),
     /// Read in the merge loop (too many runs for a thread each).
     Inline(Vec<RunReader<'a>>),
-}
-
-/// A batch of a run, and whether it is the run's last (so the merge can mark the run
-/// exhausted at once: a run still open holds the frontier back).
-type RunBatch = (RecordBatch, bool);
-
-/// A run being read. It knows its position, so it can close its file between batches
-/// (when files are scarce) and reopen it where it stopped, and it sizes its batches by the
-/// measured bytes of the rows it decoded.
-struct RunReader<'a> {
-    run: &'a Run,
-    path: &'a Path,
-    metadata: &'a parquet::arrow::arrow_reader::ArrowReaderMetadata,
-    /// The open reader and the batch size it was built with.
-    reader: Option<(ParquetRecordBatchReader, usize)>,
-    /// Rows of the run returned so far.
-    position: usize,
-    /// Rows of the next batch.
-    batch_rows: usize,
-    /// Bytes a batch should hold (a quarter of the run's window budget).
-    batch_bytes: usize,
-    /// Keep the file open between batches.
-    keep_open: bool,
-}
-
-impl<'a> RunReader<'a> {
-    fn new(run: &'a Run, plan: &'a MergePlan, window_bytes: usize, keep_open: bool) -> Self {
-        let f = &plan.files[run.file];
-        let batch_bytes = (window_bytes / 4).clamp(1, MAX_BATCH_BYTES);
-        let row_bytes = (run.decoded_bytes as usize / run.rows().max(1)).max(1) + ROUND_BYTES_PER_ROW;
-        // The first batch is short: estimates from footers can be far off (writers without
-        // size statistics), and the batch's measured size sets the next ones.
-        let mut batch_rows = (batch_bytes / row_bytes).clamp(1, FIRST_BATCH_ROWS);
-        // A run that fits its window whole is read in one batch (and closed at once).
-        if run.rows() <= FIRST_BATCH_ROWS && run.rows() * row_bytes <= window_bytes {
-            batch_rows = run.rows();
-        }
-        RunReader { run, path: &f.path, metadata: &f.metadata, reader: None, position: 0, batch_rows, batch_bytes, keep_open }
-    }
-
-    /// What the reader was doing, for its errors.
-    fn context(&self) -> String {
-        format!("reading row groups {:?}", self.run.row_groups)
-    }
-
-    fn error(&self, e: &dyn std::fmt::Display) -> Error {
-        Error::File { path: self.path.to_path_buf(), detail: format!("{}: {e}", self.context()) }
-    }
-
-    /// Opens the file at the run's current position, for batches of `self.batch_rows`.
-    fn open(&mut self) -> Result<()> {
-        // The row group holding `position`, and the rows of it already read.
-        let (mut first, mut skip) = (0, self.position);
-        while skip >= self.run.row_group_rows[first] {
-            skip -= self.run.row_group_rows[first];
-            first += 1;
-        }
-        let file = std::fs::File::open(self.path).map_err(|e| Error::io(self.path, self.context(), e))?;
-        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
-            .with_row_groups(self.run.row_groups[first..].to_vec())
-            .with_batch_size(self.batch_rows);
-        if skip > 0 {
-            let rest = self.run.rows() - self.position;
-            builder = builder.with_row_selection(RowSelection::from(vec![RowSelector::skip(skip), RowSelector::select(rest)]));
-        }
-        let reader = match catch(|| builder.build()) {
-            Ok(reader) => reader.map_err(|e| Error::parquet(self.path, self.context(), e))?,
-            Err(panic) => return Err(self.decode_error(&panic)),
-        };
-        self.reader = Some((reader, self.batch_rows));
-        Ok(())
-    }
-
-    /// The error for the next batch failing to decode with `cause`: the row groups it
-    /// would come from probed for the column and page that fail ([`decode_error`]).
-    fn decode_error(&self, cause: &str) -> Error {
-        let (mut first, mut skip) = (0, self.position);
-        while first + 1 < self.run.row_groups.len() && skip >= self.run.row_group_rows[first] {
-            skip -= self.run.row_group_rows[first];
-            first += 1;
-        }
-        // The batch's rows reach from the position over as many row groups as it spans.
-        let mut last = first;
-        let mut rows = self.run.row_group_rows[first] - skip.min(self.run.row_group_rows[first]);
-        while rows < self.batch_rows && last + 1 < self.run.row_groups.len() {
-            last += 1;
-            rows += self.run.row_group_rows[last];
-        }
-        decode_error(self.path, self.metadata, &self.run.row_groups[first..=last], cause)
-    }
-
-    fn next_batch(&mut self) -> Result<Option<RunBatch>> {
-        loop {
-            if self.position >= self.run.rows() {
-                self.reader = None; // close the file as soon as the run is done
-                return Ok(None);
-            }
-            if self.reader.as_ref().is_some_and(|(_, rows)| *rows != self.batch_rows) {
-                self.reader = None; // reopen where it stopped, with the new batch size
-            }
-            if self.reader.is_none() {
-                self.open()?;
-            }
-            // A panic of the decoder (corrupt pages) is an error like the others.
-            let next = match catch(|| self.reader.as_mut().expect("opened above").0.next()) {
-                Ok(next) => next,
-                Err(panic) => {
-                    self.reader = None;
-                    return Err(self.decode_error(&panic));
-                }
-            };
-            match next {
-                Some(Ok(b)) => {
-                    self.position += b.num_rows();
-                    if self.position > self.run.rows() {
-                        self.reader = None;
-                        return Err(self.error(&format!(
-                            "the row groups hold more rows than the {} their metadata counts: the file is corrupt",
-                            self.run.rows()
-                        )));
-                    }
-                    // Size the next batches by what this one measured, changing only for
-                    // a factor of 2 or more (a change reopens the file).
-                    let row_bytes = (batch_bytes(&b) / b.num_rows().max(1)).max(1) + ROUND_BYTES_PER_ROW;
-                    let fit = (self.batch_bytes / row_bytes).clamp(1, MAX_WINDOW_ROWS);
-                    if fit * 2 <= self.batch_rows || fit >= self.batch_rows * 2 {
-                        self.batch_rows = fit;
-                    }
-                    let last = self.position >= self.run.rows();
-                    if last {
-                        // Pages holding rows past the count would otherwise go unread.
-                        let (reader, _) = self.reader.as_mut().expect("opened above");
-                        if matches!(catch(|| reader.next()), Ok(Some(Ok(more))) if more.num_rows() > 0) {
-                            self.reader = None;
-                            return Err(self.error(&format!(
-                                "the row groups hold more rows than the {} their metadata counts: the file is corrupt",
-                                self.run.rows()
-                            )));
-                        }
-                    }
-                    if !self.keep_open || last {
-                        self.reader = None;
-                    }
-                    return Ok(Some((b, last)));
-                }
-                // Values so large that a batch overflows its 32-bit offsets: fewer rows.
-                Some(Err(e)) if e.to_string().contains("overflow") && self.batch_rows > 1 => {
-                    self.reader = None;
-                    self.batch_rows = (self.batch_rows / 16).max(1);
-                }
-                Some(Err(e)) => {
-                    self.reader = None;
-                    return Err(self.decode_error(&e.to_string()));
-                }
-                None => {
-                    return Err(self.error(&format!(
-                        "the file ended after {} of the {} rows its metadata counts: the file is corrupt",
-                        self.position,
-                        self.run.rows()
-                    )))
-                }
-            }
-        }
-    }
 }
 
 /// The footer metadata the output keeps: the inputs' key-value pairs, the first file's value
@@ -591,17 +209,14 @@ pub fn merge_files(
     if options.engine.engine == Engine::Gpu || (options.engine.engine == Engine::Auto && plan.total_rows >= options.engine.gpu_min_rows) {
         crate::engine::warm_up_gpu(&options.engine, plan.total_rows);
     }
-    let ReadPlan { keep_open, decoders_per_run, decoder_bytes: decoders, window_bytes: budgets } = read_plan(plan, options.memory_limit)?;
+    let MergeBudget { read, row_group_bytes, piece_bytes, .. } = merge_budget(plan, options.memory_limit, options.writer.row_group_bytes)?;
+    let ReadPlan { keep_open, decoders_per_run, window_bytes: budgets, .. } = read;
     // What killed runs left beside the output (super::leftovers).
     let keep: Vec<&Path> = plan.files.iter().map(|f| f.path.as_path()).collect();
     super::leftovers::remove_stale(&[&super::leftovers::dir_of(output)], &keep);
-    let rest = options.memory_limit - decoders;
     let mut writer_settings = options.writer.clone();
-    // R/4 for the writer.
-    let group_cap = super::writer::row_group_bytes_within(rest / 4);
-    writer_settings.row_group_bytes = writer_settings.row_group_bytes.min(group_cap);
+    writer_settings.row_group_bytes = row_group_bytes;
     let row_group_rows = writer_settings.row_group_rows;
-    let piece_bytes = (rest / 16).max(1 << 20);
     let mut writer = SortedParquetWriter::create(
         output,
         plan.schema.clone(),
@@ -875,29 +490,6 @@ fn start_readers<'scope, 'env>(
     Sources::Threads(receivers)
 }
 
-/// A run's row groups decoded `decoders` at once, within the reading memory of a run read
-/// one row group after another (the module doc: a quarter window decoded ahead, a quarter
-/// window of overshoot). Batches are `window / (4 (decoders + 2))`: each decoder may hold
-/// one while it waits for room, the row group being read one beyond the budget, and the
-/// run's thread one it hands to the merge; the budget for batches decoded ahead is a
-/// quarter window.
-fn parallel_run_reader(plan: &MergePlan, run: &Run, window_bytes: usize, decoders: usize) -> OrderedRowGroups {
-    let f = &plan.files[run.file];
-    let sources = (run.row_groups.iter().zip(&run.row_group_rows))
-        .map(|(&row_group, &rows)| RowGroupSource { path: f.path.clone(), metadata: f.metadata.clone(), row_group, rows })
-        .collect();
-    let batch_bytes = (window_bytes / (4 * (decoders + 2))).clamp(1, MAX_BATCH_BYTES);
-    let row_bytes = (run.decoded_bytes as usize / run.rows().max(1)).max(1) + ROUND_BYTES_PER_ROW;
-    let sizing = BatchSizing {
-        // The first batches are short: estimates from footers can be far off.
-        rows: (batch_bytes / row_bytes).clamp(1, FIRST_BATCH_ROWS),
-        target_bytes: Some(batch_bytes),
-        extra_bytes_per_row: ROUND_BYTES_PER_ROW,
-        max_rows: MAX_WINDOW_ROWS,
-    };
-    OrderedRowGroups::new(sources, decoders, window_bytes / 4, sizing, Some(plan.schema.clone()))
-}
-
 /// Batches a run of the next phase decodes ahead, besides the one it holds, while the
 /// phase before it merges ([`merge_files`]): enough for a short part (a row group or two,
 /// between row groups copied unchanged) to be decoded whole before its phase starts.
@@ -1093,17 +685,14 @@ pub struct DryRun {
 /// error where the memory limit is too small. Reads no rows, writes nothing (it may raise
 /// the soft limit on open files, as [`merge_files`] does: [`open_file_budget`]).
 pub fn dry_run(plan: &MergePlan, options: &MergeFilesOptions) -> Result<DryRun> {
-    let read = read_plan(plan, options.memory_limit)?;
-    // As merge_files: read_plan refused a limit below twice the decoders.
-    let rest = options.memory_limit.saturating_sub(read.decoder_bytes);
-    let group_cap = super::writer::row_group_bytes_within(rest / 4);
+    let MergeBudget { read, row_group_bytes, piece_bytes, .. } = merge_budget(plan, options.memory_limit, options.writer.row_group_bytes)?;
     Ok(DryRun {
         memory_limit: options.memory_limit,
         keep_files_open: read.keep_open,
         decoders_per_run: read.decoders_per_run,
         decoder_bytes: read.decoder_bytes,
         window_bytes: read.window_bytes,
-        row_group_bytes: options.writer.row_group_bytes.min(group_cap),
-        piece_bytes: (rest / 16).max(1 << 20),
+        row_group_bytes,
+        piece_bytes,
     })
 }

@@ -28,21 +28,18 @@
 //! budget lets them ([`super::row_group_reader`]), and their batches go into the chunk in input order, so decoding runs on
 //! every core and continues while a full chunk is sorted and spilled.
 //!
-//! Memory (`memory_limit` = B): the Parquet decoders of one row group D (the largest's); of
-//! the rest R = B − D, 3R/8 for the chunk (its Arrow data plus [`SORT_BYTES_PER_ROW`] a row
-//! for the key words and the permutation), R/8 for the row groups decoding ahead of it (half
-//! for their batches, half for their decoders beyond the first: fewer threads where the
-//! decoders would not fit), R/16 for a piece of the sorted chunk gathered for the writer,
-//! R/4 for the row groups being encoded; the rest is slack. The merge of the runs keeps to
-//! the same limit ([`super::merge_files`]'s module doc).
+//! Memory: the limit is split as [`super::memory`]'s module doc says ([`sort_budget`]); the merge
+//! of the runs keeps to the merge's budget.
 
 use super::inputs::{decoded_bytes, decoder_bytes, open_input, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
 use super::interrupt::{spill_file_name, SpillDirGuard};
-use super::merge_files::{merge_files, peak_memory, MergeFilesOptions, MergeSummary};
+use super::memory::sort_budget;
+use super::merge_files::{merge_files, MergeFilesOptions, MergeSummary};
+use super::os::peak_memory;
 use super::passthrough::Passthrough;
 use super::row_group_reader::{batch_bytes, BatchSizing, OrderedRowGroups, RowGroupSource};
 use super::sort_by_columns::{plan_columns, sort_by_columns, ColumnsPlan};
-use super::writer::{check_row_groups, common_parquet_schema, row_group_bytes_within, SortedParquetWriter, WriterSettings, Written};
+use super::writer::{check_row_groups, common_parquet_schema, SortedParquetWriter, WriterSettings, Written};
 use crate::error::{Error, Result};
 use crate::options::{Engine, EngineOptions};
 use crate::permutation::{Indices, Permutation};
@@ -57,18 +54,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Bytes a chunk's row costs the sort on top of its own: key words (up to 32 bytes), the
-/// permutation and the engine's scratch.
-pub const SORT_BYTES_PER_ROW: usize = 64;
-/// Fewest rows a chunk must hold; a smaller memory limit is refused.
-pub const MIN_CHUNK_ROWS: usize = 1024;
+pub use super::memory::{MAX_READ_THREADS, MIN_CHUNK_ROWS, SORT_BYTES_PER_ROW};
+
 /// Rows per batch handed to the writer.
 const BATCH_ROWS: usize = 8192;
-/// Most row groups of the inputs decoded at once.
-pub const MAX_READ_THREADS: usize = 16;
-/// Batches each of the row groups decoding at once would hold if the ahead budget were
-/// split evenly (the batch size follows from it).
-const READ_BATCHES_PER_THREAD: usize = 6;
 
 /// How a file sort works.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -254,55 +243,17 @@ pub fn plan_sort(
             Err(why) => (None, Some(format!("one column at a time does not fit: {why}"))),
         },
     };
-    let decoders =
-        inputs.files.iter().flat_map(|f| (0..f.metadata.metadata().num_row_groups()).map(move |g| decoder_bytes(f, g))).max().unwrap_or(0)
-            as usize;
-    let row_bytes = inputs.row_bytes + SORT_BYTES_PER_ROW;
-    let rest = options.memory_limit.saturating_sub(decoders);
-    // R/2 for the chunk and the row groups decoded ahead of it: 3R/8 and R/8.
-    let chunk_bytes = rest * 3 / 8;
-    let ahead_bytes = rest / 8;
-    let needed = MIN_CHUNK_ROWS * row_bytes;
-    let row_group_bytes = options.writer.row_group_bytes.min(row_group_bytes_within(rest / 4));
-    // The merge of two spilled runs needs their decoders within half the limit (estimated
-    // as the merge does: per column half its chunk of a row group, at most 512 KiB, and
-    // the decompression context).
-    let columns = inputs.files.first().map_or(1, |f| f.metadata.parquet_schema().num_columns().max(1));
-    let run_decoders = columns * ((row_group_bytes / columns).min(1 << 20) / 2 + super::inputs::DECODER_BYTES_PER_COLUMN as usize);
-    let spills = inputs.total_rows * row_bytes > chunk_bytes;
-    let runs_fit = !(chunk_bytes < needed || decoders > options.memory_limit / 2 || (spills && 4 * run_decoders > options.memory_limit));
-    if !runs_fit && columns_plan.is_none() {
-        let at_least = (decoders + (8 * needed).div_ceil(3)).max(2 * decoders).max(if spills { 4 * run_decoders } else { 0 });
-        return Err(Error::InvalidArgument(format!(
-            "`memory_limit` {} is too small to sort rows of about {} bytes with {} of Parquet decoders; it needs at least {}",
-            show_bytes(options.memory_limit as u64),
-            inputs.row_bytes,
-            show_bytes(decoders as u64),
-            show_bytes(at_least.next_multiple_of(1 << 20) as u64)
-        )));
-    }
-    // Row groups decode on up to one thread per core: half of the ahead budget for their
-    // batches, half for their decoders beyond the one `rest` already leaves out.
-    let mut read_threads = rayon::current_num_threads().clamp(1, MAX_READ_THREADS);
-    while read_threads > 1 && (read_threads - 1) * decoders > ahead_bytes / 2 {
-        read_threads -= 1;
-    }
-    // The batches ahead share half the ahead budget; each decoder may hold one more batch
-    // while it waits for room (a sixth of it in all).
-    let batch_bytes = ahead_bytes / 2 / (read_threads * READ_BATCHES_PER_THREAD);
-    let read_rows = (batch_bytes / row_bytes).clamp(1, 65536);
-    let total = inputs.total_rows * row_bytes;
-    let estimated_runs = total.div_ceil(chunk_bytes).max(1);
+    let budget = sort_budget(&inputs, options.memory_limit, options.writer.row_group_bytes, columns_plan.is_some())?;
     Ok(SortPlan {
         inputs,
-        decoder_bytes: decoders,
-        chunk_bytes,
-        read_rows,
-        read_threads,
-        ahead_bytes: ahead_bytes / 2 - ahead_bytes / 2 / READ_BATCHES_PER_THREAD,
-        estimated_runs,
-        row_group_bytes,
-        piece_bytes: (rest / 16).max(1 << 20),
+        decoder_bytes: budget.decoder_bytes,
+        chunk_bytes: budget.chunk_bytes,
+        read_rows: budget.read_rows,
+        read_threads: budget.read_threads,
+        ahead_bytes: budget.ahead_bytes,
+        estimated_runs: budget.estimated_runs,
+        row_group_bytes: budget.row_group_bytes,
+        piece_bytes: budget.piece_bytes,
         temp_dir: spill_parent(output, options.temp_dir.as_deref()),
         columns: columns_plan,
         runs_because,

@@ -23,25 +23,27 @@ pub mod inputs;
 pub mod interrupt;
 pub mod leftovers;
 pub mod memory;
-pub mod merge_files;
+pub mod merge;
 pub mod order_by;
 pub mod os;
-pub mod passthrough;
 pub mod read;
-pub mod sort_by_columns;
-pub mod sort_files;
+pub mod sort;
 pub mod sorting_columns;
 pub mod writer;
 
 pub use inputs::types as input_types;
+pub use merge as merge_files;
+pub use merge::passthrough;
 pub use read::row_groups as row_group_reader;
+pub use sort as sort_files;
+pub use sort::columns as sort_by_columns;
 pub use writer::{dictionary, offset_index};
 
 pub use inputs::{expand_inputs, plan_merge, MergePlan};
-pub use merge_files::{merge_files, MergeFilesOptions, MergeSummary};
+pub use merge::{merge_files, MergeFilesOptions, MergeSummary};
 pub use order_by::parse_order_by;
 pub use passthrough::Passthrough;
-pub use sort_files::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
+pub use sort::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
 pub use writer::{parse_compression, WriterSettings};
 
 pub(crate) use os::name_this_thread;

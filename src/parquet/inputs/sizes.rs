@@ -39,8 +39,8 @@ pub const DECODER_BYTES_PER_COLUMN: u64 = 128 << 10;
 
 /// Estimated memory of the decoders reading row group `g` of `input`: per column the
 /// current page and the dictionary (about half the column chunk, at most 512 KiB: writers
-/// cut pages at 1 MiB or 20,000 rows) and [`DECODER_BYTES_PER_COLUMN`]. Measured on
-/// lineitem-like files (docs/PERFORMANCE.md); it is what a run costs before any of its rows
+/// cut pages at 1 MiB or 20,000 rows) and [`DECODER_BYTES_PER_COLUMN`], an estimate checked
+/// against measured runs (docs/performance.md); it is what a run costs before any of its rows
 /// is buffered, so many runs of wide files need a larger memory limit.
 pub fn decoder_bytes(input: &InputFile, g: usize) -> u64 {
     let rg = input.metadata.metadata().row_group(g);

@@ -6,11 +6,9 @@
 //! chunk fall back to plain values, the rows before keeping their dictionary pages. For a
 //! column of mostly distinct values (prices, comments, a foreign key) that is work for
 //! nothing, and for one of a few repeats per value (a sorted key) a dictionary also costs
-//! more than it saves once the chunk is compressed. Measured on lineitem rows
-//! (docs/PERFORMANCE.md, "Dictionary encoding where it pays"): the writer's dictionary
-//! interner and its hash table took 17% of a 2-core merge's samples; with four such columns
-//! written plain the merge is 1.13x faster there (1.06-1.13x on 16 cores) and the file
-//! 10-16% smaller.
+//! more than it saves once the chunk is compressed: the writer's dictionary interner and
+//! its hash table are a visible share of a merge's time, and such columns written plain make
+//! the merge faster and the file smaller (docs/performance.md has the measurements).
 //!
 //! **The rule.** The first row group the writer encodes (not a copied one) is encoded twice
 //! when more rows are expected after it: once as the file's properties say (every

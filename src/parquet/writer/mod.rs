@@ -95,7 +95,7 @@ pub struct WriterSettings {
     /// Flush the file to disk (`fsync`, with writeback started along the way) before it is
     /// renamed into place, so that a completed output survives a crash. Off for a sort's
     /// spill runs: temporary files, read back from the page cache and removed, which the
-    /// disk never needs to see (at 20M rows, ~1.5 GB written and flushed for nothing).
+    /// disk never needs to see.
     pub sync: bool,
 }
 

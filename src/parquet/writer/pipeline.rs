@@ -23,8 +23,8 @@ pub const ROW_GROUPS_IN_FLIGHT: usize = 4;
 pub const MAX_ROW_GROUPS_IN_FLIGHT: usize = 16;
 
 /// Row groups in flight on this machine: one per rayon thread, within
-/// [`ROW_GROUPS_IN_FLIGHT`]..=[`MAX_ROW_GROUPS_IN_FLIGHT`]. Four left a 16-core host 40%
-/// idle (docs/PERFORMANCE.md, "The CLI's pipeline on 16 cores"). The memory plans divide
+/// [`ROW_GROUPS_IN_FLIGHT`]..=[`MAX_ROW_GROUPS_IN_FLIGHT`]: a fixed few leave a many-core
+/// host idle behind one heavy column. The memory plans divide
 /// the writer's share by it, so more cores make smaller row groups, not more memory.
 pub fn row_groups_in_flight() -> usize {
     rayon::current_num_threads().clamp(ROW_GROUPS_IN_FLIGHT, MAX_ROW_GROUPS_IN_FLIGHT)
@@ -39,8 +39,7 @@ pub fn row_group_bytes_within(writer_bytes: usize) -> usize {
 
 /// Every this many bytes written, the kernel is asked to start writing the file to disk
 /// (Linux `sync_file_range`), so that the `fsync` before the rename waits only for the
-/// last of it instead of the whole file (2.9 GB: 5.5 s without, 3.1–4.0 s with, on the
-/// 16-core host).
+/// last of it instead of the whole file.
 pub const WRITEBACK_BYTES: usize = 64 << 20;
 
 /// A row group's encoded column chunks, per top-level column the number of distinct values

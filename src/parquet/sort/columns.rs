@@ -2,10 +2,9 @@
 //! no sorted runs spilled, in memory for the key columns and one or two other columns of
 //! all the rows (instead of all the columns of every row).
 //!
-//! The external merge sort of [`super::sort_files`] writes every row twice more than the
-//! output (a spill run encoded, then decoded by the merge): at 20M lineitem rows on 16 cores
-//! that was 2.3 s of 6.6 s, and the run merge's reads and output another 2.6 s. Parquet is
-//! a columnar format: the output can be built column by column once the order is known.
+//! The external merge sort of [`super`] writes every row twice more than the
+//! output (a spill run encoded, then decoded by the merge), a large share of the sort's time
+//! (docs/performance.md has the numbers). Parquet is a columnar format: the output can be built column by column once the order is known.
 //!
 //! 1. **Keys.** The key columns of every input row group are decoded (row groups in
 //!    parallel, only the keys' leaves read) and sorted stably in input order (files as
@@ -20,7 +19,7 @@
 //!    pages, see `viewed`), one piece per row group; then every output row group (in
 //!    parallel) gathers its values from the pieces, [`GATHER_ROWS`] at a time, and encodes
 //!    them into its column chunks. The pieces are not joined into one array first: that
-//!    copy ran on one thread and held the 16 cores back (docs/PERFORMANCE.md). While one
+//!    copy would run on one thread and hold the other cores back. While one
 //!    column's row groups encode, the next column decodes ([`ColumnsPlan::depth`] columns
 //!    decoded at most). The encoded pages go to a `PagePool`: in memory up to
 //!    [`ColumnsPlan::page_budget`] bytes, beyond that in a file of the spill directory
@@ -28,8 +27,8 @@
 //! 4. **File.** The row groups, their chunks in leaf order, are appended to the output
 //!    ([`SortedParquetWriter::append_encoded_row_group`]) in order, each as soon as its last
 //!    column is encoded (the columns encode on a thread of their own meanwhile): the file's
-//!    writes overlap the last columns' encoding instead of following it (a tail of
-//!    0.25–0.38 s on one core at 20M lineitem rows on 16 cores, docs/PERFORMANCE.md), and
+//!    writes overlap the last columns' encoding instead of following it (a tail on
+//!    one core otherwise), and
 //!    the pages of appended row groups leave memory early. A temporary file renamed into place
 //!    when complete, `sorting_columns` on every row group, as every output of corank.
 //!
@@ -37,16 +36,16 @@
 //! the footer read when the sort was planned: an input replaced or rewritten between two
 //! passes would give rows mixing both versions (or keys no longer sorted under the
 //! `sorting_columns` the output declares). Every open checks that the file is still the
-//! one planned ([`super::inputs::FileIdentity`]: device and inode, size, modification
+//! one planned ([`crate::parquet::inputs::FileIdentity`]: device and inode, size, modification
 //! time; once a pass its footer's fingerprint), and again once the row group is decoded;
 //! a changed input is an error naming it, and nothing is written.
 //!
-//! **Dictionary encoding** follows the writer's rule ([`super::dictionary`]) per column, on a
+//! **Dictionary encoding** follows the writer's rule ([`crate::parquet::dictionary`]) per column, on a
 //! sample: the first [`TRIAL_ROWS`] rows of the column's first output row group are encoded
 //! both ways, and every row group of the column is encoded as the smaller sample was (a tie
 //! goes to plain values; an output of one row group is encoded once, dictionaries on). The
 //! writer encodes its whole first row group twice; here that would hold back the column's
-//! other row groups (16 cores mostly idle meanwhile), the sample costs a tenth of it.
+//! other row groups (the other cores mostly idle meanwhile); the sample costs a fraction of it.
 //! Deterministic: the choice, like every row group cut, depends on the rows only, so the
 //! output's bytes do not depend on the engine, the cores or the timing.
 //!
@@ -57,27 +56,28 @@
 //! leaves) and a column writer's buffers ([`WRITER_BYTES`]), and the pages held in memory
 //! (the rest of B, at least [`MIN_PAGE_BUDGET`]).
 
-use super::corrupt::{catch, decode_error};
-use super::dictionary;
-use super::inputs::{chunk_decoded_bytes, conform, MergePlan};
-use super::sort_files::{SortPhase, SortPlan, SortSummary, SpillDir, SORT_BYTES_PER_ROW};
-use super::writer::{common_parquet_schema, distinct_values_of, narrow_dictionary, SortedParquetWriter, WriterSettings, MAX_ROW_GROUPS};
+use super::page_pool::{PagePool, PagePoolFactory};
+use super::spill::SpillDir;
+use super::{SortPhase, SortPlan, SortSummary, SORT_BYTES_PER_ROW};
 use crate::error::{Error, Result};
 use crate::gather::PieceGather;
+use crate::parquet::corrupt::{catch, decode_error};
+use crate::parquet::dictionary;
+use crate::parquet::inputs::{chunk_decoded_bytes, conform, MergePlan};
+use crate::parquet::writer::{
+    common_parquet_schema, distinct_values_of, narrow_dictionary, SortedParquetWriter, WriterSettings, MAX_ROW_GROUPS,
+};
 use crate::permutation::Indices;
 use crate::show_bytes::show_bytes;
 use crate::sort::{sort_columns, SortBatchesOptions};
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory};
 use parquet::arrow::ProjectionMask;
-use parquet::column::page_store::{PageKey, PageStore, PageStoreArgs, PageStoreFactory};
 use parquet::file::metadata::KeyValue;
 use rayon::prelude::*;
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -125,7 +125,7 @@ fn offset_bytes(t: &DataType) -> u64 {
 /// dictionary with keys narrower than 32 bits with `Int32` keys, since the row groups'
 /// dictionaries joined may hold more values than the narrow type indexes (the output's
 /// key type is widened only as far as its row groups need, see
-/// [`super::writer::widened_dictionary_keys`]).
+/// [`crate::parquet::writer::widened_dictionary_keys`]).
 fn viewed(t: &DataType) -> DataType {
     match t {
         DataType::Utf8 | DataType::LargeUtf8 => DataType::Utf8View,
@@ -217,8 +217,8 @@ pub fn plan_columns(inputs: &MergePlan, memory_limit: usize, writer: &WriterSett
     // 4. Row groups: the writer's limits, bytes over the estimate of a row.
     let by_bytes = (writer.row_group_bytes / inputs.row_bytes.max(1)).max(1);
     // Only the byte limit gives way to MAX_ROW_GROUPS: a row limit that makes more row
-    // groups (or 0) is refused before this ([`super::writer::check_row_groups`] in
-    // [`super::sort_files::plan_sort`]), so this never exceeds it.
+    // groups (or 0) is refused before this ([`crate::parquet::writer::check_row_groups`] in
+    // [`super::plan_sort`]), so this never exceeds it.
     let mut row_group_rows = writer.row_group_rows.min(by_bytes).max(1);
     if n.div_ceil(row_group_rows) > MAX_ROW_GROUPS {
         row_group_rows = n.div_ceil(MAX_ROW_GROUPS);
@@ -316,134 +316,8 @@ fn locations(perm: &Indices, starts: &[usize]) -> Vec<Location> {
     }
 }
 
-/// Encoded pages of the column chunks: in memory while the pool holds less than its budget,
-/// else appended to a file (the spill directory's), each read back once when its chunk is
-/// written. Shared by every column writer of the sort.
-struct PagePool {
-    /// Where pages past the budget go; `None` keeps them all in memory.
-    file: Option<File>,
-    path: Option<PathBuf>,
-    /// The file's length so far.
-    end: Mutex<u64>,
-    /// Bytes of pages held in memory.
-    resident: AtomicUsize,
-    budget: usize,
-    /// Bytes of pages written to the file.
-    spilled: AtomicUsize,
-}
-
-#[derive(Debug)]
-struct PagePoolFactory(Arc<PagePool>);
-
-impl std::fmt::Debug for PagePool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PagePool").field("budget", &self.budget).finish_non_exhaustive()
-    }
-}
-
-/// Where a page is.
-enum Page {
-    Memory(Bytes),
-    File { at: u64, len: usize },
-    Taken,
-}
-
-/// One column chunk's pages in the pool.
-struct PoolStore {
-    pool: Arc<PagePool>,
-    pages: Vec<Page>,
-}
-
-impl PageStoreFactory for PagePoolFactory {
-    fn create(&self, _args: &PageStoreArgs<'_>) -> parquet::errors::Result<Box<dyn PageStore>> {
-        Ok(Box::new(PoolStore { pool: Arc::clone(&self.0), pages: Vec::new() }))
-    }
-}
-
-impl PagePool {
-    /// Appends `page` to the file; its offset.
-    #[cfg(unix)]
-    fn write(&self, file: &File, page: &[u8]) -> std::io::Result<u64> {
-        use std::os::unix::fs::FileExt;
-        let at = {
-            let mut end = self.end.lock().unwrap_or_else(|e| e.into_inner());
-            let at = *end;
-            *end += page.len() as u64;
-            at
-        };
-        file.write_all_at(page, at)?;
-        self.spilled.fetch_add(page.len(), Ordering::Relaxed);
-        Ok(at)
-    }
-
-    #[cfg(unix)]
-    fn read(&self, file: &File, at: u64, len: usize) -> std::io::Result<Bytes> {
-        use std::os::unix::fs::FileExt;
-        let mut page = vec![0u8; len];
-        file.read_exact_at(&mut page, at)?;
-        Ok(Bytes::from(page))
-    }
-}
-
-impl PageStore for PoolStore {
-    fn put(&mut self, value: Bytes) -> parquet::errors::Result<PageKey> {
-        let key = PageKey::new(self.pages.len() as u64);
-        let len = value.len();
-        let pool = &self.pool;
-        let in_memory = pool.resident.fetch_add(len, Ordering::Relaxed) + len <= pool.budget;
-        #[cfg(unix)]
-        if let (false, Some(file)) = (in_memory, &pool.file) {
-            pool.resident.fetch_sub(len, Ordering::Relaxed);
-            let at = pool.write(file, &value).map_err(|e| spill_error(pool, e))?;
-            self.pages.push(Page::File { at, len });
-            return Ok(key);
-        }
-        let _ = in_memory;
-        self.pages.push(Page::Memory(value));
-        Ok(key)
-    }
-
-    fn take(&mut self, key: PageKey) -> parquet::errors::Result<Bytes> {
-        let slot = self.pages.get_mut(key.get() as usize).ok_or_else(|| general(format!("no page {}", key.get())))?;
-        match std::mem::replace(slot, Page::Taken) {
-            Page::Memory(b) => {
-                self.pool.resident.fetch_sub(b.len(), Ordering::Relaxed);
-                Ok(b)
-            }
-            #[cfg(unix)]
-            Page::File { at, len } => {
-                let file = self.pool.file.as_ref().ok_or_else(|| general("a spilled page without a file".into()))?;
-                self.pool.read(file, at, len).map_err(|e| spill_error(&self.pool, e))
-            }
-            #[cfg(not(unix))]
-            Page::File { .. } => Err(general("a spilled page without a file".into())),
-            Page::Taken => Err(general(format!("page {} taken twice", key.get()))),
-        }
-    }
-
-    fn memory_size(&self) -> usize {
-        self.pages.iter().map(|p| if let Page::Memory(b) = p { b.len() } else { 0 }).sum()
-    }
-}
-
-impl Drop for PoolStore {
-    fn drop(&mut self) {
-        // Pages never taken (a failed sort) leave the pool's count.
-        let held = self.memory_size();
-        self.pool.resident.fetch_sub(held, Ordering::Relaxed);
-    }
-}
-
 fn encoding_error(source: parquet::errors::ParquetError) -> Error {
     Error::Parquet { path: None, context: "encoding the output".into(), source }
-}
-
-fn general(message: String) -> parquet::errors::ParquetError {
-    parquet::errors::ParquetError::General(message)
-}
-
-fn spill_error(pool: &PagePool, e: std::io::Error) -> parquet::errors::ParquetError {
-    general(format!("encoded pages in {}: {e}", pool.path.as_deref().map_or("the spill directory".into(), |p| p.display().to_string())))
 }
 
 /// What every encoding task of one column shares.
@@ -528,7 +402,7 @@ pub(super) fn sort_by_columns(
         })
         .collect::<Result<_>>()?;
     // Every pass reads the inputs again: each is checked to be the file planned, its
-    // footer's fingerprint once a pass, the rest at every open ([`super::inputs::InputFile::reopen`]).
+    // footer's fingerprint once a pass, the rest at every open ([`crate::parquet::inputs::InputFile::reopen`]).
     let decode_fields = |fields: &[usize], metadata: &[ArrowReaderMetadata], schema: &SchemaRef| -> Result<Vec<RecordBatch>> {
         inputs.files.par_iter().try_for_each(|f| f.reopen(true).map(drop))?;
         sources.par_iter().map(|s| decode_row_group(inputs, metadata, s, fields, schema)).collect()
@@ -574,7 +448,7 @@ pub(super) fn sort_by_columns(
     let Some(perm) = perm else {
         let written = writer.finish()?;
         summary.merge_time += t.elapsed();
-        super::sort_files::record_written(summary, &written);
+        super::record_written(summary, &written);
         return Ok(());
     };
     let mut spill_dir = spill_dir;
@@ -782,7 +656,7 @@ pub(super) fn sort_by_columns(
     let mut appended = 0;
     std::thread::scope(|threads| {
         let encoder = threads.spawn(|| {
-            super::name_this_thread("corank-encode");
+            crate::parquet::name_this_thread("corank-encode");
             // Sent also when the encoding panics, so that this loop ends.
             let _finished = SendOnDrop(&events);
             encode_columns();
@@ -825,7 +699,7 @@ pub(super) fn sort_by_columns(
         show_bytes(summary.spill_bytes)
     );
     drop(spill_dir);
-    super::sort_files::record_written(summary, &written);
+    super::record_written(summary, &written);
     Ok(())
 }
 

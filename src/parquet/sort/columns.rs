@@ -56,24 +56,21 @@
 //! leaves) and a column writer's buffers ([`WRITER_BYTES`]), and the pages held in memory
 //! (the rest of B, at least [`MIN_PAGE_BUDGET`]).
 
-use super::page_pool::{PagePool, PagePoolFactory};
+mod encode;
+
+use super::page_pool::PagePool;
 use super::spill::SpillDir;
 use super::{SortPhase, SortPlan, SortSummary, SORT_BYTES_PER_ROW};
 use crate::error::{Error, Result};
-use crate::gather::PieceGather;
 use crate::parquet::corrupt::{catch, decode_error};
-use crate::parquet::dictionary;
 use crate::parquet::inputs::{chunk_decoded_bytes, conform, MergePlan};
-use crate::parquet::writer::{
-    common_parquet_schema, distinct_values_of, narrow_dictionary, SortedParquetWriter, WriterSettings, MAX_ROW_GROUPS,
-};
-use crate::permutation::Indices;
+use crate::parquet::writer::{common_parquet_schema, narrow_dictionary, SortedParquetWriter, WriterSettings, MAX_ROW_GROUPS};
 use crate::show_bytes::show_bytes;
 use crate::sort::{sort_columns, SortBatchesOptions};
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use encode::{leaves_count, locations, Encoding, Event, Factories, SendOnDrop, Shared};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
-use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory};
 use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::KeyValue;
 use rayon::prelude::*;
@@ -300,77 +297,6 @@ fn decode_row_group(
     Ok(batch)
 }
 
-/// Where an output row is in the decoded pieces: `piece << 32 | row`.
-type Location = u64;
-
-/// The location of every output row, from the permutation (positions in the concatenation
-/// of the pieces) and the pieces' `starts`.
-fn locations(perm: &Indices, starts: &[usize]) -> Vec<Location> {
-    let locate = |p: usize| {
-        let piece = starts.partition_point(|&s| s <= p) - 1;
-        ((piece as u64) << 32) | (p - starts[piece]) as u64
-    };
-    match perm {
-        Indices::U32(v) => v.par_iter().map(|&p| locate(p as usize)).collect(),
-        Indices::U64(v) => v.par_iter().map(|&p| locate(p as usize)).collect(),
-    }
-}
-
-fn encoding_error(source: parquet::errors::ParquetError) -> Error {
-    Error::Parquet { path: None, context: "encoding the output".into(), source }
-}
-
-/// What every encoding task of one column shares.
-struct ColumnJob {
-    /// The column as decoded ([`viewed`]).
-    field: Field,
-    /// Its index in the schema.
-    column: usize,
-    /// The column's leaves: `first..first + count` of the file's.
-    first_leaf: usize,
-    leaf_count: usize,
-    /// Its values: one piece per input row group with rows, in input order.
-    pieces: PieceGather,
-    /// Counted for widening a narrow dictionary's key type.
-    narrow_dictionary: bool,
-}
-
-/// The chunks and distinct values of one (row group, column), or the first error.
-type Encoded = std::result::Result<(Vec<ArrowColumnChunk>, usize), Error>;
-
-/// Gathers rows `range` of the output of `job`'s column from its pieces (`locations` of
-/// every output row) and encodes them with `writers` (the column's leaves). The pieces are
-/// gathered from directly: joining them first would copy the column once more, on one thread.
-fn encode_chunk(
-    field: &Field,
-    job: &ColumnJob,
-    locations: &[Location],
-    range: std::ops::Range<usize>,
-    mut writers: Vec<ArrowColumnWriter>,
-) -> Encoded {
-    let mut kept: Vec<ArrayRef> = Vec::new();
-    let mut at = range.start;
-    while at < range.end {
-        let end = (at + GATHER_ROWS).min(range.end);
-        let from: Vec<(usize, usize)> = locations[at..end].iter().map(|&l| ((l >> 32) as usize, (l & 0xffff_ffff) as usize)).collect();
-        let values = job.pieces.gather(&from)?;
-        for (writer, leaf) in writers.iter_mut().zip(compute_leaves(field, &values).map_err(encoding_error)?) {
-            writer.write(&leaf).map_err(encoding_error)?;
-        }
-        if job.narrow_dictionary {
-            kept.push(values);
-        }
-        at = end;
-    }
-    let chunks = writers.into_iter().map(|w| w.close()).collect::<parquet::errors::Result<Vec<_>>>().map_err(encoding_error)?;
-    Ok((chunks, if job.narrow_dictionary { distinct_values_of(kept.iter()) } else { 0 }))
-}
-
-/// The column writers of `job`'s leaves for row group `r`.
-fn column_writers(factory: &ArrowRowGroupWriterFactory, job: &ColumnJob, r: usize) -> parquet::errors::Result<Vec<ArrowColumnWriter>> {
-    Ok(factory.create_column_writers(r)?.into_iter().skip(job.first_leaf).take(job.leaf_count).collect())
-}
-
 /// Sorts the inputs of `plan` (its [`SortPlan::columns`]) into `output` one column at a
 /// time (see the module doc), the file of encoded pages in `spill_dir`.
 pub(super) fn sort_by_columns(
@@ -383,68 +309,25 @@ pub(super) fn sort_by_columns(
     summary: &mut SortSummary,
 ) -> Result<()> {
     let columns = plan.columns.as_ref().ok_or_else(|| Error::Internal("a sort by columns without its plan".into()))?;
-    let inputs = &plan.inputs;
-    let n = inputs.total_rows;
-    let sources: Vec<Source> = (inputs.files.iter().enumerate())
-        .flat_map(|(file, f)| {
-            let meta = f.metadata.metadata();
-            (0..meta.num_row_groups()).map(move |g| Source { file, row_group: g, rows: meta.row_group(g).num_rows().max(0) as usize })
-        })
-        .filter(|s| s.rows > 0)
-        .collect();
-    // The key columns decode as the merge decodes them; the others with strings and
-    // binaries as views ([`viewed`]).
-    let key_metadata: Vec<ArrowReaderMetadata> = inputs.files.iter().map(|f| f.metadata.clone()).collect();
-    let view_metadata: Vec<ArrowReaderMetadata> = (inputs.files.iter())
-        .map(|f| {
-            let options = ArrowReaderOptions::new().with_schema(viewed_schema(f.metadata.schema()));
-            ArrowReaderMetadata::try_new(Arc::clone(f.metadata.metadata()), options).map_err(|e| Error::parquet(&f.path, "", e))
-        })
-        .collect::<Result<_>>()?;
-    // Every pass reads the inputs again: each is checked to be the file planned, its
-    // footer's fingerprint once a pass, the rest at every open ([`crate::parquet::inputs::InputFile::reopen`]).
-    let decode_fields = |fields: &[usize], metadata: &[ArrowReaderMetadata], schema: &SchemaRef| -> Result<Vec<RecordBatch>> {
-        inputs.files.par_iter().try_for_each(|f| f.reopen(true).map(drop))?;
-        sources.par_iter().map(|s| decode_row_group(inputs, metadata, s, fields, schema)).collect()
-    };
-
+    let sort = ColumnsSort::new(plan, columns, output, progress)?;
     // 1. Keys: decoded, sorted.
-    let t = Instant::now();
-    let key_fields: Vec<usize> = (inputs.keys.iter())
-        .map(|k| inputs.schema.index_of(&k.column).map_err(|_| Error::InvalidArgument(format!("no column '{}'", k.column))))
-        .collect::<Result<_>>()?;
-    let key_schema: SchemaRef = Arc::new(Schema::new(key_fields.iter().map(|&c| inputs.schema.field(c).clone()).collect::<Vec<_>>()));
-    let key_batches = decode_fields(&key_fields, &key_metadata, &key_schema)?;
-    let decoded_rows: usize = key_batches.iter().map(RecordBatch::num_rows).sum();
-    if decoded_rows != n {
-        return Err(Error::Internal(format!(
-            "{}: read {decoded_rows} rows but the inputs' metadata counts {n}; nothing written",
-            output.display()
-        )));
-    }
-    summary.read_time += t.elapsed();
-    let t = Instant::now();
-    let key_columns: Vec<Vec<ArrayRef>> = key_batches.iter().map(|b| b.columns().to_vec()).collect();
-    drop(key_batches);
-    let sort_options = SortBatchesOptions::default().with_engine_options(options.engine);
-    let perm = if n == 0 { None } else { Some(sort_columns(&key_columns, &inputs.keys, &sort_options)?) };
-    drop(key_columns);
-    summary.sort_time += t.elapsed();
-    log::debug!("sort by columns: keys read in {:?}, sorted in {:?}", summary.read_time, summary.sort_time);
-    match perm.as_ref().map(|p| p.engine) {
-        Some(crate::options::Engine::Gpu) => summary.sorts_gpu += 1,
-        Some(_) => summary.sorts_cpu += 1,
-        None => {}
-    }
-    progress(SortPhase::Runs, n);
+    let perm = sort.sort_keys(options, summary)?;
 
     // 2. The output and the encoding's factories.
     let t = Instant::now();
+    let inputs = &plan.inputs;
     let parquet_schema = common_parquet_schema(&inputs.files, &inputs.schema);
     let mut writer_settings = options.writer.clone();
     writer_settings.row_group_rows = columns.row_group_rows;
-    let mut writer =
-        SortedParquetWriter::create(output, inputs.schema.clone(), parquet_schema, &inputs.keys, metadata, n, writer_settings)?;
+    let mut writer = SortedParquetWriter::create(
+        output,
+        inputs.schema.clone(),
+        parquet_schema,
+        &inputs.keys,
+        metadata,
+        inputs.total_rows,
+        writer_settings,
+    )?;
     let Some(perm) = perm else {
         let written = writer.finish()?;
         summary.merge_time += t.elapsed();
@@ -452,238 +335,46 @@ pub(super) fn sort_by_columns(
         return Ok(());
     };
     let mut spill_dir = spill_dir;
-    let pool_file = if cfg!(unix) {
-        let path = spill_dir.next_file();
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, "cannot create the file of encoded pages", e))?;
-        Some((file, path))
-    } else {
-        None
-    };
-    let (pool_file, pool_path) = pool_file.map_or((None, None), |(f, p)| (Some(f), Some(p)));
-    let pool = Arc::new(PagePool {
-        file: pool_file,
-        path: pool_path,
-        end: Mutex::new(0),
-        resident: AtomicUsize::new(0),
-        budget: columns.page_budget,
-        spilled: AtomicUsize::new(0),
-    });
-    // Owned: the writer appends row groups while the columns encode.
-    let (leaves, arrow_schema, props) = writer.encoding();
-    let (leaves, arrow_schema, props) = (&leaves.clone(), &Arc::clone(arrow_schema), &Arc::clone(props));
-    let unpooled = |props: parquet::file::properties::WriterProperties| -> Result<ArrowRowGroupWriterFactory> {
-        dictionary::factory_with(leaves, arrow_schema, props).map_err(|e| Error::parquet(output, "", e))
-    };
-    let factory_for = |props: parquet::file::properties::WriterProperties| -> Result<Arc<ArrowRowGroupWriterFactory>> {
-        Ok(Arc::new(unpooled(props)?.with_page_store_factory(Arc::new(PagePoolFactory(Arc::clone(&pool))))))
-    };
-    let with_dictionaries = factory_for(props.as_ref().clone())?;
-    let (trial_with, trial_plain) = (unpooled(props.as_ref().clone())?, unpooled(dictionary::without_dictionaries(props))?);
-    // Per column, the factory of its row groups after the first: a leaf whose first chunk
-    // went plain is written plain.
-    let decided = |plain: &[bool], first_leaf: usize| -> Result<Arc<ArrowRowGroupWriterFactory>> {
-        // The writer's own rule over every leaf: this column's as chosen, the others kept.
-        let mut all = vec![false; leaves.num_columns()];
-        all[first_leaf..first_leaf + plain.len()].copy_from_slice(plain);
-        match dictionary::decided_factory(leaves, arrow_schema, props, &all).map_err(|e| Error::parquet(output, "", e))? {
-            None => Ok(Arc::clone(&with_dictionaries)),
-            Some(factory) => Ok(Arc::new(factory.with_page_store_factory(Arc::new(PagePoolFactory(Arc::clone(&pool)))))),
-        }
-    };
-    let fields = inputs.schema.fields().len();
-    let leaf_ranges: Vec<(usize, usize)> = (0..fields)
-        .map(|c| {
-            let of_c: Vec<usize> = (0..leaves.num_columns()).filter(|&l| leaves.get_column_root_idx(l) == c).collect();
-            (of_c.first().copied().unwrap_or(0), of_c.len())
-        })
-        .collect();
-    let row_groups = columns.row_groups;
-    let rows_of = |r: usize| r * columns.row_group_rows..((r + 1) * columns.row_group_rows).min(n);
-
-    // 3. Column by column, on the encoder thread: decode, then encode every row group (the
-    //    next column decoding meanwhile, up to `depth` columns decoded at once). A row
-    //    group whose last column is encoded is announced to step 4.
-    let results: Vec<Mutex<Vec<Option<Encoded>>>> = (0..row_groups).map(|_| Mutex::new((0..fields).map(|_| None).collect())).collect();
-    let columns_encoded: Vec<AtomicUsize> = (0..row_groups).map(|_| AtomicUsize::new(0)).collect();
-    let (events, announced) = std::sync::mpsc::channel::<Event>();
-    let failed: Mutex<Option<Error>> = Mutex::new(None);
-    let alive = AtomicUsize::new(0);
-    let columns_done = AtomicUsize::new(0);
-    let mut read_time = Duration::ZERO;
-    let fail = |e: Error| {
-        let mut f = failed.lock().unwrap_or_else(|e| e.into_inner());
-        f.get_or_insert(e);
-    };
-    let has_failed = || failed.lock().unwrap_or_else(|e| e.into_inner()).is_some();
-    let store = |r: usize, c: usize, encoded: Encoded| {
-        let encoded = encoded.map_err(|e| match e {
-            Error::Parquet { path: None, context, source } => Error::Parquet { path: Some(output.to_path_buf()), context, source },
-            other => other,
-        });
-        match encoded {
-            Err(e) => fail(e),
-            Ok(e) => {
-                results[r].lock().unwrap_or_else(|e| e.into_inner())[c] = Some(Ok(e));
-                if columns_encoded[r].fetch_add(1, Ordering::AcqRel) + 1 == fields {
-                    // Cannot fail: the receiver outlives the encoding.
-                    let _ = events.send(Event::RowGroupEncoded(r));
-                }
-            }
-        }
-    };
-    let column_finished = || {
-        alive.fetch_sub(1, Ordering::AcqRel);
-        let done = columns_done.fetch_add(1, Ordering::AcqRel) + 1;
-        progress(SortPhase::Merge, n * done / fields.max(1));
-    };
-    let schema = inputs.schema.as_ref();
-    let mut starts = Vec::with_capacity(sources.len());
+    let pool = page_pool(&mut spill_dir, columns.page_budget)?;
+    let factories = Factories::new(&writer, &pool, output)?;
+    let mut starts = Vec::with_capacity(sort.sources.len());
     let mut at = 0;
-    for s in &sources {
+    for s in &sort.sources {
         starts.push(at);
         at += s.rows;
     }
     let locations = locations(&perm.indices, &starts);
     drop(perm);
-    let locations = locations.as_slice();
-    let mut encode_columns = || {
-        rayon::scope(|s| {
-            for (c, &(first_leaf, leaf_count)) in leaf_ranges.iter().enumerate() {
-                // Wait (running other tasks meanwhile) until this column may be decoded.
-                while alive.load(Ordering::Acquire) >= columns.depth && !has_failed() {
-                    if !matches!(rayon::yield_now(), Some(rayon::Yield::Executed)) {
-                        std::thread::sleep(Duration::from_micros(200));
-                    }
-                }
-                if has_failed() {
-                    break;
-                }
-                let t = Instant::now();
-                let field = inputs.schema.field(c).as_ref().clone();
-                let field = field.clone().with_data_type(viewed(field.data_type()));
-                // The column decoded from every row group, as the pieces the gather reads.
-                let pieces = decode_fields(&[c], &view_metadata, &Arc::new(Schema::new(vec![field.clone()])))
-                    .and_then(|batches| PieceGather::new(batches.into_iter().map(|b| b.column(0).clone()).collect()));
-                let pieces = match pieces {
-                    Ok(p) => p,
-                    Err(e) => {
-                        fail(e);
-                        break;
-                    }
-                };
-                read_time += t.elapsed();
-                log::debug!("column {}: decoded in {:?}", inputs.schema.field(c).name(), t.elapsed());
-                let job = Arc::new(ColumnJob {
-                    field,
-                    column: c,
-                    first_leaf,
-                    leaf_count,
-                    pieces,
-                    narrow_dictionary: narrow_dictionary(schema.field(c).data_type()),
-                });
-                alive.fetch_add(1, Ordering::AcqRel);
-                let remaining = Arc::new(AtomicUsize::new(row_groups));
-                let (with_dictionaries, trial_with, trial_plain) = (&with_dictionaries, &trial_with, &trial_plain);
-                let (store, column_finished, decided, rows_of, has_failed) = (&store, &column_finished, &decided, &rows_of, &has_failed);
-                s.spawn(move |s| {
-                    // The column's choice of dictionaries, on a sample of its first row group
-                    // encoded both ways (pages kept off the pool: they are dropped), then every
-                    // row group encoded as chosen.
-                    let chosen = match row_groups {
-                        1 => Ok(Arc::clone(with_dictionaries)),
-                        _ => (|| -> Result<Arc<ArrowRowGroupWriterFactory>> {
-                            let first = rows_of(0);
-                            let sample = first.start..first.end.min(first.start + TRIAL_ROWS);
-                            let encode = |factory: &ArrowRowGroupWriterFactory| {
-                                let writers = column_writers(factory, &job, 0).map_err(encoding_error)?;
-                                encode_chunk(&job.field, &job, locations, sample.clone(), writers)
-                            };
-                            let (with, plain) = rayon::join(|| encode(trial_with), || encode(trial_plain));
-                            let ((with, _), (plain, _)) = (with?, plain?);
-                            let (_, went_plain) = dictionary::smaller_chunks(with, plain);
-                            decided(&went_plain, job.first_leaf)
-                        })(),
-                    };
-                    let factory = match chosen {
-                        Ok(factory) => factory,
-                        Err(e) => {
-                            store(0, job.column, Err(e));
-                            column_finished();
-                            return;
-                        }
-                    };
-                    for r in 0..row_groups {
-                        let (job, factory, remaining) = (Arc::clone(&job), Arc::clone(&factory), Arc::clone(&remaining));
-                        s.spawn(move |_| {
-                            if !has_failed() {
-                                let encoded = column_writers(&factory, &job, r)
-                                    .map_err(encoding_error)
-                                    .and_then(|w| encode_chunk(&job.field, &job, locations, rows_of(r), w));
-                                store(r, job.column, encoded);
-                            }
-                            if remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                                log::debug!("column {}: encoded", job.field.name());
-                                column_finished();
-                            }
-                        });
-                    }
-                });
-            }
-        })
-    };
 
+    // 3. Column by column, on the encoder thread: decode, then encode every row group (the
+    //    next column decoding meanwhile, up to `depth` columns decoded at once). A row
+    //    group whose last column is encoded is announced to step 4.
+    let (events, announced) = std::sync::mpsc::channel::<Event>();
+    let shared = Shared::new(columns.row_groups, inputs.schema.fields().len(), events, output);
+    let mut read_time = Duration::ZERO;
+    let encoding = Encoding { sort: &sort, shared: &shared, factories: &factories, locations: &locations };
     // 4. Meanwhile, on this thread, the row groups in order, each appended to the file as
     //    soon as it and every one before it are encoded: the file's writes overlap the
     //    last columns' encoding instead of following it (the output's bytes do not
     //    depend on when a row group is appended).
-    let take_row_group = |r: usize| -> Result<(Vec<ArrowColumnChunk>, Vec<usize>)> {
-        let mut chunks = Vec::with_capacity(leaves_count(&leaf_ranges));
-        let mut distinct = vec![0; fields];
-        let row_group = std::mem::take(&mut *results[r].lock().unwrap_or_else(|e| e.into_inner()));
-        for (c, encoded) in row_group.into_iter().enumerate() {
-            let (column_chunks, d) =
-                encoded.ok_or_else(|| Error::Internal(format!("{}: row group {r} column {c} was not encoded", output.display())))??;
-            chunks.extend(column_chunks);
-            distinct[c] = d;
-        }
-        Ok((chunks, distinct))
-    };
-    let mut appended = 0;
-    std::thread::scope(|threads| {
+    let appended = std::thread::scope(|threads| {
         let encoder = threads.spawn(|| {
             crate::parquet::name_this_thread("corank-encode");
-            // Sent also when the encoding panics, so that this loop ends.
-            let _finished = SendOnDrop(&events);
-            encode_columns();
+            // Sent also when the encoding panics, so that the appending loop ends.
+            let _finished = SendOnDrop(&shared.events);
+            encoding.encode_columns(&mut read_time);
         });
-        let mut encoded = vec![false; row_groups];
-        for event in &announced {
-            match event {
-                Event::RowGroupEncoded(r) => encoded[r] = true,
-                Event::Finished => break,
-            }
-            while appended < row_groups && encoded[appended] && !has_failed() {
-                let r = appended;
-                match take_row_group(r).and_then(|(chunks, distinct)| writer.append_encoded_row_group(chunks, rows_of(r).len(), &distinct))
-                {
-                    Ok(()) => appended += 1,
-                    Err(e) => fail(e),
-                }
-            }
-        }
+        let appended = sort.append_in_order(&shared, &factories.leaf_ranges, &announced, &mut writer);
         if let Err(panic) = encoder.join() {
             std::panic::resume_unwind(panic);
         }
+        appended
     });
     summary.read_time += read_time;
-    if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+    if let Some(e) = shared.failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }
+    let row_groups = columns.row_groups;
     if appended != row_groups {
         return Err(Error::Internal(format!("{}: only {appended} of {row_groups} row groups were appended", output.display())));
     }
@@ -703,23 +394,148 @@ pub(super) fn sort_by_columns(
     Ok(())
 }
 
-/// What the encoder thread tells the thread appending row groups.
-enum Event {
-    /// Every column of this row group is encoded.
-    RowGroupEncoded(usize),
-    /// The encoding ended (done, failed or panicked).
-    Finished,
+/// The pool of encoded pages, its file (on Unix) the next file of `spill_dir`.
+fn page_pool(spill_dir: &mut SpillDir, budget: usize) -> Result<Arc<PagePool>> {
+    let pool_file = if cfg!(unix) {
+        let path = spill_dir.next_file();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, "cannot create the file of encoded pages", e))?;
+        Some((file, path))
+    } else {
+        None
+    };
+    let (pool_file, pool_path) = pool_file.map_or((None, None), |(f, p)| (Some(f), Some(p)));
+    Ok(Arc::new(PagePool {
+        file: pool_file,
+        path: pool_path,
+        end: Mutex::new(0),
+        resident: AtomicUsize::new(0),
+        budget,
+        spilled: AtomicUsize::new(0),
+    }))
 }
 
-/// Sends [`Event::Finished`] when dropped.
-struct SendOnDrop<'a>(&'a std::sync::mpsc::Sender<Event>);
+/// A sort one column at a time: its plan, and the inputs' row groups with rows, read once
+/// per pass.
+struct ColumnsSort<'a> {
+    plan: &'a SortPlan,
+    columns: &'a ColumnsPlan,
+    output: &'a Path,
+    /// The input row groups with rows, in input order: the pieces every column is decoded in.
+    sources: Vec<Source>,
+    /// The inputs' reader metadata with strings and binaries as views ([`viewed`]).
+    view_metadata: Vec<ArrowReaderMetadata>,
+    progress: &'a (dyn Fn(SortPhase, usize) + Sync),
+}
 
-impl Drop for SendOnDrop<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.send(Event::Finished);
+impl<'a> ColumnsSort<'a> {
+    fn new(
+        plan: &'a SortPlan,
+        columns: &'a ColumnsPlan,
+        output: &'a Path,
+        progress: &'a (dyn Fn(SortPhase, usize) + Sync),
+    ) -> Result<Self> {
+        let inputs = &plan.inputs;
+        let sources: Vec<Source> = (inputs.files.iter().enumerate())
+            .flat_map(|(file, f)| {
+                let meta = f.metadata.metadata();
+                (0..meta.num_row_groups()).map(move |g| Source { file, row_group: g, rows: meta.row_group(g).num_rows().max(0) as usize })
+            })
+            .filter(|s| s.rows > 0)
+            .collect();
+        // The key columns decode as the merge decodes them; the others with strings and
+        // binaries as views ([`viewed`]).
+        let view_metadata: Vec<ArrowReaderMetadata> = (inputs.files.iter())
+            .map(|f| {
+                let options = ArrowReaderOptions::new().with_schema(viewed_schema(f.metadata.schema()));
+                ArrowReaderMetadata::try_new(Arc::clone(f.metadata.metadata()), options).map_err(|e| Error::parquet(&f.path, "", e))
+            })
+            .collect::<Result<_>>()?;
+        Ok(ColumnsSort { plan, columns, output, sources, view_metadata, progress })
     }
-}
 
-fn leaves_count(ranges: &[(usize, usize)]) -> usize {
-    ranges.iter().map(|r| r.1).sum()
+    /// The columns `fields` of every input row group, a batch each. Every pass reads the
+    /// inputs again: each is checked to be the file planned, its footer's fingerprint once a
+    /// pass, the rest at every open ([`crate::parquet::inputs::InputFile::reopen`]).
+    fn decode_fields(&self, fields: &[usize], metadata: &[ArrowReaderMetadata], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+        let inputs = &self.plan.inputs;
+        inputs.files.par_iter().try_for_each(|f| f.reopen(true).map(drop))?;
+        self.sources.par_iter().map(|s| decode_row_group(inputs, metadata, s, fields, schema)).collect()
+    }
+
+    /// Step 1: the key columns decoded and sorted stably; `None` for no rows.
+    fn sort_keys(&self, options: &super::SortFilesOptions, summary: &mut SortSummary) -> Result<Option<crate::permutation::Permutation>> {
+        let inputs = &self.plan.inputs;
+        let n = inputs.total_rows;
+        let t = Instant::now();
+        let key_fields: Vec<usize> = (inputs.keys.iter())
+            .map(|k| inputs.schema.index_of(&k.column).map_err(|_| Error::InvalidArgument(format!("no column '{}'", k.column))))
+            .collect::<Result<_>>()?;
+        let key_schema: SchemaRef = Arc::new(Schema::new(key_fields.iter().map(|&c| inputs.schema.field(c).clone()).collect::<Vec<_>>()));
+        let key_metadata: Vec<ArrowReaderMetadata> = inputs.files.iter().map(|f| f.metadata.clone()).collect();
+        let key_batches = self.decode_fields(&key_fields, &key_metadata, &key_schema)?;
+        let decoded_rows: usize = key_batches.iter().map(RecordBatch::num_rows).sum();
+        if decoded_rows != n {
+            return Err(Error::Internal(format!(
+                "{}: read {decoded_rows} rows but the inputs' metadata counts {n}; nothing written",
+                self.output.display()
+            )));
+        }
+        summary.read_time += t.elapsed();
+        let t = Instant::now();
+        let key_columns: Vec<Vec<ArrayRef>> = key_batches.iter().map(|b| b.columns().to_vec()).collect();
+        drop(key_batches);
+        let sort_options = SortBatchesOptions::default().with_engine_options(options.engine);
+        let perm = if n == 0 { None } else { Some(sort_columns(&key_columns, &inputs.keys, &sort_options)?) };
+        drop(key_columns);
+        summary.sort_time += t.elapsed();
+        log::debug!("sort by columns: keys read in {:?}, sorted in {:?}", summary.read_time, summary.sort_time);
+        match perm.as_ref().map(|p| p.engine) {
+            Some(crate::options::Engine::Gpu) => summary.sorts_gpu += 1,
+            Some(_) => summary.sorts_cpu += 1,
+            None => {}
+        }
+        (self.progress)(SortPhase::Runs, n);
+        Ok(perm)
+    }
+
+    /// The output rows of row group `r`.
+    fn rows_of(&self, r: usize) -> std::ops::Range<usize> {
+        r * self.columns.row_group_rows..((r + 1) * self.columns.row_group_rows).min(self.plan.inputs.total_rows)
+    }
+
+    /// Step 4: appends the row groups in order, each as soon as it and every one before it
+    /// are encoded, until the encoding ends; the row groups appended.
+    fn append_in_order(
+        &self,
+        shared: &Shared,
+        leaf_ranges: &[(usize, usize)],
+        announced: &std::sync::mpsc::Receiver<Event>,
+        writer: &mut SortedParquetWriter,
+    ) -> usize {
+        let row_groups = self.columns.row_groups;
+        let mut appended = 0;
+        let mut encoded = vec![false; row_groups];
+        for event in announced {
+            match event {
+                Event::RowGroupEncoded(r) => encoded[r] = true,
+                Event::Finished => break,
+            }
+            while appended < row_groups && encoded[appended] && !shared.has_failed() {
+                let r = appended;
+                match shared
+                    .take_row_group(r, leaves_count(leaf_ranges))
+                    .and_then(|(chunks, distinct)| writer.append_encoded_row_group(chunks, self.rows_of(r).len(), &distinct))
+                {
+                    Ok(()) => appended += 1,
+                    Err(e) => shared.fail(e),
+                }
+            }
+        }
+        appended
+    }
 }

@@ -1,10 +1,14 @@
-//! The one reader of a row group's `sorting_columns` (the order its writer declared): the
-//! CLI's run detection, the row-group table provider and the DataFusion rule's file check all
-//! read it here, so they agree on what a declaration means.
+//! A row group's `sorting_columns`, read and written in one place. The one reader (the order
+//! its writer declared): the CLI's run detection, the row-group table provider and the
+//! DataFusion rule's file check all read it here, so they agree on what a declaration means.
+//! The one writer: every output row group declares the merge key ([`sorting_columns`]).
 
+use crate::error::{Error, Result};
 use crate::sort_key::SortKey;
 use arrow::compute::SortOptions;
-use parquet::file::metadata::RowGroupMetaData;
+use arrow::datatypes::Schema;
+use parquet::arrow::ArrowSchemaConverter;
+use parquet::file::metadata::{RowGroupMetaData, SortingColumn};
 use parquet::schema::types::SchemaDescriptor;
 
 /// What a row group declares about its order.
@@ -35,4 +39,29 @@ pub fn declared_order(schema: &SchemaDescriptor, rg: &RowGroupMetaData) -> Decla
         })
         .collect();
     keys.map_or(DeclaredOrder::Unusable, DeclaredOrder::Keys)
+}
+
+/// `keys` as Parquet `sorting_columns`: they name leaf columns, and keys are top-level
+/// primitive columns.
+pub fn sorting_columns(schema: &Schema, keys: &[SortKey]) -> Result<Vec<SortingColumn>> {
+    let leaves = ArrowSchemaConverter::new().convert(schema).map_err(|source| Error::Parquet {
+        path: None,
+        context: "deriving the Parquet schema".into(),
+        source,
+    })?;
+    sorting_columns_in(&leaves, keys)
+}
+
+/// `keys` as `sorting_columns` of the Parquet schema `leaves`.
+pub fn sorting_columns_in(leaves: &SchemaDescriptor, keys: &[SortKey]) -> Result<Vec<SortingColumn>> {
+    keys.iter()
+        .map(|k| {
+            let idx = leaves
+                .columns()
+                .iter()
+                .position(|c| c.path().parts() == [k.column.clone()])
+                .ok_or_else(|| Error::InvalidArgument(format!("sort column '{}' is not a top-level primitive column", k.column)))?;
+            Ok(SortingColumn { column_idx: idx as i32, descending: k.options.descending, nulls_first: k.options.nulls_first })
+        })
+        .collect()
 }

@@ -27,7 +27,7 @@
 //!   types, field ids, repetition); otherwise that file's row groups are merged;
 //! - its codec is the output's ([`Passthrough::Auto`]), or any codec ([`Passthrough::Always`]);
 //! - its chunks have offset indexes, or its file's columns are unrepeated, so that one can be
-//!   built from its page headers ([`super::offset_index`]: a file's offset index is all or
+//!   built from its page headers ([`crate::parquet::writer::offset_index`]: a file's offset index is all or
 //!   nothing, and the encoded row groups have one);
 //! - its range `[lo, hi]` overlaps no other run's row group: each lies entirely before
 //!   (`hi' < lo`) or entirely after (`hi < lo'`). So a row group of an earlier run whose max
@@ -57,11 +57,11 @@
 //! Parquet work (encoding and compressing are the expensive half, and those are skipped).
 //! What is not decoded: the copied chunks of non-key columns are not decompressed; their
 //! pages' checksums are verified where the writer stored them
-//! ([`super::corrupt::verify_page_checksums`]: a page's header read, its stored bytes hashed),
+//! ([`crate::parquet::corrupt::verify_page_checksums`]: a page's header read, its stored bytes hashed),
 //! so only a corrupt page without a checksum is copied as it is (as `parquet-concat` would).
 
-use super::inputs::{InputFile, MergePlan};
 use crate::error::{Error, Result};
+use crate::parquet::inputs::{InputFile, MergePlan};
 use arrow::array::{new_null_array, Array, ArrayRef};
 use arrow::datatypes::DataType;
 use arrow::row::{OwnedRow, RowConverter, SortField};
@@ -225,7 +225,7 @@ fn file_ranges(plan: &MergePlan, file: &InputFile, run_of: &dyn Fn(usize) -> usi
                 if a.data_type() == &target {
                     Some(a)
                 } else {
-                    super::inputs::cast_checked(&a, &target).ok()
+                    crate::parquet::inputs::cast_checked(&a, &target).ok()
                 }
             };
             let mins = cast(conv.row_group_mins(row_groups.iter()).ok()?)?;
@@ -346,7 +346,7 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
         let fdescr = f.stored_schema.as_ref();
         let same_schema =
             fdescr.num_columns() == output.num_columns() && fdescr.columns().iter().zip(output.columns()).all(|(a, b)| a == b);
-        let offset_index_buildable = super::offset_index::buildable(fdescr);
+        let offset_index_buildable = crate::parquet::writer::offset_index::buildable(fdescr);
         for (g, range) in ranges.into_iter().enumerate() {
             if run_of[g] == usize::MAX {
                 continue; // an empty row group: no rows, no place in the output
@@ -414,7 +414,7 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
         return Schedule::merge_all(plan, "no row group is apart from the other runs' rows");
     }
     // The file keeps at most MAX_ROW_GROUPS row groups; each block may also cut one short.
-    if plan.total_rows.div_ceil(row_group_rows.max(1)) + 2 * blocks.len() > super::writer::MAX_ROW_GROUPS {
+    if plan.total_rows.div_ceil(row_group_rows.max(1)) + 2 * blocks.len() > crate::parquet::writer::MAX_ROW_GROUPS {
         return Schedule::merge_all(plan, "too many row groups for one file with passthrough");
     }
     if groups.len().saturating_mul(blocks.len()) > MAX_PLAN_WORK {
@@ -503,7 +503,7 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
 }
 
 /// `footer` with an offset index for each of `groups` (row groups to be copied) that has
-/// none, built from its page headers ([`super::offset_index`]). The parquet crate reads a
+/// none, built from its page headers ([`crate::parquet::writer::offset_index`]). The parquet crate reads a
 /// file's offset index as all or nothing, so a file without one for some chunk has none at
 /// all here: row groups that are not copied are left with none (an empty row).
 fn with_offset_indexes(path: &Path, footer: ParquetMetaData, groups: &[usize]) -> Result<ParquetMetaData> {
@@ -519,7 +519,7 @@ fn with_offset_indexes(path: &Path, footer: ParquetMetaData, groups: &[usize]) -
     index.resize(footer.num_row_groups(), Vec::new());
     for g in missing {
         // Page headers are parsed: a corrupt one may panic.
-        index[g] = match super::corrupt::catch(|| super::offset_index::build(&file, footer.row_group(g))) {
+        index[g] = match crate::parquet::corrupt::catch(|| crate::parquet::writer::offset_index::build(&file, footer.row_group(g))) {
             Ok(built) => built.map_err(|e| Error::parquet(path, format!("{context} ({g})"), e))?,
             Err(panic) => return Err(Error::File { path: path.to_path_buf(), detail: format!("{context} ({g}): {panic}") }),
         };
@@ -532,7 +532,7 @@ fn with_offset_indexes(path: &Path, footer: ParquetMetaData, groups: &[usize]) -
 /// creating the output (for a dry run): the output's Parquet schema is the inputs' common one
 /// or the one derived from the merge's Arrow schema, as the writer takes it.
 pub fn schedule_for(plan: &MergePlan, options: &super::MergeFilesOptions) -> Result<Schedule> {
-    let output = match super::writer::common_parquet_schema(&plan.files, &plan.schema) {
+    let output = match crate::parquet::writer::common_parquet_schema(&plan.files, &plan.schema) {
         Some(d) => d,
         None => parquet::arrow::ArrowSchemaConverter::new().convert(&plan.schema).map_err(|source| Error::Parquet {
             path: None,
@@ -547,7 +547,9 @@ pub fn schedule_for(plan: &MergePlan, options: &super::MergeFilesOptions) -> Res
 fn read_footer(path: &Path) -> Result<ParquetMetaData> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, "reading the footer", e))?;
     // Page indexes are read here, not when the file was opened: a corrupt one may panic.
-    match super::corrupt::catch(|| ParquetMetaDataReader::new().with_page_index_policy(PageIndexPolicy::Optional).parse_and_finish(&file)) {
+    match crate::parquet::corrupt::catch(|| {
+        ParquetMetaDataReader::new().with_page_index_policy(PageIndexPolicy::Optional).parse_and_finish(&file)
+    }) {
         Ok(footer) => footer.map_err(|e| Error::parquet(path, "reading the footer", e)),
         Err(panic) => Err(Error::File { path: path.to_path_buf(), detail: format!("reading the footer: {panic}") }),
     }
@@ -574,7 +576,7 @@ pub fn verify_block(plan: &MergePlan, block: &Block, converter: &RowConverter) -
         if roots.contains(&parquet_schema.get_column_root_idx(leaf)) {
             continue;
         }
-        if let Err(why) = super::corrupt::verify_page_checksums(&file, chunk) {
+        if let Err(why) = crate::parquet::corrupt::verify_page_checksums(&file, chunk) {
             let detail = format!("row group {}, column '{}', {why}", block.row_group, chunk.column_path().string());
             return Err(Error::File { path: path.clone(), detail });
         }
@@ -591,11 +593,11 @@ pub fn verify_block(plan: &MergePlan, block: &Block, converter: &RowConverter) -
     let mut seen = 0usize;
     loop {
         // A decoder's error or panic (corrupt pages) names the column and page that fail.
-        let batch = match super::corrupt::catch(|| reader.next()) {
+        let batch = match crate::parquet::corrupt::catch(|| reader.next()) {
             Ok(None) => break,
             Ok(Some(Ok(batch))) => batch,
-            Ok(Some(Err(e))) => return Err(super::corrupt::decode_error(path, &f.metadata, &[block.row_group], &e.to_string())),
-            Err(panic) => return Err(super::corrupt::decode_error(path, &f.metadata, &[block.row_group], &panic)),
+            Ok(Some(Err(e))) => return Err(crate::parquet::corrupt::decode_error(path, &f.metadata, &[block.row_group], &e.to_string())),
+            Err(panic) => return Err(crate::parquet::corrupt::decode_error(path, &f.metadata, &[block.row_group], &panic)),
         };
         let columns: Vec<ArrayRef> = plan
             .keys
@@ -603,7 +605,7 @@ pub fn verify_block(plan: &MergePlan, block: &Block, converter: &RowConverter) -
             .map(|k| {
                 let c = batch.column_by_name(&k.column).ok_or_else(|| Error::Internal(format!("key column '{}' not read", k.column)))?;
                 let target = plan.schema.field_with_name(&k.column)?.data_type();
-                Ok(if c.data_type() == target { c.clone() } else { super::inputs::cast_checked(c, target)? })
+                Ok(if c.data_type() == target { c.clone() } else { crate::parquet::inputs::cast_checked(c, target)? })
             })
             .collect::<Result<_>>()?;
         let rows = converter.convert_columns(&columns)?;

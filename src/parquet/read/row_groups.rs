@@ -4,8 +4,8 @@
 //! `threads` of them decode at once, each on a thread of its own, and their batches come
 //! out in the list's order, row for row as the files hold them (a stable sort or merge
 //! sees the input order). The sort reads all its inputs through one
-//! ([`super::sort_files`]); the merge reads each run through one when few runs leave
-//! cores idle ([`super::merge_files`]: two large files would otherwise decode on two
+//! ([`crate::parquet::sort_files`]); the merge reads each run through one when few runs leave
+//! cores idle ([`crate::parquet::merge_files`]: two large files would otherwise decode on two
 //! threads).
 //!
 //! The batches decoded ahead of the reader share one byte budget ([`AheadBudget`]), so a
@@ -27,9 +27,10 @@
 //! starting size ([`FirstSize`]; the others wait for it before they open), then each row
 //! group follows its own batches.
 
-use super::corrupt::{catch, decode_error};
-use super::inputs::conform;
+use super::{is_offset_overflow, resizes, rows_after_overflow};
 use crate::error::{Error, Result};
+use crate::parquet::corrupt::{catch, decode_error};
+use crate::parquet::inputs::conform;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use parquet::arrow::arrow_reader::{
@@ -340,8 +341,8 @@ impl RowGroupDecoder {
                     Ok(None) => return,
                     Ok(Some(Ok(b))) => b,
                     // Values so large that a batch overflows its 32-bit offsets: fewer rows.
-                    Ok(Some(Err(e))) if e.to_string().contains("overflow") && batch_rows > 1 => {
-                        batch_rows = (batch_rows / 16).max(1);
+                    Ok(Some(Err(e))) if is_offset_overflow(&e) && batch_rows > 1 => {
+                        batch_rows = rows_after_overflow(batch_rows);
                         cap = batch_rows;
                         continue 'open;
                     }
@@ -388,7 +389,7 @@ impl RowGroupDecoder {
                 if send.send(batch).is_err() || failed {
                     return;
                 }
-                if rows < s.rows && (wanted * 2 <= batch_rows || wanted >= batch_rows * 2) {
+                if rows < s.rows && resizes(batch_rows, wanted) {
                     batch_rows = wanted;
                     continue 'open;
                 }

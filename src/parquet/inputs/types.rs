@@ -30,7 +30,7 @@
 //! each INT96 and DATE leaf is found by converting the Parquet schema once more without
 //! hints, with each INT96 leaf marked by a fixed-size binary of a width no file uses.
 
-use super::inputs::InputFile;
+use super::InputFile;
 use crate::error::{Error, Result};
 use arrow::datatypes::{DataType, FieldRef, Fields, Schema, TimeUnit};
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
@@ -221,7 +221,7 @@ pub fn read_exactly(path: &Path, metadata: ArrowReaderMetadata) -> Result<ArrowR
         // The embedded Arrow schema is decoded again here: where it cannot be (an error or
         // a panic of arrow-ipc, see `corrupt::load_metadata`), the Parquet schema is read.
         let footer = Arc::new(footer);
-        match super::corrupt::catch_result(|| ArrowReaderMetadata::try_new(Arc::clone(&footer), ArrowReaderOptions::new())) {
+        match crate::parquet::corrupt::catch_result(|| ArrowReaderMetadata::try_new(Arc::clone(&footer), ArrowReaderOptions::new())) {
             Ok(metadata) => metadata,
             Err(_) => ArrowReaderMetadata::try_new(footer, ArrowReaderOptions::new().with_skip_arrow_metadata(true)).map_err(err)?,
         }

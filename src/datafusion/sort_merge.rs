@@ -31,6 +31,13 @@ pub const MAX_MERGE_FAN_IN: usize = 128;
 /// Output batches a merge in between may send ahead of the code that keeps them.
 const GROUP_BATCHES_AHEAD: usize = 4;
 
+/// The batches of one spilled input that a merge of spill files holds at its peak: one
+/// buffered in the window and one decoded ahead, and the same rows again in each round
+/// alive at once (one cut and merging, one merged and waiting, one going out), each with
+/// its merged output. Four, counting one round, let a loaded machine's timing (rounds
+/// finishing while the windows refill) exceed the pool about one run in six.
+const SPILLED_BATCHES_PER_INPUT: usize = 8;
+
 /// Rows each input of a merge of the node buffers: `window_rows`, or, when the runs are
 /// spill files, at most a batch (the windows are what the merge holds in memory).
 pub(super) fn merge_window_rows(settings: &MergeSettings, batch_size: usize, spilled: bool) -> usize {
@@ -160,8 +167,8 @@ impl RunMerges<'_> {
 
     /// Inputs a merge of `runs` may take: [`MAX_MERGE_FAN_IN`], and, where the runs are
     /// spill files, no more than the pool holds the windows of (as stock DataFusion merges
-    /// its spill files): about four of the runs' largest batches an input (one buffered, the
-    /// rest of one a round cut, the round's rows, their merged output); at least 2.
+    /// its spill files): [`SPILLED_BATCHES_PER_INPUT`] of the runs' largest batches an
+    /// input; at least 2.
     fn fan_in(&self, runs: &[Run], spilled: bool) -> usize {
         if !spilled {
             return MAX_MERGE_FAN_IN;
@@ -169,7 +176,7 @@ impl RunMerges<'_> {
         let largest = runs.iter().map(|r| if let Run::Spilled { batch_bytes, .. } = r { *batch_bytes } else { 0 }).max().unwrap_or(0);
         let probe = self.merge_reservation.new_empty();
         let mut fits = 0;
-        while fits < MAX_MERGE_FAN_IN.min(runs.len()) && probe.try_grow(4 * largest).is_ok() {
+        while fits < MAX_MERGE_FAN_IN.min(runs.len()) && probe.try_grow(SPILLED_BATCHES_PER_INPUT * largest).is_ok() {
             fits += 1;
         }
         fits.max(2)

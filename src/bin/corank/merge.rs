@@ -1,5 +1,5 @@
 //! `corank merge`: arguments, progress bar and summary around
-//! [`corank::parquet::merge_files`]; `--json` (the summary as one JSON object) and
+//! [`corank::parquet::merge_files()`]; `--json` (the summary as one JSON object) and
 //! `--dry-run` (the plan, nothing written).
 
 use crate::common::{parse_named, planned_engine_for, CommonArgs, FlagHelp, PlannedEngine, ReportArgs};

@@ -1,5 +1,5 @@
 //! `corank sort`: arguments, progress bar and summary around
-//! [`corank::parquet::sort_files`]: Parquet files in any order sorted into one sorted file
+//! [`corank::parquet::sort_files()`]: Parquet files in any order sorted into one sorted file
 //! (an external merge sort: sorted runs spilled to a temporary directory, then merged).
 //! Flags, errors and exit codes as `corank merge`'s.
 

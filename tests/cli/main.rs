@@ -1,6 +1,7 @@
 //! The `corank` binary end to end (`merge`, `sort`, what pipelines need), and the
 //! regressions of real-world input files. One test binary of four (see `tests/merge/main.rs`).
 
+mod bench;
 mod cli_common;
 #[path = "../common/mod.rs"]
 mod common;

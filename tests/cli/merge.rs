@@ -2,7 +2,7 @@
 //! `corank merge` and compared with the oracle (the stable sort of the inputs'
 //! concatenation by arrow-row bytes); every bad input with its exit code, a one-line
 //! message and no output left behind; an interrupted merge (SIGINT) leaves no file behind;
-//! `corank demo` and `corank bench`.
+//! `corank demo` (the comparison with other tools: `bench.rs`).
 
 use crate::cli_common::{bad_files, corank, expect_failure, files_in, read_file, simple_file, text, write_file, Keys};
 use crate::common::{oracle, random_key_columns, sorted_run, Rng};
@@ -312,46 +312,6 @@ fn demo_runs_and_verifies() {
     let stdout = text(&out.stdout);
     assert!(stdout.contains("merged 60,000 rows (3 files"), "{stdout}");
     assert!(stdout.contains("verified"), "{stdout}");
-}
-
-#[test]
-fn bench_draws_its_table_and_chart() {
-    let d = tempfile::tempdir().unwrap();
-    let chart = d.path().join("chart.png");
-    let out = corank(&[
-        "bench",
-        "--sizes",
-        "20k",
-        "--files",
-        "4",
-        "--datasets",
-        "lineitem,time",
-        "--only",
-        "corank-cpu,datafusion,floor,floor-corank",
-        "--dir",
-        d.path().to_str().unwrap(),
-        "--chart",
-        chart.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
-    // | dataset | rows | contender | version | seconds | M rows/s | peak RSS MiB | corank best / this | this / floor |
-    for dataset in ["lineitem", "time"] {
-        for contender in ["corank-cpu", "datafusion", "floor", "floor-corank"] {
-            let row = stdout
-                .lines()
-                .find(|l| l.starts_with(&format!("| {dataset} | 20,000 | {contender} |")))
-                .unwrap_or_else(|| panic!("no {dataset} {contender} row in\n{stdout}"));
-            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-            let rss: f64 = cells[7].parse().unwrap_or_else(|_| panic!("no peak RSS in {row}"));
-            assert!(rss > 1.0, "{row}");
-            let floor: f64 = cells[9].trim_end_matches('x').parse().unwrap_or_else(|_| panic!("no floor ratio in {row}"));
-            assert!(floor > 0.0 && (contender != "floor" || floor == 1.0), "{row}");
-        }
-    }
-    assert!(stdout.contains("corank's peak RSS is within --memory-limit 2GiB + 20%"), "{stdout}");
-    let png = std::fs::read(&chart).unwrap();
-    assert_eq!(&png[1..4], b"PNG");
 }
 
 /// The bench's time-partitioned files (zstd level 1) pass through a merge to zstd(3), as

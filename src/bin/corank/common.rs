@@ -1,16 +1,14 @@
-//! What `corank merge` and `corank sort` share: the flags both take ([`CommonArgs`],
-//! [`ReportArgs`], flattened into `MergeArgs` and `SortArgs`), the checks before a row is
-//! read, stdout, the progress bar, and how counts, codecs and the planned engine are shown.
+//! The flags `corank merge` and `corank sort` share ([`CommonArgs`], [`ReportArgs`],
+//! flattened into `MergeArgs` and `SortArgs`; [`EngineArgs`], also `corank demo`'s), the
+//! checks they make before a row is read, and the engine set-up: the GPU started early, the
+//! engine a run would use ([`planned_engine_for`]).
 
-use crate::json::Json;
-use crate::{parse_bytes, parse_count, EngineArgs};
+use crate::units::{group_digits, parse_bytes, parse_count};
 use clap::{Arg, ArgAction, Args};
-use corank::parquet::inputs::{expand_inputs_excluding, show_keys};
+use corank::parquet::inputs::expand_inputs_excluding;
 use corank::parquet::{parse_order_by, MergePlan, WriterSettings};
 use corank::{Engine, Error, OnGpuFailure, Result, SortKey};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
-use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
-use std::io::Write;
+use parquet::basic::Compression;
 use std::path::{Path, PathBuf};
 
 /// The output, the key, the engine and how the output is written: the flags `corank merge`
@@ -102,7 +100,7 @@ impl CommonArgs {
             ));
         }
         let by = self.by.as_deref().map(parse_order_by).transpose()?;
-        let compression = parse_output_compression(&self.compression)?;
+        let compression = crate::compression::parse_output_compression(&self.compression)?;
         Ok((by, compression))
     }
 
@@ -116,7 +114,7 @@ impl CommonArgs {
     pub fn start_gpu(&self, dry_run: bool) -> Result<()> {
         if self.engine.engine == Engine::Gpu && !dry_run {
             // Only the libraries are checked here. The driver's start (cuInit, the contexts,
-            // the cached kernels: ~0.35 s) runs on a background thread while the footers and
+            // the cached kernels) runs on a background thread while the footers and
             // the first windows (or chunk) are read; a device that cannot be used is the
             // first round's (or sort's) error, before a row is written (`--engine gpu` never
             // falls back to the CPU). `--engine auto` starts the GPU in merge_files, once
@@ -155,169 +153,43 @@ impl CommonArgs {
     }
 }
 
-impl ReportArgs {
-    /// The dry run's plan on stdout: the JSON object with --json, else the text.
-    pub fn print_plan(&self, json: impl FnOnce() -> Json, text: impl FnOnce() -> String) -> Result<()> {
-        let text = if self.json { json().to_line() } else { text() };
-        print_stdout(&text, "the plan (nothing was written)")
-    }
+/// Options shared by the commands that merge.
+#[derive(Args, Clone, Debug)]
+pub struct EngineArgs {
+    /// Merge engine: auto (GPU for large rounds when one is usable; `merge` then sends each
+    /// round to the engine measured faster), gpu or cpu.
+    #[arg(long, default_value = "auto", value_parser = parse_named::<corank::Engine>)]
+    pub engine: corank::Engine,
+    /// GPU kernel: auto (the fastest measured), basic, tiled, circular or kway.
+    #[arg(long, default_value = "auto", value_parser = parse_named::<corank::Kernel>)]
+    pub kernel: corank::Kernel,
+    /// CUDA devices of the GPU engine: an ordinal (0), a list (0,1: each merge round and
+    /// each chunk sort is split across them) or all.
+    #[arg(long, visible_alias = "device", default_value = "0", value_parser = parse_named::<corank::Devices>)]
+    pub devices: corank::Devices,
+    /// With --engine auto, rounds of at least this many rows merge on the GPU.
+    #[arg(long, default_value_t = corank::GPU_MIN_ROWS, value_parser = parse_count)]
+    pub gpu_min_rows: usize,
+}
 
-    /// The summary on stdout once `output` is written: the JSON object with --json, else
-    /// the line unless --quiet.
-    pub fn print_summary(&self, output: &Path, json: impl FnOnce() -> Json, line: impl FnOnce() -> String) -> Result<()> {
-        let written = format!("the summary ({} was written)", output.display());
-        if self.json {
-            print_stdout(&json().to_line(), &written)?;
-        } else if !self.quiet {
-            print_stdout(&line(), &written)?;
+impl EngineArgs {
+    /// The library's engine options. `CORANK_REQUIRE_GPU=1` (read here, at the edge) makes a
+    /// missing or failing GPU an error instead of a fallback to the CPU.
+    pub fn options(&self) -> corank::EngineOptions {
+        let strict = std::env::var("CORANK_REQUIRE_GPU").is_ok_and(|v| v == "1");
+        corank::EngineOptions {
+            engine: self.engine,
+            kernel: self.kernel,
+            devices: self.devices,
+            gpu_min_rows: self.gpu_min_rows,
+            on_gpu_failure: if strict { corank::OnGpuFailure::Error } else { corank::OnGpuFailure::UseCpu },
         }
-        Ok(())
     }
 }
 
-/// Prints `text` and a newline on stdout. A closed stdout (EPIPE) is not an error; another
-/// failure is, saying what could not be printed.
-pub fn print_stdout(text: &str, what: &str) -> Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(source) => Err(Error::Io { path: None, context: format!("stdout: cannot write {what}"), source }),
-    }
-}
-
-/// Runs `work` with a progress bar of `total` rows (hidden with `quiet`), cleared after.
-pub fn with_progress_bar<T>(total: u64, quiet: bool, work: impl FnOnce(&ProgressBar) -> T) -> T {
-    let bar = progress_bar(total, quiet);
-    let result = work(&bar);
-    bar.finish_and_clear();
-    result
-}
-
-pub fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
-    // Hidden when stderr is not a terminal (indicatif checks) or with --quiet.
-    let target = if quiet { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() };
-    let bar = ProgressBar::with_draw_target(Some(total), target);
-    bar.set_style(progress_style());
-    bar
-}
-
-/// `{spinner} [00:00:02] =====>    1,200,000/4,000,000 rows, 2.39 M rows/s, ETA 1s (...)`.
-fn progress_style() -> ProgressStyle {
-    ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} rows, {rate}, ETA {eta} ({msg})")
-        .expect("a valid template")
-        .with_key("rate", |state: &ProgressState, w: &mut dyn std::fmt::Write| {
-            let _ = w.write_str(&show_rate(state.per_sec()));
-        })
-        .progress_chars("=> ")
-}
-
-/// `2.39 M rows/s`, `512.0 k rows/s`, `12 rows/s`.
-pub fn show_rate(rows_per_sec: f64) -> String {
-    if !rows_per_sec.is_finite() || rows_per_sec < 0.0 {
-        "- rows/s".to_string()
-    } else if rows_per_sec >= 1e9 {
-        format!("{:.2} G rows/s", rows_per_sec / 1e9)
-    } else if rows_per_sec >= 1e6 {
-        format!("{:.2} M rows/s", rows_per_sec / 1e6)
-    } else if rows_per_sec >= 1e3 {
-        format!("{:.1} k rows/s", rows_per_sec / 1e3)
-    } else {
-        format!("{rows_per_sec:.0} rows/s")
-    }
-}
-
-/// The head of a dry run's JSON object: `ok`, `dry_run`, the output, the rows, bytes, key
-/// and files of the inputs (path, bytes, rows and row groups each).
-pub fn dry_run_json_head(output: &Path, plan: &MergePlan) -> Json {
-    let files: Vec<Json> = plan
-        .files
-        .iter()
-        .map(|f| {
-            let meta = f.metadata.metadata();
-            Json::object()
-                .field("path", f.path.as_path())
-                .field("bytes", f.size)
-                .field("rows", meta.file_metadata().num_rows().max(0) as u64)
-                .field("row_groups", meta.num_row_groups())
-        })
-        .collect();
-    Json::object()
-        .field("ok", true)
-        .field("dry_run", true)
-        .field("output", output)
-        .field("rows", plan.total_rows)
-        .field("input_bytes", plan.total_bytes)
-        .field("by", show_keys(&plan.keys))
-        .field("files", Json::Array(files))
-}
-
-/// The last lines of a dry run's text: `engine: ...` and `output: PATH, CODEC`.
-pub fn engine_and_output_lines(engine: &str, output: &Path, compression: Compression) -> String {
-    format!("engine: {engine}\noutput: {}, {}", output.display(), show_compression(compression))
-}
-
-/// The codecs `--compression` names, for its error message.
-const CODECS: &str = "none, snappy, lz4, zstd, zstd(1..22), gzip, gzip(0..9), brotli or brotli(0..11)";
-
-/// `--compression`: `none` (or `uncompressed`), `snappy`, `lz4` (Parquet's LZ4_RAW;
-/// `lz4_raw` too), `zstd` / `zstd(1..22)`, `gzip` / `gzip(0..9)`, `brotli` / `brotli(0..11)`,
-/// in any case. Without a level, the parquet crate's default (zstd 1, gzip 6, brotli 1).
-pub fn parse_output_compression(text: &str) -> Result<Compression> {
-    let bad = |why: String| Error::InvalidArgument(format!("compression \"{text}\": {why} (use {CODECS})"));
-    let lower = text.trim().to_ascii_lowercase();
-    let (name, level) = match lower.split_once('(') {
-        Some((name, rest)) => {
-            let digits = rest.strip_suffix(')').ok_or_else(|| bad("no ')' after the level".into()))?.trim();
-            let level: i64 = digits.parse().map_err(|_| bad(format!("'{digits}' is not a level")))?;
-            (name.trim(), Some(level))
-        }
-        None => (lower.as_str(), None),
-    };
-    let range = |lo: i64, hi: i64| -> Result<Option<u32>> {
-        match level {
-            None => Ok(None),
-            Some(l) if (lo..=hi).contains(&l) => Ok(Some(l as u32)),
-            Some(l) => Err(bad(format!("{name} level {l} is not in {lo}..{hi}"))),
-        }
-    };
-    let no_level = |c: Compression| match level {
-        None => Ok(c),
-        Some(_) => Err(bad(format!("{name} takes no level"))),
-    };
-    let internal = |e: parquet::errors::ParquetError| bad(e.to_string());
-    match name {
-        "none" | "uncompressed" => no_level(Compression::UNCOMPRESSED),
-        "snappy" => no_level(Compression::SNAPPY),
-        "lz4" | "lz4_raw" => no_level(Compression::LZ4_RAW),
-        "zstd" => Ok(Compression::ZSTD(match range(1, 22)? {
-            Some(l) => ZstdLevel::try_new(l as i32).map_err(internal)?,
-            None => ZstdLevel::default(),
-        })),
-        "gzip" => Ok(Compression::GZIP(match range(0, 9)? {
-            Some(l) => GzipLevel::try_new(l).map_err(internal)?,
-            None => GzipLevel::default(),
-        })),
-        "brotli" => Ok(Compression::BROTLI(match range(0, 11)? {
-            Some(l) => BrotliLevel::try_new(l).map_err(internal)?,
-            None => BrotliLevel::default(),
-        })),
-        "" => Err(bad("no codec named".into())),
-        other => Err(bad(format!("unknown codec '{other}'"))),
-    }
-}
-
-/// A codec as `--compression` names it: `zstd(3)`, `gzip(6)`, `lz4`, `none`.
-pub fn show_compression(c: Compression) -> String {
-    match c {
-        Compression::UNCOMPRESSED => "none".into(),
-        Compression::SNAPPY => "snappy".into(),
-        Compression::LZ4_RAW => "lz4".into(),
-        Compression::ZSTD(l) => format!("zstd({})", l.compression_level()),
-        Compression::GZIP(l) => format!("gzip({})", l.compression_level()),
-        Compression::BROTLI(l) => format!("brotli({})", l.compression_level()),
-        other => other.to_string().to_ascii_lowercase(),
-    }
+/// A flag's value parsed by the library's `FromStr` (its error as clap shows it).
+pub fn parse_named<T: std::str::FromStr<Err = corank::Error>>(s: &str) -> std::result::Result<T, String> {
+    s.parse().map_err(|e: corank::Error| e.to_string())
 }
 
 /// The engine a merge would use, as far as it is known before the first round.
@@ -377,76 +249,4 @@ pub fn planned_engine_for(engine: &EngineArgs, plan: &MergePlan) -> Result<Plann
             ),
         },
     })
-}
-
-/// `10,000,000`.
-pub fn group_digits(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_rate_is_shown_in_rows_per_second() {
-        assert_eq!(show_rate(2_393_309.0), "2.39 M rows/s");
-        assert_eq!(show_rate(512_000.0), "512.0 k rows/s");
-        assert_eq!(show_rate(12.4), "12 rows/s");
-        assert_eq!(show_rate(3.5e9), "3.50 G rows/s");
-        assert_eq!(show_rate(f64::INFINITY), "- rows/s");
-        // The bar draws it through its "rate" key.
-        let term = Recorder::default();
-        let bar = ProgressBar::with_draw_target(Some(10_000_000), ProgressDrawTarget::term_like(Box::new(term.clone())));
-        bar.set_style(progress_style());
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        bar.set_position(1_000_000);
-        bar.force_draw();
-        let drawn = term.0.lock().unwrap().clone();
-        assert!(drawn.contains(" rows/s, ETA "), "{drawn}");
-        assert!(!drawn.contains("/s/s") && !drawn.contains(".0000"), "{drawn}");
-    }
-
-    /// A terminal that keeps what is written to it.
-    #[derive(Debug, Clone, Default)]
-    struct Recorder(std::sync::Arc<std::sync::Mutex<String>>);
-
-    impl indicatif::TermLike for Recorder {
-        fn width(&self) -> u16 {
-            160
-        }
-        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn write_line(&self, s: &str) -> std::io::Result<()> {
-            self.write_str(&format!("{s}\n"))
-        }
-        fn write_str(&self, s: &str) -> std::io::Result<()> {
-            self.0.lock().unwrap().push_str(s);
-            Ok(())
-        }
-        fn clear_line(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-        fn flush(&self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 }

@@ -233,7 +233,7 @@ pub enum Dataset {
     /// row takes part in the merge.
     Lineitem,
     /// Time-partitioned, like daily files sorted by timestamp: file `f` covers a contiguous
-    /// key range, and consecutive files' ranges overlap by [`TIME_OVERLAP`] of a file's range.
+    /// key range, and consecutive files' ranges overlap by [`TIME_OVERLAP_PERCENT`] of a file's range.
     Time,
 }
 

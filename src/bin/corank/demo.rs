@@ -2,10 +2,10 @@
 //! sorted as a whole, some with only their row groups sorted), merges them with
 //! `corank merge`'s code, reads the output back and verifies it.
 
-use crate::common::{CommonArgs, ReportArgs};
+use crate::common::{CommonArgs, EngineArgs, ReportArgs};
 use crate::datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
 use crate::merge::{execute, summary_line, MergeArgs};
-use crate::{parse_count, EngineArgs};
+use crate::units::parse_count;
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use clap::Args;

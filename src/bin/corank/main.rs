@@ -4,8 +4,10 @@
 //! corank merge INPUT... -o OUTPUT [--by "k DESC NULLS LAST, j"] [--engine auto|gpu|cpu] [--json] [--dry-run]
 //! corank sort INPUT... -o OUTPUT --by "k DESC NULLS LAST, j" [--memory-limit 2GiB] [--temp-dir DIR] [--json] [--dry-run]
 //! corank demo       # generate sorted files, merge, verify (no GPU needed)
-//! corank bench      # corank against DataFusion, DuckDB, Polars and the floor; table (time, peak RSS) and PNG chart
 //! ```
+//!
+//! Comparing corank with DataFusion, DuckDB and Polars is not a command of this binary: it is
+//! the bench target `benches/cli` (`cargo bench --bench cli -- --sizes 20M`, docs/cli.md).
 //!
 //! Exit codes: 0 success, 1 failure (I/O, bad Parquet, schemas that differ, GPU, stdout,
 //! internal errors), 2 usage (bad arguments, unknown sort column or one of a type corank
@@ -19,7 +21,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 /// A line on stdout, a failure to write it ignored (where a failing stdout is the run's
-/// error, `common::print_stdout` reports it instead).
+/// error, `output::print_stdout` reports it instead).
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
@@ -36,19 +38,20 @@ macro_rules! tell {
     }};
 }
 
-mod bench;
-mod chart;
 mod common;
+mod compression;
 mod datagen;
 mod demo;
 mod json;
 mod logging;
 mod merge;
+mod output;
 #[path = "../../show_bytes.rs"]
 mod show_bytes;
 mod sort;
+mod units;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use corank::Error;
 use std::process::ExitCode;
 
@@ -68,86 +71,6 @@ enum Command {
     Sort(sort::SortArgs),
     /// Generate sorted Parquet files in a temporary directory, merge them and verify the result.
     Demo(demo::DemoArgs),
-    /// Compare corank with DataFusion, DuckDB, Polars and the floor (decode + re-encode, no merge) on
-    /// generated lineitem and time-partitioned files: time, peak RSS, a table and a chart.
-    Bench(bench::BenchArgs),
-    /// Stock DataFusion's COPY .. ORDER BY (the bench's DataFusion contender; --no-order: the floor).
-    #[command(hide = true)]
-    DatafusionCopy(bench::DataFusionCopyArgs),
-}
-
-/// Options shared by the commands that merge.
-#[derive(Args, Clone, Debug)]
-pub struct EngineArgs {
-    /// Merge engine: auto (GPU for large rounds when one is usable; `merge` then sends each
-    /// round to the engine measured faster), gpu or cpu.
-    #[arg(long, default_value = "auto", value_parser = parse_named::<corank::Engine>)]
-    pub engine: corank::Engine,
-    /// GPU kernel: auto (the fastest measured), basic, tiled, circular or kway.
-    #[arg(long, default_value = "auto", value_parser = parse_named::<corank::Kernel>)]
-    pub kernel: corank::Kernel,
-    /// CUDA devices of the GPU engine: an ordinal (0), a list (0,1: each merge round and
-    /// each chunk sort is split across them) or all.
-    #[arg(long, visible_alias = "device", default_value = "0", value_parser = parse_named::<corank::Devices>)]
-    pub devices: corank::Devices,
-    /// With --engine auto, rounds of at least this many rows merge on the GPU.
-    #[arg(long, default_value_t = corank::GPU_MIN_ROWS, value_parser = parse_count)]
-    pub gpu_min_rows: usize,
-}
-
-impl EngineArgs {
-    /// The library's engine options. `CORANK_REQUIRE_GPU=1` (read here, at the edge) makes a
-    /// missing or failing GPU an error instead of a fallback to the CPU.
-    pub fn options(&self) -> corank::EngineOptions {
-        let strict = std::env::var("CORANK_REQUIRE_GPU").is_ok_and(|v| v == "1");
-        corank::EngineOptions {
-            engine: self.engine,
-            kernel: self.kernel,
-            devices: self.devices,
-            gpu_min_rows: self.gpu_min_rows,
-            on_gpu_failure: if strict { corank::OnGpuFailure::Error } else { corank::OnGpuFailure::UseCpu },
-        }
-    }
-}
-
-pub fn parse_named<T: std::str::FromStr<Err = corank::Error>>(s: &str) -> Result<T, String> {
-    s.parse().map_err(|e: corank::Error| e.to_string())
-}
-
-/// `2GiB`, `512M`, `1.5g`, `100000` (bytes; K/M/G/T are powers of 1024).
-pub fn parse_bytes(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num.trim().parse().map_err(|_| format!("'{s}' is not a size (e.g. 512MiB, 2G, 100000)"))?;
-    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" | "kib" => 1024.0,
-        "m" | "mb" | "mib" => 1024.0 * 1024.0,
-        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "t" | "tb" | "tib" => 1024.0f64.powi(4),
-        _ => return Err(format!("'{s}': unknown unit '{unit}' (use B, KiB, MiB, GiB, TiB)")),
-    };
-    if value < 0.0 || !value.is_finite() {
-        return Err(format!("'{s}' is not a size"));
-    }
-    Ok((value * scale) as usize)
-}
-
-/// `10M`, `250k`, `1000000` (rows; k/M/G are powers of 1000).
-pub fn parse_count(s: &str) -> Result<usize, String> {
-    let t = s.trim().replace('_', "");
-    let (num, scale) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
-        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
-        Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
-        _ => (&t[..], 1.0),
-    };
-    let v: f64 = num.parse().map_err(|_| format!("'{s}' is not a count (e.g. 250k, 10M)"))?;
-    if v < 0.0 || !v.is_finite() {
-        return Err(format!("'{s}' is not a count"));
-    }
-    Ok((v * scale).round() as usize)
 }
 
 /// The exit code for an error: 2 usage, 3 unsorted input, 1 anything else (I/O, Parquet,
@@ -269,8 +192,6 @@ fn main() -> ExitCode {
         Command::Merge(args) => merge::run(args),
         Command::Sort(args) => sort::run(args),
         Command::Demo(args) => demo::run(args),
-        Command::Bench(args) => bench::run(args),
-        Command::DatafusionCopy(args) => bench::datafusion_copy(args),
     };
     // The moment the work ended: what a timeline (RUST_LOG=debug) needs to tell the
     // process's own time from its exit's (the GPU driver's teardown).

@@ -1,14 +1,13 @@
 //! `corank merge`: arguments, progress bar and summary around
-//! [`corank::parquet::merge_files`]; `--json` (the summary as one JSON object) and
+//! [`corank::parquet::merge_files()`]; `--json` (the summary as one JSON object) and
 //! `--dry-run` (the plan, nothing written).
 
-use crate::common::{
-    dry_run_json_head, engine_and_output_lines, group_digits, planned_engine_for, show_compression, with_progress_bar, CommonArgs,
-    FlagHelp, PlannedEngine, ReportArgs,
-};
+use crate::common::{parse_named, planned_engine_for, CommonArgs, FlagHelp, PlannedEngine, ReportArgs};
+use crate::compression::show_compression;
 use crate::json::Json;
-use crate::parse_named;
+use crate::output::{dry_run_json_head, engine_and_output_lines, with_progress_bar};
 use crate::show_bytes::show_bytes;
+use crate::units::group_digits;
 use clap::Args;
 use corank::parquet::inputs::{plan_merge_with, show_keys, PlanOptions};
 use corank::parquet::merge_files::{dry_run, DryRun};

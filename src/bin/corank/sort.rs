@@ -1,14 +1,14 @@
 //! `corank sort`: arguments, progress bar and summary around
-//! [`corank::parquet::sort_files`]: Parquet files in any order sorted into one sorted file
+//! [`corank::parquet::sort_files()`]: Parquet files in any order sorted into one sorted file
 //! (an external merge sort: sorted runs spilled to a temporary directory, then merged).
 //! Flags, errors and exit codes as `corank merge`'s.
 
-use crate::common::{
-    dry_run_json_head, engine_and_output_lines, group_digits, parse_output_compression, planned_engine_for, show_compression,
-    with_progress_bar, CommonArgs, FlagHelp, ReportArgs,
-};
+use crate::common::{planned_engine_for, CommonArgs, FlagHelp, ReportArgs};
+use crate::compression::{parse_output_compression, show_compression};
 use crate::json::Json;
+use crate::output::{dry_run_json_head, engine_and_output_lines, with_progress_bar};
 use crate::show_bytes::show_bytes;
+use crate::units::group_digits;
 use clap::Args;
 use corank::parquet::inputs::{show_keys, PlanOptions};
 use corank::parquet::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};

@@ -1,7 +1,7 @@
-//! The bench's PNG chart: merge throughput (million rows/s) by contender and input size,
+//! The comparison's PNG chart: merge throughput (million rows/s) by contender and input size,
 //! one panel per dataset (stacked), the x axis labelled with the measured sizes.
 
-use crate::bench::Measurement;
+use super::measure::Measurement;
 use corank::{Error, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -10,7 +10,7 @@ use std::path::Path;
 
 /// DejaVu Sans (Bitstream Vera license, `assets/fonts/DejaVuSans.LICENSE`): plotters draws
 /// text with a font it is given, not the system's.
-static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
 const COLORS: [RGBColor; 7] = [
     RGBColor(118, 185, 0),
@@ -39,11 +39,14 @@ pub fn draw(path: &Path, title: &str, results: &[Measurement]) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(path, "drawing the chart", e))?;
     }
-    let panels = datasets(results).len() as u32;
-    let root = BitMapBackend::new(path, (SIZE.0, SIZE.1 * panels)).into_drawing_area();
-    plot_all(&root, title, results).map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
+    let (width, height) = (SIZE.0, SIZE.1 * datasets(results).len() as u32);
+    let mut rgb = vec![0u8; width as usize * height as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (width, height)).into_drawing_area();
+        plot_all(&root, title, results).map_err(|e| err(&e))?;
+        root.present().map_err(|e| err(&e))?;
+    }
+    std::fs::write(path, super::png::encode_rgb(width, height, &rgb)).map_err(|e| Error::io(path, "writing the chart", e))
 }
 
 /// The datasets of `results`, in their first-seen order.
@@ -166,7 +169,10 @@ pub fn show_rows(rows: f64) -> String {
     format!("{}{unit}", text.trim_end_matches('0').trim_end_matches('.'))
 }
 
+// Run by `tests/cli` (bench.rs). The bench target compiles this module with cfg(test) but
+// without its `#[test]` functions (harness = false), leaving the helpers unused there.
 #[cfg(test)]
+#[allow(dead_code, unused_imports)]
 mod tests {
     use super::*;
 

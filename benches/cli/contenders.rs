@@ -1,0 +1,114 @@
+//! The contenders: which of them can run here, and the command line each runs as.
+
+use super::args::BenchArgs;
+use super::datagen::LINEITEM_KEY;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The floor contender's name.
+pub const FLOOR: &str = "floor";
+/// corank's own floor: one sorted input through `corank merge --passthrough never`.
+pub const FLOOR_CORANK: &str = "floor-corank";
+/// The harness's first argument that makes it the DataFusion child
+/// ([`super::datafusion_copy`]) instead of the comparison.
+pub const DATAFUSION_COPY: &str = "datafusion-copy";
+
+/// The executables the contenders run.
+#[derive(Debug, Clone)]
+pub struct Programs {
+    /// The `corank` binary (`corank merge`, `corank sort`).
+    pub corank: PathBuf,
+    /// The harness itself: `HARNESS datafusion-copy ...` runs stock DataFusion in a process
+    /// of its own, so that its peak RSS is its own.
+    pub harness: PathBuf,
+}
+
+impl Programs {
+    /// The package's `corank` binary, as cargo built it for this target, and this executable.
+    pub fn here() -> Self {
+        let corank = PathBuf::from(env!("CARGO_BIN_EXE_corank"));
+        Programs { harness: std::env::current_exe().unwrap_or_else(|_| corank.clone()), corank }
+    }
+}
+
+/// DuckDB's COPY .. ORDER BY, run as `python -c DUCKDB OUT KEY FILE...`.
+const DUCKDB: &str = r#"
+import sys, duckdb
+out, key, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
+con.execute(f"COPY (SELECT * FROM read_parquet({files!r}) ORDER BY {key}) TO '{out}' (FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 3)")
+"#;
+
+/// Polars' stable sort streamed to Parquet, run as `python -c POLARS OUT KEY FILE...`.
+const POLARS: &str = r#"
+import sys, polars as pl
+out, key, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+pl.scan_parquet(files).sort(key, maintain_order=True).sink_parquet(out, compression="zstd", compression_level=3)
+"#;
+
+/// The version of the Python `module`, where `python` imports it.
+fn python_has(python: &str, module: &str) -> Option<String> {
+    let out = Command::new(python).args(["-c", &format!("import {module}; print({module}.__version__)")]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// A contender's name and its version (or a note on what it runs).
+pub type Contender = (String, String);
+
+/// The contenders available here (those `--only` names, if it names any), each with a
+/// version or note; every one skipped says why on stderr.
+pub fn available(args: &BenchArgs) -> Vec<Contender> {
+    let mut all = Vec::new();
+    match corank::engine::gpu_availability() {
+        Ok(()) => all.push(("corank-gpu".to_string(), corank::engine::gpu_device_name(0).unwrap_or_default())),
+        Err(why) => eprintln!("corank-gpu skipped: {why}"),
+    }
+    all.push(("corank-cpu".into(), format!("{} threads", rayon::current_num_threads())));
+    all.push(("datafusion".into(), "55.2 (COPY .. ORDER BY)".into()));
+    for (name, module) in [("duckdb", "duckdb"), ("polars", "polars")] {
+        match python_has(&args.python, module) {
+            Some(v) => all.push((name.into(), v)),
+            None => eprintln!("{name} skipped: `{} -c 'import {module}'` failed", args.python),
+        }
+    }
+    all.push((FLOOR.into(), "DataFusion 55.2 COPY, no ORDER BY".into()));
+    all.push((FLOOR_CORANK.into(), "corank merge, 1 sorted input, no passthrough".into()));
+    all.retain(|(name, _)| args.only.is_empty() || args.only.iter().any(|o| o == name));
+    all
+}
+
+/// The command that runs `contender` on `files`, writing `output`.
+pub fn command_for(contender: &str, args: &BenchArgs, programs: &Programs, files: &[PathBuf], output: &Path) -> Command {
+    let (command, key) = if args.sort { ("sort", args.sort_key.as_str()) } else { ("merge", LINEITEM_KEY) };
+    let mut cmd;
+    match contender {
+        "corank-gpu" | "corank-cpu" => {
+            cmd = Command::new(&programs.corank);
+            cmd.args([command, "-q", "--force", "--by", key, "--engine", &contender[7..], "--compression", "zstd(3)"]);
+            cmd.args(["--memory-limit", &args.memory_limit, "-o"]);
+            cmd.arg(output);
+            cmd.args(files);
+        }
+        "datafusion" => {
+            cmd = Command::new(&programs.harness);
+            cmd.arg(DATAFUSION_COPY).arg(output).arg(key).args(files);
+        }
+        FLOOR => {
+            cmd = Command::new(&programs.harness);
+            cmd.args([DATAFUSION_COPY, "--no-order"]).arg(output).arg(key).args(files);
+        }
+        FLOOR_CORANK => {
+            cmd = Command::new(&programs.corank);
+            cmd.args(["merge", "-q", "--force", "--by", key, "--engine", "cpu", "--compression", "zstd(3)", "--passthrough", "never"]);
+            cmd.args(["--memory-limit", &args.memory_limit, "-o"]);
+            cmd.arg(output);
+            cmd.args(files);
+        }
+        other => {
+            cmd = Command::new(&args.python);
+            cmd.args(["-c", if other == "duckdb" { DUCKDB } else { POLARS }]).arg(output).arg(key).args(files);
+        }
+    }
+    cmd
+}

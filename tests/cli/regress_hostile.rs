@@ -340,10 +340,20 @@ fn a_sort_killed_while_spilling_leaves_what_the_next_sort_removes() {
             .chain(["--memory-limit".into(), "16MiB".into(), "--temp-dir".into(), tmp.display().to_string()])
             .collect()
     };
+    // Spilling: a spill directory holds a run. (The binary first creates and removes an
+    // empty one to check that --temp-dir can be written: killing the sort then proves
+    // nothing, and waiting for the directory alone raced with that check's removal.)
+    let spilling = || {
+        spill_dirs().iter().any(|dir| {
+            // (The check's directory may go between the listing and this read.)
+            std::fs::read_dir(tmp.join(dir))
+                .is_ok_and(|mut e| e.any(|f| f.is_ok_and(|f| f.file_name().to_string_lossy().starts_with("run-"))))
+        })
+    };
     let killed = d.path().join("killed.parquet");
     let mut child = command().args(args(&killed)).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let start = Instant::now();
-    while spill_dirs().is_empty() {
+    while !spilling() {
         assert!(child.try_wait().unwrap().is_none(), "the sort ended before it spilled");
         assert!(start.elapsed() < Duration::from_secs(120), "no spill directory after 120 s");
         std::thread::sleep(Duration::from_millis(2));

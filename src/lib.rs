@@ -47,7 +47,7 @@ pub mod sort;
 pub mod sort_key;
 
 pub use api::{merge, merge_columns, merge_permutation, MergeOptions};
-pub use error::{Error, Result};
+pub use error::{Error, Result, Setting};
 pub use gather::gather;
 pub use options::{Devices, Engine, EngineOptions, Kernel, OnGpuFailure, GPU_MIN_ROWS};
 pub use permutation::{Indices, Permutation};

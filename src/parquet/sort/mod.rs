@@ -44,7 +44,7 @@ use super::merge::{kept_metadata, MergeFilesOptions, MergeSummary};
 use super::os::peak_memory;
 use super::passthrough::Passthrough;
 use super::writer::{check_row_groups, common_parquet_schema, WriterSettings, Written};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 use crate::options::{Engine, EngineOptions};
 use crate::show_bytes::show_bytes;
 use crate::sort_key::SortKey;
@@ -254,10 +254,13 @@ pub fn plan_sort(
         strategy => match plan_columns(&inputs, options.memory_limit, &options.writer) {
             Ok(plan) => (Some(plan), None),
             Err(why) if strategy == SortStrategy::Columns => {
-                return Err(Error::InvalidArgument(format!(
-                    "`memory_limit` {} is too small to sort one column at a time: {why}; raise it or sort in runs",
-                    show_bytes(options.memory_limit as u64)
-                )))
+                return Err(Error::InvalidSetting {
+                    setting: Setting::MemoryLimit,
+                    detail: format!(
+                        "{} is too small to sort one column at a time: {why}; raise it or sort in runs",
+                        show_bytes(options.memory_limit as u64)
+                    ),
+                })
             }
             Err(why) => (None, Some(format!("one column at a time does not fit: {why}"))),
         },

@@ -66,7 +66,12 @@ pub struct FrontierOptions {
 
 impl Default for FrontierOptions {
     fn default() -> Self {
-        Self { engine: EngineOptions::default(), window_rows: DEFAULT_WINDOW_ROWS, batch_size: 8192, check_sorted: false }
+        Self {
+            engine: EngineOptions::default(),
+            window_rows: DEFAULT_WINDOW_ROWS,
+            batch_size: crate::DEFAULT_BATCH_SIZE,
+            check_sorted: false,
+        }
     }
 }
 

@@ -36,7 +36,7 @@ pub struct SortBatchesOptions {
 
 impl Default for SortBatchesOptions {
     fn default() -> Self {
-        Self { engine: EngineOptions::default(), batch_size: 8192 }
+        Self { engine: EngineOptions::default(), batch_size: crate::DEFAULT_BATCH_SIZE }
     }
 }
 

@@ -194,7 +194,7 @@ fn locate(path: &Path, metadata: &ArrowReaderMetadata, row_group: usize) -> Opti
             let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file.try_clone()?, metadata.clone())
                 .with_row_groups(vec![row_group])
                 .with_projection(mask)
-                .with_batch_size(8192)
+                .with_batch_size(crate::DEFAULT_BATCH_SIZE)
                 .build()?;
             for batch in reader {
                 batch?;

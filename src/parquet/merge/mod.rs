@@ -182,7 +182,12 @@ pub fn merge_files(
         prefetch: !keep_open || plan.runs.len() * 2 <= open_file_budget(),
         key_index: &key_index,
         key_types: &key_types,
-        frontier_options: FrontierOptions { engine: options.engine, window_rows: MAX_WINDOW_ROWS, batch_size: 8192, check_sorted: true },
+        frontier_options: FrontierOptions {
+            engine: options.engine,
+            window_rows: MAX_WINDOW_ROWS,
+            batch_size: crate::DEFAULT_BATCH_SIZE,
+            check_sorted: true,
+        },
         piece_bytes,
         converter: &converter,
     };

@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 pub use super::memory::{MAX_READ_THREADS, MIN_CHUNK_ROWS, SORT_BYTES_PER_ROW};
 
 /// Rows per batch handed to the writer.
-pub(super) const BATCH_ROWS: usize = 8192;
+pub(super) const BATCH_ROWS: usize = crate::DEFAULT_BATCH_SIZE;
 
 /// How a file sort works.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -24,7 +24,7 @@ use super::memory::{merge_budget, MergeBudget};
 use super::writer::{SortedParquetWriter, WriterSettings, Written};
 use crate::error::{Error, Result};
 use crate::frontier::FrontierOptions;
-use crate::options::{Engine, EngineOptions};
+use crate::options::EngineOptions;
 use arrow::datatypes::DataType;
 use arrow::row::RowConverter;
 use parquet::file::metadata::KeyValue;
@@ -129,7 +129,7 @@ pub fn merge_files(
     let start = Instant::now();
     // The GPU's start-up (context, cached kernels) overlaps opening the inputs and the
     // writer where a round may go to the GPU; a small `Auto` merge never touches it.
-    if options.engine.engine == Engine::Gpu || (options.engine.engine == Engine::Auto && plan.total_rows >= options.engine.gpu_min_rows) {
+    if crate::engine::placement::warm_up_pays(&options.engine, plan.total_rows) {
         crate::engine::warm_up_gpu(&options.engine, plan.total_rows);
     }
     let MergeBudget { read, row_group_bytes, piece_bytes, .. } = merge_budget(plan, options.memory_limit, options.writer.row_group_bytes)?;

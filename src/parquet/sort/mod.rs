@@ -45,7 +45,7 @@ use super::os::peak_memory;
 use super::passthrough::Passthrough;
 use super::writer::{check_row_groups, common_parquet_schema, WriterSettings, Written};
 use crate::error::{Error, Result, Setting};
-use crate::options::{Engine, EngineOptions};
+use crate::options::EngineOptions;
 use crate::show_bytes::show_bytes;
 use crate::sort_key::SortKey;
 use chunks::{sort_chunks, ChunkWriter, Chunked};
@@ -293,7 +293,7 @@ pub fn sort_files(
 ) -> Result<SortSummary> {
     let start = Instant::now();
     let inputs = &plan.inputs;
-    if options.engine.engine == Engine::Gpu || (options.engine.engine == Engine::Auto && inputs.total_rows >= options.engine.gpu_min_rows) {
+    if crate::engine::placement::warm_up_pays(&options.engine, inputs.total_rows) {
         crate::engine::warm_up_gpu(&options.engine, inputs.total_rows);
     }
     super::writer::check_output(output, options.writer.overwrite)?;

@@ -210,7 +210,7 @@ fn locate(path: &Path, metadata: &ArrowReaderMetadata, row_group: usize) -> Opti
 
 /// The error for row groups `row_groups` of the file at `path` failing to decode with
 /// `cause` (an error or a caught panic): the row group, column and page that fail where
-/// probing finds them ([`locate`]), else the row groups and `cause`.
+/// probing finds them (`locate`), else the row groups and `cause`.
 pub fn decode_error(path: &Path, metadata: &ArrowReaderMetadata, row_groups: &[usize], cause: &str) -> Error {
     let file = path.to_path_buf();
     for &g in row_groups {

@@ -30,7 +30,7 @@
 //! up front with the limit that would do. Peak resident memory then stays within the limit
 //! plus 20%, plus a fixed floor of 64 MiB (the program and its threads; docs/performance.md
 //! tracks it). Open files stay bounded: with more runs than
-//! [`open_file_budget`](super::os::open_file_budget) a run opens its file for each batch and
+//! [`open_file_budget`] a run opens its file for each batch and
 //! closes it after (its decoders then live only while it reads).
 //!
 //! **A sort in runs** ([`sort_budget`]; B): the Parquet decoders of one row group D (the

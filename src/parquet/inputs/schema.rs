@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The widest type both `a` and `b` convert to without losing a value, for
-/// [`PlanOptions::union_by_name`]: integers widen within their signedness (and signed with
+/// [`PlanOptions::union_by_name`](super::PlanOptions::union_by_name): integers widen within their signedness (and signed with
 /// unsigned to the next signed width up to 64 bits), floats widen, integers of up to 16
 /// (32) bits join Float32 (Float64) and 64-bit integers Float64 (`cast_checked` refuses
 /// one that Float64 holds only rounded), dictionaries join as their values (categoricals

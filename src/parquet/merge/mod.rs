@@ -1,6 +1,6 @@
 //! Merging sorted Parquet files into one sorted Parquet file, in bounded memory.
 //!
-//! The runs of a [`MergePlan`] stream through a [`FrontierMerge`]: each run buffers a
+//! The runs of a [`MergePlan`] stream through a [`FrontierMerge`](crate::frontier::FrontierMerge): each run buffers a
 //! window of rows, a round merges everything the frontier rule lets out, and the merged
 //! rows go, gathered in pieces, to a writer thread that encodes row groups (columns in
 //! parallel). Each run decodes on its own thread a batch ahead of the merge (up to

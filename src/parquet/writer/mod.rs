@@ -38,9 +38,9 @@
 //! the largest count seen ([`widened_dictionary_keys`]); a column that fits keeps its type.
 
 //!
-//! Files: [`compression`] (the codec names), [`output`] (output checks, the temporary file),
-//! [`schema`] (the output's Parquet schema), [`pipeline`] (row groups encoded in parallel and
-//! appended in order), [`copied`] (row groups copied unchanged), [`dictionary`] (which
+//! Files: `compression` (the codec names), `output` (output checks, the temporary file),
+//! `schema` (the output's Parquet schema), `pipeline` (row groups encoded in parallel and
+//! appended in order), `copied` (row groups copied unchanged), [`dictionary`] (which
 //! columns keep dictionaries, and dictionary key widening), [`offset_index`] (offset indexes
 //! built for copied chunks). `sorting_columns` are written and read in
 //! [`crate::parquet::sorting_columns`].

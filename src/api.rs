@@ -25,7 +25,7 @@ pub struct MergeOptions {
 
 impl Default for MergeOptions {
     fn default() -> Self {
-        Self { engine: EngineOptions::default(), check_sorted: false, batch_size: 8192 }
+        Self { engine: EngineOptions::default(), check_sorted: false, batch_size: crate::DEFAULT_BATCH_SIZE }
     }
 }
 

@@ -1,15 +1,56 @@
 //! The crate's error type: every bad input and every engine failure ends here, never in a panic.
 //!
-//! Messages speak the library's terms: an option is named by its field in backticks
-//! (`memory_limit`, `overwrite`, `row_group_rows`, `union_by_name`), so that a program can
-//! show its own name for it (the `corank` binary shows its flags).
+//! A usage error that is about one option names it as data, a [`Setting`], not in its text:
+//! [`Display`](std::fmt::Display) names it by the library's field in backticks
+//! (`memory_limit`, `overwrite`), and a program that knows the option by another name builds
+//! its own sentence from the variant's fields (the `corank` binary names its flags).
 
 use arrow::datatypes::DataType;
 use arrow::error::ArrowError;
 use std::fmt;
 use std::path::PathBuf;
 
+/// An option of the library that a usage error is about ([`Error::InvalidSetting`],
+/// [`Error::SettingNeeded`], [`Error::OutputExists`], [`Error::SchemaDiffers`]).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setting {
+    /// Replace an existing output file.
+    Overwrite,
+    /// The bytes a Parquet merge or sort may hold.
+    MemoryLimit,
+    /// The rows of an output row group.
+    RowGroupRows,
+    /// The most buffered Arrow bytes of an output row group.
+    RowGroupBytes,
+    /// Match the inputs' columns by name.
+    UnionByName,
+    /// The sort key (`by`; parsed from an ORDER BY text).
+    SortKey,
+    /// The output's codec.
+    Compression,
+    /// The codec of a sort's spilled runs.
+    SpillCompression,
+}
+
+impl Setting {
+    /// The setting's name in the library: the field (or argument) that holds it.
+    pub fn field(self) -> &'static str {
+        match self {
+            Setting::Overwrite => "overwrite",
+            Setting::MemoryLimit => "memory_limit",
+            Setting::RowGroupRows => "row_group_rows",
+            Setting::RowGroupBytes => "row_group_bytes",
+            Setting::UnionByName => "union_by_name",
+            Setting::SortKey => "by",
+            Setting::Compression => "compression",
+            Setting::SpillCompression => "spill_compression",
+        }
+    }
+}
+
 /// Everything that can go wrong in a merge.
+#[non_exhaustive]
 #[derive(Debug)]
 pub enum Error {
     /// `merge` was called with sort keys but a run lacks a key column.
@@ -20,8 +61,19 @@ pub enum Error {
     UnsupportedType { column: String, data_type: DataType },
     /// A run is not sorted by the sort keys (found by the optional check).
     NotSorted { run: usize, row: usize, detail: String },
-    /// Bad arguments (no sort keys, batch size 0, ...).
+    /// Bad arguments (no sort keys, batch size 0, ...) that no [`Setting`] names.
     InvalidArgument(String),
+    /// `setting` has a value that cannot work; `detail` follows the setting's name: the
+    /// value and why (`1.0 KiB is too small ...`, `"zip": unknown codec 'zip' ...`).
+    InvalidSetting { setting: Setting, detail: String },
+    /// `setting` must be given: `detail` says why corank cannot do without it (the inputs
+    /// declare no common sort order, ...).
+    SettingNeeded { setting: Setting, detail: String },
+    /// The output file exists and [`Setting::Overwrite`] is off.
+    OutputExists { path: PathBuf },
+    /// A Parquet input's schema differs from the first input's, which
+    /// [`Setting::UnionByName`] may reconcile; `detail` says how it differs.
+    SchemaDiffers { path: PathBuf, detail: String },
     /// The GPU engine was asked for and cannot run (no driver, no device, no NVRTC),
     /// or [`OnGpuFailure::Error`](crate::OnGpuFailure::Error) forbids falling back to the CPU.
     GpuUnavailable(String),
@@ -59,6 +111,12 @@ fn with_place(f: &mut fmt::Formatter<'_>, path: &Option<PathBuf>, context: &str,
     write!(f, "{source}")
 }
 
+/// What [`Error::SchemaDiffers`] suggests, with `name` the way the reader names
+/// [`Setting::UnionByName`].
+pub fn schema_hint(name: &str) -> String {
+    format!("{name} merges files whose columns differ in order, numeric width or presence")
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -75,6 +133,14 @@ impl fmt::Display for Error {
                 write!(f, "run {run} is not sorted: row {row} sorts before row {}: {detail}", row.saturating_sub(1))
             }
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
+            Error::InvalidSetting { setting, detail } => write!(f, "invalid argument: `{}` {detail}", setting.field()),
+            Error::SettingNeeded { setting, detail } => write!(f, "invalid argument: {detail}; set `{}`", setting.field()),
+            Error::OutputExists { path } => {
+                write!(f, "invalid argument: output {} exists; set `{}` to replace it", path.display(), Setting::Overwrite.field())
+            }
+            Error::SchemaDiffers { path, detail } => {
+                write!(f, "{}: {detail} ({})", path.display(), schema_hint(&format!("`{}`", Setting::UnionByName.field())))
+            }
             Error::GpuUnavailable(m) => write!(f, "GPU engine not available: {m}"),
             Error::Gpu(m) => write!(f, "GPU error: {m}"),
             Error::Arrow(e) => write!(f, "arrow error: {e}"),

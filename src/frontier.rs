@@ -66,7 +66,12 @@ pub struct FrontierOptions {
 
 impl Default for FrontierOptions {
     fn default() -> Self {
-        Self { engine: EngineOptions::default(), window_rows: DEFAULT_WINDOW_ROWS, batch_size: 8192, check_sorted: false }
+        Self {
+            engine: EngineOptions::default(),
+            window_rows: DEFAULT_WINDOW_ROWS,
+            batch_size: crate::DEFAULT_BATCH_SIZE,
+            check_sorted: false,
+        }
     }
 }
 
@@ -130,7 +135,7 @@ impl MergedRound {
     /// schema.
     ///
     /// The whole round of a GPU merge may gather its fixed-width columns on the GPU
-    /// ([`MergedRound::gather_with_gpu`]); a range of a round gathers on the CPU (each range
+    /// (`MergedRound::gather_with_gpu`); a range of a round gathers on the CPU (each range
     /// would upload every run's payload again).
     pub fn gather(&self, start: usize, end: usize, batch_size: usize) -> Result<Vec<RecordBatch>> {
         let end = end.min(self.rows());

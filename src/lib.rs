@@ -46,8 +46,15 @@ mod show_bytes;
 pub mod sort;
 pub mod sort_key;
 
+/// Rows per output batch wherever corank chooses the size: the default of
+/// [`MergeOptions::batch_size`], [`SortBatchesOptions`]'s and
+/// [`FrontierOptions`](frontier::FrontierOptions)'s, and the batches a Parquet merge or sort
+/// hands its writer. Arrow's kernels and Parquet's readers work well at this size; the
+/// DataFusion nodes follow the session's `batch_size` instead.
+pub const DEFAULT_BATCH_SIZE: usize = 8192;
+
 pub use api::{merge, merge_columns, merge_permutation, MergeOptions};
-pub use error::{Error, Result};
+pub use error::{Error, Result, Setting};
 pub use gather::gather;
 pub use options::{Devices, Engine, EngineOptions, Kernel, OnGpuFailure, GPU_MIN_ROWS};
 pub use permutation::{Indices, Permutation};

@@ -27,7 +27,7 @@ use rayon::prelude::*;
 /// How to sort (named so as not to clash with arrow's per-column `SortOptions`).
 #[derive(Debug, Clone)]
 pub struct SortBatchesOptions {
-    /// Which engine sorts ([`sort_keys`](crate::engine::sort::sort_keys): the same choice
+    /// Which engine sorts ([`sort_keys`]: the same choice
     /// as the merge's, `gpu_min_rows` and the CPU fallback included).
     pub engine: EngineOptions,
     /// Rows per output batch of [`sort_batches`].
@@ -36,7 +36,7 @@ pub struct SortBatchesOptions {
 
 impl Default for SortBatchesOptions {
     fn default() -> Self {
-        Self { engine: EngineOptions::default(), batch_size: 8192 }
+        Self { engine: EngineOptions::default(), batch_size: crate::DEFAULT_BATCH_SIZE }
     }
 }
 

@@ -89,7 +89,7 @@ pub struct SortMetrics {
     pub runs: Count,
     pub sort_time: Time,
     pub merge_fan_in: Gauge,
-    /// Levels of merges in between ([`MAX_MERGE_FAN_IN`]).
+    /// Levels of merges in between (`MAX_MERGE_FAN_IN`).
     pub merge_passes: Count,
 }
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// per round grows with its inputs (every live input holds a row before each round; the
 /// frontier is the least of their last keys), so a merge of all of thousands of tiny runs
 /// was quadratic (`docs/performance.md`). More runs than this are merged down first, in
-/// groups of consecutive runs ([`level_groups`]), each group's merge a run of the next level:
+/// groups of consecutive runs (`level_groups`), each group's merge a run of the next level:
 /// ceil(log_F k) levels of work O(n) each, and no more than this many spill files open at
 /// once. Consecutive groups keep the order: the stable merge of runs `R1..Rk` is the stable
 /// merge of the stable merges of `R1..Ri`, `Ri+1..Rj`, ... in that order.

@@ -7,7 +7,7 @@
 //! batches of `batch_size` rows. On the CPU a chunk is sorted as pieces of at most
 //! [`PIECE_ROWS`] rows, each sorted and gathered on its own in cache, in parallel, then the
 //! pieces' keys are merged and the chunk gathered from its sorted pieces; on the GPU the
-//! chunk is sorted as a whole and gathered from its input batches ([`sort_chunk`](super::sort_chunk::sort_chunk)). At the end
+//! chunk is sorted as a whole and gathered from its input batches (`sort_chunk`). At the end
 //! the runs, in memory or spilled, are merged by the merge node's task ([`MergeTask`]: the
 //! frontier merge in rounds, on the engine of the settings; its first round one batch, so
 //! that it comes early). Once some run is spilled, the runs still in memory are spilled too.
@@ -16,11 +16,11 @@
 //! no more than the pool holds the windows of): the merge's work per input batch and per
 //! round grows with its inputs, so one merge of thousands of tiny runs was quadratic. More
 //! runs are first merged down in groups of consecutive runs, level by level, each group by
-//! the same merge task into a run in memory or a spill file ([`RunMerges::merge_down`](super::sort_merge::RunMerges::merge_down)):
+//! the same merge task into a run in memory or a spill file (`RunMerges::merge_down`):
 //! O(n log k) in all. A spill writes each partition's runs in memory as one file, merged
 //! (they are consecutive in the tie order), not a file per chunk.
 //!
-//! **The whole input on the device** ([`super::sort_device`]). Where the GPU sorts and every
+//! **The whole input on the device** (`super::sort_device`). Where the GPU sorts and every
 //! column is one the device gathers, no chunk is cut while the input is read: once it is
 //! all in, it is sorted as one chunk and every column gathered on the device, and that is
 //! the output, with no merge at all; where the pool, the device's memory or the device
@@ -58,10 +58,10 @@
 //! `SortExec`'s does beyond `sort_spill_reservation_bytes`.
 
 //!
-//! The pieces, one concept a file: chunks and their sort ([`super::sort_chunk`]), the ingest
-//! state ([`super::sort_runs`]), runs and spill files ([`super::sort_spill`]), the merges of
-//! runs ([`super::sort_merge`]), the whole input on the device ([`super::sort_device`]), the
-//! metrics ([`super::metrics`]); this file drives them.
+//! The pieces, one concept a file: chunks and their sort (`super::sort_chunk`), the ingest
+//! state (`super::sort_runs`), runs and spill files (`super::sort_spill`), the merges of
+//! runs (`super::sort_merge`), the whole input on the device (`super::sort_device`), the
+//! metrics (`super::metrics`); this file drives them.
 
 use super::error::out_of_memory;
 use super::exec::MergeSettings;

@@ -1,7 +1,7 @@
 //! The task behind `CoRankMergeExec`'s output stream: pulls the input partitions, runs the
 //! frontier merge round by round (off the async runtime), sends merged batches, all three
 //! at once (no barrier; [`MergeTask::run`]). The loop's state is one struct
-//! ([`MergeLoop`]), each step of the loop one of its methods.
+//! (`MergeLoop`), each step of the loop one of its methods.
 
 use super::error::not_sorted;
 pub use super::error::to_datafusion;

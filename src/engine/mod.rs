@@ -6,7 +6,7 @@
 //! a whole sort's pieces; "not on this build" without the `gpu` feature).
 //!
 //! [`merge_keys`] and [`sort::sort_keys`] run one job on the engine
-//! [`placement::choose_engine`] picks, with the fallback of [`OnGpuFailure`]. Both engines
+//! `placement::choose_engine` picks, with the fallback of [`OnGpuFailure`]. Both engines
 //! return the same indices for the same keys; neither imports this module.
 
 pub mod auto;

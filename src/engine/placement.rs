@@ -5,7 +5,7 @@
 //!
 //! | rule | function | asked by |
 //! | --- | --- | --- |
-//! | one job (a merge, a sort) | [`choose_engine`] | `engine::merge_keys`, `engine::sort::sort_keys` |
+//! | one job (a merge, a sort) | `choose_engine` | `engine::merge_keys`, `engine::sort::sort_keys` |
 //! | per round, by measured speed | [`AutoChoice`] (in `engine/auto.rs`) | the Parquet merge |
 //! | may rounds go to a GPU | [`rounds_on_gpu`], [`gpu_usable`] | the merge node |
 //! | the merge node's first round | [`first_round_on_cpu`] | the merge node |
@@ -16,7 +16,7 @@
 //! | starting the GPU early | [`warm_up_pays`] | the Parquet commands |
 //! | the dry run's engine | [`planned_engine`] | the binary's `--dry-run` |
 //!
-//! The rules of [`choose_engine`] (the engine choice for one job):
+//! The rules of `choose_engine` (the engine choice for one job):
 //!
 //! - `Cpu`: the merge path on rayon threads.
 //! - `Gpu`: the co-rank kernels; an error where no GPU is usable, or where the GPU fails.

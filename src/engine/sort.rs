@@ -75,7 +75,7 @@ fn sort_tiles<T: KeyWord, I: RowIndex>(keys: &[T], tile: usize) -> Vec<I> {
     merge_runs::<T, I, true>(Cow::Owned(sorted), idx, &offsets)
 }
 
-/// Sorts keys with the chosen engine (the choice of [`super::placement::choose_engine`]: `gpu_min_rows`,
+/// Sorts keys with the chosen engine (the choice of `super::placement::choose_engine`: `gpu_min_rows`,
 /// the fallback to the CPU by `OnGpuFailure`); returns the indices (for every output row its
 /// input position, stable) and the engine that ran. Both engines return the same indices.
 pub fn sort_keys(keys: &KeyColumn, options: &EngineOptions) -> Result<(Indices, Engine)> {

@@ -149,8 +149,16 @@ impl<'a> Gatherer<'a> {
     }
 }
 
-/// Errors that a smaller batch avoids: offsets (or dictionary keys) out of range.
+/// Errors that a smaller batch avoids: offsets (or dictionary keys, or run ends) out of range.
+///
+/// Arrow's kernels report these as variants (`OffsetOverflowError`,
+/// `DictionaryKeyOverflowError`), except `MutableArrayData::try_extend`, which `interleave`
+/// uses for nested types: it reports an `InvalidArgumentError` whose text starts with
+/// "offset overflow" (or "run end overflow"), and that text is all there is to tell it by.
 fn splittable(e: &ArrowError) -> bool {
-    matches!(e, ArrowError::OffsetOverflowError(_) | ArrowError::DictionaryKeyOverflowError)
-        || e.to_string().to_lowercase().contains("overflow")
+    match e {
+        ArrowError::OffsetOverflowError(_) | ArrowError::DictionaryKeyOverflowError => true,
+        ArrowError::InvalidArgumentError(message) => message.starts_with("offset overflow") || message.starts_with("run end overflow"),
+        _ => false,
+    }
 }

@@ -194,7 +194,7 @@ fn locate(path: &Path, metadata: &ArrowReaderMetadata, row_group: usize) -> Opti
             let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file.try_clone()?, metadata.clone())
                 .with_row_groups(vec![row_group])
                 .with_projection(mask)
-                .with_batch_size(8192)
+                .with_batch_size(crate::DEFAULT_BATCH_SIZE)
                 .build()?;
             for batch in reader {
                 batch?;
@@ -210,7 +210,7 @@ fn locate(path: &Path, metadata: &ArrowReaderMetadata, row_group: usize) -> Opti
 
 /// The error for row groups `row_groups` of the file at `path` failing to decode with
 /// `cause` (an error or a caught panic): the row group, column and page that fail where
-/// probing finds them ([`locate`]), else the row groups and `cause`.
+/// probing finds them (`locate`), else the row groups and `cause`.
 pub fn decode_error(path: &Path, metadata: &ArrowReaderMetadata, row_groups: &[usize], cause: &str) -> Error {
     let file = path.to_path_buf();
     for &g in row_groups {

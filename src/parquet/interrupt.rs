@@ -3,7 +3,7 @@
 //! though, ends the process without running destructors.
 //!
 //! The writer registers its temporary path here before it creates the file, and keeps it
-//! registered for as long as the file may exist ([`TempGuard`]): a signal at any moment
+//! registered for as long as the file may exist (`TempGuard`): a signal at any moment
 //! finds the file registered (or unlinks a path not yet created, which does nothing).
 //! A program that wants the cleanup calls [`remove_temp_file_on_signal`] once; the `corank`
 //! binary does. A library does not take over a process's signals on its own.
@@ -13,10 +13,10 @@
 //! restores the default action and raises the signal again, so the exit status still says
 //! which signal ended the process. One path is registered at a time: the newest writer's.
 //!
-//! An external sort's spill directory ([`SpillDirGuard`]) is registered the same way: the
+//! An external sort's spill directory (`SpillDirGuard`) is registered the same way: the
 //! handler unlinks its spill files, whose names it can build without allocating
-//! ([`spill_file_name`]: `run-NNNNNN.parquet`, numbered from 0, as many as were announced
-//! with [`SpillDirGuard::announce`]), then removes the (then empty) directory.
+//! (`spill_file_name`: `run-NNNNNN.parquet`, numbered from 0, as many as were announced
+//! with `SpillDirGuard::announce`), then removes the (then empty) directory.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -30,7 +30,7 @@
 //! up front with the limit that would do. Peak resident memory then stays within the limit
 //! plus 20%, plus a fixed floor of 64 MiB (the program and its threads; docs/performance.md
 //! tracks it). Open files stay bounded: with more runs than
-//! [`open_file_budget`](super::os::open_file_budget) a run opens its file for each batch and
+//! [`open_file_budget`] a run opens its file for each batch and
 //! closes it after (its decoders then live only while it reads).
 //!
 //! **A sort in runs** ([`sort_budget`]; B): the Parquet decoders of one row group D (the
@@ -45,7 +45,7 @@
 use super::inputs::{decoder_bytes as row_group_decoder_bytes, MergePlan, Run, DECODER_BYTES_PER_COLUMN};
 use super::os::open_file_budget;
 use super::writer::row_group_bytes_within;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 use crate::frontier::DEFAULT_WINDOW_ROWS;
 use crate::show_bytes::show_bytes;
 
@@ -115,13 +115,16 @@ pub fn window_budgets(plan: &MergePlan, memory_limit: usize, decoders: usize) ->
     if needed > pool || decoders > memory_limit / 2 {
         // The smallest limit with R/4 >= needed and B >= 2D.
         let at_least = (decoders + needed * 4).max(2 * decoders);
-        return Err(Error::InvalidArgument(format!(
-            "`memory_limit` {} is too small for {n} sorted runs of about {} bytes a row and {} of Parquet decoders; it needs at least {}",
-            show_bytes(memory_limit as u64),
-            plan.row_bytes,
-            show_bytes(decoders as u64),
-            show_bytes_ceil(at_least as u64)
-        )));
+        return Err(Error::InvalidSetting {
+            setting: Setting::MemoryLimit,
+            detail: format!(
+                "{} is too small for {n} sorted runs of about {} bytes a row and {} of Parquet decoders; it needs at least {}",
+                show_bytes(memory_limit as u64),
+                plan.row_bytes,
+                show_bytes(decoders as u64),
+                show_bytes_ceil(at_least as u64)
+            ),
+        });
     }
     // Water-filling over the runs' estimated sizes, smallest first.
     let wanted: Vec<usize> =
@@ -273,13 +276,16 @@ pub fn sort_budget(inputs: &MergePlan, memory_limit: usize, row_group_bytes: usi
     let runs_fit = !(chunk_bytes < needed || decoders > memory_limit / 2 || (spills && 4 * run_decoders > memory_limit));
     if !runs_fit && !columns_fit {
         let at_least = (decoders + (8 * needed).div_ceil(3)).max(2 * decoders).max(if spills { 4 * run_decoders } else { 0 });
-        return Err(Error::InvalidArgument(format!(
-            "`memory_limit` {} is too small to sort rows of about {} bytes with {} of Parquet decoders; it needs at least {}",
-            show_bytes(memory_limit as u64),
-            inputs.row_bytes,
-            show_bytes(decoders as u64),
-            show_bytes(at_least.next_multiple_of(1 << 20) as u64)
-        )));
+        return Err(Error::InvalidSetting {
+            setting: Setting::MemoryLimit,
+            detail: format!(
+                "{} is too small to sort rows of about {} bytes with {} of Parquet decoders; it needs at least {}",
+                show_bytes(memory_limit as u64),
+                inputs.row_bytes,
+                show_bytes(decoders as u64),
+                show_bytes(at_least.next_multiple_of(1 << 20) as u64)
+            ),
+        });
     }
     // Row groups decode on up to one thread per core: half of the ahead budget for their
     // batches, half for their decoders beyond the one `rest` already leaves out.

@@ -11,7 +11,7 @@
 //! `NULLS FIRST` for `DESC` (PostgreSQL's rule, which DataFusion follows). Column names are
 //! matched exactly as written, quoted or not (Parquet column names keep their case).
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 use crate::sort_key::SortKey;
 use arrow::compute::SortOptions;
 
@@ -38,7 +38,7 @@ enum Token {
 }
 
 fn usage(text: &str, what: &str) -> Error {
-    Error::InvalidArgument(format!("ORDER BY \"{text}\": {what} (expected e.g. \"k DESC NULLS LAST, j\")"))
+    Error::InvalidSetting { setting: Setting::SortKey, detail: format!("\"{text}\": {what} (expected e.g. \"k DESC NULLS LAST, j\")") }
 }
 
 fn tokenize(text: &str) -> Result<Vec<Token>> {
@@ -146,7 +146,7 @@ mod tests {
     fn bad_syntax_is_an_error() {
         for bad in ["", " , ", "k,", "k DESC NULLS", "k NULLS MIDDLE", "k DESC ASC", "\"k", "k j"] {
             let e = parse_order_by(bad).unwrap_err();
-            assert!(matches!(e, Error::InvalidArgument(_)), "{bad}: {e}");
+            assert!(matches!(e, Error::InvalidSetting { setting: Setting::SortKey, .. }), "{bad}: {e}");
         }
     }
 }

@@ -5,9 +5,10 @@
 
 use crate::units::{group_digits, parse_bytes, parse_count};
 use clap::{Arg, ArgAction, Args};
+use corank::engine::placement::{self, CpuBecause, PlannedEngine as Planned};
 use corank::parquet::inputs::expand_inputs_excluding;
 use corank::parquet::{parse_order_by, MergePlan, WriterSettings};
-use corank::{Engine, Error, OnGpuFailure, Result, SortKey};
+use corank::{Engine, Error, Result, SortKey};
 use parquet::basic::Compression;
 use std::path::{Path, PathBuf};
 
@@ -209,44 +210,37 @@ pub struct PlannedEngine {
 /// `corank sort`).
 pub fn planned_engine_for(engine: &EngineArgs, plan: &MergePlan) -> Result<PlannedEngine> {
     let options = engine.options();
-    let strict = options.on_gpu_failure == OnGpuFailure::Error;
     let planned = |engine, device: Option<String>, gpu_unavailable, note: String| PlannedEngine { engine, device, gpu_unavailable, note };
-    Ok(match options.engine {
-        Engine::Cpu => planned("cpu", None, None, "cpu (--engine cpu)".into()),
-        Engine::Gpu => {
-            let name = corank::engine::gpu_devices_shown(options.devices)?;
-            planned("gpu", Some(name.clone()), None, format!("gpu (--engine gpu): device {name}"))
+    Ok(match placement::planned_engine(&options, plan.total_rows)? {
+        Planned::Cpu(CpuBecause::Chosen) => planned("cpu", None, None, "cpu (--engine cpu)".into()),
+        Planned::Gpu { devices, required: false } => {
+            planned("gpu", Some(devices.clone()), None, format!("gpu (--engine gpu): device {devices}"))
         }
-        Engine::Auto => match corank::engine::gpu_availability()
-            .and_then(|()| corank::engine::gpu_devices_shown(options.devices).map_err(|e| e.to_string()))
-        {
-            Err(why) if strict => return Err(Error::GpuUnavailable(why)),
-            Err(why) => {
-                log::info!("corank: no usable GPU ({why}); the merge would run on the CPU");
-                planned("cpu", None, Some(why.clone()), format!("cpu (--engine auto: no usable GPU: {why})"))
-            }
-            Ok(name) if strict => {
-                planned("gpu", Some(name.clone()), None, format!("gpu (CORANK_REQUIRE_GPU=1: every round): device {name}"))
-            }
-            Ok(_) if plan.total_rows < options.gpu_min_rows => planned(
-                "cpu",
-                None,
-                None,
-                format!(
-                    "cpu (--engine auto: {} rows in all, below --gpu-min-rows {})",
-                    group_digits(plan.total_rows),
-                    group_digits(options.gpu_min_rows)
-                ),
+        Planned::Cpu(CpuBecause::NoUsableGpu(why)) => {
+            log::info!("corank: no usable GPU ({why}); the merge would run on the CPU");
+            planned("cpu", None, Some(why.clone()), format!("cpu (--engine auto: no usable GPU: {why})"))
+        }
+        Planned::Gpu { devices, required: true } => {
+            planned("gpu", Some(devices.clone()), None, format!("gpu (CORANK_REQUIRE_GPU=1: every round): device {devices}"))
+        }
+        Planned::Cpu(CpuBecause::BelowGpuMinRows) => planned(
+            "cpu",
+            None,
+            None,
+            format!(
+                "cpu (--engine auto: {} rows in all, below --gpu-min-rows {})",
+                group_digits(plan.total_rows),
+                group_digits(options.gpu_min_rows)
             ),
-            Ok(name) => planned(
-                "gpu+cpu",
-                Some(name.clone()),
-                None,
-                format!(
-                    "gpu+cpu (--engine auto: rounds of {} rows and more on device {name}, smaller ones on the CPU; once both are timed, each round on the faster)",
-                    group_digits(options.gpu_min_rows),
-                ),
+        ),
+        Planned::GpuAndCpu { devices } => planned(
+            "gpu+cpu",
+            Some(devices.clone()),
+            None,
+            format!(
+                "gpu+cpu (--engine auto: rounds of {} rows and more on device {devices}, smaller ones on the CPU; once both are timed, each round on the faster)",
+                group_digits(options.gpu_min_rows),
             ),
-        },
+        ),
     })
 }

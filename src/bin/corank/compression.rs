@@ -1,7 +1,7 @@
 //! `--compression` and `--spill-compression`: the codec as the command line names it, read
 //! and shown.
 
-use corank::{Error, Result};
+use corank::{Error, Result, Setting};
 use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
 
 /// The codecs `--compression` names, for its error message.
@@ -11,7 +11,7 @@ const CODECS: &str = "none, snappy, lz4, zstd, zstd(1..22), gzip, gzip(0..9), br
 /// `lz4_raw` too), `zstd` / `zstd(1..22)`, `gzip` / `gzip(0..9)`, `brotli` / `brotli(0..11)`,
 /// in any case. Without a level, the parquet crate's default (zstd 1, gzip 6, brotli 1).
 pub fn parse_output_compression(text: &str) -> Result<Compression> {
-    let bad = |why: String| Error::InvalidArgument(format!("compression \"{text}\": {why} (use {CODECS})"));
+    let bad = |why: String| Error::InvalidSetting { setting: Setting::Compression, detail: format!("\"{text}\": {why} (use {CODECS})") };
     let lower = text.trim().to_ascii_lowercase();
     let (name, level) = match lower.split_once('(') {
         Some((name, rest)) => {

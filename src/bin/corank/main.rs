@@ -52,7 +52,7 @@ mod sort;
 mod units;
 
 use clap::{Parser, Subcommand};
-use corank::Error;
+use corank::{Error, Setting};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -77,31 +77,49 @@ enum Command {
 /// files that are not what they must be, GPU failures, internal errors).
 fn exit_code(e: &Error) -> u8 {
     match e {
-        Error::InvalidArgument(_) | Error::MissingColumn { .. } | Error::UnsupportedType { .. } => 2,
+        Error::InvalidArgument(_)
+        | Error::InvalidSetting { .. }
+        | Error::SettingNeeded { .. }
+        | Error::OutputExists { .. }
+        | Error::MissingColumn { .. }
+        | Error::UnsupportedType { .. } => 2,
         Error::NotSorted { .. } | Error::FileNotSorted { .. } => 3,
         _ => 1,
     }
 }
 
-/// The library names an option by its field in backticks (src/error.rs); here the user
-/// knows it by its flag. Each pair: the library's words, the command line's.
-const FLAG_NAMES: [(&str, &str); 9] = [
-    ("set `overwrite` to replace it", "use --force to replace it"),
-    ("`overwrite`", "--force"),
-    ("`memory_limit`", "--memory-limit"),
-    ("`row_group_rows`", "--row-group-size"),
-    ("`row_group_bytes`", "--max-row-group-bytes"),
-    ("`union_by_name`", "--union-by-name"),
-    ("give the sort key", "give the sort key with --by"),
-    // parse_order_by and parse_compression quote the text they were given.
-    ("ORDER BY \"", "--by \""),
-    ("compression \"", "--compression \""),
-];
+/// The flag that sets a library option ([`Setting`]; the library names it by its field).
+fn flag(setting: Setting) -> &'static str {
+    match setting {
+        Setting::Overwrite => "--force",
+        Setting::MemoryLimit => "--memory-limit",
+        Setting::RowGroupRows => "--row-group-size",
+        Setting::RowGroupBytes => "--max-row-group-bytes",
+        Setting::UnionByName => "--union-by-name",
+        Setting::SortKey => "--by",
+        Setting::Compression => "--compression",
+        Setting::SpillCompression => "--spill-compression",
+        // A setting this binary has no flag for: the library's name.
+        other => other.field(),
+    }
+}
 
-/// An error's message as the user should read it: with the flags for the library's option
-/// names, on one line (any newline of a nested error folded).
+/// An error's message as the user should read it: an error about a setting names its flag,
+/// and the message is one line (any newline of a nested error folded).
 fn error_message(e: &Error) -> String {
-    FLAG_NAMES.iter().fold(e.to_string(), |m, (library, cli)| m.replace(library, cli)).replace('\n', " ")
+    let message = match e {
+        Error::InvalidSetting { setting, detail } => format!("invalid argument: {} {detail}", flag(*setting)),
+        Error::SettingNeeded { setting: Setting::SortKey, detail } => format!("invalid argument: {detail}; give the sort key with --by"),
+        Error::SettingNeeded { setting, detail } => format!("invalid argument: {detail}; set {}", flag(*setting)),
+        Error::OutputExists { path } => {
+            format!("invalid argument: output {} exists; use {} to replace it", path.display(), flag(Setting::Overwrite))
+        }
+        Error::SchemaDiffers { path, detail } => {
+            format!("{}: {detail} ({})", path.display(), corank::error::schema_hint(flag(Setting::UnionByName)))
+        }
+        other => other.to_string(),
+    };
+    message.replace('\n', " ")
 }
 
 /// Clap's message up to its first blank line (or `Usage:`) as one line, without `error: `:
@@ -253,17 +271,19 @@ mod tests {
         assert!(error_message(&by).starts_with("invalid argument: --by \"k SIDEWAYS\": unexpected 'SIDEWAYS'"), "{by}");
         let compression = corank::parquet::parse_compression("zip").unwrap_err();
         assert!(error_message(&compression).starts_with("invalid argument: --compression \"zip\": "), "{compression}");
-        let message = |m: &str| error_message(&Error::InvalidArgument(m.into()));
-        assert_eq!(
-            message("output o exists; set `overwrite` to replace it"),
-            "invalid argument: output o exists; use --force to replace it"
-        );
-        assert_eq!(message("(and `overwrite` replaces only those)"), "invalid argument: (and --force replaces only those)");
-        assert_eq!(
-            message("`memory_limit` 1.0 KiB is too small; it needs at least 2.0 MiB"),
-            "invalid argument: --memory-limit 1.0 KiB is too small; it needs at least 2.0 MiB"
-        );
-        assert!(message("x: row group 0 has no sorting_columns metadata; give the sort key").ends_with("give the sort key with --by"));
+        let exists = Error::OutputExists { path: "o".into() };
+        assert_eq!(error_message(&exists), "invalid argument: output o exists; use --force to replace it");
+        assert_eq!(exists.to_string(), "invalid argument: output o exists; set `overwrite` to replace it");
+        let memory =
+            Error::InvalidSetting { setting: Setting::MemoryLimit, detail: "1.0 KiB is too small; it needs at least 2.0 MiB".into() };
+        assert_eq!(error_message(&memory), "invalid argument: --memory-limit 1.0 KiB is too small; it needs at least 2.0 MiB");
+        assert!(memory.to_string().starts_with("invalid argument: `memory_limit` 1.0 KiB"), "{memory}");
+        let key = Error::SettingNeeded { setting: Setting::SortKey, detail: "x: row group 0 has no sorting_columns metadata".into() };
+        assert!(error_message(&key).ends_with("metadata; give the sort key with --by"), "{key}");
+        let schema = Error::SchemaDiffers { path: "b".into(), detail: "schema differs from a".into() };
+        assert!(error_message(&schema).starts_with("b: schema differs from a (--union-by-name merges"), "{schema}");
+        assert_eq!(exit_code(&exists), 2);
+        assert_eq!(exit_code(&schema), 1);
         assert_eq!(exit_code(&by), 2);
         assert_eq!(exit_code(&Error::Internal("x".into())), 1);
         let io = Error::io("f", "", std::io::Error::from(std::io::ErrorKind::NotFound));

@@ -12,7 +12,7 @@ use crate::units::group_digits;
 use clap::Args;
 use corank::parquet::inputs::{show_keys, PlanOptions};
 use corank::parquet::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
-use corank::{Error, Result};
+use corank::{Error, Result, Setting};
 use std::path::{Path, PathBuf};
 
 /// `--memory-limit`, `-v` and `--dry-run` (flags of [`CommonArgs`] and [`ReportArgs`]) as a
@@ -113,7 +113,9 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
     let (common, dry_run) = (&args.common, args.report.dry_run);
     let (by, compression) = common.parse_key_and_compression()?;
     let spill_compression = parse_output_compression(&args.spill_compression).map_err(|e| match e {
-        Error::InvalidArgument(m) => Error::InvalidArgument(format!("--spill-compression: {}", m.replace("compression \"", "codec \""))),
+        Error::InvalidSetting { setting: Setting::Compression, detail } => {
+            Error::InvalidSetting { setting: Setting::SpillCompression, detail }
+        }
         other => other,
     })?;
     common.check_output()?;

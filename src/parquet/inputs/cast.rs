@@ -64,7 +64,7 @@ fn widen_time_unit(array: &ArrayRef, to: &DataType) -> Option<Result<ArrayRef>> 
 }
 
 /// `array` cast to `to`, a value `to` cannot hold an error rather than a null or a wrapped
-/// number (the union-by-name joins of [`unify_types`] lose no value otherwise).
+/// number (the union-by-name joins of `unify_types` lose no value otherwise).
 pub fn cast_checked(array: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
     let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
     if let (DataType::Date64, DataType::Date32) = (array.data_type(), to) {

@@ -3,7 +3,7 @@
 
 use super::plan::show_keys;
 use super::InputFile;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 use crate::parquet::sorting_columns::DeclaredOrder;
 use crate::sort_key::SortKey;
 use arrow::array::{Array, ArrayRef};
@@ -31,29 +31,33 @@ pub(super) fn common_declared_order(files: &[InputFile]) -> Result<Vec<SortKey>>
                 continue;
             }
             let Some(order) = declared_order(f, rg) else {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: row group {g} has no sorting_columns metadata; give the sort key",
-                    f.path.display()
-                )));
+                return Err(Error::SettingNeeded {
+                    setting: Setting::SortKey,
+                    detail: format!("{}: row group {g} has no sorting_columns metadata", f.path.display()),
+                });
             };
             match &common {
                 None => common = Some((order, &f.path)),
                 Some((c, first)) if *c != order => {
-                    return Err(Error::InvalidArgument(format!(
-                        "{} is sorted by {} but {} by {}; give the sort key",
-                        first.display(),
-                        show_keys(c),
-                        f.path.display(),
-                        show_keys(&order)
-                    )))
+                    return Err(Error::SettingNeeded {
+                        setting: Setting::SortKey,
+                        detail: format!(
+                            "{} is sorted by {} but {} by {}",
+                            first.display(),
+                            show_keys(c),
+                            f.path.display(),
+                            show_keys(&order)
+                        ),
+                    })
                 }
                 Some(_) => {}
             }
         }
     }
-    common
-        .map(|(c, _)| c)
-        .ok_or_else(|| Error::InvalidArgument("the inputs hold no rows to read a sort order from; give the sort key".into()))
+    common.map(|(c, _)| c).ok_or_else(|| Error::SettingNeeded {
+        setting: Setting::SortKey,
+        detail: "the inputs hold no rows to read a sort order from".into(),
+    })
 }
 
 /// Whether statistics show row group `g + 1` starting at or after the end of `g` in the

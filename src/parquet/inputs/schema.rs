@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The widest type both `a` and `b` convert to without losing a value, for
-/// [`PlanOptions::union_by_name`]: integers widen within their signedness (and signed with
+/// [`PlanOptions::union_by_name`](super::PlanOptions::union_by_name): integers widen within their signedness (and signed with
 /// unsigned to the next signed width up to 64 bits), floats widen, integers of up to 16
 /// (32) bits join Float32 (Float64) and 64-bit integers Float64 (`cast_checked` refuses
 /// one that Float64 holds only rounded), dictionaries join as their values (categoricals
@@ -197,7 +197,7 @@ pub(super) fn union_schema(files: &[InputFile]) -> Result<Schema> {
                         file_error(
                             &f.path,
                             format!(
-                                "column '{}' is {} here but {} in an earlier input, and `union_by_name` has no type that holds both",
+                                "column '{}' is {} here but {} in an earlier input, and there is no type that holds both",
                                 field.name(),
                                 field.data_type(),
                                 fields[i].data_type()
@@ -227,31 +227,30 @@ pub(super) fn check_same_schema(files: &[InputFile]) -> Result<Schema> {
     let mut nullable: Vec<bool> = schema.fields().iter().map(|f| f.is_nullable()).collect();
     for f in &files[1..] {
         let other = f.metadata.schema();
-        let hint = "(`union_by_name` merges files whose columns differ in order, numeric width or presence)";
         if other.fields().len() != schema.fields().len() {
-            return Err(file_error(
-                &f.path,
-                format!(
-                    "schema differs from {}: {} columns here, {} there {hint}",
+            return Err(Error::SchemaDiffers {
+                path: f.path.clone(),
+                detail: format!(
+                    "schema differs from {}: {} columns here, {} there",
                     files[0].path.display(),
                     other.fields().len(),
                     schema.fields().len()
                 ),
-            ));
+            });
         }
         for ((a, b), nullable) in schema.fields().iter().zip(other.fields()).zip(&mut nullable) {
             if a.name() != b.name() || a.data_type() != b.data_type() {
-                return Err(file_error(
-                    &f.path,
-                    format!(
-                        "schema differs from {}: column '{}' {} there, '{}' {} here {hint}",
+                return Err(Error::SchemaDiffers {
+                    path: f.path.clone(),
+                    detail: format!(
+                        "schema differs from {}: column '{}' {} there, '{}' {} here",
                         files[0].path.display(),
                         a.name(),
                         a.data_type(),
                         b.name(),
                         b.data_type(),
                     ),
-                ));
+                });
             }
             *nullable |= b.is_nullable();
         }

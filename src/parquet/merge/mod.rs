@@ -1,6 +1,6 @@
 //! Merging sorted Parquet files into one sorted Parquet file, in bounded memory.
 //!
-//! The runs of a [`MergePlan`] stream through a [`FrontierMerge`]: each run buffers a
+//! The runs of a [`MergePlan`] stream through a [`FrontierMerge`](crate::frontier::FrontierMerge): each run buffers a
 //! window of rows, a round merges everything the frontier rule lets out, and the merged
 //! rows go, gathered in pieces, to a writer thread that encodes row groups (columns in
 //! parallel). Each run decodes on its own thread a batch ahead of the merge (up to
@@ -24,7 +24,7 @@ use super::memory::{merge_budget, MergeBudget};
 use super::writer::{SortedParquetWriter, WriterSettings, Written};
 use crate::error::{Error, Result};
 use crate::frontier::FrontierOptions;
-use crate::options::{Engine, EngineOptions};
+use crate::options::EngineOptions;
 use arrow::datatypes::DataType;
 use arrow::row::RowConverter;
 use parquet::file::metadata::KeyValue;
@@ -129,7 +129,7 @@ pub fn merge_files(
     let start = Instant::now();
     // The GPU's start-up (context, cached kernels) overlaps opening the inputs and the
     // writer where a round may go to the GPU; a small `Auto` merge never touches it.
-    if options.engine.engine == Engine::Gpu || (options.engine.engine == Engine::Auto && plan.total_rows >= options.engine.gpu_min_rows) {
+    if crate::engine::placement::warm_up_pays(&options.engine, plan.total_rows) {
         crate::engine::warm_up_gpu(&options.engine, plan.total_rows);
     }
     let MergeBudget { read, row_group_bytes, piece_bytes, .. } = merge_budget(plan, options.memory_limit, options.writer.row_group_bytes)?;
@@ -182,7 +182,12 @@ pub fn merge_files(
         prefetch: !keep_open || plan.runs.len() * 2 <= open_file_budget(),
         key_index: &key_index,
         key_types: &key_types,
-        frontier_options: FrontierOptions { engine: options.engine, window_rows: MAX_WINDOW_ROWS, batch_size: 8192, check_sorted: true },
+        frontier_options: FrontierOptions {
+            engine: options.engine,
+            window_rows: MAX_WINDOW_ROWS,
+            batch_size: crate::DEFAULT_BATCH_SIZE,
+            check_sorted: true,
+        },
         piece_bytes,
         converter: &converter,
     };

@@ -4,9 +4,9 @@
 //!
 //! **Batch size.** A reader sizes its batches by what the rows it decoded measure, and
 //! reopens its row groups where it stopped only when the size changes by a factor of 2 or
-//! more ([`resizes`]). Values so large that a batch overflows its 32-bit offsets
-//! ([`is_offset_overflow`]) are read again with a sixteenth of the rows
-//! ([`rows_after_overflow`]), down to one row a batch.
+//! more (`resizes`). Values so large that a batch overflows its 32-bit offsets
+//! (`is_offset_overflow`) are read again with a sixteenth of the rows
+//! (`rows_after_overflow`), down to one row a batch.
 
 pub mod row_groups;
 pub mod run;

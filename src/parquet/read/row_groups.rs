@@ -4,11 +4,11 @@
 //! `threads` of them decode at once, each on a thread of its own, and their batches come
 //! out in the list's order, row for row as the files hold them (a stable sort or merge
 //! sees the input order). The sort reads all its inputs through one
-//! ([`crate::parquet::sort_files`]); the merge reads each run through one when few runs leave
-//! cores idle ([`crate::parquet::merge_files`]: two large files would otherwise decode on two
+//! ([`crate::parquet::sort_files()`]); the merge reads each run through one when few runs leave
+//! cores idle ([`crate::parquet::merge_files()`]: two large files would otherwise decode on two
 //! threads).
 //!
-//! The batches decoded ahead of the reader share one byte budget ([`AheadBudget`]), so a
+//! The batches decoded ahead of the reader share one byte budget (`AheadBudget`), so a
 //! row group behind the one being read decodes as far as the budget lets it, not a fixed
 //! number of batches (otherwise the reader would wait on one decoder at a time). The row
 //! group being read (the **front**) may always decode one batch beyond the budget: the
@@ -24,7 +24,7 @@
 //! offsets are read with fewer rows. The sizes depend on the data only, never on timing, so
 //! the same inputs give the same batches and the output the same bytes (batch boundaries
 //! reach the writer's page cuts): the first row group's first batch sets every row group's
-//! starting size ([`FirstSize`]; the others wait for it before they open), then each row
+//! starting size (`FirstSize`; the others wait for it before they open), then each row
 //! group follows its own batches.
 
 use super::{is_offset_overflow, resizes, rows_after_overflow};

@@ -1,7 +1,7 @@
-//! A run read batch by batch ([`RunReader`]), or several of its row groups at once
-//! ([`parallel_run_reader`]): the merge's readers. Batches are sized by the bytes the
+//! A run read batch by batch (`RunReader`), or several of its row groups at once
+//! (`parallel_run_reader`): the merge's readers. Batches are sized by the bytes the
 //! rows measure (the first one short: footers' estimates can be far off), and shrink
-//! where a batch overflows its offsets ([`super::is_offset_overflow`]).
+//! where a batch overflows its offsets (`super::is_offset_overflow`).
 
 use super::row_groups::{batch_bytes, BatchSizing, OrderedRowGroups, RowGroupSource};
 use super::{is_offset_overflow, resizes, rows_after_overflow};

@@ -25,7 +25,7 @@
 //!    [`ColumnsPlan::page_budget`] bytes, beyond that in a file of the spill directory
 //!    (read back once, when the row group is written).
 //! 4. **File.** The row groups, their chunks in leaf order, are appended to the output
-//!    ([`SortedParquetWriter::append_encoded_row_group`]) in order, each as soon as its last
+//!    (`SortedParquetWriter::append_encoded_row_group`) in order, each as soon as its last
 //!    column is encoded (the columns encode on a thread of their own meanwhile): the file's
 //!    writes overlap the last columns' encoding instead of following it (a tail on
 //!    one core otherwise), and

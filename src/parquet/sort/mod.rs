@@ -44,8 +44,8 @@ use super::merge::{kept_metadata, MergeFilesOptions, MergeSummary};
 use super::os::peak_memory;
 use super::passthrough::Passthrough;
 use super::writer::{check_row_groups, common_parquet_schema, WriterSettings, Written};
-use crate::error::{Error, Result};
-use crate::options::{Engine, EngineOptions};
+use crate::error::{Error, Result, Setting};
+use crate::options::EngineOptions;
 use crate::show_bytes::show_bytes;
 use crate::sort_key::SortKey;
 use chunks::{sort_chunks, ChunkWriter, Chunked};
@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 pub use super::memory::{MAX_READ_THREADS, MIN_CHUNK_ROWS, SORT_BYTES_PER_ROW};
 
 /// Rows per batch handed to the writer.
-pub(super) const BATCH_ROWS: usize = 8192;
+pub(super) const BATCH_ROWS: usize = crate::DEFAULT_BATCH_SIZE;
 
 /// How a file sort works.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -254,10 +254,13 @@ pub fn plan_sort(
         strategy => match plan_columns(&inputs, options.memory_limit, &options.writer) {
             Ok(plan) => (Some(plan), None),
             Err(why) if strategy == SortStrategy::Columns => {
-                return Err(Error::InvalidArgument(format!(
-                    "`memory_limit` {} is too small to sort one column at a time: {why}; raise it or sort in runs",
-                    show_bytes(options.memory_limit as u64)
-                )))
+                return Err(Error::InvalidSetting {
+                    setting: Setting::MemoryLimit,
+                    detail: format!(
+                        "{} is too small to sort one column at a time: {why}; raise it or sort in runs",
+                        show_bytes(options.memory_limit as u64)
+                    ),
+                })
             }
             Err(why) => (None, Some(format!("one column at a time does not fit: {why}"))),
         },
@@ -290,7 +293,7 @@ pub fn sort_files(
 ) -> Result<SortSummary> {
     let start = Instant::now();
     let inputs = &plan.inputs;
-    if options.engine.engine == Engine::Gpu || (options.engine.engine == Engine::Auto && inputs.total_rows >= options.engine.gpu_min_rows) {
+    if crate::engine::placement::warm_up_pays(&options.engine, inputs.total_rows) {
         crate::engine::warm_up_gpu(&options.engine, inputs.total_rows);
     }
     super::writer::check_output(output, options.writer.overwrite)?;

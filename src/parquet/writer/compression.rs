@@ -1,6 +1,6 @@
 //! The output's codec, by name: the codecs this build carries.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 use parquet::basic::Compression;
 use std::str::FromStr;
 
@@ -8,10 +8,9 @@ use std::str::FromStr;
 /// `brotli` / `brotli(0..11)` (the codecs this build carries; the parquet crate's default level
 /// where none is given).
 pub fn parse_compression(text: &str) -> Result<Compression> {
-    let bad = |why: String| {
-        Error::InvalidArgument(format!(
-            "compression \"{text}\": {why} (use none, snappy, lz4, zstd or zstd(1..22), gzip or gzip(0..9), brotli or brotli(0..11))"
-        ))
+    let bad = |why: String| Error::InvalidSetting {
+        setting: Setting::Compression,
+        detail: format!("\"{text}\": {why} (use none, snappy, lz4, zstd or zstd(1..22), gzip or gzip(0..9), brotli or brotli(0..11))"),
     };
     let lower = text.trim().to_ascii_lowercase();
     let c = match lower.as_str() {

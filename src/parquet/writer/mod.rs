@@ -38,9 +38,9 @@
 //! the largest count seen ([`widened_dictionary_keys`]); a column that fits keeps its type.
 
 //!
-//! Files: [`compression`] (the codec names), [`output`] (output checks, the temporary file),
-//! [`schema`] (the output's Parquet schema), [`pipeline`] (row groups encoded in parallel and
-//! appended in order), [`copied`] (row groups copied unchanged), [`dictionary`] (which
+//! Files: `compression` (the codec names), `output` (output checks, the temporary file),
+//! `schema` (the output's Parquet schema), `pipeline` (row groups encoded in parallel and
+//! appended in order), `copied` (row groups copied unchanged), [`dictionary`] (which
 //! columns keep dictionaries, and dictionary key widening), [`offset_index`] (offset indexes
 //! built for copied chunks). `sorting_columns` are written and read in
 //! [`crate::parquet::sorting_columns`].
@@ -62,7 +62,7 @@ pub use pipeline::{row_group_bytes_within, row_groups_in_flight, MAX_ROW_GROUPS_
 pub use schema::common_parquet_schema;
 
 use super::interrupt::TempGuard;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Setting};
 use crate::sort_key::SortKey;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -205,18 +205,21 @@ fn rows_within(batch: &RecordBatch, most: usize, budget: usize, fixed: usize) ->
 /// setting, which the command line words as its flag). [`SortedParquetWriter::create`]
 /// checks it; a caller that decides its row groups itself checks it before reading a row.
 pub fn check_row_groups(settings: &WriterSettings, expected_rows: usize) -> Result<()> {
-    for (value, name) in [(settings.row_group_rows, "`row_group_rows`"), (settings.row_group_bytes, "`row_group_bytes`")] {
+    for (value, setting) in [(settings.row_group_rows, Setting::RowGroupRows), (settings.row_group_bytes, Setting::RowGroupBytes)] {
         if value == 0 {
-            return Err(Error::InvalidArgument(format!("{name} 0: it must be at least 1")));
+            return Err(Error::InvalidSetting { setting, detail: "0: it must be at least 1".into() });
         }
     }
     let groups = expected_rows.div_ceil(settings.row_group_rows);
     if groups > MAX_ROW_GROUPS {
-        return Err(Error::InvalidArgument(format!(
-            "`row_group_rows` {} makes {groups} row groups of the {expected_rows} rows; a Parquet file holds at most {MAX_ROW_GROUPS}: use `row_group_rows` {} or more",
-            settings.row_group_rows,
-            expected_rows.div_ceil(MAX_ROW_GROUPS)
-        )));
+        return Err(Error::InvalidSetting {
+            setting: Setting::RowGroupRows,
+            detail: format!(
+                "{} makes {groups} row groups of the {expected_rows} rows; a Parquet file holds at most {MAX_ROW_GROUPS}: use {} or more",
+                settings.row_group_rows,
+                expected_rows.div_ceil(MAX_ROW_GROUPS)
+            ),
+        });
     }
     Ok(())
 }
@@ -416,7 +419,7 @@ impl SortedParquetWriter {
         let persisted = if self.overwrite { self.temp.persist(&target) } else { self.temp.persist_noclobber(&target) };
         persisted.map_err(|e| {
             if e.error.kind() == std::io::ErrorKind::AlreadyExists {
-                Error::InvalidArgument(format!("output {} exists; set `overwrite` to replace it", target.display()))
+                Error::OutputExists { path: target.to_path_buf() }
             } else {
                 Error::io(&target, "", e.error)
             }

@@ -1,6 +1,6 @@
 //! Offset indexes for copied column chunks whose files have none.
 //!
-//! A row group copied unchanged ([`super::passthrough`]) brings its column chunks' page
+//! A row group copied unchanged (`super::passthrough`) brings its column chunks' page
 //! indexes along. Many writers write none (DuckDB, parquet-mr before 1.11, arrow-rs with
 //! `offset_index_disabled`), while every row group the writer encodes has an offset index;
 //! and a Parquet file's offset index is all or nothing: the parquet crate's writer panics

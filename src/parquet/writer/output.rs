@@ -14,7 +14,7 @@ use tempfile::TempPath;
 pub fn check_output(target: &Path, overwrite: bool) -> Result<()> {
     match std::fs::symlink_metadata(target) {
         Ok(meta) if !meta.file_type().is_file() => Err(not_regular(target, &meta)),
-        Ok(_) if !overwrite => Err(Error::InvalidArgument(format!("output {} exists; set `overwrite` to replace it", target.display()))),
+        Ok(_) if !overwrite => Err(Error::OutputExists { path: target.to_path_buf() }),
         // Not there (or not visible: creating the file beside it reports why).
         _ => Ok(()),
     }
@@ -44,7 +44,7 @@ pub(super) fn not_regular(target: &Path, meta: &std::fs::Metadata) -> Error {
         "something else"
     };
     Error::InvalidArgument(format!(
-        "output {} is {what}, not a regular file; corank writes only regular files (and `overwrite` replaces only those)",
+        "output {} is {what}, not a regular file; corank writes and replaces only regular files",
         target.display()
     ))
 }

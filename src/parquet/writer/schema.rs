@@ -17,7 +17,7 @@ use parquet::schema::types::SchemaDescriptor;
 /// as stored ([`InputFile::stored_schema`](InputFile::stored_schema)): an
 /// INTERVAL, read as its 12 bytes, stays an INTERVAL. Otherwise the schema derived from
 /// `schema` with the inputs' UUID, JSON, BSON, ENUM and INTERVAL annotations where
-/// they agree ([`with_input_annotations`]), or `None`: the output's schema is derived from
+/// they agree (`with_input_annotations`), or `None`: the output's schema is derived from
 /// `schema`. Files whose schema is this one keep their row groups eligible for passthrough.
 pub fn common_parquet_schema(files: &[InputFile], schema: &Schema) -> Option<SchemaDescriptor> {
     let derived = ArrowSchemaConverter::new().convert(schema).ok()?;

@@ -58,7 +58,7 @@ impl GatherCosts {
 }
 
 /// Whether gathering `rows` rows of `payload_bytes_per_row` fixed-width payload bytes (the
-/// sum of the columns' [`fixed_width`]s; validity bitmaps add an eighth of a byte a column
+/// sum of the columns' `fixed_width`s; validity bitmaps add an eighth of a byte a column
 /// and may be left out) on the GPU from host memory is faster than the CPU gather on
 /// `cpu_threads` threads, by the costs measured on the H100 host ([`H100_HOST`]).
 /// `index_bytes` is 4 or 8 for indices that must go up, 0 where the merge left them on the

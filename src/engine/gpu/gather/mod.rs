@@ -7,7 +7,7 @@
 //!
 //! One call, per column: the runs' values go up concatenated in run order (so a global index
 //! of the permutation is a position in the concatenation), through the pinned staging
-//! buffers of [`transfer`](super::transfer) (the host fills one while the other is in
+//! buffers of `transfer` (the host fills one while the other is in
 //! flight); the column's kernels run (values, and the validity bitmap where any run has
 //! nulls); the result comes down on a second stream straight into a pinned allocation that
 //! becomes the output array's buffers, while the next column goes up (PCIe is full duplex).

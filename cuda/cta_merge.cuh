@@ -64,7 +64,7 @@ struct KeyRun {
 // 16-byte ones on distinct banks, so there padded() is the identity and every shared
 // address is one instruction shorter (the division by PAD gone): the tiled kernel of u64
 // keys 7% faster on random keys and 14% on duplicate-heavy ones at 15 items a thread than
-// at 16 padded (H200, docs/PERFORMANCE.md, issue 16). A tile of T slots takes
+// at 16 padded (H200, docs/log/2026-12-performance-log.md, issue 16). A tile of T slots takes
 // PADDED_SLOTS(T, PAD); the host's Policy::padded_slots is the same.
 template <int PAD>
 __device__ __forceinline__ u32 padded(u32 p) { return (PAD & 1) ? p : p + p / PAD; }
@@ -297,7 +297,7 @@ __device__ __forceinline__ void cta_load_tile(const Level &L, u32 len, Src src, 
 // duplicate-heavy keys of a small range are exact. A shared load then moves 4 bytes, not
 // the key's 8 to 32: on an H100 that pays for keys of two words and more, not for one u64
 // word, whose merge is bound by instruction issue more than by shared memory
-// (docs/PERFORMANCE.md, issue 16; the policy's `tiled_narrow` picks).
+// (docs/log/2026-12-performance-log.md, issue 16; the policy's `tiled_narrow` picks).
 struct NarrowMap {
     Key lo;      // the tile's smallest key
     u32 word;    // the first word where the tile's keys differ (KEY_WORDS: all keys equal)

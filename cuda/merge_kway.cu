@@ -20,7 +20,7 @@
 // position is an earlier element of the stable merge: packed elements are distinct, and
 // their order is the merge's. The rounds then move one word an element and no index (the
 // indices stay where the load put them; the store reads them through the packed position):
-// 4.5% faster at k = 16 and 6.7% at k = 64 on random u64 keys (H200, docs/PERFORMANCE.md,
+// 4.5% faster at k = 16 and 6.7% at k = 64 on random u64 keys (H200, docs/log/2026-12-performance-log.md,
 // issue 16). A tile spanning more (few keys spread over the u64 range) is merged on tile
 // positions instead: they move (4 bytes), the keys stay and compare through them, and the
 // store gathers each element's key and looks its index up again. The GPU sort's levels
@@ -287,7 +287,7 @@ __device__ __forceinline__ void kway_block(const Level &L, const u64 *splits) {
         // Coalesced stores: each element's key by its tile position, its index looked up
         // again (the positions took the index tile's place). Few tiles come here in a merge
         // of many runs; most of the GPU sort's second level does (~2^53 a tile on random keys,
-        // docs/PERFORMANCE.md, "Packed elements in the k-way kernel").
+        // docs/log/2026-12-performance-log.md, "Packed elements in the k-way kernel").
 #pragma unroll
         for (int u = 0; u < IPT_KWAY; ++u) {
             const u32 p = threadIdx.x + u * THREADS;
@@ -318,7 +318,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kwa
 // of random u64 keys there spans ~2^58 (~2^53 on the second level) and does not pack (the
 // bound is 2^51 for sm_90's 4,352-key tiles), and the merge on tile positions (what
 // merge_kway does with such a tile) took the sort of 2^28 random keys 11% longer on an H200
-// with every level on it, 6% with only the first level on this one (docs/PERFORMANCE.md).
+// with every level on it, 6% with only the first level on this one (docs/log/2026-12-performance-log.md).
 extern "C" __global__ void __launch_bounds__(THREADS, KWAY_MIN_BLOCKS) merge_kway_keys(Level L, const u64 *splits) {
     kway_block<false>(L, splits);
 }

@@ -170,7 +170,7 @@ __device__ __forceinline__ void merge_tiled_block(const Level &L, const u64 *spl
         // Keys and indices: coalesced copies straight into shared memory. Through registers
         // they take 3 of a thread's registers an element (u64 key, u32 index), and under the
         // 64 that 4 blocks a multiprocessor allow the loads do not all stay in flight; for
-        // keys alone (the first level) the register path measured faster (docs/PERFORMANCE.md).
+        // keys alone (the first level) the register path measured faster (docs/log/2026-12-performance-log.md).
         extern __shared__ __align__(16) unsigned char smem_tiled[];
         Key *sk = (Key *)smem_tiled;
         cta_load_async<IPT_TILED, INDEX_LOADED>(L, len, TwoStreams{abase, bbase, alen}, sk, (index_t *)(sk + TILE_SLOTS));

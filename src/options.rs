@@ -10,7 +10,7 @@
 use crate::error::{Error, Result};
 
 /// Below this many rows `Engine::Auto` stays on the CPU: the transfer and launch overheads
-/// are not repaid (measured on the H200 machine, docs/PERFORMANCE.md).
+/// are not repaid there (the measurements: docs/performance.md).
 pub const GPU_MIN_ROWS: usize = 1 << 20;
 
 /// Which engine merges the keys.
@@ -28,7 +28,8 @@ pub enum Engine {
 /// Which GPU kernel merges (the CPU engine ignores it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Kernel {
-    /// The fastest measured for the run count (docs/PERFORMANCE.md, H200).
+    /// The kernel the GPU policy picks for the run count and key width, the fastest where
+    /// it was measured (docs/gpu.md, docs/performance.md).
     #[default]
     Auto,
     /// Tree of pairwise merges; per-thread co-rank and serial merge on global memory.

@@ -27,27 +27,61 @@ pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
     if a == b {
         return Some(a.clone());
     }
-    let signed = |t: &DataType| match t {
+    // Each family decides for the pairs it is given; no two families take the same pair.
+    match (a, b) {
+        (Dictionary(..), _) | (_, Dictionary(..)) => unify_dictionaries(a, b),
+        _ if (int_bits(a).is_some() && int_bits(b).is_some()) || float_bits(a).is_some() || float_bits(b).is_some() => unify_numbers(a, b),
+        _ if is_bytes(a) && is_bytes(b) => unify_bytes(a, b),
+        _ if is_temporal(a) && is_temporal(b) => unify_temporal(a, b),
+        _ if decimal_parts(a).is_some() && decimal_parts(b).is_some() => unify_decimals(a, b),
+        _ => unify_nested(a, b),
+    }
+}
+
+/// A signed integer type's width in bits.
+fn signed_bits(t: &DataType) -> Option<u32> {
+    use DataType::*;
+    match t {
         Int8 => Some(8),
         Int16 => Some(16),
         Int32 => Some(32),
         Int64 => Some(64),
         _ => None,
-    };
-    let unsigned = |t: &DataType| match t {
+    }
+}
+
+/// An unsigned integer type's width in bits.
+fn unsigned_bits(t: &DataType) -> Option<u32> {
+    use DataType::*;
+    match t {
         UInt8 => Some(8),
         UInt16 => Some(16),
         UInt32 => Some(32),
         UInt64 => Some(64),
         _ => None,
-    };
-    let float = |t: &DataType| match t {
+    }
+}
+
+/// A float type's width in bits.
+fn float_bits(t: &DataType) -> Option<u32> {
+    use DataType::*;
+    match t {
         Float16 => Some(16),
         Float32 => Some(32),
         Float64 => Some(64),
         _ => None,
-    };
-    let int_of = |bits: u32, is_signed: bool| match (bits, is_signed) {
+    }
+}
+
+/// An integer type's width in bits, signed or not.
+fn int_bits(t: &DataType) -> Option<u32> {
+    signed_bits(t).or(unsigned_bits(t))
+}
+
+/// The integer type of `bits` bits and that signedness.
+fn int_of(bits: u32, is_signed: bool) -> DataType {
+    use DataType::*;
+    match (bits, is_signed) {
         (8, true) => Int8,
         (16, true) => Int16,
         (32, true) => Int32,
@@ -56,29 +90,62 @@ pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
         (16, false) => UInt16,
         (32, false) => UInt32,
         _ => UInt64,
-    };
-    let float_of = |bits: u32| match bits {
+    }
+}
+
+/// The float type of `bits` bits.
+fn float_of(bits: u32) -> DataType {
+    use DataType::*;
+    match bits {
         16 => Float16,
         32 => Float32,
         _ => Float64,
-    };
-    let int_bits = |t: &DataType| signed(t).or(unsigned(t));
-    // A decimal's storage width, precision and scale (scales below 0 are left alone).
-    let decimal = |t: &DataType| match *t {
+    }
+}
+
+/// A decimal's storage width, precision and scale (scales below 0 are left alone).
+fn decimal_parts(t: &DataType) -> Option<(u32, u8, i8)> {
+    use DataType::*;
+    match *t {
         Decimal32(p, s) if s >= 0 => Some((32, p, s)),
         Decimal64(p, s) if s >= 0 => Some((64, p, s)),
         Decimal128(p, s) if s >= 0 => Some((128, p, s)),
         _ => None,
-    };
+    }
+}
+
+/// Whether `t` is a string, a binary or a fixed-size binary.
+fn is_bytes(t: &DataType) -> bool {
+    use DataType::*;
+    matches!(t, Utf8 | LargeUtf8 | Utf8View | Binary | LargeBinary | BinaryView | FixedSizeBinary(_))
+}
+
+/// Whether `t` is a time, a timestamp, a date or a duration.
+fn is_temporal(t: &DataType) -> bool {
+    use DataType::*;
+    matches!(t, Time32(_) | Time64(_) | Timestamp(..) | Date32 | Date64 | Duration(_))
+}
+
+/// The join of two types one of which at least is a dictionary.
+fn unify_dictionaries(a: &DataType, b: &DataType) -> Option<DataType> {
+    use DataType::*;
     match (a, b) {
         // Categoricals (pandas, Polars) of key types of one signedness keep the wider key; a
         // dictionary beside other values (the same column written plain by another writer)
         // joins them as its values.
-        (Dictionary(ka, va), Dictionary(kb, vb)) if va == vb && signed(ka).is_some() == signed(kb).is_some() => {
+        (Dictionary(ka, va), Dictionary(kb, vb)) if va == vb && signed_bits(ka).is_some() == signed_bits(kb).is_some() => {
             Some(Dictionary(Box::new(unify_types(ka, kb)?), va.clone()))
         }
         (Dictionary(_, va), Dictionary(_, vb)) => unify_types(va, vb),
         (Dictionary(_, v), other) | (other, Dictionary(_, v)) => unify_types(v, other),
+        _ => None,
+    }
+}
+
+/// The join of two integers, or of a float and a number (`None` beside anything else).
+fn unify_numbers(a: &DataType, b: &DataType) -> Option<DataType> {
+    let (signed, unsigned, float) = (signed_bits, unsigned_bits, float_bits);
+    match (a, b) {
         _ if signed(a).is_some() && signed(b).is_some() => Some(int_of(signed(a)?.max(signed(b)?), true)),
         _ if unsigned(a).is_some() && unsigned(b).is_some() => Some(int_of(unsigned(a)?.max(unsigned(b)?), false)),
         _ if int_bits(a).is_some() && int_bits(b).is_some() => {
@@ -95,6 +162,14 @@ pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
             let need = if i <= 16 { 32 } else { 64 };
             Some(float_of(f.max(need)))
         }
+        _ => None,
+    }
+}
+
+/// The join of two strings, binaries or fixed-size binaries.
+fn unify_bytes(a: &DataType, b: &DataType) -> Option<DataType> {
+    use DataType::*;
+    match (a, b) {
         (Utf8 | LargeUtf8 | Utf8View, Utf8 | LargeUtf8 | Utf8View) => {
             Some(if matches!((a, b), (LargeUtf8, _) | (_, LargeUtf8)) { LargeUtf8 } else { Utf8View })
         }
@@ -107,6 +182,14 @@ pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
         | (Binary | LargeBinary | BinaryView, FixedSizeBinary(_)) => {
             Some(if matches!((a, b), (LargeBinary, _) | (_, LargeBinary)) { LargeBinary } else { BinaryView })
         }
+        _ => None,
+    }
+}
+
+/// The join of two times, timestamps, dates or durations.
+fn unify_temporal(a: &DataType, b: &DataType) -> Option<DataType> {
+    use DataType::*;
+    match (a, b) {
         // Times, timestamps (of one time zone) and durations join their finer unit (Polars
         // writes nanoseconds where DuckDB writes microseconds); `conform` fails on a value
         // the finer unit cannot hold rather than wrap it or make it null.
@@ -124,20 +207,30 @@ pub fn unify_types(a: &DataType, b: &DataType) -> Option<DataType> {
         // whole day rather than truncate it.
         (Date32, Date64) | (Date64, Date32) => Some(Date32),
         (Duration(x), Duration(y)) => Some(Duration(finer_unit(x, y))),
-        // Decimals join the scale of either and the integer digits of either, when a
-        // decimal of up to 38 digits holds both.
-        _ if decimal(a).is_some() && decimal(b).is_some() => {
-            let ((wa, pa, sa), (wb, pb, sb)) = (decimal(a)?, decimal(b)?);
-            let scale = sa.max(sb);
-            let digits = (pa as i16 - sa as i16).max(pb as i16 - sb as i16) + scale as i16;
-            let precision = u8::try_from(digits).ok()?;
-            match wa.max(wb) {
-                32 if precision <= 9 => Some(Decimal32(precision, scale)),
-                32 | 64 if precision <= 18 => Some(Decimal64(precision, scale)),
-                _ if precision <= 38 => Some(Decimal128(precision, scale)),
-                _ => None,
-            }
-        }
+        _ => None,
+    }
+}
+
+/// The join of two decimals: the scale of either and the integer digits of either, when a
+/// decimal of up to 38 digits holds both.
+fn unify_decimals(a: &DataType, b: &DataType) -> Option<DataType> {
+    use DataType::*;
+    let ((wa, pa, sa), (wb, pb, sb)) = (decimal_parts(a)?, decimal_parts(b)?);
+    let scale = sa.max(sb);
+    let digits = (pa as i16 - sa as i16).max(pb as i16 - sb as i16) + scale as i16;
+    let precision = u8::try_from(digits).ok()?;
+    match wa.max(wb) {
+        32 if precision <= 9 => Some(Decimal32(precision, scale)),
+        32 | 64 if precision <= 18 => Some(Decimal64(precision, scale)),
+        _ if precision <= 38 => Some(Decimal128(precision, scale)),
+        _ => None,
+    }
+}
+
+/// The join of two lists or two structs, their fields unified (`None` for any other pair).
+fn unify_nested(a: &DataType, b: &DataType) -> Option<DataType> {
+    use DataType::*;
+    match (a, b) {
         (List(x), List(y)) => Some(List(unify_fields(x, y)?)),
         // Polars writes large lists where DuckDB and pyarrow write lists.
         (LargeList(x), LargeList(y)) | (List(x), LargeList(y)) | (LargeList(x), List(y)) => Some(LargeList(unify_fields(x, y)?)),

@@ -341,16 +341,40 @@ fn int96_extent(path: &Path, footer: &ParquetMetaData, leaf: usize) -> parquet::
     Ok(extent)
 }
 
+/// Per file: its INT96 leaves (index, path) and the unit each reads at now.
+struct Int96Leaves {
+    plain: Schema,
+    read_at: HashMap<usize, TimeUnit>,
+    paths: Vec<(usize, String)>,
+}
+
+/// Per column path: the units every file holds exactly (with the values and files that
+/// bound them), and the unit each file reads it at (`None`: the schema walk missed it).
+#[derive(Default)]
+struct Joint {
+    too_far: Option<(Int96, PathBuf)>,
+    fine_digits: Option<(Int96, PathBuf)>,
+    extent: Extent,
+    read_at: Vec<Option<TimeUnit>>,
+}
+
 /// Reads every INT96 column of `files` and sets the unit each is read at, the same for all
 /// files (see the module doc); an error where no unit holds every value exactly.
 pub fn settle_int96(files: &mut [InputFile]) -> Result<()> {
-    // Per file: its INT96 leaves (index, path) and the unit each reads at now.
-    struct Leaves {
-        plain: Schema,
-        read_at: HashMap<usize, TimeUnit>,
-        paths: Vec<(usize, String)>,
+    let per_file = int96_leaves(files)?;
+    if per_file.iter().all(Option::is_none) {
+        return Ok(());
     }
-    let mut per_file: Vec<Option<Leaves>> = Vec::with_capacity(files.len());
+    let jobs = int96_jobs(&per_file);
+    let extents = read_int96_extents(files, &jobs)?;
+    let joint = join_extents(files, &per_file, &jobs, &extents);
+    let settled = settle_units(&joint)?;
+    read_at_settled_units(files, per_file, &settled)
+}
+
+/// Each file's INT96 leaves and the units they read at now (`None`: the file has none).
+fn int96_leaves(files: &[InputFile]) -> Result<Vec<Option<Int96Leaves>>> {
+    let mut per_file: Vec<Option<Int96Leaves>> = Vec::with_capacity(files.len());
     for f in files.iter() {
         let descr = f.metadata.parquet_schema();
         let paths: Vec<(usize, String)> = (descr.columns().iter().enumerate())
@@ -364,14 +388,18 @@ pub fn settle_int96(files: &mut [InputFile]) -> Result<()> {
         let plain = plain_schema(descr).map_err(|e| Error::parquet(&f.path, "reading the schema", e))?;
         let mut read_at = HashMap::new();
         rewrite_schema(f.metadata.schema(), &plain, &HashMap::new(), &mut read_at);
-        per_file.push(Some(Leaves { plain, read_at, paths }));
+        per_file.push(Some(Int96Leaves { plain, read_at, paths }));
     }
-    if per_file.iter().all(Option::is_none) {
-        return Ok(());
-    }
-    // Every INT96 value read once, files and columns in parallel.
-    let jobs: Vec<(usize, usize)> =
-        (per_file.iter().enumerate()).flat_map(|(fi, l)| l.iter().flat_map(move |l| l.paths.iter().map(move |(i, _)| (fi, *i)))).collect();
+    Ok(per_file)
+}
+
+/// The INT96 leaves to read, as (file, leaf), files in order.
+fn int96_jobs(per_file: &[Option<Int96Leaves>]) -> Vec<(usize, usize)> {
+    (per_file.iter().enumerate()).flat_map(|(fi, l)| l.iter().flat_map(move |l| l.paths.iter().map(move |(i, _)| (fi, *i)))).collect()
+}
+
+/// Every INT96 value read once, files and columns in parallel: the extent of each job.
+fn read_int96_extents(files: &[InputFile], jobs: &[(usize, usize)]) -> Result<Vec<Extent>> {
     let extents: Vec<Extent> = jobs
         .par_iter()
         .map(|&(fi, leaf)| {
@@ -383,17 +411,18 @@ pub fn settle_int96(files: &mut [InputFile]) -> Result<()> {
         })
         .collect::<Result<_>>()?;
     log::debug!("INT96 columns read to settle their units: {}", jobs.len());
-    // Per column path: the units every file holds exactly (with the values and files that
-    // bound them), and the unit each file reads it at (`None`: the schema walk missed it).
-    #[derive(Default)]
-    struct Joint {
-        too_far: Option<(Int96, PathBuf)>,
-        fine_digits: Option<(Int96, PathBuf)>,
-        extent: Extent,
-        read_at: Vec<Option<TimeUnit>>,
-    }
+    Ok(extents)
+}
+
+/// The files' extents joined per column path, in the order the columns are first met.
+fn join_extents(
+    files: &[InputFile],
+    per_file: &[Option<Int96Leaves>],
+    jobs: &[(usize, usize)],
+    extents: &[Extent],
+) -> Vec<(String, Joint)> {
     let mut joint: Vec<(String, Joint)> = Vec::new();
-    for (&(fi, leaf), e) in jobs.iter().zip(&extents) {
+    for (&(fi, leaf), e) in jobs.iter().zip(extents) {
         let Some(leaves) = per_file[fi].as_ref() else { continue };
         let column = leaves.paths.iter().find(|(i, _)| *i == leaf).map(|(_, p)| p.clone()).unwrap_or_default();
         let at = joint.iter().position(|(c, _)| *c == column).unwrap_or_else(|| {
@@ -411,9 +440,13 @@ pub fn settle_int96(files: &mut [InputFile]) -> Result<()> {
         }
         j.read_at.push(leaves.read_at.get(&leaf).copied());
     }
-    // The unit per column path, or the error.
+    joint
+}
+
+/// The unit per column path, or the error for the first column no unit holds exactly.
+fn settle_units(joint: &[(String, Joint)]) -> Result<HashMap<String, TimeUnit>> {
     let mut settled: HashMap<String, TimeUnit> = HashMap::new();
-    for (column, j) in &joint {
+    for (column, j) in joint {
         let (fit, exact) = (j.extent.finest_fit, j.extent.coarsest_exact);
         // The schema walk missed a leaf: it reads at arrow-rs's nanoseconds; refuse it where
         // they do not hold it.
@@ -431,7 +464,11 @@ pub fn settle_int96(files: &mut [InputFile]) -> Result<()> {
         }
         settled.insert(column.clone(), UNITS[unit].0);
     }
-    // Each file read at the settled units.
+    Ok(settled)
+}
+
+/// Each file read at the settled units (those already read at them left as they are).
+fn read_at_settled_units(files: &mut [InputFile], per_file: Vec<Option<Int96Leaves>>, settled: &HashMap<String, TimeUnit>) -> Result<()> {
     for (f, leaves) in files.iter_mut().zip(per_file) {
         let Some(leaves) = leaves else { continue };
         let units: HashMap<usize, TimeUnit> = leaves.paths.iter().filter_map(|(i, p)| Some((*i, *settled.get(p)?))).collect();

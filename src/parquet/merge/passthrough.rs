@@ -302,35 +302,77 @@ const MAX_PLAN_WORK: usize = 64 << 20;
 /// `row_group_rows` its row group size. `Passthrough::Never`, or nothing to copy, gives one
 /// phase of every run whole.
 pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output: &SchemaDescriptor, row_group_rows: usize) -> Schedule {
+    plan_passthrough(plan, mode, codec, output, row_group_rows).unwrap_or_else(|why| Schedule::merge_all(plan, why))
+}
+
+/// Why nothing passes through: the whole merge is then one phase ([`Schedule::merge_all`]).
+type Off<T> = std::result::Result<T, String>;
+
+/// [`Schedule::phases`]: per phase, the runs with rows there and their row groups merged there.
+type Phases = Vec<Vec<(usize, Range<usize>)>>;
+
+/// One row group of a run, as the planner sees it.
+struct Group {
+    run: usize,
+    /// Position in its run's `row_groups`.
+    pos: usize,
+    range: Range2,
+    candidate: bool,
+    codec_kept: bool,
+}
+
+/// [`schedule`]'s steps in order; `Err` says why nothing passes through.
+fn plan_passthrough(
+    plan: &MergePlan,
+    mode: Passthrough,
+    codec: Compression,
+    output: &SchemaDescriptor,
+    row_group_rows: usize,
+) -> Off<Schedule> {
+    check_passthrough_allowed(plan, mode)?;
+    let Ok(converter) = key_converter(plan) else { return Err("the key has no row encoding".into()) };
+    // 1. Every row group's range, and whether it is a candidate.
+    let groups = plan_groups(plan, mode, codec, output, &converter);
+    // 2. Candidates that overlap no other run's row group.
+    let mut blocks = apart_candidates(&groups);
+    check_plan_size(plan, &groups, &blocks, row_group_rows)?;
+    // 3. Blocks in output order; each other row group's phase.
+    sort_blocks(&groups, &mut blocks);
+    let slot_of = slots(&groups, &blocks)?;
+    // 4. Every run's row groups in file order; each phase takes a contiguous range of them.
+    let phases = phases(plan, &groups, &slot_of, blocks.len())?;
+    let blocks = to_blocks(plan, &groups, &blocks);
+    // 5. The footers of files with blocks, with their page indexes.
+    let footers = block_footers(plan, &blocks)?;
+    Ok(Schedule { phases, blocks, footers, off: None })
+}
+
+/// Whether the mode, the runs and the columns allow any passthrough at all.
+fn check_passthrough_allowed(plan: &MergePlan, mode: Passthrough) -> Off<()> {
     if mode == Passthrough::Never {
-        return Schedule::merge_all(plan, "passthrough is off (never)");
+        return Err("passthrough is off (never)".into());
     }
     if plan.runs.is_empty() {
-        return Schedule::merge_all(plan, "no rows");
+        return Err("no rows".into());
     }
     for k in &plan.keys {
         match plan.schema.field_with_name(&k.column).map(|f| f.data_type().clone()) {
             Ok(DataType::Float16 | DataType::Float32 | DataType::Float64) => {
-                return Schedule::merge_all(plan, format!("key column '{}' is a float (statistics do not carry NaN and -0.0)", k.column))
+                return Err(format!("key column '{}' is a float (statistics do not carry NaN and -0.0)", k.column))
             }
             Ok(_) => {}
-            Err(_) => return Schedule::merge_all(plan, "key column not found"),
+            Err(_) => return Err("key column not found".into()),
         }
     }
     if let Some(f) = plan.schema.fields().iter().find(|f| narrow_dictionary(f.data_type())) {
-        return Schedule::merge_all(plan, format!("column '{}' is a dictionary with keys narrower than 32 bits", f.name()));
+        return Err(format!("column '{}' is a dictionary with keys narrower than 32 bits", f.name()));
     }
-    let Ok(converter) = key_converter(plan) else { return Schedule::merge_all(plan, "the key has no row encoding") };
+    Ok(())
+}
 
-    // 1. Every row group's range, and whether it is a candidate.
-    struct Group {
-        run: usize,
-        /// Position in its run's `row_groups`.
-        pos: usize,
-        range: Range2,
-        candidate: bool,
-        codec_kept: bool,
-    }
+/// Every row group of every file with its key range, and whether it is a candidate to
+/// pass through (same schema, codec allowed, offset index available, exact statistics).
+fn plan_groups(plan: &MergePlan, mode: Passthrough, codec: Compression, output: &SchemaDescriptor, converter: &RowConverter) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     for (fi, f) in plan.files.iter().enumerate() {
         let mut run_of = vec![usize::MAX; f.metadata.metadata().num_row_groups()];
@@ -341,7 +383,7 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
                 pos_of[g] = p;
             }
         }
-        let ranges = file_ranges(plan, f, &|g| run_of[g], &converter);
+        let ranges = file_ranges(plan, f, &|g| run_of[g], converter);
         // As stored: an INTERVAL column is read as bytes but copied as it is.
         let fdescr = f.stored_schema.as_ref();
         let same_schema =
@@ -359,36 +401,16 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
             groups.push(Group { run: run_of[g], pos: pos_of[g], range, candidate, codec_kept: !same_codec });
         }
     }
-    // 2. Candidates that overlap no other run's row group: a sweep over the row groups by
-    //    their low ends, with the two highest high ends of distinct runs so far.
+    groups
+}
+
+/// The candidates (indices into `groups`) that overlap no other run's row group: a sweep
+/// over the row groups by their low ends, with the two highest high ends of distinct runs
+/// so far.
+fn apart_candidates(groups: &[Group]) -> Vec<usize> {
     let mut by_lo: Vec<usize> = (0..groups.len()).collect();
     by_lo.sort_by(|&a, &b| groups[a].range.lo.cmp(&groups[b].range.lo));
-    // best[i]: the highest `hi` among by_lo[..=i], and the highest of a run other than its.
-    let mut best: Vec<Highest> = Vec::with_capacity(by_lo.len());
-    let mut top: Option<(&Point, usize)> = None;
-    let mut second: Option<&Point> = None;
-    for &i in &by_lo {
-        let g = &groups[i];
-        match top {
-            Some((p, run)) if run == g.run => {
-                if g.range.hi > *p {
-                    top = Some((&g.range.hi, run));
-                }
-            }
-            Some((p, run)) if g.range.hi > *p => {
-                let _ = run;
-                second = Some(p);
-                top = Some((&g.range.hi, g.run));
-            }
-            Some(_) => {
-                if second.is_none_or(|s| g.range.hi > *s) {
-                    second = Some(&g.range.hi);
-                }
-            }
-            None => top = Some((&g.range.hi, g.run)),
-        }
-        best.push((top, second));
-    }
+    let best = highest_so_far(groups, &by_lo);
     let mut blocks: Vec<usize> = Vec::new();
     for (i, g) in groups.iter().enumerate() {
         if !g.candidate {
@@ -410,29 +432,72 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
             blocks.push(i);
         }
     }
+    blocks
+}
+
+/// `best[i]`: the highest `hi` among `by_lo[..=i]`, and the highest of a run other than its.
+fn highest_so_far<'a>(groups: &'a [Group], by_lo: &[usize]) -> Vec<Highest<'a>> {
+    let mut best: Vec<Highest> = Vec::with_capacity(by_lo.len());
+    let mut top: Option<(&Point, usize)> = None;
+    let mut second: Option<&Point> = None;
+    for &i in by_lo {
+        let g = &groups[i];
+        match top {
+            Some((p, run)) if run == g.run => {
+                if g.range.hi > *p {
+                    top = Some((&g.range.hi, run));
+                }
+            }
+            Some((p, run)) if g.range.hi > *p => {
+                let _ = run;
+                second = Some(p);
+                top = Some((&g.range.hi, g.run));
+            }
+            Some(_) => {
+                if second.is_none_or(|s| g.range.hi > *s) {
+                    second = Some(&g.range.hi);
+                }
+            }
+            None => top = Some((&g.range.hi, g.run)),
+        }
+        best.push((top, second));
+    }
+    best
+}
+
+/// Whether there are blocks, and few enough for one file and for the planner's work.
+fn check_plan_size(plan: &MergePlan, groups: &[Group], blocks: &[usize], row_group_rows: usize) -> Off<()> {
     if blocks.is_empty() {
-        return Schedule::merge_all(plan, "no row group is apart from the other runs' rows");
+        return Err("no row group is apart from the other runs' rows".into());
     }
     // The file keeps at most MAX_ROW_GROUPS row groups; each block may also cut one short.
     if plan.total_rows.div_ceil(row_group_rows.max(1)) + 2 * blocks.len() > crate::parquet::writer::MAX_ROW_GROUPS {
-        return Schedule::merge_all(plan, "too many row groups for one file with passthrough");
+        return Err("too many row groups for one file with passthrough".into());
     }
     if groups.len().saturating_mul(blocks.len()) > MAX_PLAN_WORK {
-        return Schedule::merge_all(plan, "too many row groups to plan passthrough");
+        return Err("too many row groups to plan passthrough".into());
     }
-    // 3. Blocks in output order; each other row group's phase: the blocks before it (a
-    //    prefix of the blocks, or the statistics contradict themselves).
+    Ok(())
+}
+
+/// The blocks in output order: by low end, then run, then position in the run.
+fn sort_blocks(groups: &[Group], blocks: &mut [usize]) {
     blocks.sort_by(|&a, &b| {
         let (x, y) = (&groups[a], &groups[b]);
         x.range.lo.cmp(&y.range.lo).then(x.run.cmp(&y.run)).then(x.pos.cmp(&y.pos))
     });
+}
+
+/// Each row group's slot in the output: `2k + 1` for block `k`, `2k` for phase `k`, the
+/// blocks before it (a prefix of the blocks, or the statistics contradict themselves).
+fn slots(groups: &[Group], blocks: &[usize]) -> Off<Vec<usize>> {
     let mut slot_of: Vec<usize> = vec![0; groups.len()];
     for (k, &b) in blocks.iter().enumerate() {
         slot_of[b] = 2 * k + 1;
     }
     let is_block: Vec<bool> = {
         let mut v = vec![false; groups.len()];
-        for &b in &blocks {
+        for &b in blocks {
             v[b] = true;
         }
         v
@@ -444,12 +509,17 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
         let before = |g: &Group| if g.run == h.run { g.pos < h.pos } else { g.range.hi < h.range.lo };
         let phase = blocks.iter().take_while(|&&b| before(&groups[b])).count();
         if blocks[phase..].iter().any(|&b| before(&groups[b])) {
-            return Schedule::merge_all(plan, "row-group statistics contradict each other");
+            return Err("row-group statistics contradict each other".into());
         }
         slot_of[i] = 2 * phase;
     }
-    // 4. Every run's row groups in file order; each phase takes a contiguous range of them.
-    let mut phases: Vec<Vec<(usize, Range<usize>)>> = vec![Vec::new(); blocks.len() + 1];
+    Ok(slot_of)
+}
+
+/// The phases: per phase, the runs with rows there and the contiguous range of row groups
+/// each merges there (a run whose slots go back contradicts its order).
+fn phases(plan: &MergePlan, groups: &[Group], slot_of: &[usize], blocks: usize) -> Off<Phases> {
+    let mut phases: Phases = vec![Vec::new(); blocks + 1];
     let mut by_run: Vec<Vec<usize>> = vec![Vec::new(); plan.runs.len()];
     for (i, g) in groups.iter().enumerate() {
         by_run[g.run].push(i);
@@ -457,7 +527,7 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
     for (run, members) in by_run.iter_mut().enumerate() {
         members.sort_by_key(|&i| groups[i].pos);
         if members.windows(2).any(|w| slot_of[w[0]] > slot_of[w[1]]) {
-            return Schedule::merge_all(plan, "row-group statistics contradict a run's order");
+            return Err("row-group statistics contradict a run's order".into());
         }
         let mut at = 0;
         while at < members.len() {
@@ -472,7 +542,12 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
             at = end;
         }
     }
-    let blocks: Vec<Block> = blocks
+    Ok(phases)
+}
+
+/// The [`Block`] of each block (indices into `groups`, in output order).
+fn to_blocks(plan: &MergePlan, groups: &[Group], blocks: &[usize]) -> Vec<Block> {
+    blocks
         .iter()
         .map(|&b| {
             let g = &groups[b];
@@ -485,21 +560,24 @@ pub fn schedule(plan: &MergePlan, mode: Passthrough, codec: Compression, output:
                 codec_kept: g.codec_kept,
             }
         })
-        .collect();
-    // 5. The footers of files with blocks, with their page indexes; a block without an
-    //    offset index gets one built from its page headers.
+        .collect()
+}
+
+/// The footers of files with blocks, with their page indexes; a block without an offset
+/// index gets one built from its page headers. `Err` where one cannot be read.
+fn block_footers(plan: &MergePlan, blocks: &[Block]) -> Off<Vec<Option<Arc<ParquetMetaData>>>> {
     let mut footers: Vec<Option<Arc<ParquetMetaData>>> = vec![None; plan.files.len()];
-    for b in &blocks {
+    for b in blocks {
         if footers[b.file].is_none() {
             let path = &plan.files[b.file].path;
             let groups: Vec<usize> = blocks.iter().filter(|o| o.file == b.file).map(|o| o.row_group).collect();
             match read_footer(path).and_then(|m| with_offset_indexes(path, m, &groups)) {
                 Ok(m) => footers[b.file] = Some(Arc::new(m)),
-                Err(e) => return Schedule::merge_all(plan, format!("{}: {e}", path.display())),
+                Err(e) => return Err(format!("{}: {e}", path.display())),
             }
         }
     }
-    Schedule { phases, blocks, footers, off: None }
+    Ok(footers)
 }
 
 /// `footer` with an offset index for each of `groups` (row groups to be copied) that has

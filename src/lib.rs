@@ -3,7 +3,7 @@
 //! Data flow: Arrow sort columns → [`keys`] (normalized fixed-width key words) → an engine
 //! ([`engine`]: the CPU merge path on rayon threads, or the GPU co-rank kernels, chosen by
 //! [`EngineOptions`]) → a [`Permutation`] → gathered RecordBatches ([`gather()`]); keys that
-//! tie on their words are ordered exactly by [`order`]. Inputs that arrive batch by batch
+//! tie on their words are ordered exactly by `order`. Inputs that arrive batch by batch
 //! merge in rounds ([`frontier`]); [`parquet`] and [`datafusion`] build on that.
 //!
 //! The merge is **stable, always**: equal keys keep run order, then row order within a run,
@@ -28,7 +28,7 @@
 //! assert_eq!(v, ["a", "d", "b", "e", "f", "c"]); // the 3 of run 0 before the 3 of run 1
 //! ```
 
-pub mod api;
+mod api;
 #[cfg(feature = "datafusion")]
 pub mod datafusion;
 pub mod engine;
@@ -36,15 +36,15 @@ pub mod error;
 pub mod frontier;
 pub mod gather;
 pub mod keys;
-pub mod options;
-pub mod order;
+mod options;
+pub(crate) mod order;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod permutation;
 #[cfg(feature = "parquet")]
 mod show_bytes;
 pub mod sort;
-pub mod sort_key;
+mod sort_key;
 
 /// Rows per output batch wherever corank chooses the size: the default of
 /// [`MergeOptions::batch_size`], [`SortBatchesOptions`]'s and

@@ -1,11 +1,12 @@
 //! The public sort API: RecordBatches in any order + sort keys → stable permutation → batches.
 //!
-//! The counterpart of the merge API ([`crate::api`]) for input that is not sorted: the sort
+//! The counterpart of the merge API ([`merge`](crate::merge),
+//! [`merge_permutation`](crate::merge_permutation)) for input that is not sorted: the sort
 //! columns of all input batches are encoded as one sequence of key words
 //! ([`crate::keys`]), sorted stably by the sort engine ([`crate::engine::sort`]: sorted
 //! tiles, then the co-rank merge tree), rows whose words tie but whose values may differ
 //! (long strings, columns past the key budget) are ordered exactly by the full comparator
-//! ([`crate::order::ties`]), and the rows are gathered ([`crate::gather()`]).
+//! (`order::ties`), and the rows are gathered ([`crate::gather()`]).
 //!
 //! The sort is **stable, always**: equal keys keep their input order (batch order, then row
 //! order within a batch), the same order as a stable sort of the concatenated batches by

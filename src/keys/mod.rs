@@ -47,7 +47,7 @@
 //! imply equal sort values) unless a string field is a prefix or a column did not fit in
 //! the budget; the encoding stops after the first inexact field. Then rows with equal keys
 //! that may differ are resolved afterwards with the full comparator (arrow-row), see
-//! [`crate::order::ties`]: in the merged output such rows form contiguous segments, each
+//! `order::ties`: in the merged output such rows form contiguous segments, each
 //! already in input order, so a stable sort of each segment finishes the merge.
 
 mod bytes;

@@ -340,8 +340,8 @@ fn unsorted_runs(parts: usize, rows: usize, seed: u64) -> Vec<RecordBatch> {
 fn gpu_sort_runs() -> bool {
     let k: ArrayRef = Arc::new(UInt64Array::from(vec![3u64, 1, 2]));
     let batch = RecordBatch::try_from_iter([("k", k)]).unwrap();
-    let options = corank::sort::SortBatchesOptions::default().with_engine(Engine::Gpu);
-    corank::sort::sort_batches(&[batch], &[corank::SortKey::asc("k")], &options).is_ok()
+    let options = corank::SortBatchesOptions::default().with_engine(Engine::Gpu);
+    corank::sort_batches(&[batch], &[corank::SortKey::asc("k")], &options).is_ok()
 }
 
 fn main() {

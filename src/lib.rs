@@ -43,7 +43,7 @@ pub mod parquet;
 pub mod permutation;
 #[cfg(feature = "parquet")]
 mod show_bytes;
-pub mod sort;
+mod sort;
 mod sort_key;
 
 /// Rows per output batch wherever corank chooses the size: the default of

@@ -89,7 +89,9 @@ pub fn sort_columns(batches: &[Vec<ArrayRef>], keys: &[SortKey], options: &SortB
 /// positions; rows whose words tie but whose values may differ are then ordered by the full
 /// comparator (in each segment of equal words, every chunk's rows are in its sorted order, so
 /// a stable sort of the segment by value gives input order among equal values).
-pub fn merge_sorted_chunks(
+/// (The DataFusion sort node's merge of its CPU pieces; unused without that feature.)
+#[cfg_attr(not(feature = "datafusion"), allow(dead_code))]
+pub(crate) fn merge_sorted_chunks(
     batches: &[Vec<ArrayRef>],
     keys: &[SortKey],
     chunk_offsets: &[usize],

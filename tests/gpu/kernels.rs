@@ -810,7 +810,7 @@ fn split_sort_case<T: TestKey>(n: usize, shape: SortShape, splits: &[Vec<usize>]
 #[test]
 fn sort_batches_on_the_gpu() {
     use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
-    use corank::sort::{sort_batches, SortBatchesOptions};
+    use corank::{sort_batches, SortBatchesOptions};
     use corank::{Engine, SortKey};
     use std::sync::Arc;
     if !gpu_or_skip("sort_batches_on_the_gpu") {

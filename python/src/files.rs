@@ -1,0 +1,307 @@
+//! `merge_files` and `sort_files`: the command line's `corank merge` and `corank sort`
+//! through the library's Parquet API, with its defaults, checks and errors, returning the
+//! summary that `--json` prints, as a dict.
+
+use crate::options::{parse_by, EngineArgs};
+use crate::run::{check_cancel, run, OnInterrupt, Shared};
+use corank::parquet::{
+    expand_inputs, merge_files as merge_parquet, parse_compression, plan_merge, plan_sort, sort_files as sort_parquet, MergeFilesOptions,
+    MergeSummary, Passthrough, SortFilesOptions, SortPhase, SortStrategy, SortSummary, WriterSettings,
+};
+use corank::{Error, Result, Setting, SortKey};
+use parquet::basic::Compression;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+/// The options `merge_files` and `sort_files` share, as the wrapper passes them.
+#[derive(FromPyObject, Debug, Clone)]
+#[pyo3(from_item_all)]
+pub struct FileArgs {
+    pub inputs: Vec<String>,
+    pub output: PathBuf,
+    pub by: Option<String>,
+    pub overwrite: bool,
+    pub memory_limit: usize,
+    pub compression: String,
+    pub row_group_rows: usize,
+    pub row_group_bytes: usize,
+    pub union_by_name: bool,
+}
+
+impl FileArgs {
+    /// The checks the command line makes before it opens a file.
+    fn prepare(&self) -> Result<(Option<Vec<SortKey>>, Compression)> {
+        if self.union_by_name {
+            return Err(Error::InvalidSetting {
+                setting: Setting::UnionByName,
+                detail: "is not available from Python yet (the library's corank::parquet exposes no plan with it at its top level)".into(),
+            });
+        }
+        let by = self.by.as_deref().map(parse_by).transpose()?;
+        let compression = parse_compression(&self.compression)?;
+        Ok((by, compression))
+    }
+
+    fn writer(&self, compression: Compression) -> WriterSettings {
+        WriterSettings {
+            compression,
+            row_group_rows: self.row_group_rows,
+            row_group_bytes: self.row_group_bytes,
+            overwrite: self.overwrite,
+            sync: true,
+        }
+    }
+
+    /// The input files (`expand_inputs`), the output never among them: one that a
+    /// directory or pattern finds is skipped, one named explicitly is an error; so are
+    /// temporary files of corank runs that a directory or pattern finds (the command line's
+    /// rules).
+    fn input_paths(&self) -> Result<Vec<PathBuf>> {
+        let out = file_id(&self.output);
+        let mut paths = Vec::new();
+        for arg in &self.inputs {
+            let explicit = Path::new(arg).is_file();
+            for path in expand_inputs(std::slice::from_ref(arg))? {
+                let is_output = out.is_some() && file_id(&path) == out;
+                if explicit && is_output {
+                    return Err(Error::InvalidArgument(format!("output {} is also an input ({arg})", self.output.display())));
+                }
+                if is_output {
+                    log::info!("skipping {}: it is the output", path.display());
+                    continue;
+                }
+                if !explicit && is_leftover(&path) {
+                    log::warn!("skipping {}: a temporary file of a corank merge or sort (running, or killed)", path.display());
+                    continue;
+                }
+                paths.push(path);
+            }
+        }
+        if paths.is_empty() {
+            return Err(Error::InvalidArgument(format!("no input files besides the output {}", self.output.display())));
+        }
+        Ok(paths)
+    }
+}
+
+/// Device and inode (the canonical path off Unix).
+fn file_id(path: &Path) -> Option<(u64, u64, PathBuf)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino(), PathBuf::new()))
+    }
+    #[cfg(not(unix))]
+    {
+        path.canonicalize().ok().map(|p| (0, 0, p))
+    }
+}
+
+/// `.corank-<...>.tmp`, or a file inside a `.corank-sort-<16 hex digits>` spill directory.
+fn is_leftover(path: &Path) -> bool {
+    let temp = |n: &str| n.starts_with(".corank-") && n.ends_with(".tmp");
+    let spill = |n: &str| n.strip_prefix(".corank-sort-").is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+    path.file_name().and_then(|n| n.to_str()).is_some_and(temp)
+        || path.parent().is_some_and(|p| p.components().any(|c| c.as_os_str().to_str().is_some_and(spill)))
+}
+
+/// `k DESC NULLS LAST, j ASC NULLS LAST`, as `--json` shows the key.
+fn show_keys(keys: &[SortKey]) -> String {
+    keys.iter()
+        .map(|k| {
+            let dir = if k.options.descending { "DESC" } else { "ASC" };
+            let nulls = if k.options.nulls_first { "NULLS FIRST" } else { "NULLS LAST" };
+            let plain = !k.column.is_empty() && !k.column.contains(|c: char| c.is_whitespace() || c == ',' || c == '"');
+            let name = if plain { k.column.clone() } else { format!("\"{}\"", k.column.replace('"', "\"\"")) };
+            format!("{name} {dir} {nulls}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A codec as `--compression` names it: `zstd(3)`, `gzip(6)`, `lz4`, `none`.
+fn show_compression(c: Compression) -> String {
+    match c {
+        Compression::UNCOMPRESSED => "none".into(),
+        Compression::SNAPPY => "snappy".into(),
+        Compression::LZ4_RAW => "lz4".into(),
+        Compression::ZSTD(l) => format!("zstd({})", l.compression_level()),
+        Compression::GZIP(l) => format!("gzip({})", l.compression_level()),
+        Compression::BROTLI(l) => format!("brotli({})", l.compression_level()),
+        other => other.to_string().to_ascii_lowercase(),
+    }
+}
+
+/// What a finished merge reports, beside the summary itself.
+struct MergeDone {
+    summary: MergeSummary,
+    by: String,
+    compression: Compression,
+}
+
+/// `merge_files`: sorted Parquet files merged into one, as `corank merge` does.
+#[pyfunction]
+#[pyo3(signature = (args, engine, passthrough, progress))]
+pub fn merge_files<'py>(
+    py: Python<'py>,
+    args: FileArgs,
+    engine: EngineArgs,
+    passthrough: &str,
+    progress: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let prepared = || -> Result<(MergeFilesOptions, Option<Vec<SortKey>>)> {
+        let (by, compression) = args.prepare()?;
+        let passthrough = passthrough.parse::<Passthrough>()?;
+        let options = MergeFilesOptions { engine: engine.options()?, memory_limit: args.memory_limit, writer: args.writer(compression), passthrough };
+        Ok((options, by))
+    };
+    let (options, by) = prepared().map_err(crate::errors::to_py)?;
+    let memory_limit = options.memory_limit;
+    let output = args.output.clone();
+    let done = run(py, OnInterrupt::WaitForCancel, progress.as_ref(), move |shared: &Shared| {
+        let paths = args.input_paths()?;
+        let plan = plan_merge(&paths, by, true)?;
+        shared.total.store(plan.total_rows, Ordering::Relaxed);
+        check_cancel_here(shared)?;
+        let on_progress = |rows: usize| {
+            shared.done.store(rows, Ordering::Relaxed);
+            check_cancel(shared);
+        };
+        let summary = merge_parquet(&plan, &args.output, &options, &on_progress)?;
+        Ok(MergeDone { summary, by: show_keys(&plan.keys), compression: options.writer.compression })
+    })?;
+    let s = &done.summary;
+    let seconds = s.elapsed.as_secs_f64();
+    let d = PyDict::new(py);
+    d.set_item("ok", true)?;
+    d.set_item("output", output.to_string_lossy().into_owned())?;
+    d.set_item("rows", s.rows)?;
+    d.set_item("files", s.input_files)?;
+    d.set_item("runs", s.runs)?;
+    d.set_item("input_bytes", s.input_bytes)?;
+    d.set_item("output_bytes", s.output_bytes)?;
+    d.set_item("output_row_groups", s.output_row_groups)?;
+    d.set_item("rounds", s.rounds_cpu + s.rounds_gpu)?;
+    d.set_item("rounds_cpu", s.rounds_cpu)?;
+    d.set_item("rounds_gpu", s.rounds_gpu)?;
+    d.set_item("engine", s.engine())?;
+    d.set_item("by", &done.by)?;
+    d.set_item("compression", show_compression(done.compression))?;
+    d.set_item("elapsed_s", seconds)?;
+    d.set_item("read_s", s.read_time.as_secs_f64())?;
+    d.set_item("merge_s", s.merge_time.as_secs_f64())?;
+    d.set_item("write_s", s.write_time.as_secs_f64())?;
+    d.set_item("rows_per_s", s.rows as f64 / seconds.max(1e-9))?;
+    d.set_item("window_bytes", s.window_bytes)?;
+    d.set_item("memory_limit", memory_limit)?;
+    d.set_item("peak_memory_bytes", s.peak_memory)?;
+    d.set_item("passthrough", passthrough.to_ascii_lowercase())?;
+    d.set_item("passthrough_rows", s.passthrough_rows)?;
+    d.set_item("passthrough_row_groups", s.passthrough_row_groups)?;
+    d.set_item("passthrough_codec_kept_row_groups", s.passthrough_codec_kept_row_groups)?;
+    Ok(d)
+}
+
+/// Stops before the work starts writing where the caller already gave up (the unwind of
+/// [`check_cancel`] is for the library's call-backs only).
+fn check_cancel_here(shared: &Shared) -> Result<()> {
+    if shared.cancel.load(Ordering::Relaxed) {
+        return Err(Error::Internal("cancelled".into()));
+    }
+    Ok(())
+}
+
+/// What a finished sort reports, beside the summary itself.
+struct SortDone {
+    summary: SortSummary,
+    by: String,
+}
+
+/// `sort_files`: Parquet files in any order sorted into one, as `corank sort` does.
+#[pyfunction]
+#[pyo3(signature = (args, engine, temp_dir, spill_compression, strategy, progress))]
+pub fn sort_files<'py>(
+    py: Python<'py>,
+    args: FileArgs,
+    engine: EngineArgs,
+    temp_dir: Option<PathBuf>,
+    spill_compression: &str,
+    strategy: &str,
+    progress: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let prepared = || -> Result<(SortFilesOptions, Option<Vec<SortKey>>)> {
+        let (by, compression) = args.prepare()?;
+        let spill_compression = parse_compression(spill_compression).map_err(|e| match e {
+            Error::InvalidSetting { setting: Setting::Compression, detail } => Error::InvalidSetting { setting: Setting::SpillCompression, detail },
+            other => other,
+        })?;
+        if let Some(dir) = temp_dir.as_ref().filter(|d| !d.is_dir()) {
+            return Err(Error::File { path: dir.clone(), detail: "temp_dir is not a directory".into() });
+        }
+        let options = SortFilesOptions {
+            engine: engine.options()?,
+            memory_limit: args.memory_limit,
+            writer: args.writer(compression),
+            temp_dir: temp_dir.clone(),
+            spill_compression,
+            strategy: strategy.parse::<SortStrategy>()?,
+        };
+        Ok((options, by))
+    };
+    let (options, by) = prepared().map_err(crate::errors::to_py)?;
+    let (memory_limit, compression, spill_compression) = (options.memory_limit, options.writer.compression, options.spill_compression);
+    let output = args.output.clone();
+    let done = run(py, OnInterrupt::WaitForCancel, progress.as_ref(), move |shared: &Shared| {
+        let paths = args.input_paths()?;
+        // The plan's options: the library's defaults (the columns matched in order).
+        let plan = plan_sort(&paths, by, &Default::default(), &args.output, &options)?;
+        let total = plan.inputs.total_rows;
+        shared.total.store(2 * total, Ordering::Relaxed);
+        check_cancel_here(shared)?;
+        let on_progress = |phase: SortPhase, rows: usize| {
+            let done = match phase {
+                SortPhase::Runs => rows,
+                SortPhase::Merge => total + rows,
+            };
+            shared.done.store(done, Ordering::Relaxed);
+            check_cancel(shared);
+        };
+        let summary = sort_parquet(&plan, &args.output, &options, &on_progress)?;
+        Ok(SortDone { summary, by: show_keys(&plan.inputs.keys) })
+    })?;
+    let s = &done.summary;
+    let seconds = s.elapsed.as_secs_f64();
+    let d = PyDict::new(py);
+    d.set_item("ok", true)?;
+    d.set_item("output", output.to_string_lossy().into_owned())?;
+    d.set_item("strategy", s.strategy)?;
+    d.set_item("rows", s.rows)?;
+    d.set_item("files", s.input_files)?;
+    d.set_item("input_bytes", s.input_bytes)?;
+    d.set_item("output_bytes", s.output_bytes)?;
+    d.set_item("output_row_groups", s.output_row_groups)?;
+    d.set_item("spill_runs", s.spill_runs)?;
+    d.set_item("spill_bytes", s.spill_bytes)?;
+    d.set_item("intermediate_passes", s.intermediate_passes)?;
+    d.set_item("final_runs", s.final_runs)?;
+    d.set_item("sorts_cpu", s.sorts_cpu)?;
+    d.set_item("sorts_gpu", s.sorts_gpu)?;
+    d.set_item("rounds_cpu", s.rounds_cpu)?;
+    d.set_item("rounds_gpu", s.rounds_gpu)?;
+    d.set_item("engine", s.engine())?;
+    d.set_item("by", &done.by)?;
+    d.set_item("compression", show_compression(compression))?;
+    d.set_item("spill_compression", show_compression(spill_compression))?;
+    d.set_item("elapsed_s", seconds)?;
+    d.set_item("read_s", s.read_time.as_secs_f64())?;
+    d.set_item("sort_s", s.sort_time.as_secs_f64())?;
+    d.set_item("spill_s", s.spill_time.as_secs_f64())?;
+    d.set_item("merge_s", s.merge_time.as_secs_f64())?;
+    d.set_item("rows_per_s", s.rows as f64 / seconds.max(1e-9))?;
+    d.set_item("chunk_bytes", s.chunk_bytes)?;
+    d.set_item("memory_limit", memory_limit)?;
+    d.set_item("peak_memory_bytes", s.peak_memory)?;
+    Ok(d)
+}

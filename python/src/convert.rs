@@ -109,3 +109,72 @@ impl ArrowStream {
         PyCapsule::new_with_value(py, FFI_ArrowArrayStream::new(reader), STREAM)
     }
 }
+
+/// Whether a column of type `from` is cast to `to` when runs meet: the same values in
+/// another Arrow layout (string, large string and string view; the binary three), or a
+/// column of nulls only (what an empty pandas column exports). Data frame libraries pick
+/// these layouts on their own (pandas exports large strings, Polars string views), so runs
+/// from different sources hold the same column in different ones.
+pub fn castable(from: &DataType, to: &DataType) -> bool {
+    use DataType::*;
+    let strings = |t: &DataType| matches!(t, Utf8 | LargeUtf8 | Utf8View);
+    let binaries = |t: &DataType| matches!(t, Binary | LargeBinary | BinaryView);
+    from != to && ((strings(from) && strings(to)) || (binaries(from) && binaries(to)) || *from == Null)
+}
+
+/// `batch` with the column types of `schema` where [`castable`] allows it (a copy of those
+/// columns only); other differences are left for corank to report.
+pub fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let theirs = batch.schema();
+    if theirs.fields().len() != schema.fields().len()
+        || !theirs.fields().iter().zip(schema.fields()).any(|(a, b)| a.name() == b.name() && castable(a.data_type(), b.data_type()))
+    {
+        return Ok(batch);
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for ((theirs, ours), column) in theirs.fields().iter().zip(schema.fields()).zip(batch.columns()) {
+        if theirs.name() == ours.name() && castable(theirs.data_type(), ours.data_type()) {
+            columns.push(arrow::compute::cast(column, ours.data_type())?);
+            fields.push(theirs.as_ref().clone().with_data_type(ours.data_type().clone()));
+        } else {
+            columns.push(column.clone());
+            fields.push(theirs.as_ref().clone());
+        }
+    }
+    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, theirs.metadata().clone()));
+    RecordBatch::try_new(schema, columns)
+}
+
+/// The schema the runs merge under: the first run's names, types and metadata, a column
+/// nullable where any run's is (runs whose columns differ otherwise keep their schema, and
+/// corank reports them).
+pub fn common_schema(schemas: &[SchemaRef]) -> Option<SchemaRef> {
+    let first = schemas.first()?;
+    let mut fields: Vec<arrow::datatypes::Field> = first.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for s in &schemas[1..] {
+        if s.fields().len() != fields.len() {
+            continue;
+        }
+        for (a, b) in fields.iter_mut().zip(s.fields()) {
+            if a.name() == b.name() && b.is_nullable() {
+                a.set_nullable(true);
+            }
+        }
+    }
+    Some(std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, first.metadata().clone())))
+}
+
+/// `batch` under `schema` ([`common_schema`]): columns cast where [`castable`] allows, then
+/// the schema's nullability and metadata (pandas, for one, writes schema metadata that
+/// differs from frame to frame). A batch whose columns differ otherwise is left as it is.
+pub fn unify(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let batch = conform(batch, schema)?;
+    let theirs = batch.schema();
+    let same_columns = theirs.fields().len() == schema.fields().len()
+        && theirs.fields().iter().zip(schema.fields()).all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+    if !same_columns || theirs == *schema {
+        return Ok(batch);
+    }
+    RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
+}

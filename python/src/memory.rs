@@ -6,7 +6,7 @@
 //! module adds for it: the order check where one chunk of a run meets the next
 //! ([`check_junctions`]), and errors and indices told in the caller's runs and rows.
 
-use crate::convert::{import_batches, ArrowStream};
+use crate::convert::{common_schema, import_batches, unify, ArrowStream};
 use crate::options::{parse_by, EngineArgs};
 use crate::run::{run, OnInterrupt};
 use arrow::array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
@@ -36,19 +36,28 @@ impl Chunks {
     /// Imports each object of `runs` (anything with `__arrow_c_stream__` or
     /// `__arrow_c_array__`), a run that has no chunk getting an empty one.
     pub fn import(runs: &Bound<'_, PyList>) -> PyResult<Chunks> {
-        let mut chunks = Chunks { batches: Vec::new(), run_of: Vec::new(), first_row: Vec::new(), run_starts: vec![0], schema: None };
-        for (r, obj) in runs.iter().enumerate() {
+        let mut imported = Vec::with_capacity(runs.len());
+        for obj in runs.iter() {
             let (schema, batches) = import_batches(&obj)?;
             let batches = if batches.is_empty() { vec![RecordBatch::new_empty(schema.clone())] } else { batches };
+            imported.push((schema, batches));
+        }
+        let schemas: Vec<SchemaRef> = imported.iter().map(|(s, _)| s.clone()).collect();
+        let common = common_schema(&schemas);
+        let mut chunks = Chunks { batches: Vec::new(), run_of: Vec::new(), first_row: Vec::new(), run_starts: vec![0], schema: common.clone() };
+        for (r, (_, batches)) in imported.into_iter().enumerate() {
             let mut row = 0;
             for b in batches {
+                let b = match &common {
+                    Some(common) => unify(b, common).map_err(crate::errors::arrow_error)?,
+                    None => b,
+                };
                 chunks.run_of.push(r);
                 chunks.first_row.push(row);
                 row += b.num_rows();
                 chunks.batches.push(b);
             }
             chunks.run_starts.push(chunks.run_starts[r] + row);
-            chunks.schema.get_or_insert(schema);
         }
         Ok(chunks)
     }

@@ -66,7 +66,9 @@ impl PartitionStream for ReaderPartition {
             .ok()?;
             let batch = match next? {
                 // The batch under the partition's schema (nullability unified over the inputs).
-                Ok(b) => RecordBatch::try_new(Arc::clone(&schema), b.columns().to_vec()).map_err(|e| DataFusionError::ArrowError(Box::new(e), None)),
+                Ok(b) => crate::convert::unify(b, &schema)
+                    .and_then(|b| RecordBatch::try_new(Arc::clone(&schema), b.columns().to_vec()))
+                    .map_err(|e| DataFusionError::ArrowError(Box::new(e), None)),
                 Err(e) => Err(DataFusionError::ArrowError(Box::new(e), None)),
             };
             Some((batch, (Some(reader), schema)))
@@ -127,7 +129,7 @@ fn common_schema(schemas: &[SchemaRef]) -> corank::Result<SchemaRef> {
             return Err(Error::SchemaMismatch { run: r, detail: format!("{} columns instead of {}", s.fields().len(), fields.len()) });
         }
         for (a, b) in fields.iter_mut().zip(s.fields()) {
-            if a.name() != b.name() || a.data_type() != b.data_type() {
+            if a.name() != b.name() || (a.data_type() != b.data_type() && !crate::convert::castable(b.data_type(), a.data_type())) {
                 return Err(Error::SchemaMismatch {
                     run: r,
                     detail: format!("column {}: {} instead of {}: {}", b.name(), b.data_type(), a.name(), a.data_type()),

@@ -366,7 +366,7 @@ def _stream_error(message: str) -> Error:
     if m:
         run, row, detail = int(m.group(1)), int(m.group(2)), m.group(3)
         return NotSortedError(f"run {run} is not sorted: row {row} sorts before row {max(row - 1, 0)}: {detail}", run=run, row=row)
-    if "Resources exhausted" in message or "ResourcesExhausted" in message:
+    if "Resources exhausted" in message or "Failed to allocate additional" in message:
         return InvalidOptionError(f"`memory_limit` is too small for the merge's windows: {message}", setting="memory_limit")
     if "GPU engine not available" in message:
         return GpuUnavailableError(message)

@@ -1,0 +1,178 @@
+"""merge_files and sort_files end to end: the command line's semantics, the --json summary
+as a dict, and each bad input as its own exception with nothing written."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import corank
+from conftest import assert_same_rows, oracle_sort, random_table, sorted_runs
+
+KINDS = {"k": "int64", "s": "string", "f": "float64", "d": "date32"}
+
+
+def write(path, table, declare=None, row_group_size=None):
+    sorting = None
+    if declare:
+        sorting = [pq.SortingColumn(table.schema.get_field_index(c), descending=d, nulls_first=n) for c, d, n in declare]
+    pq.write_table(table, path, sorting_columns=sorting, row_group_size=row_group_size)
+
+
+def files_in(d):
+    return sorted(os.listdir(d))
+
+
+@pytest.fixture
+def sorted_files(tmp_path, rng):
+    by = "k DESC, s"
+    runs = sorted_runs(KINDS, by, [3000, 2000, 2500], rng)
+    paths = []
+    for i, r in enumerate(runs):
+        p = tmp_path / f"in-{i}.parquet"
+        write(p, r, row_group_size=700)
+        paths.append(str(p))
+    return by, runs, paths
+
+
+def test_merge_files(sorted_files, tmp_path):
+    by, runs, paths = sorted_files
+    out = tmp_path / "out" / "merged.parquet"
+    out.parent.mkdir()
+    seen = []
+    s = corank.merge_files(paths, out, by=by, engine="cpu", compression="snappy", row_group_rows=1000, progress=lambda d, t: seen.append((d, t)))
+    assert s["ok"] is True and s["rows"] == 7500 and s["files"] == 3 and s["engine"] == "cpu"
+    assert s["by"] == "k DESC NULLS FIRST, s ASC NULLS LAST" and s["compression"] == "snappy"
+    for key in ("runs", "input_bytes", "output_bytes", "output_row_groups", "rounds", "elapsed_s", "memory_limit", "passthrough"):
+        assert key in s
+    got = pq.read_table(out)
+    assert_same_rows(got, oracle_sort(pa.concat_tables(runs), by))
+    meta = pq.ParquetFile(out).metadata
+    assert meta.num_row_groups == 8
+    assert meta.row_group(0).sorting_columns[0].descending
+    assert seen and seen[-1] == (7500, 7500)
+    assert files_in(out.parent) == ["merged.parquet"]  # no temporary file left
+    # The key from the files' sorting_columns (the output declares it).
+    again = corank.merge_files(out, tmp_path / "again.parquet")
+    assert again["rows"] == 7500 and again["by"] == s["by"]
+    assert_same_rows(pq.read_table(tmp_path / "again.parquet"), got)
+    # A directory input; the output in that directory is never read as an input.
+    os.remove(tmp_path / "again.parquet")
+    for _ in range(2):
+        s = corank.merge_files(tmp_path, tmp_path / "all.parquet", by=by, overwrite=True)
+        assert s["rows"] == 7500 and s["files"] == 3
+
+
+def test_merge_files_globs_and_sizes(sorted_files, tmp_path):
+    by, runs, paths = sorted_files
+    out = tmp_path / "merged.parquet"
+    s = corank.merge_files(str(tmp_path / "in-*.parquet"), out, by=by, memory_limit="64MiB", row_group_rows="2k", row_group_bytes="1MiB")
+    assert s["memory_limit"] == 64 << 20 and s["rows"] == 7500
+    assert pq.ParquetFile(out).metadata.num_row_groups == 4
+
+
+def test_sort_files(tmp_path, rng):
+    by = "s DESC NULLS LAST, k"
+    tables = [random_table(KINDS, n, rng).append_column("id", pa.array(np.arange(o, o + n))) for o, n in [(0, 4000), (4000, 3000)]]
+    paths = []
+    for i, t in enumerate(tables):
+        p = tmp_path / f"u-{i}.parquet"
+        write(p, t, row_group_size=1000)
+        paths.append(p)
+    want = oracle_sort(pa.concat_tables(tables), by)
+    for strategy in ("columns", "runs"):
+        out = tmp_path / f"sorted-{strategy}.parquet"
+        seen = []
+        s = corank.sort_files(paths, out, by=by, strategy=strategy, memory_limit="64MiB", progress=lambda d, t: seen.append((d, t)))
+        assert s["strategy"] == strategy and s["rows"] == 7000 and s["by"] == "s DESC NULLS LAST, k ASC NULLS LAST"
+        assert seen[-1] == (14000, 14000)
+        assert_same_rows(pq.read_table(out), want)
+    # More rows than the memory limit holds: sorted runs spilled in temp_dir, merged, removed.
+    n = 200_000
+    big = pa.table({"k": rng.integers(0, 1000, n), "s": np.array(["x", "yy", "zzz"])[rng.integers(0, 3, n)], "id": np.arange(n)})
+    write(tmp_path / "big.parquet", big, row_group_size=20_000)
+    temp = tmp_path / "spill"
+    temp.mkdir()
+    out = tmp_path / "sorted-spilled.parquet"
+    s = corank.sort_files(tmp_path / "big.parquet", out, by="k", strategy="runs", memory_limit="5MiB", temp_dir=temp, spill_compression="zstd")
+    assert s["spill_runs"] > 1 and s["spill_compression"] == "zstd(1)"
+    assert pq.read_table(out)["id"].to_pylist() == oracle_sort(big, "k")["id"].to_pylist()
+    assert files_in(temp) == []
+
+
+def test_progress_bar(sorted_files, tmp_path, capfd):
+    by, _, paths = sorted_files
+    corank.merge_files(paths, tmp_path / "m.parquet", by=by, progress=True)
+    err = capfd.readouterr().err
+    assert "merging [" in err and "100.0%" in err and "7,500 of 7,500" in err
+
+
+# ------------------------------------------------------------------------ bad input ---
+
+
+def expect_nothing_written(tmp_path, before, call, exc, **attrs):
+    with pytest.raises(exc) as e:
+        call()
+    for name, value in attrs.items():
+        got = getattr(e.value, name)
+        assert got == value or (isinstance(value, str) and str(got).endswith(value)), (name, got, value)
+    assert files_in(tmp_path) == before, "something was written"
+    return e.value
+
+
+def test_bad_inputs(sorted_files, tmp_path):
+    by, runs, paths = sorted_files
+    unsorted = tmp_path / "unsorted.parquet"
+    t = runs[0]
+    write(unsorted, t.take(np.r_[0:1500, 1600, 1500:1600, 1601:3000]), row_group_size=700)
+    other = tmp_path / "other.parquet"
+    write(other, runs[1].drop_columns(["f"]))
+    corrupt = tmp_path / "corrupt.parquet"
+    corrupt.write_bytes(b"PAR1 not a parquet file at all PAR1")
+    empty_dir = tmp_path / "nothing"
+    empty_dir.mkdir()
+    existing = tmp_path / "existing.parquet"
+    existing.write_bytes(b"keep me")
+    out = tmp_path / "out.parquet"
+    before = files_in(tmp_path)
+    m = lambda inputs, **kw: (lambda: corank.merge_files(inputs, kw.pop("output", out), **{"by": by, **kw}))  # noqa: E731
+
+    e = expect_nothing_written(tmp_path, before, m([paths[0], str(unsorted)]), corank.NotSortedError, path="unsorted.parquet", row_group=2)
+    assert e.row == 101 and "not sorted: row group 2, row 101" in str(e)
+    expect_nothing_written(tmp_path, before, m([paths[0], str(other)]), corank.SchemaError, path="other.parquet")
+    expect_nothing_written(tmp_path, before, m([paths[0], str(tmp_path / "missing.parquet")]), corank.FileError, path="missing.parquet")
+    expect_nothing_written(tmp_path, before, m([str(empty_dir)]), corank.FileError, path="nothing")
+    expect_nothing_written(tmp_path, before, m([paths[0], str(corrupt)]), corank.FileError, path="corrupt.parquet")
+    expect_nothing_written(tmp_path, before, m(paths, output=existing), corank.OutputExistsError, setting="overwrite")
+    assert existing.read_bytes() == b"keep me"
+    expect_nothing_written(tmp_path, before, m(paths, compression="zip"), corank.InvalidOptionError, setting="compression")
+    expect_nothing_written(tmp_path, before, m(paths, by="k UPWARDS"), corank.InvalidOptionError, setting="by")
+    expect_nothing_written(tmp_path, before, m(paths, by="nope"), corank.InvalidOptionError)
+    expect_nothing_written(tmp_path, before, m(paths, by=None), corank.InvalidOptionError, setting="by")  # no sorting_columns
+    expect_nothing_written(tmp_path, before, m(paths, memory_limit="1KiB"), corank.InvalidOptionError, setting="memory_limit")
+    expect_nothing_written(tmp_path, before, m(paths, memory_limit="two gigs"), corank.InvalidOptionError, setting="memory_limit")
+    expect_nothing_written(tmp_path, before, m(paths, passthrough="sometimes"), corank.InvalidOptionError)
+    expect_nothing_written(tmp_path, before, m(paths, union_by_name=True), corank.InvalidOptionError, setting="union_by_name")
+    expect_nothing_written(tmp_path, before, m(paths + [str(existing)], output=existing, overwrite=True), corank.Error)
+    expect_nothing_written(tmp_path, before, m([paths[0], paths[0]], output=paths[0], overwrite=True), corank.InvalidOptionError)
+    if not _gpu_usable():
+        expect_nothing_written(tmp_path, before, m(paths, engine="gpu"), corank.GpuUnavailableError)
+    s = lambda inputs, **kw: (lambda: corank.sort_files(inputs, out, **{"by": by, **kw}))  # noqa: E731
+    expect_nothing_written(tmp_path, before, s([paths[0], str(other)]), corank.SchemaError, path="other.parquet")
+    expect_nothing_written(tmp_path, before, s(paths, strategy="quick"), corank.InvalidOptionError)
+    expect_nothing_written(tmp_path, before, s(paths, spill_compression="zip"), corank.InvalidOptionError, setting="spill_compression")
+    expect_nothing_written(tmp_path, before, s(paths, temp_dir=tmp_path / "no-such-dir"), corank.FileError)
+    expect_nothing_written(tmp_path, before, s(paths, strategy="columns", memory_limit="64KiB"), corank.InvalidOptionError, setting="memory_limit")
+    expect_nothing_written(tmp_path, before, s([str(corrupt)]), corank.FileError)
+
+
+def _gpu_usable() -> bool:
+    try:
+        corank.merge([pa.table({"k": [1]})], by="k", engine="gpu")
+        return True
+    except corank.GpuUnavailableError:
+        return False

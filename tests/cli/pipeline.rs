@@ -403,7 +403,7 @@ fn rust_log_and_verbose_log_on_stderr() {
     // A spec that cannot be read is reported, not fatal.
     assert!(run(&["--engine", "cpu"], Some("corank=loud")).contains("RUST_LOG: ignoring 'corank=loud'"));
     // Where no GPU is usable, --engine auto says so with -v (the engine's info line).
-    if corank::engine::gpu_availability().is_err() {
+    if corank::gpu_availability().is_err() {
         let stderr = run(&[], None);
         assert_eq!(stderr, "", "without -v the fallback is not a warning");
         let stderr = run(&["-v"], None);

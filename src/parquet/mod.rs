@@ -50,7 +50,7 @@ pub(crate) mod sorting_columns;
 pub(crate) mod writer;
 
 // The entry points. Everything else in this folder is the crate's own.
-pub use inputs::{expand_inputs, plan_merge, InputFile, MergePlan, PlanOptions, Run};
+pub use inputs::{expand_inputs, plan_merge, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
 pub use interrupt::remove_temp_file_on_signal;
 pub use merge::passthrough::Passthrough;
 pub use merge::{dry_run, merge_files, DryRun, MergeFilesOptions, MergeSummary};

@@ -14,7 +14,7 @@ use datafusion::physical_plan::collect;
 use datagen::{sorted_runs, KeyShape};
 use std::time::{Duration, Instant};
 
-#[path = "../src/bin/corank/datagen.rs"]
+#[path = "../src/cli/datagen.rs"]
 mod datagen;
 #[path = "common/spm.rs"]
 mod spm;

@@ -17,7 +17,7 @@
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, StringViewArray, UInt64Array};
 use arrow::compute::interleave_record_batch;
-use corank::permutation::RunLocator;
+use corank::__bench::RunLocator;
 use corank::{Engine, Indices, Permutation};
 use rayon::prelude::*;
 use std::sync::Arc;

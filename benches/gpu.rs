@@ -12,11 +12,11 @@
 //! robin off), outputs compared.
 //!
 //! Then the payload gather (`gather`): 16 runs of 3 x u64 + a nullable i32, permuted by their
-//! merge, gathered by the CPU (`corank::gather::gather`, every core) and by the device
+//! merge, gathered by the CPU (`corank::gather`, every core) and by the device
 //! (`gather_fixed_gpu`: payload and indices up, kernels, results down into pinned memory),
 //! the kernels alone and a device-to-device copy of the output bytes for scale; outputs
 //! checked equal before a time counts. It also measures the constants of the decision rule
-//! (`corank::engine::gpu::gather::H100_HOST`) and prints what the rule says for each size.
+//! (`corank::__bench::gpu::gather::H100_HOST`) and prints what the rule says for each size.
 //!
 //! The sort (`sort`, issue 14): 2^28 u64 keys in one unsorted run, random and duplicate-heavy,
 //! sorted on the device (tiles in shared memory, then the merge tree with the tiled or the
@@ -34,15 +34,15 @@
 //! `CORANK_BENCH_SECTIONS` (comma-separated: `2way`, `kway`, `host`, `spm`, `gather`, `multi`,
 //! `sort`; all by default) picks
 //! the parts to run, for tuning sweeps with `CORANK_GPU_TUNING` (`name=value,...`, passed to
-//! `corank::engine::gpu::tuning::set_overrides`; names in src/engine/gpu/tuning.rs). Runs on
+//! `corank::__bench::gpu::tuning::set_overrides`; names in src/engine/gpu/tuning.rs). Runs on
 //! device 0.
 //!
 //! Bytes counted per key for a merge: the key read once (8) and the index written once (4),
 //! the fewest any engine must move; the tree's extra passes show as a lower ratio.
 
-use corank::engine::cpu::merge_cpu;
-use corank::engine::gpu::{self, bench, GpuOptions};
-use corank::keys::KeyColumn;
+use corank::__bench::merge_cpu;
+use corank::__bench::gpu::{self, bench, GpuOptions};
+use corank::KeyColumn;
 use corank::Kernel;
 use rayon::prelude::*;
 use std::time::Instant;
@@ -257,7 +257,7 @@ fn sort_section(n: usize, reps: usize, rows: &mut Vec<(String, f64, String, Stri
                 }
             })
             .collect();
-        let expect = corank::engine::sort::sort_cpu(&keys);
+        let expect = corank::__bench::sort_cpu(&keys);
         let col = KeyColumn::U64(keys);
         for (name, kernel) in [("tiles + default (auto: k-way tree)", Kernel::Auto), ("tiles + tiled tree", Kernel::Tiled)] {
             let (times, got) = bench::time_device_sort(&col, kernel, reps).unwrap();
@@ -341,7 +341,7 @@ fn multi_gpu_section() -> Vec<String> {
             gpu::merge_gpu_into(&registered_keys, &offsets, &options, registered_out.as_mut_slice()).unwrap();
             registered.push(t.elapsed().as_secs_f32() * 1000.0);
             let t = Instant::now();
-            let encoded = corank::keys::encode_runs(&runs, &[SortKey::asc("k")]).unwrap();
+            let encoded = corank::__bench::encode_runs(&runs, &[SortKey::asc("k")]).unwrap();
             let out = gpu::merge_gpu(&encoded.keys, &encoded.run_offsets, &options).unwrap();
             full.push(t.elapsed().as_secs_f32() * 1000.0);
             assert_eq!(out.len(), n);
@@ -485,7 +485,7 @@ fn gather_section(reps: usize) -> Vec<String> {
         let (runs, perm) = gather_data(n, K);
         let bytes = n * ROW_BYTES;
         // Outputs first, checked equal.
-        let cpu = corank::gather::gather(&runs, &perm, 8192).unwrap();
+        let cpu = corank::gather(&runs, &perm, 8192).unwrap();
         let ours = gpu::gather_fixed_gpu(&runs, &perm, &columns, &GpuOptions::default()).unwrap();
         for (c, got) in ours.iter().enumerate() {
             let parts: Vec<&dyn arrow::array::Array> = cpu.iter().map(|b| b.column(c).as_ref()).collect();
@@ -496,7 +496,7 @@ fn gather_section(reps: usize) -> Vec<String> {
         drop((cpu, ours));
         let cpu_ms = median3(&mut || {
             let s = Instant::now();
-            let out = corank::gather::gather(&runs, &perm, 8192).unwrap();
+            let out = corank::gather(&runs, &perm, 8192).unwrap();
             let ms = s.elapsed().as_secs_f32() * 1000.0;
             drop(out);
             ms

@@ -67,7 +67,7 @@ use parquet::file::properties::WriterProperties;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[path = "../src/bin/corank/datagen.rs"]
+#[path = "../src/cli/datagen.rs"]
 mod datagen;
 #[path = "common/spm.rs"]
 mod spm;
@@ -354,7 +354,7 @@ fn main() {
     let sql_cases = SqlCases::from_env();
     let parts = 16;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let gpu = corank::engine::gpu_availability();
+    let gpu = corank::gpu_availability();
     let mut table = vec![format!("{:<56} {:>12} {:>10} {:>12} {:>9} {:>9}", "case", "rows", "ms", "M rows/s", "vs stock", "vs floor")];
 
     // (a) The operator in memory.
@@ -377,7 +377,7 @@ fn main() {
             engines.push(Engine::Gpu);
         }
         // With two or more GPUs, the GPU engine also on all of them (each round split).
-        let gpus = (0..).take_while(|&d| corank::engine::gpu_device_name(d).is_ok()).count();
+        let gpus = (0..).take_while(|&d| corank::gpu_device_name(d).is_ok()).count();
         let mut configs: Vec<(Engine, Devices)> = engines.iter().map(|&e| (e, Devices::One(0))).collect();
         if gpu.is_ok() && gpus >= 2 {
             configs.push((Engine::Gpu, Devices::All));
@@ -513,7 +513,7 @@ fn main() {
         "runs: {runs} (medians), threads: {}, GPU: {}",
         rayon::current_num_threads(),
         match gpu {
-            Ok(()) => corank::engine::gpu_device_name(0).unwrap_or_default(),
+            Ok(()) => corank::gpu_device_name(0).unwrap_or_default(),
             Err(e) => format!("none ({e})"),
         }
     );

@@ -8,7 +8,7 @@
 //!
 //!   cargo run --release --features ballista --example ballista
 
-#[path = "../src/bin/corank/datagen.rs"]
+#[path = "../src/cli/datagen.rs"]
 mod datagen;
 
 use ballista_core::execution_plans::DistributedQueryExec;

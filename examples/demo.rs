@@ -3,7 +3,7 @@
 //!
 //!   cargo run --release --example demo [-- RUNS ROWS_PER_RUN [auto|cpu|gpu]]
 
-#[path = "../src/bin/corank/datagen.rs"]
+#[path = "../src/cli/datagen.rs"]
 mod datagen;
 
 use arrow::array::{AsArray, RecordBatch};

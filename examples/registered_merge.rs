@@ -7,10 +7,8 @@
 //!
 //!   cargo run --release --example registered_merge [-- RUNS KEYS_PER_RUN]
 
-use corank::engine::cpu::merge_cpu;
-use corank::engine::gpu::{self, GpuOptions, Registered};
-use corank::keys::KeyColumn;
-use corank::Devices;
+use corank::gpu::{self, GpuOptions, Registered};
+use corank::{merge_keys, Devices, Engine, EngineOptions, KeyColumn};
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,7 +34,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let offsets: Vec<usize> = (0..=runs).map(|r| r * per_run).collect();
     let n = keys.len();
-    let expect = merge_cpu(&keys, &offsets).to_vec();
+    let cpu = EngineOptions { engine: Engine::Cpu, ..EngineOptions::default() };
+    let expect = merge_keys(&KeyColumn::U64(keys.clone()), &offsets, &cpu)?.0.to_vec();
 
     let t = Instant::now();
     let registered = Registered::new(KeyColumn::U64(keys.clone()))?;

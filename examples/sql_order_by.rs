@@ -5,7 +5,7 @@
 //!
 //!   cargo run --release --example sql_order_by
 
-#[path = "../src/bin/corank/datagen.rs"]
+#[path = "../src/cli/datagen.rs"]
 mod datagen;
 
 use corank::datafusion::SessionStateBuilderExt;

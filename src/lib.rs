@@ -28,23 +28,38 @@
 //! assert_eq!(v, ["a", "d", "b", "e", "f", "c"]); // the 3 of run 0 before the 3 of run 1
 //! ```
 
+// Some of the crate's own code serves only the CLI (feature `cli`) or the GPU engine: a build
+// without them leaves it unused. The full build (every feature, CI's lints) still denies
+// dead code.
+#![cfg_attr(not(all(feature = "cli", feature = "gpu")), allow(dead_code, unused_imports))]
+
 mod api;
+#[cfg(feature = "cli")]
+pub mod cli;
 #[cfg(feature = "datafusion")]
 pub mod datafusion;
-pub mod engine;
-pub mod error;
-pub mod frontier;
-pub mod gather;
-pub mod keys;
+mod engine;
+mod error;
+mod frontier;
+mod gather;
+mod keys;
 mod options;
-pub(crate) mod order;
+mod order;
 #[cfg(feature = "parquet")]
 pub mod parquet;
-pub mod permutation;
+mod permutation;
 #[cfg(feature = "parquet")]
 mod show_bytes;
 mod sort;
 mod sort_key;
+
+// The sources shared with tests, benches and examples by `#[path]` (the CLI's data generator
+// and units) and the unit tests moved in from `tests/` name the crate as its users do.
+extern crate self as corank;
+// The integration tests' helpers (the oracle, random data), shared with the unit tests.
+#[cfg(test)]
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 /// Rows per output batch wherever corank chooses the size: the default of
 /// [`MergeOptions::batch_size`], [`SortBatchesOptions`]'s and
@@ -54,9 +69,33 @@ mod sort_key;
 pub const DEFAULT_BATCH_SIZE: usize = 8192;
 
 pub use api::{merge, merge_columns, merge_permutation, MergeOptions};
+pub use engine::{gpu_availability, gpu_device_name, merge_keys, warm_up_gpu};
 pub use error::{Error, Result, Setting};
+pub use frontier::{FrontierMerge, FrontierOptions, MergedChunk, MergedRound, RoundInput};
 pub use gather::gather;
+pub use keys::{is_supported, KeyColumn};
 pub use options::{Devices, Engine, EngineOptions, Kernel, OnGpuFailure, GPU_MIN_ROWS};
 pub use permutation::{Indices, Permutation};
 pub use sort::{sort_batches, sort_columns, sort_permutation, SortBatchesOptions};
 pub use sort_key::SortKey;
+
+/// The GPU engine below the Arrow API (feature `gpu`): key words merged from and into host
+/// memory registered with the driver, with no staging copy ([`gpu::Registered`],
+/// [`gpu::merge_gpu_into`]; docs/gpu.md "Registered host memory",
+/// `examples/registered_merge.rs`).
+#[cfg(feature = "gpu")]
+pub mod gpu {
+    pub use crate::engine::gpu::{availability, devices_shown, merge_gpu, merge_gpu_into, GpuIndex, GpuOptions, Registered};
+}
+
+/// Not API: what the GPU and gather benchmarks (`benches/gpu.rs`, `benches/gather.rs`) time
+/// below the public API. It may change in any release; nothing else may use it.
+#[doc(hidden)]
+pub mod __bench {
+    pub use crate::engine::cpu::merge_cpu;
+    #[cfg(feature = "gpu")]
+    pub use crate::engine::gpu;
+    pub use crate::engine::sort::sort_cpu;
+    pub use crate::keys::{encode_runs, KeyColumn};
+    pub use crate::permutation::RunLocator;
+}

@@ -60,8 +60,8 @@ pub type Contender = (String, String);
 /// version or note; every one skipped says why on stderr.
 pub fn available(args: &BenchArgs) -> Vec<Contender> {
     let mut all = Vec::new();
-    match corank::engine::gpu_availability() {
-        Ok(()) => all.push(("corank-gpu".to_string(), corank::engine::gpu_device_name(0).unwrap_or_default())),
+    match corank::gpu_availability() {
+        Ok(()) => all.push(("corank-gpu".to_string(), corank::gpu_device_name(0).unwrap_or_default())),
         Err(why) => eprintln!("corank-gpu skipped: {why}"),
     }
     all.push(("corank-cpu".into(), format!("{} threads", rayon::current_num_threads())));

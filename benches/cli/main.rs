@@ -49,13 +49,13 @@ mod chart;
 mod check;
 mod contenders;
 mod datafusion_copy;
-#[path = "../../src/bin/corank/datagen.rs"]
+#[path = "../../src/cli/datagen.rs"]
 mod datagen;
 mod measure;
 mod png;
 mod session;
 mod table;
-#[path = "../../src/bin/corank/units.rs"]
+#[path = "../../src/cli/units.rs"]
 mod units;
 
 use args::{BenchArgs, DataFusionCopyArgs};

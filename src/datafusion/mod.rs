@@ -13,23 +13,23 @@
 
 #[cfg(feature = "ballista")]
 pub mod ballista;
-pub mod codec;
-pub mod config;
+mod codec;
+mod config;
 mod error;
-pub mod exec;
+mod exec;
 mod file_order;
 mod merge_inputs;
 mod metrics;
-pub mod row_groups;
-pub mod rule;
+mod row_groups;
+mod rule;
 mod sort_chunk;
 mod sort_device;
-pub mod sort_exec;
+mod sort_exec;
 mod sort_merge;
 mod sort_runs;
 mod sort_spill;
-pub mod sort_stream;
-pub mod stream;
+mod sort_stream;
+mod stream;
 
 pub use codec::CoRankCodec;
 pub use config::{CoRankConfig, CoRankSettings};

@@ -8,7 +8,7 @@ pub use super::error::to_datafusion;
 use super::exec::MergeSettings;
 use super::merge_inputs::{next_batch, spawn_input, Arrival};
 use super::metrics::record_round;
-pub use super::metrics::{row_bytes, MergeMetrics};
+pub use super::metrics::MergeMetrics;
 use crate::engine::placement;
 use crate::frontier::{FrontierMerge, FrontierOptions, MergedChunk};
 use crate::sort_key::SortKey;

@@ -88,6 +88,7 @@ impl AutoChoice {
     }
 
     /// Nanoseconds per row of the CPU's and the GPU's merges so far (`None`: not timed).
+    #[cfg(test)]
     pub fn ns_per_row(&self) -> (Option<f64>, Option<f64>) {
         (self.cpu_ns_per_row, self.gpu_ns_per_row)
     }

@@ -18,8 +18,10 @@ pub mod gpu;
 pub mod placement;
 pub mod sort;
 
+#[cfg(test)]
+mod tests;
+
 pub(crate) use placement::choose_engine;
-pub use placement::CPU_ROWS_PER_THREAD_WHILE_STARTING;
 
 #[cfg(not(feature = "gpu"))]
 use crate::error::Error;

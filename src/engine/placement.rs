@@ -29,7 +29,6 @@
 //!   with `OnGpuFailure::Error` both are errors and every size goes to the GPU (the GPU
 //!   tests).
 
-pub use super::auto::AutoChoice;
 use super::{gpu_availability, gpu_devices_shown, gpu_libraries_present, gpu_warming_up};
 use crate::error::{Error, Result};
 use crate::options::{Engine, EngineOptions, OnGpuFailure};

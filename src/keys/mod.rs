@@ -57,7 +57,10 @@ mod pack;
 mod rows;
 mod word;
 
-pub use layout::{is_supported, plan_layout, Field, FieldKind, Layout, MAX_KEY_BITS};
+#[cfg(test)]
+mod tests;
+
+pub use layout::{is_supported, plan_layout};
 pub use word::{KeyColumn, KeyWord};
 
 use crate::error::{Error, Result};

@@ -190,8 +190,6 @@ pub fn read_plan(plan: &MergePlan, memory_limit: usize) -> Result<ReadPlan> {
 pub struct MergeBudget {
     /// How the runs are read: decoders, windows, files kept open.
     pub read: ReadPlan,
-    /// R = B − D: the limit less the decoders.
-    pub rest: usize,
     /// Most bytes of Arrow data per output row group: the writer's setting, capped by R/4.
     pub row_group_bytes: usize,
     /// Bytes of each piece of a round handed to the writer: R/16, at least 1 MiB.
@@ -207,7 +205,6 @@ pub fn merge_budget(plan: &MergePlan, memory_limit: usize, row_group_bytes: usiz
     Ok(MergeBudget {
         row_group_bytes: row_group_bytes.min(row_group_bytes_within(rest / 4)),
         piece_bytes: (rest / 16).max(1 << 20),
-        rest,
         read,
     })
 }

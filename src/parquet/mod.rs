@@ -1,49 +1,62 @@
-//! Parquet: sorted files and row groups as merge runs, and the sorted output file.
+//! Parquet files in, one sorted Parquet file out (feature `parquet`).
 //!
-//! - [`inputs`]: expand the inputs, settle the key, split files into sorted runs;
-//! - [`input_types`]: Parquet types arrow-rs reads with a loss by default (INT96, INTERVAL,
-//!   DATE as Date64), read exactly or refused;
-//! - [`merge_files`](mod@merge_files): stream the runs through the frontier merge;
-//! - [`sort_files`](mod@sort_files): unsorted files sorted into one (an external merge sort);
-//! - [`sort_by_columns`]: the same sort one column at a time, where memory allows it;
-//! - [`passthrough`]: row groups that need no merge, copied unchanged;
-//! - [`offset_index`]: offset indexes for copied chunks whose files have none;
-//! - [`row_group_reader`]: row groups decoded in parallel, handed out in order;
-//! - [`corrupt`]: decoder panics caught, decode failures named by file, row group, column and page;
-//! - [`writer`]: the output (temporary file, parallel column encoding, rename);
-//! - [`leftovers`]: what a killed run leaves (temporary file, spill directory), cleared by the next;
-//! - [`dictionary`]: which output columns keep Parquet's dictionary encoding;
-//! - [`order_by`]: sort keys as a SQL `ORDER BY` list;
-//! - [`sorting_columns`]: the order a row group's metadata declares.
+//! The entry points:
+//! - [`merge_files`]: sorted files (or files whose row groups are each sorted) merged into
+//!   one sorted file; [`plan_merge`] settles the inputs, the key and the runs first, and
+//!   [`dry_run`] says what a merge of that plan would do without doing it;
+//! - [`sort_files`]: files in any order sorted into one (an external merge sort in bounded
+//!   memory); [`plan_sort`] picks its strategy;
+//! - [`SortedParquetWriter`]: sorted batches written to a file atomically (a temporary file
+//!   renamed when complete), every row group carrying its [`sorting_columns`];
+//! - [`parse_order_by`] and [`parse_compression`]: the command line's `--by` and
+//!   `--compression` texts as library values;
+//! - [`remove_temp_file_on_signal`]: Ctrl-C (SIGINT, SIGTERM, SIGHUP) during a merge or a
+//!   sort removes its temporary output and spill files before the process ends.
+//!
+//! ```no_run
+//! use corank::parquet::{merge_files, parse_order_by, plan_merge, MergeFilesOptions};
+//! use std::path::PathBuf;
+//!
+//! let inputs = [PathBuf::from("day1.parquet"), PathBuf::from("day2.parquet")];
+//! // The key from the files' sorting_columns metadata when `None`.
+//! let plan = plan_merge(&inputs, Some(parse_order_by("ts, id DESC")?), false)?;
+//! let summary = merge_files(&plan, "merged.parquet".as_ref(), &MergeFilesOptions::default(), &|_rows| {})?;
+//! println!("{} rows", summary.rows);
+//! # Ok::<(), corank::Error>(())
+//! ```
+//!
+//! Inside (private): `inputs` (paths, globs, file identity, schema unification, runs, the
+//! plan), `read` (the adaptive batch reader, row groups decoded in parallel and handed out
+//! in order), `memory` (the one memory budget of merge, sort and dry run), `merge` (the
+//! entry, its phases, passthrough of row groups that need no merge), `sort` (strategy, runs
+//! and spill, the sort by columns), `writer` (the row-group pipeline, schema, temporary file
+//! and rename, copied chunks, dictionary choice), `sorting_columns`, `order_by`, `corrupt`
+//! (decoder panics caught, failures named by file, row group, column and page), `leftovers`
+//! (what a killed run leaves, cleared by the next), `interrupt` and `os`.
 //!
 //! Sorted row groups as DataFusion partitions are `corank::datafusion::SortedRowGroupsTable`.
 
-pub mod corrupt;
-pub mod inputs;
-pub mod interrupt;
-pub mod leftovers;
-pub mod memory;
-pub mod merge;
-pub mod order_by;
-pub mod os;
-pub mod read;
-pub mod sort;
-pub mod sorting_columns;
-pub mod writer;
+pub(crate) mod corrupt;
+pub(crate) mod inputs;
+pub(crate) mod interrupt;
+pub(crate) mod leftovers;
+pub(crate) mod memory;
+pub(crate) mod merge;
+pub(crate) mod order_by;
+pub(crate) mod os;
+pub(crate) mod read;
+pub(crate) mod sort;
+pub(crate) mod sorting_columns;
+pub(crate) mod writer;
 
-pub use inputs::types as input_types;
-pub use merge as merge_files;
-pub use merge::passthrough;
-pub use read::row_groups as row_group_reader;
-pub use sort as sort_files;
-pub use sort::columns as sort_by_columns;
-pub use writer::{dictionary, offset_index};
-
-pub use inputs::{expand_inputs, plan_merge, MergePlan};
-pub use merge::{merge_files, MergeFilesOptions, MergeSummary};
+// The entry points. Everything else in this folder is the crate's own.
+pub use inputs::{expand_inputs, plan_merge, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
+pub use interrupt::remove_temp_file_on_signal;
+pub use merge::passthrough::Passthrough;
+pub use merge::{dry_run, merge_files, DryRun, MergeFilesOptions, MergeSummary};
 pub use order_by::parse_order_by;
-pub use passthrough::Passthrough;
 pub use sort::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
-pub use writer::{parse_compression, WriterSettings};
+pub use sorting_columns::sorting_columns;
+pub use writer::{parse_compression, SortedParquetWriter, WriterSettings, Written};
 
 pub(crate) use os::name_this_thread;

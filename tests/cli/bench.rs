@@ -24,7 +24,7 @@ mod png;
 mod session;
 #[path = "../../benches/cli/table.rs"]
 mod table;
-#[path = "../../src/bin/corank/units.rs"]
+#[path = "../../src/cli/units.rs"]
 mod units;
 // The harness's modules name the generator `super::datagen`.
 use crate::datagen;

@@ -6,7 +6,7 @@ mod cli_common;
 #[path = "../common/mod.rs"]
 mod common;
 mod corrupt_common;
-#[path = "../../src/bin/corank/datagen.rs"]
+#[path = "../../src/cli/datagen.rs"]
 mod datagen;
 
 mod fuzz_corrupt;

@@ -6,14 +6,13 @@
 
 use crate::cli_common::{bad_files, corank, expect_failure, files_in, read_file, simple_file, text, write_file, Keys};
 use crate::common::{oracle, random_key_columns, sorted_run, Rng};
-use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt64Array};
+use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt64Array};
 use arrow::compute::{concat_batches, take, SortOptions};
 use arrow::datatypes::{DataType, UInt64Type};
 use corank::parquet::plan_merge;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
 
 fn by_clause(keys: &Keys, rng: &mut Rng) -> String {
     keys.iter()
@@ -402,55 +401,4 @@ fn runs_of_many_row_groups_decode_in_parallel_in_order() {
         assert_eq!(got.len(), want.len(), "{context}");
         assert!(got == want, "{context}: order differs from the oracle");
     }
-}
-
-/// How many row groups of a run decode at once (`read_plan`): cores / runs, capped by the
-/// run's row groups, by 16, and by the decoders' memory (a quarter of the limit, the windows
-/// still fitting); one a run when there are at least as many runs as cores. `dry_run`
-/// reports the same plan.
-#[test]
-fn decoders_per_run_follow_cores_runs_and_memory() {
-    use corank::parquet::merge_files::{dry_run, read_plan, MergeFilesOptions};
-    let d = tempfile::tempdir().unwrap();
-    let keys: Keys = vec![("k".into(), SortOptions { descending: false, nulls_first: false })];
-    let mut paths = Vec::new();
-    for f in 0..3i64 {
-        // 6 sorted row groups of 200 rows: one run per file.
-        let groups: Vec<RecordBatch> = (0..6i64)
-            .map(|g| {
-                let k: Vec<i64> = (0..200).map(|i| f + 3 * (g * 200 + i)).collect();
-                let v: Vec<String> = k.iter().map(|x| format!("value {x}")).collect();
-                RecordBatch::try_from_iter([
-                    ("k", Arc::new(Int64Array::from(k)) as ArrayRef),
-                    ("v", Arc::new(StringArray::from(v)) as ArrayRef),
-                ])
-                .unwrap()
-            })
-            .collect();
-        let path = d.path().join(format!("f{f}.parquet"));
-        write_file(&path, &groups, Some(&keys));
-        paths.push(path);
-    }
-    let decoders = |files: usize, threads: usize, limit: usize| {
-        let plan = plan_merge(&paths[..files], None, false).unwrap();
-        assert_eq!(plan.runs.len(), files);
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-        pool.install(|| {
-            let read = read_plan(&plan, limit).unwrap();
-            let dry = dry_run(&plan, &MergeFilesOptions { memory_limit: limit, ..Default::default() }).unwrap();
-            assert_eq!((dry.decoders_per_run, dry.decoder_bytes), (read.decoders_per_run, read.decoder_bytes));
-            assert_eq!(dry.window_bytes, read.window_bytes);
-            (read.decoders_per_run, read.decoder_bytes)
-        })
-    };
-    let gib = 1 << 30;
-    assert_eq!(decoders(2, 8, gib).0, 4);
-    assert_eq!(decoders(3, 8, gib).0, 2);
-    assert_eq!(decoders(1, 64, gib).0, 6, "capped by the run's row groups");
-    assert_eq!(decoders(3, 3, gib).0, 1);
-    assert_eq!(decoders(3, 2, gib).0, 1, "more runs than cores");
-    // A limit whose quarter holds 3 decoders: 3 a run; one that holds 1: 1, never none.
-    let one = decoders(1, 1, gib).1;
-    assert_eq!(decoders(1, 64, 4 * 3 * one + 3), (3, 3 * one));
-    assert_eq!(decoders(1, 64, 4 * one), (1, one));
 }

@@ -378,7 +378,7 @@ fn rust_log_and_verbose_log_on_stderr() {
         assert_eq!(one_json_object(&res)["rows"].as_u64(), Some(420));
         text(&res.stderr)
     };
-    let plan_line = "INFO  corank::merge] merging 420 rows of 3 files as 4 runs by k ASC NULLS LAST";
+    let plan_line = "INFO  corank::cli::merge] merging 420 rows of 3 files as 4 runs by k ASC NULLS LAST";
     // Default: warnings only, so nothing on a good run.
     assert_eq!(run(&["--engine", "cpu"], None), "");
     // RUST_LOG=info: the plan line, with a time stamp.
@@ -386,8 +386,8 @@ fn rust_log_and_verbose_log_on_stderr() {
     let line = stderr.lines().find(|l| l.contains(plan_line)).unwrap_or_else(|| panic!("no plan line in: {stderr}"));
     assert!(line.starts_with("[20") && line.contains("Z INFO "), "{line}");
     // Module filters: only what is named.
-    assert!(!run(&["--engine", "cpu"], Some("corank::merge=info")).is_empty());
-    assert_eq!(run(&["--engine", "cpu"], Some("corank::engine=info,corank::merge=warn")), "");
+    assert!(!run(&["--engine", "cpu"], Some("corank::cli::merge=info")).is_empty());
+    assert_eq!(run(&["--engine", "cpu"], Some("corank::engine=info,corank::cli=warn")), "");
     assert_eq!(run(&["--engine", "cpu"], Some("off")), "");
     // -v raises corank's own records to info, also over RUST_LOG.
     assert!(run(&["--engine", "cpu", "-v"], None).contains(plan_line));
@@ -403,7 +403,7 @@ fn rust_log_and_verbose_log_on_stderr() {
     // A spec that cannot be read is reported, not fatal.
     assert!(run(&["--engine", "cpu"], Some("corank=loud")).contains("RUST_LOG: ignoring 'corank=loud'"));
     // Where no GPU is usable, --engine auto says so with -v (the engine's info line).
-    if corank::engine::gpu_availability().is_err() {
+    if corank::gpu_availability().is_err() {
         let stderr = run(&[], None);
         assert_eq!(stderr, "", "without -v the fallback is not a warning");
         let stderr = run(&["-v"], None);

@@ -331,7 +331,7 @@ fn row_groups_have_row_group_size_rows() {
 /// own size (1.7 MB each), not their batch's (21 MB).
 #[test]
 fn writer_counts_slices_at_their_own_size() {
-    use corank::parquet::writer::SortedParquetWriter;
+    use corank::parquet::SortedParquetWriter;
     let d = tempfile::tempdir().unwrap();
     let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false), Field::new("v", DataType::Utf8, false)]));
     let k: Vec<i64> = (0..100_000).collect();
@@ -356,7 +356,7 @@ fn writer_counts_slices_at_their_own_size() {
 /// dictionary on).
 #[test]
 fn writer_keeps_a_dictionary_only_where_it_pays() {
-    use corank::parquet::writer::SortedParquetWriter;
+    use corank::parquet::SortedParquetWriter;
     let d = tempfile::tempdir().unwrap();
     let schema = Arc::new(Schema::new(vec![
         Field::new("k", DataType::Int64, false),

@@ -665,7 +665,7 @@ fn union_by_name_sorts_by_columns_as_in_runs() {
 /// from it into the output: the oracle's rows, nothing left behind.
 #[test]
 fn encoded_pages_past_the_budget_go_to_the_spill_directory() {
-    use corank::parquet::inputs::PlanOptions;
+    use corank::parquet::PlanOptions;
     use corank::parquet::{parse_order_by, plan_sort, sort_files, SortFilesOptions, SortStrategy};
     let case = make_case(61, &[vec![30_000, 10_000], vec![25_000]], &[DataType::Utf8, DataType::Int32], Shape::Random, 50, 0.1);
     let temp = tempfile::tempdir().unwrap();

@@ -5,7 +5,7 @@
 use crate::cli_common::{corank, files_in, read_file, text, write_file_with};
 use arrow::array::{ArrayRef, AsArray, Int64Array, RecordBatch};
 use arrow::datatypes::Int64Type;
-use corank::parquet::inputs::PlanOptions;
+use corank::parquet::PlanOptions;
 use corank::parquet::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortStrategy};
 use corank::{Error, SortKey};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -243,7 +243,7 @@ fn an_unwritable_temp_dir_fails_before_a_row_is_read() {
 /// limit + 20% + the 64 MiB floor) once an intermediate merge pass ran: 16 threads sorting
 /// 2M lineitem rows peaked at 177 MiB under `--memory-limit 32MiB` (bound 102 MiB). The counted
 /// memory was within the limit; what the threads freed stayed in glibc's per-thread malloc
-/// arenas. The binary caps the arenas by the limit (src/bin/corank/main.rs).
+/// arenas. The binary caps the arenas by the limit (src/cli/mod.rs).
 #[test]
 fn a_sort_in_runs_on_many_threads_stays_within_its_memory_bound() {
     use crate::datagen::{write_lineitem_files, FileLayout};

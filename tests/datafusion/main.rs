@@ -5,7 +5,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
-#[path = "../../src/bin/corank/datagen.rs"]
+#[path = "../../src/cli/datagen.rs"]
 mod datagen;
 
 #[cfg(feature = "ballista")]

@@ -185,7 +185,7 @@ fn gpu_engine_without_a_gpu_is_a_clear_error() {
 }
 
 fn corank_has_gpu() -> bool {
-    corank::engine::gpu_availability().is_ok()
+    corank::gpu_availability().is_ok()
 }
 
 /// One run: nullable integers, short and long string views, a dictionary.

@@ -1,10 +1,12 @@
-//! The merge through the library's API, with no GPU and no DataFusion: the oracle property
-//! suite, key encoding, the co-rank reference, bad and degenerate input, and Parquet
-//! passthrough.
+//! The merge through the library's public API: the oracle property suite, bad and
+//! degenerate input, and the same on the GPU engine (`gpu_api`: skips without a GPU unless
+//! `CORANK_REQUIRE_GPU=1`). Tests of the engine, the keys and the Parquet passthrough from
+//! the inside are unit tests beside that code (`src/engine/tests/`, `src/keys/tests.rs`,
+//! `src/parquet/merge/tests.rs`).
 //!
-//! Each directory under `tests/` is one test binary (`merge`, `cli`, `datafusion`, `gpu`),
+//! Each directory under `tests/` is one test binary (`merge`, `cli`, `datafusion`),
 //! its files modules of it: every release test binary links arrow, Parquet and DataFusion
-//! anew, so 26 of them cost CI ~25 minutes of its 2 cores; four cost a fraction of that.
+//! anew, so 26 of them cost CI ~25 minutes of its 2 cores; three cost a fraction of that.
 //! Modules of one binary run side by side, so none may rely on process-wide state another
 //! changes (environment variables, the current directory, a global logger or thread pool).
 
@@ -12,8 +14,6 @@
 mod common;
 
 mod api;
-mod co_rank;
-mod keys;
+#[cfg(feature = "gpu")]
+mod gpu_api;
 mod oracle;
-#[cfg(feature = "parquet")]
-mod passthrough;

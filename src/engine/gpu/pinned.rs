@@ -92,8 +92,8 @@ impl GpuIndex for u64 {
 ///
 /// ```no_run
 /// # fn main() -> corank::Result<()> {
-/// use corank::engine::gpu::{merge_gpu_into, GpuOptions, Registered};
-/// use corank::keys::KeyColumn;
+/// use corank::gpu::{merge_gpu_into, GpuOptions, Registered};
+/// use corank::KeyColumn;
 /// let keys = Registered::new(KeyColumn::U64(vec![1, 3, 5, 2, 4, 6]))?;
 /// let mut out = Registered::new(vec![0u32; 6])?;
 /// merge_gpu_into(&keys, &[0, 3, 6], &GpuOptions::default(), out.as_mut_slice())?;

@@ -52,7 +52,6 @@ pub use cast::{cast_checked, conform};
 pub use identity::FileIdentity;
 pub use paths::{expand_inputs, expand_inputs_excluding, open_input};
 pub use plan::{plan_merge, plan_merge_with, show_keys};
-pub use schema::unify_types;
 pub use sizes::{chunk_decoded_bytes, decoded_bytes, decoder_bytes, DECODER_BYTES_PER_COLUMN};
 
 use crate::sort_key::SortKey;

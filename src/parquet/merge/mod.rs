@@ -19,6 +19,9 @@ pub mod passthrough;
 mod phase;
 mod writer_thread;
 
+#[cfg(test)]
+mod tests;
+
 use super::inputs::{InputFile, MergePlan, Run};
 use super::memory::{merge_budget, MergeBudget};
 use super::writer::{SortedParquetWriter, WriterSettings, Written};
@@ -54,8 +57,8 @@ impl Default for MergeFilesOptions {
 }
 
 pub use super::memory::{
-    decoder_bytes, read_plan, window_budgets, ReadPlan, FIRST_BATCH_ROWS, MAX_BATCH_BYTES, MAX_DECODERS_PER_RUN, MAX_READER_THREADS,
-    MAX_WINDOW_ROWS, MIN_WINDOW_ROWS, ROUND_BYTES_PER_ROW,
+    ReadPlan,
+    MAX_WINDOW_ROWS,
 };
 pub use super::os::{open_file_budget, peak_memory};
 

@@ -40,7 +40,7 @@
 //! time; once a pass its footer's fingerprint), and again once the row group is decoded;
 //! a changed input is an error naming it, and nothing is written.
 //!
-//! **Dictionary encoding** follows the writer's rule ([`crate::parquet::dictionary`]) per column, on a
+//! **Dictionary encoding** follows the writer's rule ([`crate::parquet::writer::dictionary`]) per column, on a
 //! sample: the first [`TRIAL_ROWS`] rows of the column's first output row group are encoded
 //! both ways, and every row group of the column is encoded as the smaller sample was (a tie
 //! goes to plain values; an output of one row group is encoded once, dictionaries on). The

@@ -42,7 +42,7 @@ use super::inputs::{plan_merge_with, MergePlan, PlanOptions};
 use super::memory::sort_budget;
 use super::merge::{kept_metadata, MergeFilesOptions, MergeSummary};
 use super::os::peak_memory;
-use super::passthrough::Passthrough;
+use super::merge::passthrough::Passthrough;
 use super::writer::{check_row_groups, common_parquet_schema, WriterSettings, Written};
 use crate::error::{Error, Result, Setting};
 use crate::options::EngineOptions;
@@ -55,7 +55,7 @@ use spill::{merge_runs, spill_parent, SpillDir};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use super::memory::{MAX_READ_THREADS, MIN_CHUNK_ROWS, SORT_BYTES_PER_ROW};
+pub use super::memory::SORT_BYTES_PER_ROW;
 
 /// Rows per batch handed to the writer.
 pub(super) const BATCH_ROWS: usize = crate::DEFAULT_BATCH_SIZE;

@@ -1,4 +1,4 @@
-//! Row groups copied unchanged from an input ([`crate::parquet::passthrough`]): queued
+//! Row groups copied unchanged from an input ([`crate::parquet::merge::passthrough`]): queued
 //! behind the row groups still encoding, their bytes read in the background, appended
 //! byte for byte.
 

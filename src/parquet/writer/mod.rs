@@ -21,7 +21,7 @@
 //! (one task per leaf column, arrow-rs's `ArrowRowGroupWriterFactory`), several row groups
 //! at once ([`row_groups_in_flight`]), and appended in order. A row group that needs no
 //! merge is copied from its input as it is ([`SortedParquetWriter::append_row_group`], see
-//! [`crate::parquet::passthrough`]): the row group being filled is cut first, short if need be, and
+//! [`crate::parquet::merge::passthrough`]): the row group being filled is cut first, short if need be, and
 //! the copy waits in line behind the row groups still encoding (its bytes read in the
 //! meantime, in one read per column chunk, unless it is larger than two row groups of the
 //! output), so the writer never stops for an encode. Every
@@ -58,7 +58,7 @@ pub use compression::parse_compression;
 pub use dictionary::widened_dictionary_keys;
 pub(crate) use dictionary::{distinct_values_of, narrow_dictionary};
 pub use output::check_output;
-pub use pipeline::{row_group_bytes_within, row_groups_in_flight, MAX_ROW_GROUPS_IN_FLIGHT, ROW_GROUPS_IN_FLIGHT, WRITEBACK_BYTES};
+pub use pipeline::row_group_bytes_within;
 pub use schema::common_parquet_schema;
 
 use super::interrupt::TempGuard;

@@ -2,7 +2,7 @@
 //! examples: deterministic from a seed, each run sorted ascending by its key columns.
 //!
 //! Not part of the library: the binary declares it as a module, and tests, benches and
-//! examples include it with `#[path = "../src/bin/corank/datagen.rs"] mod datagen;`. It
+//! examples include it with `#[path = "../src/cli/datagen.rs"] mod datagen;`. It
 //! therefore names the library `corank::`, never `crate::`. The Parquet writers need the
 //! `parquet` feature.
 // Each includer uses part of it.
@@ -177,7 +177,7 @@ pub fn write_sorted_parquet(
 ) -> Result<()> {
     let err = |e| Error::parquet(path, "writing", e);
     let schema = batches.first().ok_or_else(|| Error::InvalidArgument("no batches to write".into()))?.schema();
-    let sorting = corank::parquet::writer::sorting_columns(&schema, keys)?;
+    let sorting = corank::parquet::sorting_columns(&schema, keys)?;
     let props = WriterProperties::builder()
         .set_compression(compression)
         .set_max_row_group_row_count(Some(row_group_rows.max(1)))
@@ -297,7 +297,7 @@ pub fn write_dataset(
                 let batch = lineitem_in(rows, a, (b - a).max(1), seed ^ g as u64);
                 if writer.is_none() {
                     let schema = batch.schema();
-                    let sorting = corank::parquet::writer::sorting_columns(&schema, &[SortKey::asc(LINEITEM_KEY)])?;
+                    let sorting = corank::parquet::sorting_columns(&schema, &[SortKey::asc(LINEITEM_KEY)])?;
                     let props = WriterProperties::builder()
                         .set_compression(Compression::ZSTD(Default::default()))
                         .set_max_row_group_row_count(Some(row_group_rows))

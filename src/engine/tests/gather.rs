@@ -10,7 +10,7 @@
 //! Without a GPU they skip (a line on stderr), unless `CORANK_REQUIRE_GPU=1`, which makes
 //! them fail. `CORANK_GPU_SMALL=1` keeps only small cases (for compute-sanitizer).
 
-use crate::gpu_common::{gpu_or_skip, small_only, Rng};
+use super::support::{gpu_or_skip, small_only, Rng};
 use arrow::array::{
     Array, ArrayRef, BinaryViewBuilder, Date32Array, Decimal128Array, FixedSizeBinaryArray, Float16Array, Float32Array, Float64Array,
     Int16Array, Int32Array, Int64Array, Int8Array, RecordBatch, StringArray, StringViewBuilder, TimestampMicrosecondArray, UInt64Array,

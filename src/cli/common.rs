@@ -3,12 +3,12 @@
 //! checks they make before a row is read, and the engine set-up: the GPU started early, the
 //! engine a run would use ([`planned_engine_for`]).
 
-use crate::units::{group_digits, parse_bytes, parse_count};
+use super::units::{group_digits, parse_bytes, parse_count};
 use clap::{Arg, ArgAction, Args};
-use corank::engine::placement::{self, CpuBecause, PlannedEngine as Planned};
-use corank::parquet::inputs::expand_inputs_excluding;
-use corank::parquet::{parse_order_by, MergePlan, WriterSettings};
-use corank::{Engine, Error, Result, SortKey};
+use crate::engine::placement::{self, CpuBecause, PlannedEngine as Planned};
+use crate::parquet::inputs::expand_inputs_excluding;
+use crate::parquet::{parse_order_by, MergePlan, WriterSettings};
+use crate::{Engine, Error, Result, SortKey};
 use parquet::basic::Compression;
 use std::path::{Path, PathBuf};
 
@@ -101,13 +101,13 @@ impl CommonArgs {
             ));
         }
         let by = self.by.as_deref().map(parse_order_by).transpose()?;
-        let compression = crate::compression::parse_output_compression(&self.compression)?;
+        let compression = super::compression::parse_output_compression(&self.compression)?;
         Ok((by, compression))
     }
 
     /// OUTPUT may be written: a regular file, or none, or `--force`.
     pub fn check_output(&self) -> Result<()> {
-        corank::parquet::writer::check_output(&self.output, self.force)
+        crate::parquet::writer::check_output(&self.output, self.force)
     }
 
     /// `--engine gpu`: the GPU libraries checked (a dry run: the driver too), and outside a
@@ -120,10 +120,10 @@ impl CommonArgs {
             // first round's (or sort's) error, before a row is written (`--engine gpu` never
             // falls back to the CPU). `--engine auto` starts the GPU in merge_files, once
             // the rows are known to reach --gpu-min-rows.
-            corank::engine::gpu_libraries_present().map_err(Error::GpuUnavailable)?;
-            corank::engine::warm_up_gpu(&self.engine.options(), 0);
+            crate::engine::gpu_libraries_present().map_err(Error::GpuUnavailable)?;
+            crate::engine::warm_up_gpu(&self.engine.options(), 0);
         } else if self.engine.engine == Engine::Gpu {
-            corank::engine::gpu_availability().map_err(Error::GpuUnavailable)?;
+            crate::engine::gpu_availability().map_err(Error::GpuUnavailable)?;
         }
         Ok(())
     }
@@ -131,7 +131,7 @@ impl CommonArgs {
     /// A dry run with `--engine gpu`: the devices, once their contexts are up.
     pub fn wait_for_gpu(&self, dry_run: bool) -> Result<()> {
         if self.engine.engine == Engine::Gpu && dry_run {
-            corank::engine::gpu_devices_shown(self.engine.devices)?; // waits for the contexts
+            crate::engine::gpu_devices_shown(self.engine.devices)?; // waits for the contexts
         }
         Ok(())
     }
@@ -159,38 +159,38 @@ impl CommonArgs {
 pub struct EngineArgs {
     /// Merge engine: auto (GPU for large rounds when one is usable; `merge` then sends each
     /// round to the engine measured faster), gpu or cpu.
-    #[arg(long, default_value = "auto", value_parser = parse_named::<corank::Engine>)]
-    pub engine: corank::Engine,
+    #[arg(long, default_value = "auto", value_parser = parse_named::<crate::Engine>)]
+    pub engine: crate::Engine,
     /// GPU kernel: auto (the fastest measured), basic, tiled, circular or kway.
-    #[arg(long, default_value = "auto", value_parser = parse_named::<corank::Kernel>)]
-    pub kernel: corank::Kernel,
+    #[arg(long, default_value = "auto", value_parser = parse_named::<crate::Kernel>)]
+    pub kernel: crate::Kernel,
     /// CUDA devices of the GPU engine: an ordinal (0), a list (0,1: each merge round and
     /// each chunk sort is split across them) or all.
-    #[arg(long, visible_alias = "device", default_value = "0", value_parser = parse_named::<corank::Devices>)]
-    pub devices: corank::Devices,
+    #[arg(long, visible_alias = "device", default_value = "0", value_parser = parse_named::<crate::Devices>)]
+    pub devices: crate::Devices,
     /// With --engine auto, rounds of at least this many rows merge on the GPU.
-    #[arg(long, default_value_t = corank::GPU_MIN_ROWS, value_parser = parse_count)]
+    #[arg(long, default_value_t = crate::GPU_MIN_ROWS, value_parser = parse_count)]
     pub gpu_min_rows: usize,
 }
 
 impl EngineArgs {
     /// The library's engine options. `CORANK_REQUIRE_GPU=1` (read here, at the edge) makes a
     /// missing or failing GPU an error instead of a fallback to the CPU.
-    pub fn options(&self) -> corank::EngineOptions {
+    pub fn options(&self) -> crate::EngineOptions {
         let strict = std::env::var("CORANK_REQUIRE_GPU").is_ok_and(|v| v == "1");
-        corank::EngineOptions {
+        crate::EngineOptions {
             engine: self.engine,
             kernel: self.kernel,
             devices: self.devices,
             gpu_min_rows: self.gpu_min_rows,
-            on_gpu_failure: if strict { corank::OnGpuFailure::Error } else { corank::OnGpuFailure::UseCpu },
+            on_gpu_failure: if strict { crate::OnGpuFailure::Error } else { crate::OnGpuFailure::UseCpu },
         }
     }
 }
 
 /// A flag's value parsed by the library's `FromStr` (its error as clap shows it).
-pub fn parse_named<T: std::str::FromStr<Err = corank::Error>>(s: &str) -> std::result::Result<T, String> {
-    s.parse().map_err(|e: corank::Error| e.to_string())
+pub fn parse_named<T: std::str::FromStr<Err = crate::Error>>(s: &str) -> std::result::Result<T, String> {
+    s.parse().map_err(|e: crate::Error| e.to_string())
 }
 
 /// The engine a merge would use, as far as it is known before the first round.

@@ -1,4 +1,6 @@
-//! `corank`: merge sorted Parquet files into one sorted Parquet file.
+//! The `corank` command line (feature `cli`): merge sorted Parquet files into one sorted
+//! Parquet file, or sort files in any order. The `corank` binary is [`main`]; a host that
+//! embeds the command (the Python package's `corank` script) calls [`main_with_args`].
 //!
 //! ```text
 //! corank merge INPUT... -o OUTPUT [--by "k DESC NULLS LAST, j"] [--engine auto|gpu|cpu] [--json] [--dry-run]
@@ -19,6 +21,7 @@
 // never panic: `println!` and `eprintln!` panic when the write fails (a full disk, a closed
 // stream), turning a run's outcome into exit code 101. The lints keep them out.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
+
 
 /// A line on stdout, a failure to write it ignored (where a failing stdout is the run's
 /// error, `output::print_stdout` reports it instead).
@@ -46,13 +49,11 @@ mod json;
 mod logging;
 mod merge;
 mod output;
-#[path = "../../show_bytes.rs"]
-mod show_bytes;
 mod sort;
 mod units;
 
 use clap::{Parser, Subcommand};
-use corank::{Error, Setting};
+use crate::{Error, Setting};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -99,8 +100,6 @@ fn flag(setting: Setting) -> &'static str {
         Setting::SortKey => "--by",
         Setting::Compression => "--compression",
         Setting::SpillCompression => "--spill-compression",
-        // A setting this binary has no flag for: the library's name.
-        other => other.field(),
     }
 }
 
@@ -115,7 +114,7 @@ fn error_message(e: &Error) -> String {
             format!("invalid argument: output {} exists; use {} to replace it", path.display(), flag(Setting::Overwrite))
         }
         Error::SchemaDiffers { path, detail } => {
-            format!("{}: {detail} ({})", path.display(), corank::error::schema_hint(flag(Setting::UnionByName)))
+            format!("{}: {detail} ({})", path.display(), crate::error::schema_hint(flag(Setting::UnionByName)))
         }
         other => other.to_string(),
     };
@@ -170,8 +169,34 @@ fn cap_malloc_arenas(memory_limit: usize) {
     let _ = malloc_arenas(memory_limit);
 }
 
-fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+/// Runs the command line on the process's arguments and returns its exit code (see the
+/// module doc).
+///
+/// ```no_run
+/// fn main() -> std::process::ExitCode {
+///     corank::cli::main()
+/// }
+/// ```
+pub fn main() -> ExitCode {
+    main_with_args(std::env::args_os())
+}
+
+/// Runs the command line on `args` (the program name first, as `std::env::args_os` gives
+/// it) and returns its exit code: 0 success, 1 failure, 2 usage, 3 an input not sorted.
+/// It prints what the command prints, installs the signal handlers that remove a temporary
+/// output on Ctrl-C, and sets up the `log` logger once per process.
+///
+/// ```
+/// let code = corank::cli::main_with_args(["corank", "--version"]);
+/// assert_eq!(code, std::process::ExitCode::SUCCESS);
+/// ```
+pub fn main_with_args<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             let _ = e.print(); // --help, --version
@@ -182,7 +207,7 @@ fn main() -> ExitCode {
             // it names arguments on (a missing one), without its tip and usage lines.
             let message = one_line_usage_error(&e.to_string());
             tell!("corank: error: {message} (see corank --help)");
-            if std::env::args_os().skip(1).any(|a| a == "--json") {
+            if args.iter().skip(1).any(|a| a == "--json") {
                 print_json_error(&message, 2);
             }
             return ExitCode::from(2);
@@ -205,7 +230,7 @@ fn main() -> ExitCode {
     let _ = rayon::ThreadPoolBuilder::new().thread_name(|i| format!("corank-pool{i}")).build_global();
     // Ctrl-C (or SIGTERM, SIGHUP) during a merge or a sort removes the temporary output
     // file (and a sort's spill directory).
-    corank::parquet::interrupt::remove_temp_file_on_signal();
+    crate::parquet::interrupt::remove_temp_file_on_signal();
     let result = match cli.command {
         Command::Merge(args) => merge::run(args),
         Command::Sort(args) => sort::run(args),
@@ -267,9 +292,9 @@ mod tests {
 
     #[test]
     fn library_errors_name_the_flags() {
-        let by = corank::parquet::parse_order_by("k SIDEWAYS").unwrap_err();
+        let by = crate::parquet::parse_order_by("k SIDEWAYS").unwrap_err();
         assert!(error_message(&by).starts_with("invalid argument: --by \"k SIDEWAYS\": unexpected 'SIDEWAYS'"), "{by}");
-        let compression = corank::parquet::parse_compression("zip").unwrap_err();
+        let compression = crate::parquet::parse_compression("zip").unwrap_err();
         assert!(error_message(&compression).starts_with("invalid argument: --compression \"zip\": "), "{compression}");
         let exists = Error::OutputExists { path: "o".into() };
         assert_eq!(error_message(&exists), "invalid argument: output o exists; use --force to replace it");

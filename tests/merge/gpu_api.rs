@@ -8,7 +8,7 @@ use arrow::datatypes::DataType;
 use corank::{merge_permutation, Engine, EngineOptions, MergeOptions, OnGpuFailure, SortKey};
 
 fn gpu_or_skip() -> bool {
-    match corank::engine::gpu_availability() {
+    match corank::gpu_availability() {
         Ok(()) => true,
         Err(why) if std::env::var("CORANK_REQUIRE_GPU").as_deref() == Ok("1") => {
             panic!("CORANK_REQUIRE_GPU=1 but no GPU: {why}")

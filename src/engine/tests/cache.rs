@@ -9,7 +9,7 @@
 //! `CORANK_BREAKDOWN_NO_WARM_UP=1` leaves the warm-up out, `CORANK_BREAKDOWN_BUSY_MS=N`
 //! keeps the caller busy N ms between the warm-up and the first merge).
 
-use crate::gpu_common::gpu_or_skip;
+use super::support::gpu_or_skip;
 use corank::engine::cpu::merge_cpu;
 use corank::engine::{gpu_availability, gpu_device_name, merge_keys, warm_up_gpu};
 use corank::keys::KeyColumn;

@@ -1,7 +1,7 @@
 //! `--compression` and `--spill-compression`: the codec as the command line names it, read
 //! and shown.
 
-use corank::{Error, Result, Setting};
+use crate::{Error, Result, Setting};
 use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
 
 /// The codecs `--compression` names, for its error message.

@@ -1,12 +1,12 @@
 //! What `corank merge` and `corank sort` print: stdout that reports its own failure, the
 //! progress bar, the summary or plan (text or `--json`), and the dry run's shared parts.
 
-use crate::common::ReportArgs;
-use crate::compression::show_compression;
-use crate::json::Json;
-use corank::parquet::inputs::show_keys;
-use corank::parquet::MergePlan;
-use corank::{Error, Result};
+use super::common::ReportArgs;
+use super::compression::show_compression;
+use super::json::Json;
+use crate::parquet::inputs::show_keys;
+use crate::parquet::MergePlan;
+use crate::{Error, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use parquet::basic::Compression;
 use std::io::Write;

@@ -1,18 +1,18 @@
 //! `corank sort`: arguments, progress bar and summary around
-//! [`corank::parquet::sort_files()`]: Parquet files in any order sorted into one sorted file
+//! [`crate::parquet::sort_files()`]: Parquet files in any order sorted into one sorted file
 //! (an external merge sort: sorted runs spilled to a temporary directory, then merged).
 //! Flags, errors and exit codes as `corank merge`'s.
 
-use crate::common::{planned_engine_for, CommonArgs, FlagHelp, ReportArgs};
-use crate::compression::{parse_output_compression, show_compression};
-use crate::json::Json;
-use crate::output::{dry_run_json_head, engine_and_output_lines, with_progress_bar};
+use super::common::{planned_engine_for, CommonArgs, FlagHelp, ReportArgs};
+use super::compression::{parse_output_compression, show_compression};
+use super::json::Json;
+use super::output::{dry_run_json_head, engine_and_output_lines, with_progress_bar};
 use crate::show_bytes::show_bytes;
-use crate::units::group_digits;
+use super::units::group_digits;
 use clap::Args;
-use corank::parquet::inputs::{show_keys, PlanOptions};
-use corank::parquet::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
-use corank::{Error, Result, Setting};
+use crate::parquet::inputs::{show_keys, PlanOptions};
+use crate::parquet::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
+use crate::{Error, Result, Setting};
 use std::path::{Path, PathBuf};
 
 /// `--memory-limit`, `-v` and `--dry-run` (flags of [`CommonArgs`] and [`ReportArgs`]) as a
@@ -126,7 +126,7 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
         // One that cannot be written fails here, before a footer is read (a dry run writes
         // nothing, not even this).
         if !dry_run {
-            corank::parquet::sort_files::check_temp_dir(dir)?;
+            crate::parquet::sort::check_temp_dir(dir)?;
         }
     }
     common.start_gpu(dry_run)?;
@@ -314,7 +314,7 @@ fn dry_run_json(args: &SortArgs, prepared: &Prepared, engine: &str) -> Json {
 }
 
 /// How many columns a sort by columns decodes at once, in words.
-fn columns_at_once(plan: &corank::parquet::sort_by_columns::ColumnsPlan) -> &'static str {
+fn columns_at_once(plan: &crate::parquet::sort::columns::ColumnsPlan) -> &'static str {
     if plan.depth == 1 {
         "one column"
     } else {

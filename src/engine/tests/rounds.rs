@@ -11,7 +11,7 @@
 //!
 //! Without a GPU the tests skip (a line on stderr) unless `CORANK_REQUIRE_GPU=1`.
 
-use crate::gpu_common::{gpu_or_skip, small_only};
+use super::support::{gpu_or_skip, small_only};
 use arrow::array::{ArrayRef, DictionaryArray, Float64Array, Int32Array, RecordBatch, StringArray, UInt64Array};
 use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, Int8Type};
@@ -137,7 +137,7 @@ fn the_nodes_gpu_rounds_in_flight_give_the_cpu_output_in_order() {
 /// with many ties (`k`), a string key whose words tie on different values (`text`, nulls),
 /// a unique `id` (stability shows).
 fn unsorted(p: u64, b: u64, rows: usize) -> RecordBatch {
-    let mut rng = crate::gpu_common::Rng(0x2545_f491_4f6c_dd1d ^ ((p << 20) + b + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut rng = super::support::Rng(0x2545_f491_4f6c_dd1d ^ ((p << 20) + b + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let (n, first) = (rows as u64, b * 1000);
     let k: ArrayRef = Arc::new(UInt64Array::from_iter_values((0..n).map(|_| rng.below(20_000))));
     let text: ArrayRef =
@@ -248,7 +248,7 @@ fn the_sort_node_on_the_gpu_gives_the_cpu_output_in_memory_and_spilled() {
 /// key, long values tie on their first words).
 fn unsorted_fixed(p: u64, b: u64, rows: usize) -> RecordBatch {
     use arrow::array::{Date32Array, Decimal128Array, Int8Array};
-    let mut rng = crate::gpu_common::Rng(0x5851_f42d_4c95_7f2d ^ ((p << 20) + b + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut rng = super::support::Rng(0x5851_f42d_4c95_7f2d ^ ((p << 20) + b + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let (n, first) = (rows as u64, b * 1000);
     let k: ArrayRef = Arc::new(UInt64Array::from_iter_values((0..n).map(|_| rng.below(5_000))));
     let price: ArrayRef = Arc::new(Float64Array::from_iter((0..n).map(|_| (rng.below(13) != 0).then(|| rng.below(50) as f64 * 0.5))));

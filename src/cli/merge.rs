@@ -1,19 +1,19 @@
 //! `corank merge`: arguments, progress bar and summary around
-//! [`corank::parquet::merge_files()`]; `--json` (the summary as one JSON object) and
+//! [`crate::parquet::merge_files()`]; `--json` (the summary as one JSON object) and
 //! `--dry-run` (the plan, nothing written).
 
-use crate::common::{parse_named, planned_engine_for, CommonArgs, FlagHelp, PlannedEngine, ReportArgs};
-use crate::compression::show_compression;
-use crate::json::Json;
-use crate::output::{dry_run_json_head, engine_and_output_lines, with_progress_bar};
+use super::common::{parse_named, planned_engine_for, CommonArgs, FlagHelp, PlannedEngine, ReportArgs};
+use super::compression::show_compression;
+use super::json::Json;
+use super::output::{dry_run_json_head, engine_and_output_lines, with_progress_bar};
 use crate::show_bytes::show_bytes;
-use crate::units::group_digits;
+use super::units::group_digits;
 use clap::Args;
-use corank::parquet::inputs::{plan_merge_with, show_keys, PlanOptions};
-use corank::parquet::merge_files::{dry_run, DryRun};
-use corank::parquet::passthrough::{schedule_for, Schedule};
-use corank::parquet::{merge_files, MergeFilesOptions, MergePlan, MergeSummary, Passthrough};
-use corank::Result;
+use crate::parquet::inputs::{plan_merge_with, show_keys, PlanOptions};
+use crate::parquet::{dry_run, DryRun};
+use crate::parquet::merge::passthrough::{schedule_for, Schedule};
+use crate::parquet::{merge_files, MergeFilesOptions, MergePlan, MergeSummary, Passthrough};
+use crate::Result;
 
 /// `--memory-limit`, `-v` and `--dry-run` (flags of [`CommonArgs`] and [`ReportArgs`]) as a
 /// merge's help says them.

@@ -2,14 +2,14 @@
 //! sorted as a whole, some with only their row groups sorted), merges them with
 //! `corank merge`'s code, reads the output back and verifies it.
 
-use crate::common::{CommonArgs, EngineArgs, ReportArgs};
-use crate::datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
-use crate::merge::{execute, summary_line, MergeArgs};
-use crate::units::parse_count;
+use super::common::{CommonArgs, EngineArgs, ReportArgs};
+use super::datagen::{write_lineitem_files, FileLayout, LINEITEM_KEY};
+use super::merge::{execute, summary_line, MergeArgs};
+use super::units::parse_count;
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::Int64Type;
 use clap::Args;
-use corank::{Error, Result};
+use crate::{Error, Result};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 use std::path::{Path, PathBuf};
@@ -77,7 +77,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
             memory_limit: 2 << 30,
         },
         check_sorted: true,
-        passthrough: corank::parquet::Passthrough::Auto,
+        passthrough: crate::parquet::Passthrough::Auto,
         report: ReportArgs { quiet: false, verbose: 0, json: false, dry_run: false },
     };
     let shown: Vec<String> = paths.iter().map(|p| p.strip_prefix(&dir).unwrap_or(p).display().to_string()).collect();

@@ -5,7 +5,7 @@
 //! `CORANK_REQUIRE_NVRTC=1` (CI). `CORANK_GPU_SMALL=1` keeps only small cases (for
 //! compute-sanitizer, which is slow).
 
-use crate::gpu_common::{gpu_or_skip, small_only, Rng};
+use super::support::{gpu_or_skip, small_only, Rng};
 use corank::engine::cpu::merge_cpu;
 use corank::engine::gpu::{self, GpuOptions};
 use corank::keys::{KeyColumn, KeyWord};

@@ -1,4 +1,4 @@
-//! Shared by the GPU test binaries (`#[path]`-included): whether a GPU test runs here.
+//! Shared by the engine's GPU tests: whether a GPU test runs here, and test data.
 
 use corank::engine::gpu;
 

@@ -566,7 +566,8 @@ def merge_files(
         passthrough: ``"auto"``, ``"always"`` or ``"never"``: row groups that overlap no
             other input are copied as they are, not decoded.
         engine, kernel, devices, gpu_min_rows, on_gpu_failure: as for :func:`merge`.
-        union_by_name: not available from Python yet (raises InvalidOptionError).
+        union_by_name: match columns by name across inputs (``--union-by-name``): a column
+            missing from a file reads as nulls, types widen where every value fits.
         progress: ``True`` for a progress bar on stderr, or a callable ``(rows_done,
             rows_total)`` called on the calling thread about every 50 ms.
 

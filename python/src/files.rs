@@ -5,8 +5,8 @@
 use crate::options::{parse_by, EngineArgs};
 use crate::run::{check_cancel, run, OnInterrupt, Shared};
 use corank::parquet::{
-    expand_inputs, merge_files as merge_parquet, parse_compression, plan_merge, plan_sort, sort_files as sort_parquet, MergeFilesOptions,
-    MergeSummary, Passthrough, SortFilesOptions, SortPhase, SortStrategy, SortSummary, WriterSettings,
+    expand_inputs, merge_files as merge_parquet, parse_compression, plan_merge_with, plan_sort, sort_files as sort_parquet, MergeFilesOptions,
+    MergeSummary, Passthrough, PlanOptions, SortFilesOptions, SortPhase, SortStrategy, SortSummary, WriterSettings,
 };
 use corank::{Error, Result, Setting, SortKey};
 use parquet::basic::Compression;
@@ -33,15 +33,13 @@ pub struct FileArgs {
 impl FileArgs {
     /// The checks the command line makes before it opens a file.
     fn prepare(&self) -> Result<(Option<Vec<SortKey>>, Compression)> {
-        if self.union_by_name {
-            return Err(Error::InvalidSetting {
-                setting: Setting::UnionByName,
-                detail: "is not available from Python yet (the library's corank::parquet exposes no plan with it at its top level)".into(),
-            });
-        }
         let by = self.by.as_deref().map(parse_by).transpose()?;
         let compression = parse_compression(&self.compression)?;
         Ok((by, compression))
+    }
+
+    fn plan_options(&self) -> PlanOptions {
+        PlanOptions { union_by_name: self.union_by_name }
     }
 
     fn writer(&self, compression: Compression) -> WriterSettings {
@@ -162,7 +160,7 @@ pub fn merge_files<'py>(
     let output = args.output.clone();
     let done = run(py, OnInterrupt::WaitForCancel, progress.as_ref(), move |shared: &Shared| {
         let paths = args.input_paths()?;
-        let plan = plan_merge(&paths, by, true)?;
+        let plan = plan_merge_with(&paths, by, &args.plan_options())?;
         shared.total.store(plan.total_rows, Ordering::Relaxed);
         check_cancel_here(shared)?;
         let on_progress = |rows: usize| {
@@ -255,8 +253,7 @@ pub fn sort_files<'py>(
     let output = args.output.clone();
     let done = run(py, OnInterrupt::WaitForCancel, progress.as_ref(), move |shared: &Shared| {
         let paths = args.input_paths()?;
-        // The plan's options: the library's defaults (the columns matched in order).
-        let plan = plan_sort(&paths, by, &Default::default(), &args.output, &options)?;
+        let plan = plan_sort(&paths, by, &args.plan_options(), &args.output, &options)?;
         let total = plan.inputs.total_rows;
         shared.total.store(2 * total, Ordering::Relaxed);
         check_cancel_here(shared)?;

@@ -30,6 +30,16 @@ fn nvrtc_version() -> Option<(i32, i32)> {
     Some((major, minor))
 }
 
+/// The `corank` command line (`corank::cli`) on `args` (the program name first), with the
+/// GIL released; its exit code. The command installs its own signal handlers: Ctrl-C
+/// removes a temporary output and ends the process, as the binary does.
+#[pyfunction]
+fn cli_main(py: Python<'_>, args: Vec<std::ffi::OsString>) -> u8 {
+    let code = py.detach(|| corank::cli::main_with_args(args));
+    // `ExitCode` shows no number: the one that equals it (the command uses 0 to 3).
+    (0..=u8::MAX).find(|&c| std::process::ExitCode::from(c) == code).unwrap_or(1)
+}
+
 #[pymodule]
 fn _corank(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<convert::ArrowStream>()?;
@@ -39,6 +49,7 @@ fn _corank(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(files::merge_files, m)?)?;
     m.add_function(wrap_pyfunction!(files::sort_files, m)?)?;
     m.add_function(wrap_pyfunction!(nvrtc_version, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add("DEFAULT_BATCH_SIZE", corank::DEFAULT_BATCH_SIZE)?;
     m.add("GPU_MIN_ROWS", corank::GPU_MIN_ROWS)?;
     Ok(())

@@ -104,6 +104,22 @@ def test_sort_files(tmp_path, rng):
     assert files_in(temp) == []
 
 
+def test_union_by_name(sorted_files, tmp_path):
+    by, runs, paths = sorted_files
+    reordered = tmp_path / "reordered.parquet"
+    write(reordered, runs[1].select(["s", "k", "id", "d"]))  # another order, no f
+    with pytest.raises(corank.SchemaError) as e:
+        corank.merge_files([paths[0], reordered], tmp_path / "u.parquet", by=by)
+    assert e.value.path.endswith("reordered.parquet") and "union_by_name" in str(e.value)
+    s = corank.merge_files([paths[0], reordered], tmp_path / "u.parquet", by=by, union_by_name=True)
+    got = pq.read_table(tmp_path / "u.parquet")
+    assert s["rows"] == 5000 and got.column_names == ["k", "s", "f", "d", "id"]
+    assert got["f"].null_count >= 2000
+    assert sorted(got["id"].to_pylist()) == sorted(runs[0]["id"].to_pylist() + runs[1]["id"].to_pylist())
+    s = corank.sort_files([paths[0], reordered], tmp_path / "us.parquet", by="id", union_by_name=True)
+    assert pq.read_table(tmp_path / "us.parquet")["id"].to_pylist() == sorted(got["id"].to_pylist())
+
+
 def test_progress_bar(sorted_files, tmp_path, capfd):
     by, _, paths = sorted_files
     corank.merge_files(paths, tmp_path / "m.parquet", by=by, progress=True)
@@ -156,7 +172,6 @@ def test_bad_inputs(sorted_files, tmp_path):
     expect_nothing_written(tmp_path, before, m(paths, memory_limit="1KiB"), corank.InvalidOptionError, setting="memory_limit")
     expect_nothing_written(tmp_path, before, m(paths, memory_limit="two gigs"), corank.InvalidOptionError, setting="memory_limit")
     expect_nothing_written(tmp_path, before, m(paths, passthrough="sometimes"), corank.InvalidOptionError)
-    expect_nothing_written(tmp_path, before, m(paths, union_by_name=True), corank.InvalidOptionError, setting="union_by_name")
     expect_nothing_written(tmp_path, before, m(paths + [str(existing)], output=existing, overwrite=True), corank.Error)
     expect_nothing_written(tmp_path, before, m([paths[0], paths[0]], output=paths[0], overwrite=True), corank.InvalidOptionError)
     if not _gpu_usable():

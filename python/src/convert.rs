@@ -3,7 +3,7 @@
 //! relations) or `__arrow_c_array__` (record batches, struct arrays) comes in without a
 //! copy; results go out as a stream capsule that pyarrow reads without a copy.
 
-use crate::ffi::array::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use crate::ffi::array::{FFI_ArrowArray, FFI_ArrowSchema, from_ffi};
 use crate::ffi::stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
 use arrow::array::{Array, RecordBatch, RecordBatchIterator, RecordBatchReader, StructArray};
 use arrow::datatypes::{DataType, SchemaRef};
@@ -105,7 +105,12 @@ impl ArrowStream {
     #[pyo3(signature = (requested_schema=None))]
     fn __arrow_c_stream__<'py>(&self, py: Python<'py>, requested_schema: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyCapsule>> {
         let _ = requested_schema; // the schema is the data's; casting is the consumer's
-        let reader = self.reader.lock().ok().and_then(|mut r| r.take()).ok_or_else(|| PyTypeError::new_err("this Arrow stream was already consumed"))?;
+        let reader = self
+            .reader
+            .lock()
+            .ok()
+            .and_then(|mut r| r.take())
+            .ok_or_else(|| PyTypeError::new_err("this Arrow stream was already consumed"))?;
         PyCapsule::new_with_value(py, FFI_ArrowArrayStream::new(reader), STREAM)
     }
 }

@@ -105,9 +105,5 @@ fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
 pub fn internal(message: impl Into<String>) -> PyErr {
     let message = message.into();
     let e = to_py(Error::Internal(message.clone()));
-    if Python::attach(|py| e.is_instance_of::<pyo3::exceptions::PyException>(py)) {
-        e
-    } else {
-        PyRuntimeError::new_err(message)
-    }
+    if Python::attach(|py| e.is_instance_of::<pyo3::exceptions::PyException>(py)) { e } else { PyRuntimeError::new_err(message) }
 }

@@ -2,11 +2,11 @@
 //! through the library's Parquet API, with its defaults, checks and errors, returning the
 //! summary that `--json` prints, as a dict.
 
-use crate::options::{parse_by, EngineArgs};
-use crate::run::{check_cancel, run, OnInterrupt, Shared};
+use crate::options::{EngineArgs, parse_by};
+use crate::run::{OnInterrupt, Shared, check_cancel, run};
 use corank::parquet::{
-    expand_inputs, merge_files as merge_parquet, parse_compression, plan_merge_with, plan_sort, sort_files as sort_parquet, MergeFilesOptions,
-    MergeSummary, Passthrough, PlanOptions, SortFilesOptions, SortPhase, SortStrategy, SortSummary, WriterSettings,
+    MergeFilesOptions, MergeSummary, Passthrough, PlanOptions, SortFilesOptions, SortPhase, SortStrategy, SortSummary, WriterSettings,
+    expand_inputs, merge_files as merge_parquet, parse_compression, plan_merge_with, plan_sort, sort_files as sort_parquet,
 };
 use corank::{Error, Result, Setting, SortKey};
 use parquet::basic::Compression;
@@ -152,7 +152,8 @@ pub fn merge_files<'py>(
     let prepared = || -> Result<(MergeFilesOptions, Option<Vec<SortKey>>)> {
         let (by, compression) = args.prepare()?;
         let passthrough = passthrough.parse::<Passthrough>()?;
-        let options = MergeFilesOptions { engine: engine.options()?, memory_limit: args.memory_limit, writer: args.writer(compression), passthrough };
+        let options =
+            MergeFilesOptions { engine: engine.options()?, memory_limit: args.memory_limit, writer: args.writer(compression), passthrough };
         Ok((options, by))
     };
     let (options, by) = prepared().map_err(crate::errors::to_py)?;
@@ -232,7 +233,9 @@ pub fn sort_files<'py>(
     let prepared = || -> Result<(SortFilesOptions, Option<Vec<SortKey>>)> {
         let (by, compression) = args.prepare()?;
         let spill_compression = parse_compression(spill_compression).map_err(|e| match e {
-            Error::InvalidSetting { setting: Setting::Compression, detail } => Error::InvalidSetting { setting: Setting::SpillCompression, detail },
+            Error::InvalidSetting { setting: Setting::Compression, detail } => {
+                Error::InvalidSetting { setting: Setting::SpillCompression, detail }
+            }
             other => other,
         })?;
         if let Some(dir) = temp_dir.as_ref().filter(|d| !d.is_dir()) {

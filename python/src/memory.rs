@@ -6,9 +6,9 @@
 //! module adds for it: the order check where one chunk of a run meets the next
 //! ([`check_junctions`]), and errors and indices told in the caller's runs and rows.
 
-use crate::convert::{common_schema, import_batches, unify, ArrowStream};
-use crate::options::{parse_by, EngineArgs};
-use crate::run::{run, OnInterrupt};
+use crate::convert::{ArrowStream, common_schema, import_batches, unify};
+use crate::options::{EngineArgs, parse_by};
+use crate::run::{OnInterrupt, run};
 use arrow::array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
@@ -44,7 +44,8 @@ impl Chunks {
         }
         let schemas: Vec<SchemaRef> = imported.iter().map(|(s, _)| s.clone()).collect();
         let common = common_schema(&schemas);
-        let mut chunks = Chunks { batches: Vec::new(), run_of: Vec::new(), first_row: Vec::new(), run_starts: vec![0], schema: common.clone() };
+        let mut chunks =
+            Chunks { batches: Vec::new(), run_of: Vec::new(), first_row: Vec::new(), run_starts: vec![0], schema: common.clone() };
         for (r, (_, batches)) in imported.into_iter().enumerate() {
             let mut row = 0;
             for b in batches {
@@ -103,7 +104,8 @@ pub fn check_junctions(chunks: &Chunks, keys: &[SortKey]) -> corank::Result<()> 
         let rows = converter.convert_columns(&one)?;
         Ok(Some((rows.row(0).owned(), one)))
     };
-    let show = |cols: &[ArrayRef]| cols.iter().map(|c| array_value_to_string(c, 0).unwrap_or_else(|_| "?".into())).collect::<Vec<_>>().join(", ");
+    let show =
+        |cols: &[ArrayRef]| cols.iter().map(|c| array_value_to_string(c, 0).unwrap_or_else(|_| "?".into())).collect::<Vec<_>>().join(", ");
     // The last non-empty chunk seen in the current run.
     let mut last: Option<usize> = None;
     for c in 0..chunks.batches.len() {
@@ -137,7 +139,8 @@ fn earlier_within(chunks: &Chunks, keys: &[SortKey], converter: &RowConverter, e
         let cols = key_columns(&chunks.batches[c], keys)?;
         let rows = converter.convert_columns(&cols).ok()?;
         if let Some(i) = (1..rows.num_rows()).find(|&i| rows.row(i - 1) > rows.row(i)) {
-            let show = |i: usize| cols.iter().map(|a| array_value_to_string(a, i).unwrap_or_else(|_| "?".into())).collect::<Vec<_>>().join(", ");
+            let show =
+                |i: usize| cols.iter().map(|a| array_value_to_string(a, i).unwrap_or_else(|_| "?".into())).collect::<Vec<_>>().join(", ");
             return Some(Error::NotSorted {
                 run: chunks.run_of[c],
                 row: chunks.first_row[c] + i,
@@ -162,7 +165,8 @@ fn run_rows(chunks_run_starts: &[usize], perm: &corank::Permutation) -> RecordBa
         rows.push((g - starts[r]) as i64);
     }
     let schema = Arc::new(Schema::new(vec![Field::new("run", DataType::Int32, false), Field::new("row", DataType::Int64, false)]));
-    RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(runs)), Arc::new(Int64Array::from(rows))]).expect("two columns of one length")
+    RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(runs)), Arc::new(Int64Array::from(rows))])
+        .expect("two columns of one length")
 }
 
 /// `merge` and `merge_indices`: the merged rows, or where each comes from.
@@ -217,9 +221,8 @@ pub fn sort(
     indices: bool,
 ) -> PyResult<ArrowStream> {
     let keys = parse_by(by).map_err(crate::errors::to_py)?;
-    let options = SortBatchesOptions::default()
-        .with_engine_options(engine.options().map_err(crate::errors::to_py)?)
-        .with_batch_size(batch_size);
+    let options =
+        SortBatchesOptions::default().with_engine_options(engine.options().map_err(crate::errors::to_py)?).with_batch_size(batch_size);
     let chunks = Chunks::import(data)?;
     let schema = chunks.schema.clone().unwrap_or_else(|| Arc::new(Schema::empty()));
     let (out_schema, batches) = run(py, OnInterrupt::Abandon, None, move |_| {

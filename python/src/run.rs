@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 /// How often the calling thread looks for signals and progress.
@@ -73,7 +73,8 @@ pub fn run<T: Send + 'static>(
     let (tx, rx) = mpsc::channel();
     // Behind a mutex: the closures that wait with the GIL released must be `Send`.
     let rx = std::sync::Mutex::new(rx);
-    let recv_timeout = |rx: &std::sync::Mutex<mpsc::Receiver<_>>| rx.lock().map_err(|_| mpsc::RecvTimeoutError::Disconnected)?.recv_timeout(POLL);
+    let recv_timeout =
+        |rx: &std::sync::Mutex<mpsc::Receiver<_>>| rx.lock().map_err(|_| mpsc::RecvTimeoutError::Disconnected)?.recv_timeout(POLL);
     let theirs = Arc::clone(&shared);
     std::thread::Builder::new()
         .name("corank-python".into())

@@ -7,16 +7,16 @@
 //! (a Python reader takes the GIL itself when it needs it); the output is read on the
 //! consumer's thread.
 
-use crate::convert::{import_reader, ArrowStream};
-use crate::options::{parse_by, EngineArgs};
+use crate::convert::{ArrowStream, import_reader};
+use crate::options::{EngineArgs, parse_by};
 use arrow::array::{RecordBatch, RecordBatchReader};
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
-use corank::datafusion::{CoRankMergeExec, MergeSettings};
 use corank::Error;
+use corank::datafusion::{CoRankMergeExec, MergeSettings};
 use datafusion::common::DataFusionError;
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::TaskContext;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::physical_expr::expressions::col;
 use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -180,7 +180,9 @@ pub fn merge_stream(
     let ordering = LexOrdering::new(sort_exprs).ok_or_else(|| to_py(Error::InvalidArgument("no sort key".into())))?;
     let partitions: Vec<Arc<dyn PartitionStream>> = readers
         .into_iter()
-        .map(|reader| Arc::new(ReaderPartition { schema: Arc::clone(&schema), reader: Mutex::new(Some(reader)) }) as Arc<dyn PartitionStream>)
+        .map(|reader| {
+            Arc::new(ReaderPartition { schema: Arc::clone(&schema), reader: Mutex::new(Some(reader)) }) as Arc<dyn PartitionStream>
+        })
         .collect();
     let build = || -> datafusion::common::Result<SendableRecordBatchStream> {
         let input = StreamingTableExec::try_new(Arc::clone(&schema), partitions, None, [ordering.clone()], false, None)?;

@@ -29,13 +29,13 @@ def lazy_run(keys: np.ndarray, first_id: int, produced: list, r: int) -> pa.Reco
 
 
 def test_more_data_than_the_budget(rng):
-    runs, sizes = 4, [150_000, 120_000, 90_000, 140_000]
+    runs, sizes = 4, [300_000, 240_000, 180_000, 280_000]
     keys = [np.sort(rng.integers(0, 50_000, n)) for n in sizes]
     starts = np.cumsum([0] + sizes)
     produced = [0] * runs
     readers = [lazy_run(k, int(starts[r]), produced, r) for r, k in enumerate(keys)]
-    total_bytes = sum(sizes) * (8 + 8 + 4 + 40)  # about 30 MB of Arrow data
-    limit = 8 << 20
+    total_bytes = sum(sizes) * (8 + 8 + 4 + 40)  # about 60 MB of Arrow data
+    limit = 16 << 20  # the windows, and the batches the inputs read ahead (7.7 MB seen)
     assert total_bytes > 3 * limit
     out = corank.merge_stream(readers, by="k", window_rows=BATCH, memory_limit=limit, batch_size=4096)
     assert isinstance(out, pa.RecordBatchReader)

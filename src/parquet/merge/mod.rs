@@ -59,10 +59,7 @@ impl Default for MergeFilesOptions {
     }
 }
 
-pub use super::memory::{
-    ReadPlan,
-    MAX_WINDOW_ROWS,
-};
+pub use super::memory::{ReadPlan, MAX_WINDOW_ROWS};
 pub use super::os::{open_file_budget, peak_memory};
 
 /// What a finished merge did ([`merge_files`] returns it; the [`corank::parquet`](crate::parquet)

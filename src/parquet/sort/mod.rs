@@ -40,9 +40,9 @@ pub use spill::check_temp_dir;
 
 use super::inputs::{plan_merge_with, MergePlan, PlanOptions};
 use super::memory::sort_budget;
+use super::merge::passthrough::Passthrough;
 use super::merge::{kept_metadata, MergeFilesOptions, MergeSummary};
 use super::os::peak_memory;
-use super::merge::passthrough::Passthrough;
 use super::writer::{check_row_groups, common_parquet_schema, WriterSettings, Written};
 use crate::error::{Error, Result, Setting};
 use crate::options::EngineOptions;

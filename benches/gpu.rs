@@ -40,10 +40,10 @@
 //! Bytes counted per key for a merge: the key read once (8) and the index written once (4),
 //! the fewest any engine must move; the tree's extra passes show as a lower ratio.
 
-use corank::__bench::merge_cpu;
 use corank::__bench::gpu::{self, bench, GpuOptions};
-use corank::KeyColumn;
+use corank::__bench::merge_cpu;
 use corank::Kernel;
+use corank::KeyColumn;
 use rayon::prelude::*;
 use std::time::Instant;
 

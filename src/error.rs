@@ -12,6 +12,17 @@ use std::path::PathBuf;
 
 /// An option of the library that a usage error is about ([`Error::InvalidSetting`],
 /// [`Error::SettingNeeded`], [`Error::OutputExists`], [`Error::SchemaDiffers`]).
+///
+/// ```
+/// use corank::{Error, Setting};
+///
+/// let e = Error::InvalidSetting { setting: Setting::MemoryLimit, detail: "1.0 KiB is too small".into() };
+/// assert_eq!(e.to_string(), "invalid argument: `memory_limit` 1.0 KiB is too small");
+/// // A program that names the option otherwise words its own message from the fields.
+/// if let Error::InvalidSetting { setting: Setting::MemoryLimit, detail } = &e {
+///     assert_eq!(format!("--memory-limit {detail}"), "--memory-limit 1.0 KiB is too small");
+/// }
+/// ```
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Setting {
@@ -50,53 +61,156 @@ impl Setting {
 }
 
 /// Everything that can go wrong in a merge.
+///
+/// Each variant's doc ends with the exit code of the `corank` binary for it (`corank::cli`:
+/// 2 usage, 3 an input not sorted, 1 anything else).
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow::array::{Int64Array, RecordBatch};
+/// use corank::{merge, Error, MergeOptions, SortKey};
+///
+/// let run = RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(vec![1, 2])) as _)]).unwrap();
+/// let err = merge(&[run], &[SortKey::asc("nope")], &MergeOptions::default()).unwrap_err();
+/// assert!(matches!(err, Error::MissingColumn { run: 0, ref column } if column == "nope"));
+/// ```
 #[non_exhaustive]
 #[derive(Debug)]
 pub enum Error {
     /// `merge` was called with sort keys but a run lacks a key column.
-    MissingColumn { run: usize, column: String },
+    /// CLI exit code 2.
+    MissingColumn {
+        /// The run (or input batch) lacking it, counted from 0.
+        run: usize,
+        /// The sort key's column name.
+        column: String,
+    },
     /// A run's schema differs from the first run's.
-    SchemaMismatch { run: usize, detail: String },
+    /// CLI exit code 1.
+    SchemaMismatch {
+        /// The run whose schema differs from run 0's, counted from 0.
+        run: usize,
+        /// How it differs: the column count, or the first column whose name or type differs.
+        detail: String,
+    },
     /// A key column has a type corank cannot encode.
-    UnsupportedType { column: String, data_type: DataType },
+    /// CLI exit code 2.
+    UnsupportedType {
+        /// The sort key's column name.
+        column: String,
+        /// Its type ([`is_supported`](crate::is_supported) is `false` for it).
+        data_type: DataType,
+    },
     /// A run is not sorted by the sort keys (found by the optional check).
-    NotSorted { run: usize, row: usize, detail: String },
+    /// CLI exit code 3.
+    NotSorted {
+        /// The run (or streaming input) out of order, counted from 0.
+        run: usize,
+        /// The first row out of order, counted from 0 within the run: it sorts before
+        /// row `row - 1`.
+        row: usize,
+        /// What is out of order: the two keys as text, or a batch that starts below the
+        /// previous batch's last key.
+        detail: String,
+    },
     /// Bad arguments (no sort keys, batch size 0, ...) that no [`Setting`] names.
+    /// CLI exit code 2.
     InvalidArgument(String),
     /// `setting` has a value that cannot work; `detail` follows the setting's name: the
     /// value and why (`1.0 KiB is too small ...`, `"zip": unknown codec 'zip' ...`).
-    InvalidSetting { setting: Setting, detail: String },
+    /// CLI exit code 2.
+    InvalidSetting {
+        /// The option whose value cannot work.
+        setting: Setting,
+        /// The value and why it cannot work, without the setting's name.
+        detail: String,
+    },
     /// `setting` must be given: `detail` says why corank cannot do without it (the inputs
     /// declare no common sort order, ...).
-    SettingNeeded { setting: Setting, detail: String },
+    /// CLI exit code 2.
+    SettingNeeded {
+        /// The option that must be given.
+        setting: Setting,
+        /// Why corank cannot do without it, without the setting's name.
+        detail: String,
+    },
     /// The output file exists and [`Setting::Overwrite`] is off.
-    OutputExists { path: PathBuf },
+    /// CLI exit code 2.
+    OutputExists {
+        /// The output file.
+        path: PathBuf,
+    },
     /// A Parquet input's schema differs from the first input's, which
     /// [`Setting::UnionByName`] may reconcile; `detail` says how it differs.
-    SchemaDiffers { path: PathBuf, detail: String },
+    /// CLI exit code 1.
+    SchemaDiffers {
+        /// The input whose schema differs.
+        path: PathBuf,
+        /// How it differs from the first input's schema.
+        detail: String,
+    },
     /// The GPU engine was asked for and cannot run (no driver, no device, no NVRTC),
     /// or [`OnGpuFailure::Error`](crate::OnGpuFailure::Error) forbids falling back to the CPU.
+    /// CLI exit code 1.
     GpuUnavailable(String),
     /// A GPU call failed (out of memory, launch failure, compile error).
+    /// CLI exit code 1.
     Gpu(String),
     /// An error from arrow (gathering the payload, converting rows).
+    /// CLI exit code 1.
     Arrow(ArrowError),
     /// An I/O error, on `path` where there is one; `context` says what corank was doing
     /// (may be empty). The error is the [`source`](std::error::Error::source).
-    Io { path: Option<PathBuf>, context: String, source: std::io::Error },
+    /// CLI exit code 1.
+    Io {
+        /// The file or directory, where the error is about one (`None`: stdout, ...).
+        path: Option<PathBuf>,
+        /// What corank was doing; may be empty.
+        context: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// Parquet could not read or write a file (`path` where there is one; `context` as for
     /// [`Error::Io`]). The error is the [`source`](std::error::Error::source).
+    /// CLI exit code 1.
     #[cfg(feature = "parquet")]
-    Parquet { path: Option<PathBuf>, context: String, source: parquet::errors::ParquetError },
+    Parquet {
+        /// The file, where the error is about one (`None`: no file named, e.g. a schema
+        /// that Parquet cannot represent).
+        path: Option<PathBuf>,
+        /// What corank was doing; may be empty.
+        context: String,
+        /// The Parquet error.
+        source: parquet::errors::ParquetError,
+    },
     /// A file is not what it must be, with no lower-level error behind it: missing, a
     /// directory without Parquet files, a schema that differs, fewer rows than its footer
     /// counts.
-    File { path: PathBuf, detail: String },
+    /// CLI exit code 1.
+    File {
+        /// The file (or input name) the error is about.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// A Parquet input is not sorted by the merge key (found by the order check).
     /// `row` counts from 0 within the row group.
-    FileNotSorted { path: PathBuf, row_group: usize, row: usize, detail: String },
+    /// CLI exit code 3.
+    FileNotSorted {
+        /// The input file.
+        path: PathBuf,
+        /// The row group holding the row out of order, counted from 0.
+        row_group: usize,
+        /// The first row out of order, counted from 0 within the row group (0 also where
+        /// the row group starts below the previous row group's last key).
+        row: usize,
+        /// What is out of order: the two keys as text, or a row group that starts below the
+        /// previous row group's last key.
+        detail: String,
+    },
     /// A bug: an invariant of corank does not hold (a worker thread panicked, a stage ended
     /// early). Not caused by the input; worth a report.
+    /// CLI exit code 1.
     Internal(String),
 }
 
@@ -196,4 +310,5 @@ impl From<Error> for ArrowError {
     }
 }
 
+/// `std::result::Result` with corank's [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -51,7 +51,7 @@ use std::sync::Arc;
 /// DataFusion node's `corank.window_rows` and the Parquet merge's cap).
 pub const DEFAULT_WINDOW_ROWS: usize = 1 << 20;
 
-/// Settings of a streaming merge.
+/// Settings of a streaming merge. [`FrontierMerge`] has an example.
 #[derive(Debug, Clone)]
 pub struct FrontierOptions {
     /// Which engine, kernel and device merge each round.
@@ -118,8 +118,13 @@ struct Input {
 /// One round merged but not yet gathered: the emitted rows of every input as runs, in
 /// input order, and their stable merge order. [`MergedRound::gather`] builds output
 /// batches from any range of it, so a caller can stream a large round in pieces.
+/// [`FrontierMerge::merge_round_ungathered`] and [`RoundInput::merge`] make it; the example
+/// of a streaming merge is [`FrontierMerge`]'s.
 pub struct MergedRound {
+    /// The round's rows: every input's emitted batches (or parts of batches), inputs in
+    /// order.
     pub runs: Vec<RecordBatch>,
+    /// Their stable merge order (`run_offsets` are the offsets of `runs`' batches).
     pub perm: Permutation,
     schema: SchemaRef,
     /// The engine options the round merged with (the GPU gather's device and failure rule).
@@ -127,6 +132,7 @@ pub struct MergedRound {
 }
 
 impl MergedRound {
+    /// Rows the round emits.
     pub fn rows(&self) -> usize {
         self.perm.len()
     }
@@ -231,7 +237,8 @@ impl MergedRound {
 /// One round's rows taken out of the buffers ([`FrontierMerge::take_round`]) and not yet
 /// merged: every input's emittable prefix as runs, inputs in order, with their key columns.
 /// It owns its rows, so it can merge on another thread while the caller keeps pushing
-/// batches into the buffers (the module doc says why that is safe).
+/// batches into the buffers (the module doc says why that is safe). The example of a
+/// streaming merge is [`FrontierMerge`]'s.
 pub struct RoundInput {
     runs: Vec<RecordBatch>,
     keys: Vec<Vec<ArrayRef>>,
@@ -314,9 +321,13 @@ impl RoundInput {
     }
 }
 
-/// The output of one round.
+/// The output of one round ([`FrontierMerge::merge_round`], [`RoundInput::merge_gathered`];
+/// the example is [`FrontierMerge`]'s).
 pub struct MergedChunk {
+    /// The round's rows in merged order, in batches of at most the merge's `batch_size`
+    /// rows (none where the round emitted no rows).
     pub batches: Vec<RecordBatch>,
+    /// Rows in `batches`.
     pub rows: usize,
     /// The engine that merged (`Cpu` or `Gpu`).
     pub engine: Engine,
@@ -325,6 +336,35 @@ pub struct MergedChunk {
 }
 
 /// A streaming k-way merge driven by its caller: push batches, then take merged chunks.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow::array::{Array, Int64Array, RecordBatch};
+/// use arrow::datatypes::DataType;
+/// use corank::{Engine, EngineOptions, FrontierMerge, FrontierOptions, SortKey};
+///
+/// let batch = |k: Vec<i64>| RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(k)) as _)]).unwrap();
+/// let inputs = [vec![batch(vec![1, 4]), batch(vec![6, 9])], vec![batch(vec![2, 3, 7])]];
+/// let options = FrontierOptions { engine: EngineOptions::default().with_engine(Engine::Cpu), ..Default::default() };
+/// let schema = inputs[0][0].schema();
+/// let mut merge = FrontierMerge::new(schema, &[DataType::Int64], vec![SortKey::asc("k")], inputs.len(), options)?;
+/// for (i, batches) in inputs.iter().enumerate() {
+///     for b in batches {
+///         // The caller evaluates the key columns: here the column `k` itself.
+///         merge.push(i, b.clone(), vec![b.column(0).clone()])?;
+///     }
+///     merge.finish_input(i);
+/// }
+/// let mut keys = Vec::new();
+/// while !merge.is_finished() {
+///     for b in merge.merge_round()?.batches {
+///         let k = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+///         keys.extend(k.values().iter().copied());
+///     }
+/// }
+/// assert_eq!(keys, [1, 2, 3, 4, 6, 7, 9]);
+/// # Ok::<(), corank::Error>(())
+/// ```
 pub struct FrontierMerge {
     schema: SchemaRef,
     specs: Vec<SortKey>,
@@ -352,10 +392,12 @@ impl FrontierMerge {
         Ok(Self { schema, specs, converter, inputs, options })
     }
 
+    /// The schema of the batches pushed and merged.
     pub fn schema(&self) -> &SchemaRef {
         &self.schema
     }
 
+    /// The number of inputs (`num_inputs` of [`new`](Self::new)), numbered from 0.
     pub fn num_inputs(&self) -> usize {
         self.inputs.len()
     }

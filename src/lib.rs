@@ -1,10 +1,10 @@
 //! corank: a stable k-way merge of sorted Arrow runs.
 //!
-//! Data flow: Arrow sort columns → [`keys`] (normalized fixed-width key words) → an engine
-//! ([`engine`]: the CPU merge path on rayon threads, or the GPU co-rank kernels, chosen by
+//! Data flow: Arrow sort columns → `keys` (normalized fixed-width key words) → an engine
+//! (`engine`: the CPU merge path on rayon threads, or the GPU co-rank kernels, chosen by
 //! [`EngineOptions`]) → a [`Permutation`] → gathered RecordBatches ([`gather()`]); keys that
 //! tie on their words are ordered exactly by `order`. Inputs that arrive batch by batch
-//! merge in rounds ([`frontier`]); [`parquet`] and [`datafusion`] build on that.
+//! merge in rounds ([`FrontierMerge`]); [`parquet`] and [`datafusion`] build on that.
 //!
 //! The merge is **stable, always**: equal keys keep run order, then row order within a run,
 //! so the output is the stable sort of the concatenation of the runs in input order (what
@@ -28,6 +28,7 @@
 //! assert_eq!(v, ["a", "d", "b", "e", "f", "c"]); // the 3 of run 0 before the 3 of run 1
 //! ```
 
+#![deny(missing_docs)]
 // Some of the crate's own code serves only the CLI (feature `cli`) or the GPU engine: a build
 // without them leaves it unused. The full build (every feature, CI's lints) still denies
 // dead code.
@@ -63,7 +64,7 @@ mod common;
 
 /// Rows per output batch wherever corank chooses the size: the default of
 /// [`MergeOptions::batch_size`], [`SortBatchesOptions`]'s and
-/// [`FrontierOptions`](frontier::FrontierOptions)'s, and the batches a Parquet merge or sort
+/// [`FrontierOptions`]'s, and the batches a Parquet merge or sort
 /// hands its writer. Arrow's kernels and Parquet's readers work well at this size; the
 /// DataFusion nodes follow the session's `batch_size` instead.
 pub const DEFAULT_BATCH_SIZE: usize = 8192;

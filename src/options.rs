@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 /// are not repaid there (the measurements: docs/performance.md).
 pub const GPU_MIN_ROWS: usize = 1 << 20;
 
-/// Which engine merges the keys.
+/// Which engine merges the keys. [`EngineOptions`] has an example.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Engine {
     /// The GPU where one is usable and the input is large enough, else the CPU.
@@ -25,7 +25,7 @@ pub enum Engine {
     Gpu,
 }
 
-/// Which GPU kernel merges (the CPU engine ignores it).
+/// Which GPU kernel merges (the CPU engine ignores it). [`EngineOptions`] has an example.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Kernel {
     /// The kernel the GPU policy picks for the run count and key width, the fastest where
@@ -43,6 +43,7 @@ pub enum Kernel {
 }
 
 /// What `Engine::Auto` does when no GPU is usable or the GPU fails mid-merge.
+/// [`EngineOptions`] has an example.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum OnGpuFailure {
     /// Merge on the CPU instead, with one log line: no data is lost.
@@ -54,14 +55,29 @@ pub enum OnGpuFailure {
 }
 
 /// The engine choice and its knobs.
+///
+/// ```
+/// use corank::{merge_keys, Engine, EngineOptions, KeyColumn};
+///
+/// // The CPU engine whatever the size; `Engine::Auto` (the default) would try the GPU from
+/// // `gpu_min_rows` rows on.
+/// let options = EngineOptions::default().with_engine(Engine::Cpu);
+/// assert_eq!(options.to_string(), "cpu");
+/// let (indices, engine) = merge_keys(&KeyColumn::U32(vec![1, 4, 2, 3]), &[0, 2, 4], &options).unwrap();
+/// assert_eq!((indices.to_vec(), engine), (vec![0, 2, 3, 1], Engine::Cpu));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct EngineOptions {
+    /// Which engine merges ([`Engine::Auto`] by default).
     pub engine: Engine,
+    /// Which GPU kernel merges ([`Kernel::Auto`] by default; the CPU engine ignores it).
     pub kernel: Kernel,
     /// The CUDA devices the GPU engine uses (device 0 unless set).
     pub devices: Devices,
     /// `Engine::Auto` uses the GPU for merges (or streaming rounds) of at least this many rows.
     pub gpu_min_rows: usize,
+    /// What happens when no GPU is usable or the GPU fails ([`OnGpuFailure::UseCpu`] by
+    /// default: the CPU merges instead).
     pub on_gpu_failure: OnGpuFailure,
 }
 
@@ -78,10 +94,12 @@ impl Default for EngineOptions {
 }
 
 impl EngineOptions {
+    /// Sets [`engine`](Self::engine).
     pub fn with_engine(mut self, engine: Engine) -> Self {
         self.engine = engine;
         self
     }
+    /// Sets [`kernel`](Self::kernel).
     pub fn with_kernel(mut self, kernel: Kernel) -> Self {
         self.kernel = kernel;
         self
@@ -91,14 +109,17 @@ impl EngineOptions {
         self.devices = Devices::One(device);
         self
     }
+    /// Sets [`devices`](Self::devices).
     pub fn with_devices(mut self, devices: Devices) -> Self {
         self.devices = devices;
         self
     }
+    /// Sets [`gpu_min_rows`](Self::gpu_min_rows), in rows.
     pub fn with_gpu_min_rows(mut self, rows: usize) -> Self {
         self.gpu_min_rows = rows;
         self
     }
+    /// Sets [`on_gpu_failure`](Self::on_gpu_failure).
     pub fn with_on_gpu_failure(mut self, on_failure: OnGpuFailure) -> Self {
         self.on_gpu_failure = on_failure;
         self
@@ -111,6 +132,8 @@ macro_rules! named {
         impl $ty {
             /// Every value, in the order the help lists them.
             pub const ALL: [$ty; [$($name),+].len()] = [$($ty::$variant),+];
+            /// The value's name as the settings and flags spell it (lower case; what
+            /// `Display` prints and `FromStr` takes, in any case).
             pub fn name(self) -> &'static str {
                 match self { $($ty::$variant => $name),+ }
             }
@@ -154,6 +177,16 @@ impl std::fmt::Display for EngineOptions {
 /// device by co-rank and each device merges only its inputs' slices (`engine::gpu`).
 ///
 /// Spelled as the settings and flags take it: `0`, `0,1`, `all`.
+///
+/// ```
+/// use corank::{Devices, EngineOptions};
+///
+/// let devices: Devices = "0,2".parse()?;
+/// assert_eq!(devices.ordinals(4), [0, 2]);
+/// let options = EngineOptions::default().with_devices(devices);
+/// assert_eq!(options.to_string(), "auto devices=0,2");
+/// # Ok::<(), corank::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Devices {
     /// One device ordinal.

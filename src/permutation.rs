@@ -10,7 +10,7 @@ pub fn locate(run_offsets: &[usize], global: usize) -> (usize, usize) {
     (run, global - run_offsets[run])
 }
 
-/// [`locate`] in constant time, for the gathers' per-row lookups: a table of the run that
+/// `locate` in constant time, for the gathers' per-row lookups: a table of the run that
 /// holds the first index of each bucket of `2^shift` indices (about four buckets a run),
 /// then a forward step over the runs that start inside the bucket (most often none). A
 /// round's runs are its input batches (thousands in a GPU round), where a binary search
@@ -57,13 +57,17 @@ impl<'a> RunLocator<'a> {
 }
 
 /// Global row indices, `u32` while the total fits (half the bytes to move and store).
+/// [`Permutation::indices`] holds them; [`merge_keys`](crate::merge_keys) returns them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Indices {
+    /// Indices of an input of at most `u32::MAX` rows.
     U32(Vec<u32>),
+    /// Indices of a larger input.
     U64(Vec<u64>),
 }
 
 impl Indices {
+    /// The number of indices (output rows).
     pub fn len(&self) -> usize {
         match self {
             Indices::U32(v) => v.len(),
@@ -71,6 +75,7 @@ impl Indices {
         }
     }
 
+    /// Whether there are no indices.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -94,6 +99,9 @@ impl Indices {
 }
 
 /// The stable merge order of k runs.
+///
+/// [`merge_permutation`](crate::merge_permutation) has an example; [`gather()`](crate::gather())
+/// turns it into batches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Permutation {
     /// `run_offsets[r]` is the global index of run `r`'s first row; the last entry is the
@@ -108,14 +116,17 @@ pub struct Permutation {
 }
 
 impl Permutation {
+    /// The number of output rows (the total of the runs' rows).
     pub fn len(&self) -> usize {
         self.indices.len()
     }
 
+    /// Whether there are no output rows.
     pub fn is_empty(&self) -> bool {
         self.indices.is_empty()
     }
 
+    /// The number of runs (`run_offsets.len() - 1`).
     pub fn num_runs(&self) -> usize {
         self.run_offsets.len() - 1
     }

@@ -26,12 +26,14 @@ use arrow::array::{ArrayRef, RecordBatch};
 use rayon::prelude::*;
 
 /// How to sort (named so as not to clash with arrow's per-column `SortOptions`).
+/// [`sort_batches`] has an example.
 #[derive(Debug, Clone)]
 pub struct SortBatchesOptions {
-    /// Which engine sorts ([`sort_keys`]: the same choice
+    /// Which engine sorts (`sort_keys`: the same choice
     /// as the merge's, `gpu_min_rows` and the CPU fallback included).
     pub engine: EngineOptions,
-    /// Rows per output batch of [`sort_batches`].
+    /// Rows per output batch of [`sort_batches`] ([`DEFAULT_BATCH_SIZE`](crate::DEFAULT_BATCH_SIZE)
+    /// by default; 0 is an error).
     pub batch_size: usize,
 }
 
@@ -47,10 +49,12 @@ impl SortBatchesOptions {
         self.engine.engine = engine;
         self
     }
+    /// Sets all the engine options ([`engine`](Self::engine)).
     pub fn with_engine_options(mut self, engine: EngineOptions) -> Self {
         self.engine = engine;
         self
     }
+    /// Sets [`batch_size`](Self::batch_size), in rows.
     pub fn with_batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size;
         self
@@ -61,6 +65,17 @@ impl SortBatchesOptions {
 /// sort column `c` (same types in every batch). The result's `run_offsets` are the
 /// batches' offsets, its indices the global input position (batch offset + row) of every
 /// output row.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow::array::{ArrayRef, StringArray};
+/// use corank::{sort_columns, SortBatchesOptions, SortKey};
+///
+/// let col = Arc::new(StringArray::from(vec![Some("b"), None, Some("a")])) as ArrayRef;
+/// let perm = sort_columns(&[vec![col]], &[SortKey::asc("s")], &SortBatchesOptions::default())?;
+/// assert_eq!(perm.indices.to_vec(), [2, 0, 1]); // ascending, nulls last
+/// # Ok::<(), corank::Error>(())
+/// ```
 pub fn sort_columns(batches: &[Vec<ArrayRef>], keys: &[SortKey], options: &SortBatchesOptions) -> Result<Permutation> {
     let encoded = encode_runs(batches, keys)?;
     // The full comparator is only needed where keys may tie on different values.
@@ -164,6 +179,17 @@ fn in_chunks<T: Copy + Default + Send>(n: usize, chunk_offsets: &[usize], f: imp
 /// and row (see [`Permutation::run_row`]; "run" is the input batch here). Equal keys keep
 /// batch order, then row order. Every batch must have the first batch's columns (names and
 /// types); errors name the batch as the run.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow::array::{Int64Array, RecordBatch};
+/// use corank::{sort_permutation, SortBatchesOptions, SortKey};
+///
+/// let batch = |k: Vec<i64>| RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(k)) as _)]).unwrap();
+/// let perm = sort_permutation(&[batch(vec![5, 2]), batch(vec![4])], &[SortKey::desc("k")], &SortBatchesOptions::default())?;
+/// assert_eq!(perm.to_run_rows(), [(0, 0), (1, 0), (0, 1)]);
+/// # Ok::<(), corank::Error>(())
+/// ```
 pub fn sort_permutation(batches: &[RecordBatch], keys: &[SortKey], options: &SortBatchesOptions) -> Result<Permutation> {
     let columns = key_columns(batches, keys)?;
     sort_columns(&columns, keys, options)
@@ -172,6 +198,26 @@ pub fn sort_permutation(batches: &[RecordBatch], keys: &[SortKey], options: &Sor
 /// Sorts RecordBatches stably by `keys` into batches of `options.batch_size` rows (shorter
 /// where a dictionary batch had to be split, as [`gather()`] does); no input rows, no
 /// output batches.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow::array::{Int64Array, RecordBatch, StringArray};
+/// use corank::{sort_batches, Engine, SortBatchesOptions, SortKey};
+///
+/// let batch = |k: Vec<i64>, v: Vec<&str>| {
+///     RecordBatch::try_from_iter([
+///         ("k", Arc::new(Int64Array::from(k)) as _),
+///         ("v", Arc::new(StringArray::from(v)) as _),
+///     ]).unwrap()
+/// };
+/// let batches = [batch(vec![3, 1], vec!["a", "b"]), batch(vec![2, 3], vec!["c", "d"])];
+/// let options = SortBatchesOptions::default().with_engine(Engine::Cpu);
+/// let out = sort_batches(&batches, &[SortKey::asc("k")], &options)?;
+/// let v = out[0].column(1).as_any().downcast_ref::<StringArray>().unwrap();
+/// let v: Vec<_> = v.iter().map(Option::unwrap).collect();
+/// assert_eq!(v, ["b", "c", "a", "d"]); // the two 3s in input order
+/// # Ok::<(), corank::Error>(())
+/// ```
 pub fn sort_batches(batches: &[RecordBatch], keys: &[SortKey], options: &SortBatchesOptions) -> Result<Vec<RecordBatch>> {
     if options.batch_size == 0 {
         return Err(Error::InvalidArgument("batch size must be at least 1".into()));

@@ -4,11 +4,11 @@
 //! engine a run would use ([`planned_engine_for`]).
 
 use super::units::{group_digits, parse_bytes, parse_count};
-use clap::{Arg, ArgAction, Args};
 use crate::engine::placement::{self, CpuBecause, PlannedEngine as Planned};
 use crate::parquet::inputs::expand_inputs_excluding;
 use crate::parquet::{parse_order_by, MergePlan, WriterSettings};
 use crate::{Engine, Error, Result, SortKey};
+use clap::{Arg, ArgAction, Args};
 use parquet::basic::Compression;
 use std::path::{Path, PathBuf};
 

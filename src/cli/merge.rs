@@ -6,14 +6,14 @@ use super::common::{parse_named, planned_engine_for, CommonArgs, FlagHelp, Plann
 use super::compression::show_compression;
 use super::json::Json;
 use super::output::{dry_run_json_head, engine_and_output_lines, with_progress_bar};
-use crate::show_bytes::show_bytes;
 use super::units::group_digits;
-use clap::Args;
 use crate::parquet::inputs::{plan_merge_with, show_keys, PlanOptions};
-use crate::parquet::{dry_run, DryRun};
 use crate::parquet::merge::passthrough::{schedule_for, Schedule};
+use crate::parquet::{dry_run, DryRun};
 use crate::parquet::{merge_files, MergeFilesOptions, MergePlan, MergeSummary, Passthrough};
+use crate::show_bytes::show_bytes;
 use crate::Result;
+use clap::Args;
 
 /// `--memory-limit`, `-v` and `--dry-run` (flags of [`CommonArgs`] and [`ReportArgs`]) as a
 /// merge's help says them.

@@ -22,7 +22,6 @@
 // stream), turning a run's outcome into exit code 101. The lints keep them out.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-
 /// A line on stdout, a failure to write it ignored (where a failing stdout is the run's
 /// error, `output::print_stdout` reports it instead).
 macro_rules! say {
@@ -52,8 +51,8 @@ mod output;
 mod sort;
 mod units;
 
-use clap::{Parser, Subcommand};
 use crate::{Error, Setting};
+use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]

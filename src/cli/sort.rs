@@ -7,12 +7,12 @@ use super::common::{planned_engine_for, CommonArgs, FlagHelp, ReportArgs};
 use super::compression::{parse_output_compression, show_compression};
 use super::json::Json;
 use super::output::{dry_run_json_head, engine_and_output_lines, with_progress_bar};
-use crate::show_bytes::show_bytes;
 use super::units::group_digits;
-use clap::Args;
 use crate::parquet::inputs::{show_keys, PlanOptions};
 use crate::parquet::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
+use crate::show_bytes::show_bytes;
 use crate::{Error, Result, Setting};
+use clap::Args;
 use std::path::{Path, PathBuf};
 
 /// `--memory-limit`, `-v` and `--dry-run` (flags of [`CommonArgs`] and [`ReportArgs`]) as a

@@ -25,6 +25,9 @@
 //! the signature of Ballista's `SessionBuilder` for a scheduler built with
 //! `SchedulerConfig::override_session_builder`, and [`standalone`] starts an in-process
 //! scheduler and executor (Ballista's standalone mode) with them.
+//!
+//! [`standalone`] has an example; `examples/ballista.rs` runs an `ORDER BY` over sorted
+//! Parquet files this way (`cargo run --features ballista --example ballista`).
 
 use super::{CoRankCodec, CoRankMergeExec, CoRankSortExec, SessionStateBuilderExt};
 use ballista_core::config::BALLISTA_ADAPTIVE_PLANNER_ENABLED;
@@ -44,12 +47,14 @@ use std::sync::Arc;
 
 /// Ballista's physical codec and [`CoRankCodec`], composed (each node is tagged with the
 /// codec that wrote it). The scheduler and every executor must use this codec.
+/// [`session_config`] sets it; the module doc has the examples.
 pub fn physical_codec() -> Arc<dyn PhysicalExtensionCodec> {
     Arc::new(ComposedPhysicalExtensionCodec::new(vec![Arc::new(BallistaPhysicalExtensionCodec::default()), Arc::new(CoRankCodec)]))
 }
 
 /// `config` made a Ballista config (its settings kept) with the `corank.*` settings,
-/// [`physical_codec`] and Ballista's static planner.
+/// [`physical_codec`] and Ballista's static planner. [`session_state`] uses it; the
+/// module doc has the examples.
 pub fn session_config(config: SessionConfig) -> SessionConfig {
     super::with_corank_config(config.upgrade_for_ballista())
         .with_ballista_physical_extension_codec(physical_codec())
@@ -58,7 +63,7 @@ pub fn session_config(config: SessionConfig) -> SessionConfig {
 
 /// A Ballista scheduler's session (Ballista's default session builder) over
 /// [`session_config`]`(config)`, with corank's rules: [`super::CoRankRule`] before
-/// `SanityCheckPlan` and [`ReadAllPartitionsRule`] last.
+/// `SanityCheckPlan` and [`ReadAllPartitionsRule`] last. [`standalone`] has an example.
 pub fn session_state(config: SessionConfig) -> Result<SessionState> {
     let state = ballista_core::utils::default_session_builder(session_config(config))?;
     let builder = SessionStateBuilder::new_from_existing(state).with_corank();
@@ -66,13 +71,26 @@ pub fn session_state(config: SessionConfig) -> Result<SessionState> {
 }
 
 /// [`session_state`] with the signature of Ballista's scheduler `SessionBuilder`
-/// (`SchedulerConfig::override_session_builder`).
+/// (`SchedulerConfig::override_session_builder`). The module doc has the examples.
 pub fn session_builder(config: SessionConfig) -> Result<SessionState> {
     session_state(config)
 }
 
 /// An in-process Ballista scheduler and executor (Ballista's standalone mode) whose sessions
 /// are [`session_state`]`(config)`, and a client context connected to them.
+///
+/// ```no_run
+/// # async fn run() -> datafusion::common::Result<()> {
+/// use corank::datafusion::with_corank_config;
+/// use datafusion::prelude::SessionConfig;
+///
+/// // A standalone scheduler keeps the session it starts with: settings go in here.
+/// let config = with_corank_config(SessionConfig::new().with_target_partitions(4)).set_str("corank.engine", "cpu");
+/// let ctx = corank::datafusion::ballista::standalone(config).await?;
+/// ctx.sql("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION 'data/' WITH ORDER (k ASC NULLS LAST)").await?;
+/// let batches = ctx.sql("SELECT * FROM t ORDER BY k").await?.collect().await?;
+/// # Ok(()) }
+/// ```
 pub async fn standalone(config: SessionConfig) -> Result<SessionContext> {
     use ballista::prelude::SessionContextExt;
     SessionContext::standalone_with_state(session_state(config)?).await
@@ -91,7 +109,7 @@ fn with_read_all_partitions(mut builder: SessionStateBuilder) -> SessionStateBui
 /// reads more than one partition, unless its parent already requires it as one partition (see
 /// the module doc: Ballista's static planner then gives the node's task its whole input).
 /// It changes no result: the limit has no skip and no fetch, and the node has one output
-/// partition.
+/// partition. [`session_state`] adds it; the module doc has the examples.
 #[derive(Debug, Default)]
 pub struct ReadAllPartitionsRule;
 

@@ -45,6 +45,26 @@ const CHECK_SORTED: u8 = 1;
 const GPU_FAILURE_IS_ERROR: u8 = 2;
 
 /// Encodes and decodes [`CoRankMergeExec`] and [`CoRankSortExec`] nodes.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow::datatypes::{DataType, Field, Schema};
+/// use corank::datafusion::{CoRankCodec, CoRankMergeExec};
+/// use datafusion::datasource::memory::MemorySourceConfig;
+/// use datafusion::execution::TaskContext;
+/// use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+/// use datafusion::physical_plan::{expressions::col, ExecutionPlan};
+/// use datafusion_proto::bytes::{physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec};
+///
+/// let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)]));
+/// let input = MemorySourceConfig::try_new_exec(&[vec![], vec![]], schema.clone(), None)?;
+/// let order = LexOrdering::new([PhysicalSortExpr::new_default(col("k", &schema)?)]).unwrap();
+/// let plan: Arc<dyn ExecutionPlan> = Arc::new(CoRankMergeExec::new(order, input));
+/// let bytes = physical_plan_to_bytes_with_extension_codec(plan, &CoRankCodec)?;
+/// let back = physical_plan_from_bytes_with_extension_codec(&bytes, &TaskContext::default(), &CoRankCodec)?;
+/// assert_eq!(back.name(), "CoRankMergeExec");
+/// # Ok::<(), datafusion::common::DataFusionError>(())
+/// ```
 #[derive(Debug, Default)]
 pub struct CoRankCodec;
 

@@ -24,7 +24,8 @@ use datafusion::common::{config_err, Result};
 use std::any::Any;
 use std::sync::Arc;
 
-/// corank settings (prefix `corank.`).
+/// corank settings (prefix `corank.`). The [`corank::datafusion`](super) example sets one
+/// with SQL; [`with_corank_config`](super::with_corank_config) has an example that reads them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CoRankConfig {
@@ -203,6 +204,7 @@ impl ConfigExtension for CoRankConfig {
 }
 
 /// The merge settings a node carries (from [`CoRankConfig`] when the rule made it).
+/// [`CoRankMergeExec`](super::CoRankMergeExec) has an example.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MergeSettings {
     /// Engine, kernel, devices and `gpu_min_rows` (`corank.engine`, `corank.kernel`,
@@ -233,6 +235,17 @@ impl TryFrom<&CoRankConfig> for MergeSettings {
 }
 
 /// The `corank.*` settings of a plan, parsed once (by the rule) into what the nodes use.
+///
+/// ```
+/// use corank::datafusion::{with_corank_config, CoRankSettings};
+/// use corank::Engine;
+/// use datafusion::prelude::SessionConfig;
+///
+/// let config = with_corank_config(SessionConfig::new()).set_str("corank.engine", "cpu");
+/// let settings = CoRankSettings::from_options(config.options())?;
+/// assert_eq!(settings.merge.engine.engine, Engine::Cpu);
+/// # Ok::<(), corank::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CoRankSettings {
     /// `corank.enabled`.

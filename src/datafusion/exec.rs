@@ -25,6 +25,36 @@ use datafusion::physical_plan::{
 use std::sync::Arc;
 
 /// Merges the sorted partitions of its input into one sorted partition with corank.
+///
+/// [`CoRankRule`](super::CoRankRule) puts it in place of `SortPreservingMergeExec`; a plan
+/// can also hold it directly:
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow::array::{Int64Array, RecordBatch};
+/// use corank::datafusion::{CoRankMergeExec, MergeSettings};
+/// use corank::{Engine, EngineOptions};
+/// use datafusion::datasource::memory::MemorySourceConfig;
+/// use datafusion::execution::TaskContext;
+/// use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+/// use datafusion::physical_plan::{collect, expressions::col};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> datafusion::common::Result<()> {
+/// let batch = |k: Vec<i64>| RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(k)) as _)]).unwrap();
+/// let (a, b) = (batch(vec![1, 4, 6]), batch(vec![2, 3, 5]));
+/// let schema = a.schema();
+/// // Two partitions, each sorted by k.
+/// let input = MemorySourceConfig::try_new_exec(&[vec![a], vec![b]], schema.clone(), None)?;
+/// let order = LexOrdering::new([PhysicalSortExpr::new_default(col("k", &schema)?)]).unwrap();
+/// let settings = MergeSettings { engine: EngineOptions::default().with_engine(Engine::Cpu), ..Default::default() };
+/// let merge = CoRankMergeExec::new(order, input).with_settings(settings).with_fetch(Some(4));
+/// let out = collect(Arc::new(merge), Arc::new(TaskContext::default())).await?;
+/// let rows: usize = out.iter().map(|b| b.num_rows()).sum();
+/// assert_eq!(rows, 4);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct CoRankMergeExec {
     input: Arc<dyn ExecutionPlan>,
@@ -38,6 +68,8 @@ pub struct CoRankMergeExec {
 }
 
 impl CoRankMergeExec {
+    /// A node merging `input`'s partitions, each sorted by `expr`, into one: the default
+    /// [`MergeSettings`] (those of the `corank.*` defaults), no fetch, no order check.
     pub fn new(expr: LexOrdering, input: Arc<dyn ExecutionPlan>) -> Self {
         let cache = Arc::new(Self::compute_properties(&input, expr.clone()));
         Self {
@@ -51,11 +83,14 @@ impl CoRankMergeExec {
         }
     }
 
+    /// Stops after `fetch` rows (`None`, the default: every row), as
+    /// `SortPreservingMergeExec`'s fetch does.
     pub fn with_fetch(mut self, fetch: Option<usize>) -> Self {
         self.fetch = fetch;
         self
     }
 
+    /// The engine and the window of the merge.
     pub fn with_settings(mut self, settings: MergeSettings) -> Self {
         self.settings = settings;
         self
@@ -68,18 +103,23 @@ impl CoRankMergeExec {
         self
     }
 
+    /// Whether the node checks its input partitions' order
+    /// ([`with_check_sorted`](Self::with_check_sorted)).
     pub fn check_sorted(&self) -> bool {
         self.check_sorted
     }
 
+    /// The input plan, whose partitions are merged.
     pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
         &self.input
     }
 
+    /// The order the partitions are sorted and merged by.
     pub fn expr(&self) -> &LexOrdering {
         &self.expr
     }
 
+    /// The engine and window of the merge.
     pub fn settings(&self) -> &MergeSettings {
         &self.settings
     }

@@ -47,6 +47,16 @@ use std::sync::Arc;
 
 /// `rules` with [`CoRankRule`] inserted just before `SanityCheckPlan` (appended at the end
 /// if that rule is absent); unchanged if it holds a `CoRankRule` already.
+///
+/// ```
+/// use corank::datafusion::{optimizer_rules, with_corank_rule};
+///
+/// let rules = optimizer_rules(); // DataFusion's defaults with CoRankRule
+/// let names: Vec<&str> = rules.iter().map(|r| r.name()).collect();
+/// let at = names.iter().position(|n| *n == "SanityCheckPlan").unwrap();
+/// assert_eq!(names[at - 1], "CoRankRule");
+/// assert_eq!(with_corank_rule(rules.clone()).len(), rules.len()); // added once
+/// ```
 pub fn with_corank_rule(mut rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>) -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     if rules.iter().any(|r| r.name() == CoRankRule.name()) {
         return rules;
@@ -57,13 +67,22 @@ pub fn with_corank_rule(mut rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sy
 }
 
 /// The default physical optimizer rules with [`CoRankRule`] inserted just before
-/// `SanityCheckPlan`.
+/// `SanityCheckPlan`. [`with_corank_rule`] has an example.
 pub fn optimizer_rules() -> Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>> {
     with_corank_rule(PhysicalOptimizer::new().rules)
 }
 
 /// `config` with the `corank.*` settings added (kept as they are if present) and the
 /// session's file-order cache (created where the settings lack one).
+///
+/// ```
+/// use corank::datafusion::{with_corank_config, CoRankConfig};
+/// use datafusion::prelude::SessionConfig;
+///
+/// let config = with_corank_config(SessionConfig::new()).set_usize("corank.window_rows", 65536);
+/// let corank = config.options().extensions.get::<CoRankConfig>().unwrap();
+/// assert_eq!((corank.window_rows, corank.engine.as_str()), (65536, "auto"));
+/// ```
 pub fn with_corank_config(mut config: SessionConfig) -> SessionConfig {
     if let Some(c) = config.options_mut().extensions.get_mut::<CoRankConfig>() {
         c.ensure_file_order_cache();
@@ -108,6 +127,17 @@ impl SessionStateBuilderExt for SessionStateBuilder {
 /// replace the builder's, while the builder's own config extensions and session
 /// extensions stay (where both carry the same config extension, `config`'s values win),
 /// as do its optimizer rules; then [`SessionStateBuilderExt::with_corank`].
+///
+/// ```
+/// use corank::datafusion::register;
+/// use datafusion::execution::SessionStateBuilder;
+/// use datafusion::prelude::{SessionConfig, SessionContext};
+///
+/// let builder = SessionStateBuilder::new().with_default_features();
+/// let state = register(builder, SessionConfig::new().with_target_partitions(8)).build();
+/// let ctx = SessionContext::new_with_state(state);
+/// assert_eq!(ctx.copied_config().target_partitions(), 8);
+/// ```
 pub fn register(mut builder: SessionStateBuilder, config: SessionConfig) -> SessionStateBuilder {
     let merged = match builder.config().take() {
         None => config,
@@ -154,7 +184,7 @@ fn merge_config(mut base: SessionConfig, over: &SessionConfig) -> SessionConfig 
 }
 
 /// A `SessionContext` with DataFusion's defaults and corank registered (`config`'s
-/// extensions stay).
+/// extensions stay). The [module](self) doc has an example.
 pub fn session_context(config: SessionConfig) -> SessionContext {
     let state = SessionStateBuilder::new().with_config(config).with_default_features().with_corank().build();
     SessionContext::new_with_state(state)

@@ -38,6 +38,21 @@ struct FileInfo {
 }
 
 /// Sorted row groups of Parquet files as sorted partitions.
+///
+/// ```no_run
+/// use std::path::PathBuf;
+/// use std::sync::Arc;
+/// use corank::datafusion::{session_context, SortedRowGroupsTable};
+/// use datafusion::prelude::SessionConfig;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// // Files whose row groups are each sorted (their sorting_columns say by what).
+/// let table = SortedRowGroupsTable::try_new(&[PathBuf::from("a.parquet"), PathBuf::from("b.parquet")], None)?;
+/// let ctx = session_context(SessionConfig::new());
+/// ctx.register_table("t", Arc::new(table))?;
+/// let batches = ctx.sql("SELECT * FROM t ORDER BY k").await?.collect().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct SortedRowGroupsTable {
     schema: SchemaRef,

@@ -38,6 +38,7 @@ use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 use std::sync::Arc;
 
 /// Swaps SortPreservingMergeExec for CoRankMergeExec.
+/// [`with_corank_rule`](super::with_corank_rule) has an example of where it goes.
 #[derive(Debug, Default)]
 pub struct CoRankRule;
 

@@ -47,6 +47,35 @@ use std::sync::Arc;
 const OUTPUT_BATCHES_AHEAD: usize = 16;
 
 /// Sorts all partitions of its input into one sorted partition with corank.
+///
+/// [`CoRankRule`](super::CoRankRule) puts it in place of `SortExec`; a plan can also hold
+/// it directly:
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow::array::{Int64Array, RecordBatch};
+/// use corank::datafusion::{CoRankSortExec, MergeSettings};
+/// use corank::{Engine, EngineOptions};
+/// use datafusion::datasource::memory::MemorySourceConfig;
+/// use datafusion::execution::TaskContext;
+/// use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+/// use datafusion::physical_plan::{collect, expressions::col};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> datafusion::common::Result<()> {
+/// let batch = |k: Vec<i64>| RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(k)) as _)]).unwrap();
+/// let (a, b) = (batch(vec![5, 1, 4]), batch(vec![3, 2]));
+/// let schema = a.schema();
+/// let input = MemorySourceConfig::try_new_exec(&[vec![a], vec![b]], schema.clone(), None)?;
+/// let order = LexOrdering::new([PhysicalSortExpr::new_default(col("k", &schema)?)]).unwrap();
+/// let settings = MergeSettings { engine: EngineOptions::default().with_engine(Engine::Cpu), ..Default::default() };
+/// let sort = CoRankSortExec::new(order, input).with_settings(settings).with_chunk_rows(2);
+/// let out = collect(Arc::new(sort), Arc::new(TaskContext::default())).await?;
+/// let k = arrow::compute::concat_batches(&schema, &out)?;
+/// assert_eq!(k.column(0).as_ref(), &Int64Array::from(vec![1, 2, 3, 4, 5]));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct CoRankSortExec {
     input: Arc<dyn ExecutionPlan>,
@@ -59,6 +88,9 @@ pub struct CoRankSortExec {
 }
 
 impl CoRankSortExec {
+    /// A node sorting all of `input`'s partitions by `expr` into one: the default
+    /// [`MergeSettings`] (those of the `corank.*` defaults) and chunks of
+    /// `corank.sort_chunk_rows`' default, 8,388,608 rows.
     pub fn new(expr: LexOrdering, input: Arc<dyn ExecutionPlan>) -> Self {
         let cache = Arc::new(Self::compute_properties(&input, expr.clone()));
         Self {
@@ -78,7 +110,7 @@ impl CoRankSortExec {
     }
 
     /// Rows per chunk (at least 1): each input partition's rows are sorted in chunks of this
-    /// many rows (fewer where [`CHUNK_BYTES`](super::sort_stream::CHUNK_BYTES) is reached
+    /// many rows (fewer where `CHUNK_BYTES`, 256 MiB, is reached
     /// first, or memory runs short), each a run of the final merge. The result is the same
     /// for every chunk size.
     pub fn with_chunk_rows(mut self, chunk_rows: usize) -> Self {
@@ -86,18 +118,22 @@ impl CoRankSortExec {
         self
     }
 
+    /// The input plan, whose partitions are sorted.
     pub fn input(&self) -> &Arc<dyn ExecutionPlan> {
         &self.input
     }
 
+    /// The order the rows are sorted by.
     pub fn expr(&self) -> &LexOrdering {
         &self.expr
     }
 
+    /// The engine of the chunk sorts and of the merge, and the merge's window.
     pub fn settings(&self) -> &MergeSettings {
         &self.settings
     }
 
+    /// Rows per chunk ([`with_chunk_rows`](Self::with_chunk_rows)).
     pub fn chunk_rows(&self) -> usize {
         self.chunk_rows
     }

@@ -39,6 +39,13 @@ fn merge_on_cpu(keys: &KeyColumn, run_offsets: &[usize]) -> (Indices, Engine) {
 
 /// Whether the GPU engine can run here (built with the `gpu` feature, a driver, NVRTC and a
 /// device), or why not.
+///
+/// ```
+/// match corank::gpu_availability() {
+///     Ok(()) => println!("GPU: {}", corank::gpu_device_name(0).unwrap()),
+///     Err(why) => println!("CPU only: {why}"),
+/// }
+/// ```
 pub fn gpu_availability() -> std::result::Result<(), String> {
     #[cfg(feature = "gpu")]
     return gpu::availability();
@@ -65,6 +72,14 @@ pub fn gpu_libraries_present() -> std::result::Result<(), String> {
 /// allocated then too (a later call with the rows known does that part only). Does nothing
 /// for `Engine::Cpu` or without the `gpu` feature. Errors are not reported here but by the
 /// merge, as without a warm-up (see `gpu::warm_up`).
+///
+/// ```no_run
+/// use corank::{warm_up_gpu, EngineOptions};
+///
+/// let options = EngineOptions::default();
+/// warm_up_gpu(&options, 0); // returns at once; without a GPU the merges run on the CPU
+/// // ... read the inputs, then merge with `options`
+/// ```
 pub fn warm_up_gpu(options: &EngineOptions, rows: usize) {
     #[cfg(feature = "gpu")]
     if options.engine != Engine::Cpu {
@@ -86,7 +101,8 @@ pub fn gpu_warming_up() -> bool {
     false
 }
 
-/// The name of the GPU device `device`, where one is usable.
+/// The name of the GPU device `device`, where one is usable. [`gpu_availability`] has an
+/// example.
 pub fn gpu_device_name(device: usize) -> Result<String> {
     #[cfg(feature = "gpu")]
     return gpu::device_name(device);
@@ -124,7 +140,19 @@ pub(crate) fn sort_on_gpu(_: &KeyColumn, _: &EngineOptions) -> Result<Indices> {
 }
 
 /// Merges sorted runs of keys with the chosen engine; returns the indices and the engine
-/// that ran (`Cpu` or `Gpu`).
+/// that ran (`Cpu` or `Gpu`). `run_offsets[r]` is where run `r` starts in `keys`, the last
+/// entry `keys.len()`.
+///
+/// ```
+/// use corank::{merge_keys, Engine, EngineOptions, KeyColumn};
+///
+/// // Two runs of key words: [1, 3, 5] and [2, 3].
+/// let keys = KeyColumn::U32(vec![1, 3, 5, 2, 3]);
+/// let (indices, engine) = merge_keys(&keys, &[0, 3, 5], &EngineOptions::default().with_engine(Engine::Cpu))?;
+/// assert_eq!(indices.to_vec(), [0, 3, 1, 4, 2]); // the 3 of run 0 first
+/// assert_eq!(engine, Engine::Cpu);
+/// # Ok::<(), corank::Error>(())
+/// ```
 pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], options: &EngineOptions) -> Result<(Indices, Engine)> {
     let cpu = || merge_on_cpu(keys, run_offsets).0;
     choose_engine(options, keys.len(), "merging", cpu, || merge_on_gpu(keys, run_offsets, options))

@@ -79,6 +79,7 @@ fn merged_schema(runs: &[RecordBatch]) -> Arc<Schema> {
 
 /// Rows of `runs` in the order of `perm`, in batches of `batch_size` rows (shorter where a
 /// batch had to be split, see the module doc).
+/// [`merge_permutation`](crate::merge_permutation) has an example.
 pub fn gather(runs: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Result<Vec<RecordBatch>> {
     if batch_size == 0 {
         return Err(Error::InvalidArgument("batch size must be at least 1".into()));

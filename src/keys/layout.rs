@@ -197,6 +197,13 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<Layout> 
 /// Whether corank can encode a sort column of this type (dictionaries by their values;
 /// types of neither the fixed nor the byte family by their arrow-row bytes, see
 /// `super::rows`).
+///
+/// ```
+/// use arrow::datatypes::{DataType, TimeUnit};
+///
+/// assert!(corank::is_supported(&DataType::Utf8));
+/// assert!(corank::is_supported(&DataType::Timestamp(TimeUnit::Microsecond, None)));
+/// ```
 pub fn is_supported(dt: &DataType) -> bool {
     match dt {
         DataType::Dictionary(_, values) => is_supported(values),

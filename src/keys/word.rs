@@ -14,17 +14,24 @@ impl KeyWord for u64 {}
 impl<const N: usize> KeyWord for [u64; N] where [u64; N]: Default {}
 
 /// The encoded keys of all runs, concatenated in run order, in the narrowest width that
-/// holds them.
+/// holds them. Each key is an unsigned integer whose order is the sort order; the engines
+/// merge it ([`merge_keys`](crate::merge_keys) has an example).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyColumn {
+    /// Keys of up to 32 bits.
     U32(Vec<u32>),
+    /// Keys of up to 64 bits.
     U64(Vec<u64>),
+    /// Keys of up to 128 bits, the most significant word first.
     U64x2(Vec<[u64; 2]>),
+    /// Keys of up to 192 bits, the most significant word first.
     U64x3(Vec<[u64; 3]>),
+    /// Keys of up to 256 bits, the most significant word first.
     U64x4(Vec<[u64; 4]>),
 }
 
 impl KeyColumn {
+    /// The number of keys (rows of all runs).
     pub fn len(&self) -> usize {
         match self {
             KeyColumn::U32(v) => v.len(),
@@ -35,6 +42,7 @@ impl KeyColumn {
         }
     }
 
+    /// Whether there are no keys.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -181,6 +181,12 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// Installs handlers for SIGINT, SIGTERM and SIGHUP that remove the registered temporary
 /// output file, then end the process as the signal would have. Call once, early, from a
 /// program's `main` (no effect on non-Unix systems).
+///
+/// ```no_run
+/// // First thing in `main`:
+/// corank::parquet::remove_temp_file_on_signal();
+/// // ... merge_files or sort_files: Ctrl-C now leaves no temporary file behind
+/// ```
 pub fn remove_temp_file_on_signal() {
     #[cfg(unix)]
     // SAFETY: `on_signal` is an `extern "C" fn(c_int)` that does only async-signal-safe work.

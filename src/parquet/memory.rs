@@ -202,11 +202,7 @@ pub fn merge_budget(plan: &MergePlan, memory_limit: usize, row_group_bytes: usiz
     let read = read_plan(plan, memory_limit)?;
     // read_plan refused a limit below twice the decoders.
     let rest = memory_limit.saturating_sub(read.decoder_bytes);
-    Ok(MergeBudget {
-        row_group_bytes: row_group_bytes.min(row_group_bytes_within(rest / 4)),
-        piece_bytes: (rest / 16).max(1 << 20),
-        read,
-    })
+    Ok(MergeBudget { row_group_bytes: row_group_bytes.min(row_group_bytes_within(rest / 4)), piece_bytes: (rest / 16).max(1 << 20), read })
 }
 
 /// `1.5 GiB`, rounded up at the last digit shown (a hint to pass back must not be short).

@@ -16,6 +16,16 @@ use crate::sort_key::SortKey;
 use arrow::compute::SortOptions;
 
 /// Parses `"k DESC NULLS LAST, j"` into sort keys.
+///
+/// ```
+/// use corank::parquet::parse_order_by;
+/// use corank::SortKey;
+///
+/// let keys = parse_order_by("ts, \"user id\" DESC NULLS LAST")?;
+/// assert_eq!(keys, [SortKey::asc("ts"), SortKey::desc("user id").nulls_first(false)]);
+/// assert!(parse_order_by("ts SIDEWAYS").is_err());
+/// # Ok::<(), corank::Error>(())
+/// ```
 pub fn parse_order_by(text: &str) -> Result<Vec<SortKey>> {
     let tokens = tokenize(text)?;
     let mut keys = Vec::new();

@@ -43,6 +43,16 @@ pub fn declared_order(schema: &SchemaDescriptor, rg: &RowGroupMetaData) -> Decla
 
 /// `keys` as Parquet `sorting_columns`: they name leaf columns, and keys are top-level
 /// primitive columns.
+///
+/// ```
+/// use arrow::datatypes::{DataType, Field, Schema};
+/// use corank::SortKey;
+///
+/// let schema = Schema::new(vec![Field::new("a", DataType::Int64, false), Field::new("b", DataType::Utf8, true)]);
+/// let columns = corank::parquet::sorting_columns(&schema, &[SortKey::desc("b")])?;
+/// assert_eq!((columns[0].column_idx, columns[0].descending, columns[0].nulls_first), (1, true, true));
+/// # Ok::<(), corank::Error>(())
+/// ```
 pub fn sorting_columns(schema: &Schema, keys: &[SortKey]) -> Result<Vec<SortingColumn>> {
     let leaves = ArrowSchemaConverter::new().convert(schema).map_err(|source| Error::Parquet {
         path: None,

@@ -78,7 +78,7 @@ pub use gather::{
 };
 pub use pinned::{GpuIndex, HostMemory, Registered};
 
-/// Options of the GPU engine.
+/// Options of the GPU engine. [`merge_gpu`] has an example.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuOptions {
     /// The kernel; `Auto` takes the tiled tree below [`tuning::AUTO_KWAY_MIN_RUNS`] runs and
@@ -129,6 +129,7 @@ pub fn libraries_present() -> std::result::Result<(), String> {
 
 /// Whether the GPU engine can run here: libcuda and libnvrtc loadable, at least one device.
 /// Never panics (cudarc panics when a library is missing, so presence is checked first).
+/// [`merge_gpu`] has an example.
 pub fn availability() -> std::result::Result<(), String> {
     libraries_present()?;
     use cudarc::driver::result;
@@ -192,7 +193,8 @@ pub fn warm_up_devices(devices: Devices, staging_bytes: usize) {
 }
 
 /// The devices `devices` names, each as "ORDINAL NAME", joined with ", "; an absent or
-/// unusable device is `Error::GpuUnavailable` naming it.
+/// unusable device is `Error::GpuUnavailable` naming it. `examples/registered_merge.rs`
+/// prints it.
 pub fn devices_shown(devices: Devices) -> Result<String> {
     let shown: Vec<String> =
         multi::resolve_devices(devices)?.into_iter().map(|d| Ok(format!("{d} {}", context::gpu(d)?.name))).collect::<Result<_>>()?;
@@ -208,6 +210,20 @@ pub fn device_name(device: usize) -> Result<String> {
 /// `options.devices` (split across them where there are several), returning the global
 /// index of every output row, identical to [`crate::engine::cpu::merge_cpu`] (u32 indices
 /// while the total fits, u64 beyond).
+///
+/// ```no_run
+/// use corank::gpu::{availability, merge_gpu, GpuOptions};
+/// use corank::{Devices, KeyColumn};
+///
+/// if availability().is_ok() {
+///     // Two sorted runs of key words: [1, 3, 5] and [2, 4, 6].
+///     let keys = KeyColumn::U64(vec![1, 3, 5, 2, 4, 6]);
+///     let options = GpuOptions { devices: Devices::All, ..GpuOptions::default() };
+///     let indices = merge_gpu(&keys, &[0, 3, 6], &options)?;
+///     assert_eq!(indices.to_vec(), [0, 3, 1, 4, 2, 5]);
+/// }
+/// # Ok::<(), corank::Error>(())
+/// ```
 pub fn merge_gpu(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions) -> Result<Indices> {
     merge::merge(keys, run_offsets, options)
 }
@@ -217,7 +233,8 @@ pub fn merge_gpu(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions) 
 /// come down by DMA, with no staging copy and no page faults: the host path for memory a
 /// pipeline reuses. u32 indices for more than `u32::MAX` keys, or with
 /// `force_u64_indices`, are refused with [`Error::InvalidArgument`], as is an `out` of the
-/// wrong length.
+/// wrong length. [`Registered`] has an example; `examples/registered_merge.rs` compares it
+/// with [`merge_gpu`].
 pub fn merge_gpu_into<I: GpuIndex>(keys: &KeyColumn, run_offsets: &[usize], options: &GpuOptions, out: &mut [I]) -> Result<()> {
     let n = keys.len();
     pinned::check_output_len(out.len(), n)?;

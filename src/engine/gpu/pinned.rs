@@ -72,7 +72,7 @@ impl HostMemory for KeyColumn {
 }
 
 /// An index the GPU engine can write into caller memory ([`super::merge_gpu_into`]): `u32`,
-/// or `u64` (wide indices).
+/// or `u64` (wide indices). [`Registered`] has an example.
 pub trait GpuIndex: sealed::Sealed + Copy + Send + Sync + 'static {
     /// Whether this is the 64-bit index.
     const WIDE: bool;

@@ -59,7 +59,9 @@ pub const STATIC_SHARED_LIMIT: u32 = 48 << 10;
 /// memory one block may use (with the opt-in attribute).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Arch {
+    /// The compute capability's major version (9 for sm_90).
     pub major: u32,
+    /// The compute capability's minor version (0 for sm_90).
     pub minor: u32,
     /// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`, bytes.
     pub max_shared_per_block: u32,
@@ -82,13 +84,16 @@ pub struct Policy {
     /// Threads per block, every kernel (a multiple of 32: the k-way partition runs a warp
     /// per boundary).
     pub threads: u32,
+    /// Items per thread of the basic kernel: a tile is `threads * ipt_basic` outputs.
     pub ipt_basic: u32,
+    /// Items per thread of the tiled kernel: a tile is `threads * ipt_tiled` outputs.
     pub ipt_tiled: u32,
     /// Items per thread of the circular kernel; its buffers hold `threads * ipt_circ` slots
     /// each for A and B.
     pub ipt_circ: u32,
     /// Tiles per block of the circular kernel (the section it streams through its buffers).
     pub circ_tiles: u32,
+    /// Items per thread of the k-way kernel: a tile is `threads * ipt_kway` outputs.
     pub ipt_kway: u32,
     /// The k-way kernel's `__launch_bounds__` minimum of resident blocks per multiprocessor
     /// (as `tiled_min_blocks`).

@@ -77,7 +77,7 @@ impl FileIdentity {
 
 impl InputFile {
     /// Opens the file again to read its rows, checking that it is still the file whose
-    /// footer was read ([`FileIdentity`]; the footer's fingerprint where `footer`, the rest
+    /// footer was read (`FileIdentity`; the footer's fingerprint where `footer`, the rest
     /// every time): a changed file is an error naming it.
     pub fn reopen(&self, footer: bool) -> Result<std::fs::File> {
         let file = std::fs::File::open(&self.path).map_err(|e| Error::io(&self.path, "", e))?;

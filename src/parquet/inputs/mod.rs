@@ -60,15 +60,17 @@ use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::schema::types::SchemaDescPtr;
 use std::path::PathBuf;
 
-/// One input file, opened (footer read).
+/// One input file, opened (footer read). [`MergePlan::files`] holds them; the
+/// [`corank::parquet`](crate::parquet) example makes a plan.
 #[derive(Debug, Clone)]
 pub struct InputFile {
+    /// The file's path, as given or as expanded from a directory or glob.
     pub path: PathBuf,
     /// File size in bytes.
     pub size: u64,
     /// How the file is read: its footer, and the Arrow schema it reads as. Its Parquet schema
     /// may differ from the file's (INTERVAL columns read as their bytes, see
-    /// [`types`]).
+    /// `types`).
     pub metadata: ArrowReaderMetadata,
     /// The file's Parquet schema as stored (what the output keeps of it).
     pub stored_schema: SchemaDescPtr,
@@ -77,7 +79,8 @@ pub struct InputFile {
     pub identity: FileIdentity,
 }
 
-/// Consecutive row groups of one file, sorted as a whole.
+/// Consecutive row groups of one file, sorted as a whole. [`MergePlan::runs`] holds them;
+/// [`dry_run`](crate::parquet::dry_run)'s example counts them.
 #[derive(Debug, Clone)]
 pub struct Run {
     /// Index into [`MergePlan::files`].
@@ -89,13 +92,14 @@ pub struct Run {
     /// Whether the row groups' `sorting_columns` declare the key (the merge checks the
     /// order of every run all the same; see the module doc).
     pub declared: bool,
-    /// Estimated bytes of the run's rows once decoded into Arrow ([`decoded_bytes`]).
+    /// Estimated bytes of the run's rows once decoded into Arrow (`decoded_bytes`).
     pub decoded_bytes: u64,
-    /// Estimated memory of the run's Parquet decoders while it is read ([`decoder_bytes`]).
+    /// Estimated memory of the run's Parquet decoders while it is read (`decoder_bytes`).
     pub decoder_bytes: u64,
 }
 
 impl Run {
+    /// The run's rows: the sum of [`row_group_rows`](Self::row_group_rows).
     pub fn rows(&self) -> usize {
         self.row_group_rows.iter().sum()
     }
@@ -112,14 +116,20 @@ impl Run {
     }
 }
 
-/// Everything known before the first row is read.
+/// Everything known before the first row is read. [`plan_merge`] makes it (the
+/// [`corank::parquet`](crate::parquet) example); [`merge_files`](crate::parquet::merge_files)
+/// and [`dry_run`](crate::parquet::dry_run) take it.
 #[derive(Debug, Clone)]
 pub struct MergePlan {
+    /// The input files, in the merge's tie order (equal keys go to the earlier file).
     pub files: Vec<InputFile>,
     /// The common Arrow schema (the first file's, with its metadata).
     pub schema: SchemaRef,
+    /// The merge key: the one given, else the inputs' common `sorting_columns`.
     pub keys: Vec<SortKey>,
+    /// The runs of all files, in file order, then row-group order.
     pub runs: Vec<Run>,
+    /// Rows of all inputs.
     pub total_rows: usize,
     /// Sum of input file sizes.
     pub total_bytes: u64,
@@ -130,7 +140,8 @@ pub struct MergePlan {
     pub union_by_name: bool,
 }
 
-/// How [`plan_merge_with`] reads the inputs.
+/// How `plan_merge_with` reads the inputs ([`plan_sort`](crate::parquet::plan_sort) takes
+/// it; [`sort_files`](crate::parquet::sort_files) has an example).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PlanOptions {
     /// Match columns by name across files (see the module doc); otherwise schemas must be

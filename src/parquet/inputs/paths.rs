@@ -12,6 +12,7 @@ pub(super) fn file_error(path: &Path, what: impl std::fmt::Display) -> Error {
 /// Expands a list of inputs: a file as given, a directory to its `*.parquet`
 /// files (sorted by name), a glob pattern to its matches (sorted by name). The order of the
 /// result is the merge's tie order. A name that is none of these is an error.
+/// [`dry_run`](crate::parquet::dry_run) has an example.
 pub fn expand_inputs(args: &[String]) -> Result<Vec<PathBuf>> {
     let mut paths = Vec::new();
     for arg in args {

@@ -38,15 +38,18 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use writer_thread::{check_blocks, write_all, ToWriter};
 
-/// Settings of a file merge.
+/// Settings of a file merge. The [`corank::parquet`](crate::parquet) example passes the
+/// defaults to [`merge_files`].
 #[derive(Debug, Clone)]
 pub struct MergeFilesOptions {
     /// Which engine, kernel and device merge each round.
     pub engine: EngineOptions,
     /// Approximate cap on the memory the merge holds, in bytes.
     pub memory_limit: usize,
+    /// How the output is written (codec, row-group size, overwrite); its `row_group_bytes` is
+    /// capped by what the memory limit leaves the writer.
     pub writer: WriterSettings,
-    /// Whether row groups that need no merge are copied unchanged ([`passthrough`]).
+    /// Whether row groups that need no merge are copied unchanged ([`Passthrough`]).
     pub passthrough: Passthrough,
 }
 
@@ -56,32 +59,39 @@ impl Default for MergeFilesOptions {
     }
 }
 
-pub use super::memory::{
-    ReadPlan,
-    MAX_WINDOW_ROWS,
-};
+pub use super::memory::{ReadPlan, MAX_WINDOW_ROWS};
 pub use super::os::{open_file_budget, peak_memory};
 
-/// What a finished merge did.
+/// What a finished merge did ([`merge_files`] returns it; the [`corank::parquet`](crate::parquet)
+/// example prints its rows).
 #[derive(Debug, Clone)]
 pub struct MergeSummary {
+    /// Rows written.
     pub rows: usize,
+    /// Input files merged.
     pub input_files: usize,
+    /// Runs of the plan ([`MergePlan::runs`]).
     pub runs: usize,
+    /// Bytes of the input files (their sizes on disk).
     pub input_bytes: u64,
+    /// Bytes of the output file.
     pub output_bytes: u64,
+    /// Row groups of the output file.
     pub output_row_groups: usize,
-    /// Rows copied unchanged, not decoded nor re-encoded ([`passthrough`]).
+    /// Rows copied unchanged, not decoded nor re-encoded ([`Passthrough`]).
     pub passthrough_rows: usize,
     /// Row groups copied unchanged (each one of `output_row_groups`).
     pub passthrough_row_groups: usize,
     /// Of those, row groups that kept a codec other than the output's
     /// ([`Passthrough::Always`]).
     pub passthrough_codec_kept_row_groups: usize,
+    /// Merge rounds that ran on the CPU.
     pub rounds_cpu: usize,
+    /// Merge rounds that ran on the GPU.
     pub rounds_gpu: usize,
     /// The largest window of any run, in bytes.
     pub window_bytes: usize,
+    /// Wall time of the whole merge, opening the output to renaming it into place.
     pub elapsed: Duration,
     /// Time the merge loop spent reading and decoding input windows.
     pub read_time: Duration,
@@ -89,7 +99,8 @@ pub struct MergeSummary {
     pub merge_time: Duration,
     /// Time the writer thread spent encoding and writing row groups.
     pub write_time: Duration,
-    /// The process's peak resident memory at the end ([`peak_memory`]; Linux and macOS).
+    /// The process's peak resident memory at the end, in bytes (`None` where the platform
+    /// does not tell it; Linux and macOS do).
     pub peak_memory: Option<u64>,
 }
 
@@ -122,7 +133,9 @@ pub(crate) fn kept_metadata(files: &[InputFile]) -> Vec<KeyValue> {
 /// with the rows written so far. On any error the output is left as it was.
 ///
 /// Row groups that need no merge are copied unchanged where `options.passthrough` allows
-/// ([`super::passthrough`]): the merge then runs in phases between them.
+/// ([`Passthrough`]): the merge then runs in phases between them.
+///
+/// The [`corank::parquet`](crate::parquet) doc has an example.
 pub fn merge_files(
     plan: &MergePlan,
     output: &Path,
@@ -341,18 +354,18 @@ impl<'a> Phases<'a> {
 }
 
 /// What [`merge_files`] would do with a plan and options, worked out before reading a row
-/// ([`dry_run`]): `corank merge --dry-run` prints it.
+/// ([`dry_run`], which has an example): `corank merge --dry-run` prints it.
 #[derive(Debug, Clone)]
 pub struct DryRun {
     /// The limit planned for ([`MergeFilesOptions::memory_limit`]).
     pub memory_limit: usize,
     /// Whether runs keep their files open between batches (else each batch reopens it).
     pub keep_files_open: bool,
-    /// Row groups of a run decoded at once ([`ReadPlan::decoders_per_run`]).
+    /// Row groups of a run decoded at once.
     pub decoders_per_run: usize,
-    /// Estimated memory of the runs' Parquet decoders ([`decoder_bytes`], per decoder).
+    /// Estimated memory of the runs' Parquet decoders (`decoder_bytes`, per decoder).
     pub decoder_bytes: usize,
-    /// Each run's window budget in bytes ([`window_budgets`]), in the order of the plan's runs.
+    /// Each run's window budget in bytes (`window_budgets`), in the order of the plan's runs.
     pub window_bytes: Vec<usize>,
     /// Most bytes of Arrow data per output row group: the writer's setting, capped by the limit.
     pub row_group_bytes: usize,
@@ -364,7 +377,17 @@ pub struct DryRun {
 
 /// The plan of merging `plan` with `options`, as [`merge_files`] works it out, with the same
 /// error where the memory limit is too small. Reads no rows, writes nothing (it may raise
-/// the soft limit on open files, as [`merge_files`] does: [`open_file_budget`]).
+/// the soft limit on open files, as [`merge_files`] does: `open_file_budget`).
+///
+/// ```no_run
+/// use corank::parquet::{dry_run, expand_inputs, plan_merge, MergeFilesOptions};
+///
+/// let plan = plan_merge(&expand_inputs(&["runs/".to_string()])?, None, false)?;
+/// let options = MergeFilesOptions { memory_limit: 256 << 20, ..Default::default() };
+/// let dry = dry_run(&plan, &options)?; // an error if 256 MiB cannot hold the runs' windows
+/// println!("{} runs, windows of up to {} bytes", plan.runs.len(), dry.window_bytes.iter().max().unwrap_or(&0));
+/// # Ok::<(), corank::Error>(())
+/// ```
 pub fn dry_run(plan: &MergePlan, options: &MergeFilesOptions) -> Result<DryRun> {
     let MergeBudget { read, row_group_bytes, piece_bytes, .. } = merge_budget(plan, options.memory_limit, options.writer.row_group_bytes)?;
     Ok(DryRun {

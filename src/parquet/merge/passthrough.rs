@@ -77,7 +77,17 @@ use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 
-/// Whether row groups that need no merge are copied unchanged.
+/// Whether row groups that need no merge are copied unchanged
+/// ([`MergeFilesOptions::passthrough`](crate::parquet::MergeFilesOptions::passthrough)).
+/// `FromStr` takes `auto`, `never` (or `off`) and `always`, in any case.
+///
+/// ```
+/// use corank::parquet::{MergeFilesOptions, Passthrough};
+///
+/// let options = MergeFilesOptions { passthrough: "never".parse()?, ..Default::default() };
+/// assert_eq!(options.passthrough, Passthrough::Never);
+/// # Ok::<(), corank::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Passthrough {
     /// Copy them when their codec is the output's (otherwise the output would mix codecs).

@@ -40,9 +40,9 @@ pub use spill::check_temp_dir;
 
 use super::inputs::{plan_merge_with, MergePlan, PlanOptions};
 use super::memory::sort_budget;
+use super::merge::passthrough::Passthrough;
 use super::merge::{kept_metadata, MergeFilesOptions, MergeSummary};
 use super::os::peak_memory;
-use super::merge::passthrough::Passthrough;
 use super::writer::{check_row_groups, common_parquet_schema, WriterSettings, Written};
 use crate::error::{Error, Result, Setting};
 use crate::options::EngineOptions;
@@ -60,13 +60,14 @@ pub use super::memory::SORT_BYTES_PER_ROW;
 /// Rows per batch handed to the writer.
 pub(super) const BATCH_ROWS: usize = crate::DEFAULT_BATCH_SIZE;
 
-/// How a file sort works.
+/// How a file sort works ([`SortFilesOptions::strategy`]; [`sort_files`] has an example).
+/// `FromStr` takes `auto`, `columns` and `runs`, in any case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SortStrategy {
     /// One column at a time where the memory limit allows it, else sorted runs.
     #[default]
     Auto,
-    /// One column at a time ([`columns`]): every value decoded and encoded
+    /// One column at a time (`columns`): every value decoded and encoded
     /// once; needs the key columns and one other column of every row in memory.
     Columns,
     /// Sorted runs spilled and merged (an external merge sort, this module's doc): any
@@ -86,12 +87,12 @@ impl std::str::FromStr for SortStrategy {
     }
 }
 
-/// Settings of a file sort.
+/// Settings of a file sort. [`sort_files`] has an example.
 #[derive(Debug, Clone)]
 pub struct SortFilesOptions {
     /// Which engine sorts the chunks and merges the runs.
     pub engine: EngineOptions,
-    /// Approximate cap on the memory the sort holds, in bytes.
+    /// Approximate cap on the memory the sort holds, in bytes (2 GiB by default).
     pub memory_limit: usize,
     /// The output's settings.
     pub writer: WriterSettings,
@@ -116,7 +117,8 @@ impl Default for SortFilesOptions {
     }
 }
 
-/// What a file sort will do, worked out from the footers before a row is read.
+/// What a file sort will do, worked out from the footers before a row is read
+/// ([`plan_sort`]; [`sort_files`] has an example).
 #[derive(Debug, Clone)]
 pub struct SortPlan {
     /// The inputs, their common schema and the key (a [`MergePlan`] whose runs are the
@@ -124,7 +126,7 @@ pub struct SortPlan {
     pub inputs: MergePlan,
     /// Estimated memory of the inputs' Parquet decoders (the largest row group's).
     pub decoder_bytes: usize,
-    /// Most bytes of a chunk (Arrow data plus [`SORT_BYTES_PER_ROW`] a row).
+    /// Most bytes of a chunk (Arrow data plus `SORT_BYTES_PER_ROW` (64) a row).
     pub chunk_bytes: usize,
     /// Rows per decoded input batch.
     pub read_rows: usize,
@@ -146,15 +148,20 @@ pub struct SortPlan {
     pub runs_because: Option<String>,
 }
 
-/// What a finished sort did.
+/// What a finished sort did ([`sort_files`] returns it; its example prints one).
 #[derive(Debug, Clone)]
 pub struct SortSummary {
     /// `columns` or `runs` ([`SortStrategy`]).
     pub strategy: &'static str,
+    /// Rows written.
     pub rows: usize,
+    /// Input files sorted.
     pub input_files: usize,
+    /// Bytes of the input files (their sizes on disk).
     pub input_bytes: u64,
+    /// Bytes of the output file.
     pub output_bytes: u64,
+    /// Row groups of the output file.
     pub output_row_groups: usize,
     /// Sorted runs written in phase 1 (0 when the rows fit one chunk and went straight to
     /// the output).
@@ -167,12 +174,15 @@ pub struct SortSummary {
     pub final_runs: usize,
     /// Chunks sorted on the CPU and on the GPU.
     pub sorts_cpu: usize,
+    /// Chunks sorted on the GPU.
     pub sorts_gpu: usize,
     /// Rounds of the merges (intermediate and final) on the CPU and the GPU.
     pub rounds_cpu: usize,
+    /// Rounds of the merges on the GPU.
     pub rounds_gpu: usize,
     /// The chunk budget in bytes.
     pub chunk_bytes: usize,
+    /// Wall time of the whole sort.
     pub elapsed: Duration,
     /// Reading and decoding the inputs.
     pub read_time: Duration,
@@ -182,7 +192,8 @@ pub struct SortSummary {
     pub spill_time: Duration,
     /// The merges of the runs (intermediate and final).
     pub merge_time: Duration,
-    /// The process's peak resident memory at the end ([`peak_memory`]).
+    /// The process's peak resident memory at the end, in bytes (`None` where the platform
+    /// does not tell it; Linux and macOS do).
     pub peak_memory: Option<u64>,
 }
 
@@ -197,7 +208,7 @@ impl SortSummary {
     }
 }
 
-/// Which phase a progress report is about.
+/// Which phase a progress report of [`sort_files`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SortPhase {
     /// Rows read and sorted into runs so far.
@@ -235,9 +246,10 @@ impl SortSummary {
     }
 }
 
-/// Opens the inputs, checks their schemas and the key (as [`plan_merge_with`] does, with the
-/// same errors), and sizes the chunks for `options.memory_limit`; a limit that cannot hold
-/// [`MIN_CHUNK_ROWS`] rows is refused with the limit that would do.
+/// Opens the inputs, checks their schemas and the key (as [`plan_merge`](crate::parquet::plan_merge)
+/// does, with `plan_options` and the same errors), and sizes the chunks for
+/// `options.memory_limit`; a limit that cannot hold `MIN_CHUNK_ROWS` (1024) rows is refused
+/// with the limit that would do. [`sort_files`] has an example.
 pub fn plan_sort(
     paths: &[PathBuf],
     by: Option<Vec<SortKey>>,
@@ -285,6 +297,24 @@ pub fn plan_sort(
 /// Sorts the inputs of `plan` into `output` (see the module doc). `progress` is called with
 /// the phase and the rows done in it. On any error the output is left as it was and the
 /// spill directory is removed.
+///
+/// ```no_run
+/// use corank::parquet::{parse_order_by, plan_sort, sort_files, PlanOptions, SortFilesOptions, SortPhase};
+/// use std::path::{Path, PathBuf};
+///
+/// let inputs = [PathBuf::from("events-a.parquet"), PathBuf::from("events-b.parquet")];
+/// let output = Path::new("sorted.parquet");
+/// let options = SortFilesOptions { memory_limit: 512 << 20, ..Default::default() };
+/// let by = parse_order_by("user_id, ts DESC")?;
+/// let plan = plan_sort(&inputs, Some(by), &PlanOptions::default(), output, &options)?;
+/// let summary = sort_files(&plan, output, &options, &|phase, rows| {
+///     if phase == SortPhase::Merge {
+///         eprint!("\r{rows} rows written");
+///     }
+/// })?;
+/// println!("{} rows, {} spill runs, engine {}", summary.rows, summary.spill_runs, summary.engine());
+/// # Ok::<(), corank::Error>(())
+/// ```
 pub fn sort_files(
     plan: &SortPlan,
     output: &Path,

@@ -7,6 +7,15 @@ use std::str::FromStr;
 /// Parses `none`, `snappy`, `lz4` (LZ4_RAW), `zstd` / `zstd(1..22)`, `gzip` / `gzip(0..9)`,
 /// `brotli` / `brotli(0..11)` (the codecs this build carries; the parquet crate's default level
 /// where none is given).
+///
+/// ```
+/// use corank::parquet::parse_compression;
+/// use parquet::basic::Compression;
+///
+/// assert_eq!(parse_compression("snappy")?, Compression::SNAPPY);
+/// assert!(parse_compression("zip").is_err()); // an `Error::InvalidSetting`
+/// # Ok::<(), corank::Error>(())
+/// ```
 pub fn parse_compression(text: &str) -> Result<Compression> {
     let bad = |why: String| Error::InvalidSetting {
         setting: Setting::Compression,

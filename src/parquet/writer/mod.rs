@@ -83,8 +83,11 @@ use std::path::{Path, PathBuf};
 use tempfile::TempPath;
 
 /// How the output is written (the knobs of arrow-rs's `parquet-rewrite`).
+/// [`SortedParquetWriter`] has an example.
 #[derive(Debug, Clone)]
 pub struct WriterSettings {
+    /// The output's codec (zstd at its default level by default; [`parse_compression`]
+    /// reads the command line's names).
     pub compression: Compression,
     /// Most rows per row group.
     pub row_group_rows: usize,
@@ -111,14 +114,19 @@ impl Default for WriterSettings {
     }
 }
 
-/// Bytes written and rows, once the file is in place.
+/// Bytes written and rows, once the file is in place ([`SortedParquetWriter::finish`];
+/// [`SortedParquetWriter`] has an example).
 #[derive(Debug, Clone, Copy)]
 pub struct Written {
+    /// Rows in the file.
     pub rows: usize,
+    /// Row groups in the file.
     pub row_groups: usize,
+    /// Bytes of the file.
     pub bytes: u64,
     /// Rows and row groups copied unchanged ([`SortedParquetWriter::append_row_group`]).
     pub passthrough_rows: usize,
+    /// Row groups copied unchanged (each one of `row_groups`).
     pub passthrough_row_groups: usize,
     /// Of those, row groups whose codec differs from the output's.
     pub codec_kept_row_groups: usize,
@@ -128,6 +136,23 @@ pub struct Written {
 pub const MAX_ROW_GROUPS: usize = i16::MAX as usize;
 
 /// A sorted Parquet output in progress.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use arrow::array::{Int64Array, RecordBatch};
+/// use corank::parquet::{parse_compression, SortedParquetWriter, WriterSettings};
+/// use corank::SortKey;
+///
+/// // Batches already sorted by `k`: the writer declares the order, it does not sort.
+/// let batch = RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(vec![1, 2, 3])) as _)]).unwrap();
+/// let settings = WriterSettings { compression: parse_compression("snappy")?, overwrite: true, ..Default::default() };
+/// let keys = [SortKey::asc("k")];
+/// let mut writer = SortedParquetWriter::create("sorted.parquet".as_ref(), batch.schema(), None, &keys, vec![], 3, settings)?;
+/// writer.write(batch)?;
+/// let written = writer.finish()?; // renamed into place only now
+/// assert_eq!((written.rows, written.row_groups), (3, 1));
+/// # Ok::<(), corank::Error>(())
+/// ```
 pub struct SortedParquetWriter {
     target: PathBuf,
     overwrite: bool,
@@ -226,9 +251,9 @@ pub fn check_row_groups(settings: &WriterSettings, expected_rows: usize) -> Resu
 
 impl SortedParquetWriter {
     /// Creates the temporary file beside `target`. `parquet_schema` is the output's Parquet
-    /// schema (see [`common_parquet_schema`]; `None`: derived from `schema`). `metadata` is
+    /// schema (see `common_parquet_schema`; `None`: derived from `schema`). `metadata` is
     /// kept in the footer; `keys` become every row group's `sorting_columns`.
-    /// `expected_rows` is how many rows will be written: more than [`MAX_ROW_GROUPS`] row
+    /// `expected_rows` is how many rows will be written: more than `MAX_ROW_GROUPS` row
     /// groups of `settings.row_group_rows` are refused here.
     pub fn create(
         target: &Path,

@@ -6,9 +6,9 @@
 use super::{viewed, ColumnsSort, GATHER_ROWS, TRIAL_ROWS};
 use crate::error::{Error, Result};
 use crate::gather::PieceGather;
-use crate::parquet::writer::dictionary;
 use crate::parquet::sort::page_pool::{PagePool, PagePoolFactory};
 use crate::parquet::sort::SortPhase;
+use crate::parquet::writer::dictionary;
 use crate::parquet::writer::{distinct_values_of, narrow_dictionary, SortedParquetWriter};
 use crate::permutation::Indices;
 use arrow::array::ArrayRef;

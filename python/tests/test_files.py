@@ -104,6 +104,26 @@ def test_sort_files(tmp_path, rng):
     assert files_in(temp) == []
 
 
+def test_progress_callback_that_raises(tmp_path, rng):
+    # An exception from the callback cancels the work as Ctrl-C does: nothing is written.
+    n = 1_000_000
+    paths = []
+    for i in range(2):
+        paths.append(tmp_path / f"big-{i}.parquet")
+        write(paths[-1], pa.table({"k": np.sort(rng.integers(0, 1 << 40, n))}), row_group_size=250_000)
+    before = files_in(tmp_path)
+    calls = []
+
+    def stop(done, total):
+        calls.append((done, total))
+        raise ValueError("stop here")
+
+    with pytest.raises(ValueError, match="stop here"):
+        corank.merge_files(paths, tmp_path / "m.parquet", by="k", row_group_rows="100k", progress=stop)
+    assert len(calls) == 1 and calls[0][0] < calls[0][1] == 2 * n
+    assert files_in(tmp_path) == before
+
+
 def test_union_by_name(sorted_files, tmp_path):
     by, runs, paths = sorted_files
     reordered = tmp_path / "reordered.parquet"

@@ -86,7 +86,7 @@ pub use sort_key::SortKey;
 /// `examples/registered_merge.rs`).
 #[cfg(feature = "gpu")]
 pub mod gpu {
-    pub use crate::engine::gpu::{availability, devices_shown, merge_gpu, merge_gpu_into, GpuIndex, GpuOptions, Registered};
+    pub use crate::engine::gpu::{availability, devices_shown, merge_gpu, merge_gpu_into, GpuIndex, GpuOptions, HostMemory, Registered};
 }
 
 /// Not API: what the GPU and gather benchmarks (`benches/gpu.rs`, `benches/gather.rs`) time

@@ -143,7 +143,7 @@ impl Permutation {
     }
 
     /// The same runs and engine with no indices (to attach a part of the indices to).
-    pub fn clone_without_indices(&self) -> Permutation {
+    pub(crate) fn clone_without_indices(&self) -> Permutation {
         Permutation {
             run_offsets: self.run_offsets.clone(),
             indices: Indices::U32(Vec::new()),

@@ -19,7 +19,7 @@
 //!
 //! let inputs = [PathBuf::from("day1.parquet"), PathBuf::from("day2.parquet")];
 //! // The key from the files' sorting_columns metadata when `None`.
-//! let plan = plan_merge(&inputs, Some(parse_order_by("ts, id DESC")?), false)?;
+//! let plan = plan_merge(&inputs, Some(parse_order_by("ts, id DESC")?))?;
 //! let summary = merge_files(&plan, "merged.parquet".as_ref(), &MergeFilesOptions::default(), &|_rows| {})?;
 //! println!("{} rows", summary.rows);
 //! # Ok::<(), corank::Error>(())
@@ -55,6 +55,7 @@ pub use interrupt::remove_temp_file_on_signal;
 pub use merge::passthrough::Passthrough;
 pub use merge::{dry_run, merge_files, DryRun, MergeFilesOptions, MergeSummary};
 pub use order_by::parse_order_by;
+pub use sort::columns::ColumnsPlan;
 pub use sort::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
 pub use sorting_columns::sorting_columns;
 pub use writer::{parse_compression, SortedParquetWriter, WriterSettings, Written};

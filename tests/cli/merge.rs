@@ -230,7 +230,7 @@ fn empty_and_row_group_sorted_files() {
     // Globally sorted over three row groups: one run (statistics show they continue).
     simple_file(&dir.join("c.parquet"), &[vec![1, 2], vec![4, 6], vec![7, 8]], true);
     let paths: Vec<PathBuf> = ["a", "b", "c"].iter().map(|n| dir.join(format!("{n}.parquet"))).collect();
-    let plan = plan_merge(&paths, None, false).unwrap();
+    let plan = plan_merge(&paths, None).unwrap();
     assert_eq!(plan.runs.len(), 4, "{:?}", plan.runs);
     assert_eq!(plan.runs[3].row_groups, [0, 1, 2]);
     let out = dir.join("out.parquet");

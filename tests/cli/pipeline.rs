@@ -103,7 +103,7 @@ fn json_summary_is_one_object_with_the_files_numbers() {
     assert_eq!(v["rows"].as_u64(), Some(got.len() as u64));
     assert_eq!(v["rows"].as_u64(), Some(meta.file_metadata().num_rows() as u64));
     assert_eq!(v["files"].as_u64(), Some(5));
-    let runs = corank::parquet::plan_merge(&paths, None, false).unwrap().runs.len();
+    let runs = corank::parquet::plan_merge(&paths, None).unwrap().runs.len();
     assert_eq!(v["runs"].as_u64(), Some(runs as u64));
     assert!(runs > 5, "some file is more than one run ({runs} runs)");
     assert_eq!(v["output_bytes"].as_u64(), Some(std::fs::metadata(&output).unwrap().len()));

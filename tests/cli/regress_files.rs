@@ -201,7 +201,7 @@ fn many_files_and_row_groups_within_the_open_file_limit() {
     let groups: Vec<RecordBatch> = (0..1500).map(|g| k_id(&[g as i64 / 10; 20], g as u64 * 20)).collect();
     let sorted = dir.join("sorted.parquet");
     write_file(&sorted, &groups, Some(&keys_k()));
-    let plan = corank::parquet::plan_merge(std::slice::from_ref(&sorted), None, false).unwrap();
+    let plan = corank::parquet::plan_merge(std::slice::from_ref(&sorted), None).unwrap();
     assert_eq!(plan.runs.len(), 1, "equal boundary keys join one run");
     // A file of 1,500 overlapping row groups (1,500 runs of one file), and 10,000 files.
     let mut rng = Rng::new(5);
@@ -278,7 +278,7 @@ fn field_metadata_of_later_files_is_merged() {
     ]));
     let batch = RecordBatch::try_new(schema.clone(), k_id(&[2, 4], 2).columns().to_vec()).unwrap();
     write_file(&b, &[batch], Some(&keys_k()));
-    let plan = corank::parquet::plan_merge(&[a.clone(), b.clone()], None, false).unwrap();
+    let plan = corank::parquet::plan_merge(&[a.clone(), b.clone()], None).unwrap();
     assert_eq!(plan.schema.field_with_name("k").unwrap().metadata(), &meta, "the merge's schema");
     let out = dir.join("out.parquet");
     let res = corank(&["merge", a.to_str().unwrap(), b.to_str().unwrap(), "-o", out.to_str().unwrap()]);

@@ -239,7 +239,7 @@ fn row_groups_join_only_where_they_continue() {
             starts.push(starts.last().unwrap() + g.num_rows());
         }
         let by: Vec<corank::SortKey> = keys.iter().map(|(c, o)| corank::SortKey::new(c.clone(), *o)).collect();
-        let plan = plan_merge(std::slice::from_ref(&path), Some(by), true).unwrap();
+        let plan = plan_merge(std::slice::from_ref(&path), Some(by)).unwrap();
         let fields: Vec<SortField> =
             keys.iter().map(|(c, o)| SortField::new_with_options(all.column_by_name(c).unwrap().data_type().clone(), *o)).collect();
         let converter = RowConverter::new(fields).unwrap();

@@ -76,7 +76,7 @@ pub struct InputFile {
     pub stored_schema: SchemaDescPtr,
     /// What the file was when its footer was read: a later open checks it
     /// ([`InputFile::reopen`]).
-    pub identity: FileIdentity,
+    pub(crate) identity: FileIdentity,
 }
 
 /// Consecutive row groups of one file, sorted as a whole. [`MergePlan::runs`] holds them;
@@ -105,7 +105,7 @@ impl Run {
     }
 
     /// Which row group and which row within it the run's row `row` is.
-    pub fn locate(&self, mut row: usize) -> (usize, usize) {
+    pub(crate) fn locate(&self, mut row: usize) -> (usize, usize) {
         for (g, &n) in self.row_groups.iter().zip(&self.row_group_rows) {
             if row < n {
                 return (*g, row);

@@ -27,11 +27,9 @@ pub fn show_keys(keys: &[SortKey]) -> String {
 }
 
 /// Opens `paths`, checks that their schemas agree, settles the key (`by`, else the common
-/// `sorting_columns`) and splits the files into runs. `check_sorted` is accepted for
-/// compatibility: every run is checked (see the module doc). The
-/// [`corank::parquet`](crate::parquet) example calls it.
-pub fn plan_merge(paths: &[PathBuf], by: Option<Vec<SortKey>>, check_sorted: bool) -> Result<MergePlan> {
-    let _ = check_sorted;
+/// `sorting_columns`) and splits the files into runs. Every run's order is checked while
+/// it streams (see the module doc). The [`corank::parquet`](crate::parquet) example calls it.
+pub fn plan_merge(paths: &[PathBuf], by: Option<Vec<SortKey>>) -> Result<MergePlan> {
     plan_merge_with(paths, by, &PlanOptions::default())
 }
 

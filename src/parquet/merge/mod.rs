@@ -382,7 +382,7 @@ pub struct DryRun {
 /// ```no_run
 /// use corank::parquet::{dry_run, expand_inputs, plan_merge, MergeFilesOptions};
 ///
-/// let plan = plan_merge(&expand_inputs(&["runs/".to_string()])?, None, false)?;
+/// let plan = plan_merge(&expand_inputs(&["runs/".to_string()])?, None)?;
 /// let options = MergeFilesOptions { memory_limit: 256 << 20, ..Default::default() };
 /// let dry = dry_run(&plan, &options)?; // an error if 256 MiB cannot hold the runs' windows
 /// println!("{} runs, windows of up to {} bytes", plan.runs.len(), dry.window_bytes.iter().max().unwrap_or(&0));

@@ -91,7 +91,7 @@ impl Case {
         let out = self.dir.path().join(format!("out-{}.parquet", options.passthrough));
         let _ = std::fs::remove_file(&out);
         let by: Vec<SortKey> = keys.iter().map(|(c, o)| SortKey::new(c.clone(), *o)).collect();
-        let plan = plan_merge(&self.paths, Some(by), true).unwrap();
+        let plan = plan_merge(&self.paths, Some(by)).unwrap();
         let summary = merge_files(&plan, &out, options, &|_| {}).unwrap();
         // The dry run's plan is the merge's.
         let planned = schedule_for(&plan, options).unwrap();
@@ -249,7 +249,7 @@ fn descending_keys() {
     assert_eq!(s.passthrough_row_groups, 6);
     // Read ascending, the same files are not sorted: an error, not a wrong file.
     let by = vec![SortKey::asc("k0")];
-    let plan = plan_merge(&c.paths, Some(by), true).unwrap();
+    let plan = plan_merge(&c.paths, Some(by)).unwrap();
     let err = merge_files(&plan, &c.dir.path().join("bad.parquet"), &MergeFilesOptions::default(), &|_| {}).unwrap_err();
     assert!(err.to_string().contains("not sorted"), "{err}");
     assert!(!c.dir.path().join("bad.parquet").exists());
@@ -438,7 +438,7 @@ fn an_unsorted_row_group_is_caught_though_copied() {
     let a = vec![group(vec![int_range(0..10)], &mut id), group(vec![ints([15, 12, 14, 19].map(Some))], &mut id)];
     let b = vec![group(vec![int_range(100..110)], &mut id)];
     let c = case(&[a, b], plain);
-    let plan = plan_merge(&c.paths, Some(vec![SortKey::asc("k0")]), true).unwrap();
+    let plan = plan_merge(&c.paths, Some(vec![SortKey::asc("k0")])).unwrap();
     let out = c.dir.path().join("bad.parquet");
     let err = merge_files(&plan, &out, &MergeFilesOptions::default(), &|_| {}).unwrap_err();
     let text = err.to_string();
@@ -734,7 +734,7 @@ fn measure_time_partitioned() {
         bytes as f64 / 1048576.0,
         t.elapsed()
     );
-    let plan = plan_merge(&paths, Some(vec![SortKey::asc("ts")]), true).unwrap();
+    let plan = plan_merge(&paths, Some(vec![SortKey::asc("ts")])).unwrap();
     for mode in [Passthrough::Never, Passthrough::Auto, Passthrough::Never, Passthrough::Auto] {
         let out = dir.path().join("out.parquet");
         let _ = std::fs::remove_file(&out);
@@ -783,7 +783,7 @@ fn decoders_per_run_follow_cores_runs_and_memory() {
         paths.push(path);
     }
     let decoders = |files: usize, threads: usize, limit: usize| {
-        let plan = plan_merge(&paths[..files], Some(vec![SortKey::asc("k")]), false).unwrap();
+        let plan = plan_merge(&paths[..files], Some(vec![SortKey::asc("k")])).unwrap();
         assert_eq!(plan.runs.len(), files);
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         pool.install(|| {

@@ -89,18 +89,18 @@ pub const TRIAL_ROWS: usize = GATHER_ROWS;
 /// Least memory left for encoded pages (the rest goes to the spill directory).
 pub const MIN_PAGE_BUDGET: usize = 16 << 20;
 
-/// How a column-at-a-time sort runs, worked out from the footers.
+/// How a column-at-a-time sort runs, worked out from the footers: a [`SortPlan`](crate::parquet::SortPlan)'s
+/// `columns` when [`plan_sort`](crate::parquet::plan_sort) (its doc has an example) picks that strategy.
 #[derive(Debug, Clone)]
 pub struct ColumnsPlan {
     /// Rows of every output row group but the last.
     pub row_group_rows: usize,
+    /// Output row groups.
     pub row_groups: usize,
     /// Columns decoded at once (2: the next one decodes while one encodes).
     pub depth: usize,
     /// Bytes of encoded pages held in memory; more go to the spill directory.
     pub page_budget: usize,
-    /// Estimated decoded bytes of each top-level column over all rows.
-    pub column_bytes: Vec<u64>,
     /// Estimated peak memory of the key sort.
     pub key_phase_bytes: usize,
     /// Estimated peak memory of the column phase besides the pages held.
@@ -225,7 +225,6 @@ pub fn plan_columns(inputs: &MergePlan, memory_limit: usize, writer: &WriterSett
         row_groups: n.div_ceil(row_group_rows),
         depth,
         page_budget: memory_limit.saturating_sub(column_phase_bytes).max(MIN_PAGE_BUDGET),
-        column_bytes,
         key_phase_bytes,
         column_phase_bytes,
     })

@@ -78,7 +78,7 @@ impl SortedParquetWriter {
     /// not decoded. Its columns must be the
     /// output's ([`parquet_schema`](Self::parquet_schema)). `codec_kept`: its codec is not
     /// the output's (counted for the summary).
-    pub fn append_row_group(&mut self, source: &Path, footer: &ParquetMetaData, g: usize, codec_kept: bool) -> Result<()> {
+    pub(crate) fn append_row_group(&mut self, source: &Path, footer: &ParquetMetaData, g: usize, codec_kept: bool) -> Result<()> {
         self.flush_row_group()?;
         if self.row_groups_started >= MAX_ROW_GROUPS {
             return Err(Error::InvalidArgument(format!(

@@ -124,7 +124,7 @@ pub struct Written {
     pub row_groups: usize,
     /// Bytes of the file.
     pub bytes: u64,
-    /// Rows and row groups copied unchanged ([`SortedParquetWriter::append_row_group`]).
+    /// Rows and row groups copied unchanged from the inputs (passthrough).
     pub passthrough_rows: usize,
     /// Row groups copied unchanged (each one of `row_groups`).
     pub passthrough_row_groups: usize,
@@ -393,13 +393,13 @@ impl SortedParquetWriter {
 
     /// The output's Parquet schema (what [`append_row_group`](Self::append_row_group)
     /// requires of a copied row group's columns).
-    pub fn parquet_schema(&self) -> &SchemaDescriptor {
+    pub(crate) fn parquet_schema(&self) -> &SchemaDescriptor {
         self.writer.schema_descr()
     }
 
     /// Leaves room for `n` more row groups than the merged rows need (see
     /// [`append_row_group`](Self::append_row_group)).
-    pub fn reserve_row_groups(&mut self, n: usize) {
+    pub(crate) fn reserve_row_groups(&mut self, n: usize) {
         self.reserved_row_groups = n;
     }
 

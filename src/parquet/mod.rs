@@ -52,9 +52,11 @@ pub(crate) mod writer;
 // The entry points. Everything else in this folder is the crate's own.
 pub use inputs::{expand_inputs, plan_merge, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
 pub use interrupt::remove_temp_file_on_signal;
+pub use memory::{default_memory_limit, DEFAULT_MEMORY_SHARE};
 pub use merge::passthrough::Passthrough;
 pub use merge::{dry_run, merge_files, DryRun, MergeFilesOptions, MergeSummary};
 pub use order_by::parse_order_by;
+pub use os::{available_memory, AvailableMemory, MemorySource};
 pub use sort::columns::ColumnsPlan;
 pub use sort::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
 pub use sorting_columns::sorting_columns;

@@ -31,6 +31,7 @@ use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, Parq
 use parquet::arrow::ProjectionMask;
 use parquet::column::page::PageReader;
 use parquet::file::metadata::ParquetMetaData;
+use parquet::file::reader::ChunkReader;
 use parquet::file::serialized_reader::SerializedPageReader;
 use std::cell::Cell;
 use std::fs::File;
@@ -90,7 +91,7 @@ pub fn catch_result<T, E: std::fmt::Display>(f: impl FnOnce() -> std::result::Re
 /// error, or a panic of arrow-ipc on a malformed one), the file is read by its Parquet
 /// schema, with a warning. A footer whose row counts disagree is refused (see the module
 /// doc).
-pub fn load_metadata(path: &Path, file: &File) -> Result<ArrowReaderMetadata> {
+pub fn load_metadata<R: ChunkReader + 'static>(path: &Path, file: &R) -> Result<ArrowReaderMetadata> {
     const UNREADABLE: &str = "not a readable Parquet file";
     // The footer, its Parquet schema converted without the embedded Arrow schema.
     let plain = match catch(|| ArrowReaderMetadata::load(file, ArrowReaderOptions::new().with_skip_arrow_metadata(true))) {
@@ -98,8 +99,7 @@ pub fn load_metadata(path: &Path, file: &File) -> Result<ArrowReaderMetadata> {
         Ok(Err(e)) => return Err(Error::parquet(path, UNREADABLE, e)),
         Err(panic) => return Err(Error::File { path: path.to_path_buf(), detail: format!("{UNREADABLE}: {panic}") }),
     };
-    let file_len = file.metadata().map_err(|e| Error::io(path, "", e))?.len();
-    check_footer(path, plain.metadata(), file_len)?;
+    check_footer(path, plain.metadata(), file.len())?;
     let has_arrow_schema = (plain.metadata().file_metadata().key_value_metadata().into_iter().flatten())
         .any(|kv| kv.key == parquet::arrow::ARROW_SCHEMA_META_KEY);
     if !has_arrow_schema {
@@ -170,7 +170,7 @@ struct Place {
 /// Reads row group `row_group` of the file at `path` column by column to find what fails
 /// (see the module doc); `None` where every column reads alone.
 fn locate(path: &Path, metadata: &ArrowReaderMetadata, row_group: usize) -> Option<Place> {
-    let file = Arc::new(File::open(path).ok()?);
+    let file = Arc::new(crate::parquet::store::open(path, metadata.metadata(), None).ok()?);
     let group = metadata.metadata().row_groups().get(row_group)?;
     let rows = group.num_rows().max(0) as usize;
     for (leaf, chunk) in group.columns().iter().enumerate() {
@@ -213,6 +213,10 @@ fn locate(path: &Path, metadata: &ArrowReaderMetadata, row_group: usize) -> Opti
 /// probing finds them (`locate`), else the row groups and `cause`.
 pub fn decode_error(path: &Path, metadata: &ArrowReaderMetadata, row_groups: &[usize], cause: &str) -> Error {
     let file = path.to_path_buf();
+    // A request to an object store that failed (retried where transient): no decoding.
+    if cause.contains(crate::parquet::store::READ_FAILED) {
+        return Error::File { path: file, detail: format!("row groups {row_groups:?}: {cause}") };
+    }
     for &g in row_groups {
         if let Some(p) = locate(path, metadata, g) {
             let page = match p.page {

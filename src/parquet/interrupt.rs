@@ -160,8 +160,42 @@ fn remove_spill_dir() {
     unsafe { libc::rmdir(dir as *const libc::c_char) };
 }
 
+/// The write end of a pipe that a signal is handed to instead of ending the process (-1:
+/// none), while an upload to an object store is open: aborting it takes requests, which a
+/// handler cannot make (`crate::parquet::store`'s upload thread does, then calls
+/// [`end_by_signal`]). Taken by the first signal: a second one ends the process at once.
+static DEFER_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// Whether [`remove_temp_file_on_signal`] installed the handlers.
+static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub(crate) fn handlers_installed() -> bool {
+    INSTALLED.load(Ordering::SeqCst)
+}
+
+/// Hands the next signal to the pipe `fd` (-1: no more).
+pub(crate) fn defer_signals_to(fd: i32) {
+    DEFER_TO.store(fd, Ordering::SeqCst);
+}
+
+/// What the handler does (temporary output and spill files removed), then the process ended
+/// by `sig`: for a signal that was handed on ([`defer_signals_to`]).
+#[cfg(unix)]
+pub(crate) fn end_by_signal(sig: libc::c_int) {
+    DEFER_TO.store(-1, Ordering::SeqCst);
+    on_signal(sig);
+}
+
 #[cfg(unix)]
 extern "C" fn on_signal(sig: libc::c_int) {
+    let defer = DEFER_TO.swap(-1, Ordering::SeqCst);
+    if defer >= 0 {
+        let byte = sig as u8;
+        // SAFETY: write(2) is async-signal-safe; `byte` outlives the call.
+        if unsafe { libc::write(defer, (&byte as *const u8).cast(), 1) } == 1 {
+            return;
+        }
+    }
     let p = TEMP_PATH.load(Ordering::SeqCst);
     // SAFETY: async-signal-safe calls only; `p` is 0 or a NUL-terminated string leaked for
     // the life of the process (never freed, so never dangling).
@@ -195,5 +229,6 @@ pub fn remove_temp_file_on_signal() {
         for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
             libc::signal(sig, handler);
         }
+        INSTALLED.store(true, Ordering::SeqCst);
     }
 }

@@ -32,7 +32,8 @@
 //! and spill, the sort by columns), `writer` (the row-group pipeline, schema, temporary file
 //! and rename, copied chunks, dictionary choice), `sorting_columns`, `order_by`, `corrupt`
 //! (decoder panics caught, failures named by file, row group, column and page), `leftovers`
-//! (what a killed run leaves, cleared by the next), `interrupt` and `os`.
+//! (what a killed run leaves, cleared by the next), `interrupt` and `os`. Paths may be URLs of
+//! object stores ([`store`]: `s3://`, `gs://`, `az://`, `https://`).
 //!
 //! Sorted row groups as DataFusion partitions are `corank::datafusion::SortedRowGroupsTable`.
 
@@ -47,6 +48,7 @@ pub(crate) mod os;
 pub(crate) mod read;
 pub(crate) mod sort;
 pub(crate) mod sorting_columns;
+pub mod store;
 pub(crate) mod writer;
 
 // The entry points. Everything else in this folder is the crate's own.

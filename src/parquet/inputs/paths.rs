@@ -16,7 +16,14 @@ pub(super) fn file_error(path: &Path, what: impl std::fmt::Display) -> Error {
 pub fn expand_inputs(args: &[String]) -> Result<Vec<PathBuf>> {
     let mut paths = Vec::new();
     for arg in args {
-        let path = Path::new(arg);
+        // Object stores: prefixes and patterns listed from the store (`crate::parquet::store`).
+        if crate::parquet::store::is_url(Path::new(arg)) {
+            paths.extend(crate::parquet::store::expand_url(arg)?);
+            continue;
+        }
+        let local = crate::parquet::store::local_path(Path::new(arg));
+        let local_text = local.to_string_lossy();
+        let (path, arg) = (local.as_ref(), local_text.as_ref());
         if path.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(path)
                 .map_err(|e| Error::io(path, "reading the directory", e))?
@@ -55,9 +62,15 @@ enum FileId {
     Inode(u64, u64),
     #[cfg_attr(unix, allow(dead_code))]
     Path(PathBuf),
+    /// An object in a store: its store and key (`crate::parquet::store`).
+    Url(String),
 }
 
 fn file_id(path: &Path) -> Option<FileId> {
+    if let Some(id) = crate::parquet::store::url_identity(path) {
+        return Some(FileId::Url(id));
+    }
+    let path = &crate::parquet::store::local_path(path);
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
@@ -79,7 +92,7 @@ pub fn expand_inputs_excluding(args: &[String], output: &Path) -> Result<Vec<Pat
     let out_id = file_id(output);
     let mut paths = Vec::new();
     for arg in args {
-        let explicit = Path::new(arg).is_file();
+        let explicit = crate::parquet::store::local_path(Path::new(arg)).is_file() || crate::parquet::store::names_one_object(arg);
         for path in expand_inputs(std::slice::from_ref(arg))? {
             let is_output = out_id.is_some() && file_id(&path) == out_id;
             if explicit && is_output {
@@ -106,10 +119,16 @@ pub fn expand_inputs_excluding(args: &[String], output: &Path) -> Result<Vec<Pat
 /// embedded Arrow schema that cannot be decoded is left aside, row counts that disagree are
 /// refused).
 pub fn open_input(path: &Path) -> Result<InputFile> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, "", e))?;
-    let size = file.metadata().map_err(|e| Error::io(path, "", e))?.len();
-    let metadata = crate::parquet::corrupt::load_metadata(path, &file)?;
-    let identity = FileIdentity::of(&file, true).map_err(|e| Error::io(path, "", e))?;
+    // A local file, or an object in a store (its footer fetched by range).
+    let opened = crate::parquet::store::open_for_footer(path)?;
+    let size = opened.size;
+    let metadata = crate::parquet::corrupt::load_metadata(path, &opened.source)?;
+    let identity = match (&opened.source, &opened.object) {
+        (_, Some(object)) => FileIdentity::of_object(object),
+        (crate::parquet::store::Source::Local(file), None) => FileIdentity::of(file, true).map_err(|e| Error::io(path, "", e))?,
+        #[allow(unreachable_patterns)]
+        (_, None) => return Err(Error::Internal(format!("{}: opened without its identity", path.display()))),
+    };
     let stored_schema = metadata.metadata().file_metadata().schema_descr_ptr();
     let metadata = super::types::read_exactly(path, metadata)?;
     Ok(InputFile { path: path.to_path_buf(), size, metadata, stored_schema, identity })

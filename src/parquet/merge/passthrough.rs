@@ -362,6 +362,10 @@ fn check_passthrough_allowed(plan: &MergePlan, mode: Passthrough) -> Off<()> {
     if mode == Passthrough::Never {
         return Err("passthrough is off (never)".into());
     }
+    // Row groups are copied from local files only (for now): an object's are decoded.
+    if let Some(f) = plan.files.iter().find(|f| crate::parquet::store::is_url(&f.path)) {
+        return Err(format!("{} is in an object store, whose row groups are decoded, not copied", f.path.display()));
+    }
     if plan.runs.is_empty() {
         return Err("no rows".into());
     }

@@ -299,7 +299,7 @@ impl RowGroupDecoder {
     fn open(&self, skip: usize, rows: usize) -> Result<ParquetRecordBatchReader> {
         let s = &self.source;
         let context = format!("reading row group {}", s.row_group);
-        let file = std::fs::File::open(&s.path).map_err(|e| Error::io(&s.path, context.clone(), e))?;
+        let file = crate::parquet::store::open(&s.path, s.metadata.metadata(), None).map_err(|e| Error::io(&s.path, context.clone(), e))?;
         let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, s.metadata.clone())
             .with_row_groups(vec![s.row_group])
             .with_batch_size(rows);

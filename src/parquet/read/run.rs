@@ -68,7 +68,8 @@ impl<'a> RunReader<'a> {
             skip -= self.run.row_group_rows[first];
             first += 1;
         }
-        let file = std::fs::File::open(self.path).map_err(|e| Error::io(self.path, self.context(), e))?;
+        let file =
+            crate::parquet::store::open(self.path, self.metadata.metadata(), None).map_err(|e| Error::io(self.path, self.context(), e))?;
         let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
             .with_row_groups(self.run.row_groups[first..].to_vec())
             .with_batch_size(self.batch_rows);

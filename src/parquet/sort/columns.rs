@@ -259,9 +259,9 @@ fn decode_row_group(
     }
     // The file as planned (a file replaced or rewritten between the passes would mix two
     // versions' rows); checked again once its rows are decoded.
-    let handle = file.reopen(false)?;
-    let reader = handle.try_clone().map_err(|e| Error::io(&file.path, context(), e))?;
     let mask = ProjectionMask::roots(file.metadata.metadata().file_metadata().schema_descr(), roots);
+    let handle = file.reopen_with(false, Some(&mask))?;
+    let reader = handle.try_clone().map_err(|e| Error::io(&file.path, context(), e))?;
     let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(reader, metadata.clone())
         .with_row_groups(vec![source.row_group])
         .with_projection(mask)

@@ -16,7 +16,9 @@ use std::time::Instant;
 pub(super) fn spill_parent(output: &Path, temp_dir: Option<&Path>) -> PathBuf {
     match temp_dir {
         Some(d) => d.to_path_buf(),
-        None => match output.parent() {
+        // An output in an object store spills to the system's temporary directory.
+        None if crate::parquet::store::is_url(output) => std::env::temp_dir(),
+        None => match crate::parquet::store::local_path(output).parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         },

@@ -62,6 +62,7 @@ pub use pipeline::row_group_bytes_within;
 pub use schema::common_parquet_schema;
 
 use super::interrupt::TempGuard;
+use super::store::Sink;
 use crate::error::{Error, Result, Setting};
 use crate::sort_key::SortKey;
 use arrow::array::RecordBatch;
@@ -77,7 +78,6 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::SchemaDescriptor;
 use pipeline::InFlight;
 use std::collections::VecDeque;
-use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use tempfile::TempPath;
@@ -156,11 +156,12 @@ pub const MAX_ROW_GROUPS: usize = i16::MAX as usize;
 pub struct SortedParquetWriter {
     target: PathBuf,
     overwrite: bool,
-    /// Removed when dropped (declared before `_on_signal`, so dropped first).
-    temp: TempPath,
+    /// Removed when dropped (declared before `_on_signal`, so dropped first); `None` for an
+    /// output in an object store (an upload, aborted when dropped: `Sink`).
+    temp: Option<TempPath>,
     /// Removes `temp` if a signal ends the process (src/parquet/interrupt.rs).
-    _on_signal: TempGuard,
-    writer: SerializedFileWriter<BufWriter<File>>,
+    _on_signal: Option<TempGuard>,
+    writer: SerializedFileWriter<BufWriter<Sink>>,
     factory: ArrowRowGroupWriterFactory,
     schema: SchemaRef,
     settings: WriterSettings,
@@ -266,6 +267,8 @@ impl SortedParquetWriter {
     ) -> Result<Self> {
         check_output(target, settings.overwrite)?;
         check_row_groups(&settings, expected_rows)?;
+        let local = crate::parquet::store::local_path(target);
+        let target = local.as_ref();
         // Sorting columns name leaf columns; keys are top-level primitive columns.
         let sorting = match &parquet_schema {
             Some(leaves) => sorting_columns_in(leaves, keys),
@@ -275,12 +278,17 @@ impl SortedParquetWriter {
             Error::Parquet { path: None, context, source } => Error::Parquet { path: Some(target.to_path_buf()), context, source },
             other => other,
         })?;
-        let dir = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
+        let (sink, temp, on_signal) = if crate::parquet::store::is_url(target) {
+            (Sink::upload(target)?, None, None)
+        } else {
+            let dir = match target.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            let (file, temp, on_signal) =
+                create_temp(&dir).map_err(|e| Error::io(target, format!("cannot create a file in {}", dir.display()), e))?;
+            (Sink::File(file), Some(temp), Some(on_signal))
         };
-        let (file, temp, on_signal) =
-            create_temp(&dir).map_err(|e| Error::io(target, format!("cannot create a file in {}", dir.display()), e))?;
 
         let props = WriterProperties::builder()
             .set_compression(settings.compression)
@@ -293,7 +301,7 @@ impl SortedParquetWriter {
         if let Some(parquet_schema) = parquet_schema {
             options = options.with_parquet_schema(parquet_schema);
         }
-        let arrow_writer = ArrowWriter::try_new_with_options(BufWriter::with_capacity(1 << 20, file), schema.clone(), options)
+        let arrow_writer = ArrowWriter::try_new_with_options(BufWriter::with_capacity(1 << 20, sink), schema.clone(), options)
             .map_err(|e| Error::parquet(target, "", e))?;
         let (writer, factory) = arrow_writer.into_serialized_writer().map_err(|e| Error::parquet(target, "", e))?;
         Ok(Self {
@@ -425,8 +433,17 @@ impl SortedParquetWriter {
         );
         let stored = widened_dictionary_keys(&self.schema, &self.max_distinct);
         self.writer.append_key_value_metadata(KeyValue::new(ARROW_SCHEMA_KEY.to_string(), encode_arrow_schema(&stored)));
+        let mut written = self.written(0);
         let inner = self.writer.into_inner().map_err(|e| Error::parquet(&target, "", e))?;
-        let file = inner.into_inner().map_err(|e| Error::io(&target, "", e.into_error()))?;
+        let file = match inner.into_inner().map_err(|e| Error::io(&target, "", e.into_error()))? {
+            Sink::File(file) => file,
+            // An object in a store: the upload completed, the object appears now.
+            #[allow(unreachable_patterns)]
+            upload => {
+                written.bytes = upload.complete(self.overwrite)?;
+                return Ok(written);
+            }
+        };
         // The target again, as it is now: still not there, or a regular file to replace, whose
         // mode the new file takes.
         match std::fs::symlink_metadata(&target) {
@@ -441,7 +458,8 @@ impl SortedParquetWriter {
         }
         let bytes = file.metadata().map_err(|e| Error::io(&target, "", e))?.len();
         drop(file);
-        let persisted = if self.overwrite { self.temp.persist(&target) } else { self.temp.persist_noclobber(&target) };
+        let temp = self.temp.take().ok_or_else(|| Error::Internal("a local output without its temporary file".into()))?;
+        let persisted = if self.overwrite { temp.persist(&target) } else { temp.persist_noclobber(&target) };
         persisted.map_err(|e| {
             if e.error.kind() == std::io::ErrorKind::AlreadyExists {
                 Error::OutputExists { path: target.to_path_buf() }
@@ -449,13 +467,19 @@ impl SortedParquetWriter {
                 Error::io(&target, "", e.error)
             }
         })?;
-        Ok(Written {
+        written.bytes = bytes;
+        Ok(written)
+    }
+
+    /// What was written, the file's `bytes` long.
+    fn written(&self, bytes: u64) -> Written {
+        Written {
             rows: self.rows,
             row_groups: self.row_groups,
             bytes,
             passthrough_rows: self.passthrough_rows,
             passthrough_row_groups: self.passthrough_row_groups,
             codec_kept_row_groups: self.codec_kept_row_groups,
-        })
+        }
     }
 }

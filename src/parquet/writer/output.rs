@@ -12,6 +12,11 @@ use tempfile::TempPath;
 /// symbolic link: never replaced, even with `overwrite`), and an existing one unless
 /// `overwrite`; the checks are repeated at the rename.
 pub fn check_output(target: &Path, overwrite: bool) -> Result<()> {
+    // An object in a store: a HEAD request (`crate::parquet::store`).
+    if crate::parquet::store::is_url(target) {
+        return crate::parquet::store::check_output(target, overwrite);
+    }
+    let target = &crate::parquet::store::local_path(target);
     match std::fs::symlink_metadata(target) {
         Ok(meta) if !meta.file_type().is_file() => Err(not_regular(target, &meta)),
         Ok(_) if !overwrite => Err(Error::OutputExists { path: target.to_path_buf() }),

@@ -269,7 +269,9 @@ impl SortedParquetWriter {
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
-            let fd = self.writer.inner().get_ref().as_raw_fd();
+            // An upload to an object store has no file to write back.
+            let crate::parquet::store::Sink::File(file) = self.writer.inner().get_ref() else { return };
+            let fd = file.as_raw_fd();
             // SAFETY: `fd` is the open output file; the call only schedules writeback of
             // its dirty pages (offset 0, length 0: to the end of the file).
             unsafe {

@@ -1,0 +1,351 @@
+//! The output in a store: written as a multipart upload, streamed from the writer part by
+//! part, that appears only when completed; aborted otherwise.
+//!
+//! Parts of `part_size` bytes (a storage option, 16 MiB by default; doubled every 1,000
+//! parts, so S3's 10,000 parts hold any file) go out as soon as they are full, up to
+//! `max_concurrency` at once: the writer waits for the oldest beyond that, so the output
+//! holds `(max_concurrency + 1) × part_size` bytes of memory at most. The upload is created
+//! with the first full part; an output smaller than one part is sent in one request at the
+//! end. Nothing of it is visible under its name before [`Upload::complete`].
+//!
+//! **Abort.** An upload not completed (an error anywhere, the writer dropped) is aborted as
+//! it is dropped: its parts sent or in flight are discarded, the store keeps neither an
+//! object nor parts. Where the program installed corank's signal handlers
+//! ([`crate::parquet::remove_temp_file_on_signal`]), a signal (Ctrl-C) while an upload is
+//! open is handed to a thread of this module, which aborts the open uploads (10 s at most
+//! each), removes the local temporary files as the handler would, and ends the process with
+//! that signal; a second signal ends it at once. A process killed outright (SIGKILL) leaves
+//! the parts of an open upload until the bucket's lifecycle rule removes them (S3's
+//! `AbortIncompleteMultipartUpload`).
+
+use super::config::{settings, store_for};
+use super::location::ObjectUrl;
+use super::object::store_error;
+use super::runtime::{block_on, runtime};
+use crate::error::{Error, Result};
+use object_store::{MultipartUpload, ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutPayload};
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// An upload, shared with the signal thread (`None` once completed or aborted).
+type Shared = Arc<Mutex<Option<Box<dyn MultipartUpload>>>>;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Parts after which the part size doubles.
+const PARTS_PER_SIZE: usize = 1000;
+
+/// How long an abort may take (on an error or a signal) before corank gives up on it.
+const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The output in a store, being written (the module doc).
+pub(crate) struct Upload {
+    url: ObjectUrl,
+    store: Arc<dyn ObjectStore>,
+    part: Vec<u8>,
+    part_size: usize,
+    concurrency: usize,
+    parts: usize,
+    upload: Option<Shared>,
+    /// The parts in flight, oldest first.
+    tasks: VecDeque<JoinHandle<object_store::Result<()>>>,
+    bytes: u64,
+    /// Completed: nothing to abort.
+    done: bool,
+    /// Its entry among the uploads a signal aborts.
+    registration: Option<u64>,
+}
+
+/// Refuses an output at `target` that exists unless `overwrite`, an HTTP(S) output (read
+/// only), and one whose bucket is not there.
+pub(crate) fn check_output(target: &Path, overwrite: bool) -> Result<()> {
+    let url = ObjectUrl::parse(target)?;
+    if url.scheme == ObjectStoreScheme::Http {
+        return Err(Error::InvalidArgument(format!("output {}: http(s) URLs are read-only; write to s3://, gs:// or az://", url.text)));
+    }
+    let store = store_for(&url)?;
+    let (s, location) = (store.clone(), url.location.clone());
+    match block_on(async move { s.head(&location).await }) {
+        Ok(_) if !overwrite => Err(Error::OutputExists { path: target.to_path_buf() }),
+        Ok(_) => Ok(()),
+        Err(object_store::Error::NotFound { .. }) => {
+            // No such object: is the bucket there? (A missing bucket answers a HEAD as a
+            // missing object does.)
+            let parent: object_store::path::Path = url.location.parts().take(url.location.parts().count().saturating_sub(1)).collect();
+            let listed = block_on(async move { store.list_with_delimiter(Some(&parent)).await.map(drop) });
+            match listed {
+                Ok(()) | Err(object_store::Error::PermissionDenied { .. }) => Ok(()),
+                // S3 answers a listing of a missing bucket with its own code, which object_store
+                // reports as a generic error.
+                Err(e) if matches!(e, object_store::Error::NotFound { .. }) || e.to_string().contains("NoSuchBucket") => {
+                    Err(Error::File { path: target.to_path_buf(), detail: "no such bucket (or container)".into() })
+                }
+                Err(e) => Err(store_error(&url.text, "checking the output's bucket", e)),
+            }
+        }
+        Err(e) => Err(store_error(&url.text, "checking the output", e)),
+    }
+}
+
+impl Upload {
+    pub(crate) fn new(target: &Path) -> Result<Upload> {
+        let url = ObjectUrl::parse(target)?;
+        let store = store_for(&url)?;
+        let s = settings();
+        Ok(Upload {
+            url,
+            store,
+            part: Vec::new(),
+            part_size: s.part_size,
+            concurrency: s.max_concurrency,
+            parts: 0,
+            upload: None,
+            tasks: VecDeque::new(),
+            bytes: 0,
+            done: false,
+            registration: None,
+        })
+    }
+
+    fn io_error(&self, e: Error) -> std::io::Error {
+        std::io::Error::other(e.to_string())
+    }
+
+    /// Sends the part buffered (creating the upload with the first), after waiting for
+    /// room among the parts in flight.
+    fn send_part(&mut self) -> Result<()> {
+        let shared = match &self.upload {
+            Some(shared) => shared.clone(),
+            None => {
+                let (store, location) = (self.store.clone(), self.url.location.clone());
+                let created = block_on(async move { store.put_multipart(&location).await })
+                    .map_err(|e| store_error(&self.url.text, "starting the upload", e))?;
+                let shared: Shared = Arc::new(Mutex::new(Some(created)));
+                self.registration = Some(signal::register(&self.url.text, shared.clone()));
+                self.upload = Some(shared.clone());
+                shared
+            }
+        };
+        while self.tasks.len() >= self.concurrency {
+            self.wait_oldest()?;
+        }
+        let payload = PutPayload::from(std::mem::take(&mut self.part));
+        // Parts are numbered in the order `put_part` is called: here, in file order.
+        let part = lock(&shared).as_mut().map(|u| u.put_part(payload));
+        let Some(part) = part else {
+            return Err(Error::File { path: self.url.text.clone().into(), detail: "the upload was aborted".into() });
+        };
+        self.tasks.push_back(runtime().spawn(part));
+        self.parts += 1;
+        if self.parts.is_multiple_of(PARTS_PER_SIZE) {
+            self.part_size *= 2;
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest part in flight.
+    fn wait_oldest(&mut self) -> Result<()> {
+        let Some(task) = self.tasks.pop_front() else { return Ok(()) };
+        match futures::executor::block_on(task) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(store_error(&self.url.text, "uploading a part", e)),
+            Err(e) => Err(Error::File { path: self.url.text.clone().into(), detail: format!("uploading a part: {e}") }),
+        }
+    }
+
+    /// Completes the upload: every part sent, the object checked to be still absent unless
+    /// `overwrite`, then made to appear whole. Returns the object's bytes. On an error the
+    /// upload is aborted (as the dropped `Upload` goes).
+    pub(crate) fn complete(mut self, overwrite: bool) -> Result<u64> {
+        let exists_now = |u: &Upload| -> Result<bool> {
+            let (store, location) = (u.store.clone(), u.url.location.clone());
+            match block_on(async move { store.head(&location).await }) {
+                Ok(_) => Ok(true),
+                Err(object_store::Error::NotFound { .. }) => Ok(false),
+                Err(e) => Err(store_error(&u.url.text, "checking the output", e)),
+            }
+        };
+        if self.upload.is_none() {
+            // Smaller than a part: one request.
+            if !overwrite && exists_now(&self)? {
+                return Err(Error::OutputExists { path: self.url.text.clone().into() });
+            }
+            let (store, location, payload) =
+                (self.store.clone(), self.url.location.clone(), PutPayload::from(std::mem::take(&mut self.part)));
+            block_on(async move { store.put(&location, payload).await }).map_err(|e| store_error(&self.url.text, "writing", e))?;
+            self.done = true;
+            return Ok(self.bytes);
+        }
+        if !self.part.is_empty() {
+            self.send_part()?;
+        }
+        while !self.tasks.is_empty() {
+            self.wait_oldest()?;
+        }
+        if !overwrite && exists_now(&self)? {
+            return Err(Error::OutputExists { path: self.url.text.clone().into() });
+        }
+        let shared = self.upload.clone().expect("an upload was created");
+        let Some(mut upload) = lock(&shared).take() else {
+            return Err(Error::File { path: self.url.text.clone().into(), detail: "the upload was aborted".into() });
+        };
+        let completed = block_on(async move {
+            match upload.complete().await {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    let _ = tokio::time::timeout(ABORT_TIMEOUT, upload.abort()).await;
+                    Err(e)
+                }
+            }
+        });
+        self.done = true;
+        completed.map_err(|e| store_error(&self.url.text, "completing the upload", e))?;
+        log::debug!("{}: {} bytes uploaded in {} parts", self.url.text, self.bytes, self.parts);
+        Ok(self.bytes)
+    }
+}
+
+impl Write for Upload {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut rest = buf;
+        while !rest.is_empty() {
+            if self.part.capacity() == 0 {
+                self.part.reserve_exact(self.part_size);
+            }
+            let n = (self.part_size - self.part.len()).min(rest.len());
+            self.part.extend_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            if self.part.len() >= self.part_size {
+                self.send_part().map_err(|e| self.io_error(e))?;
+            }
+        }
+        self.bytes += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        if let Some(id) = self.registration.take() {
+            signal::unregister(id);
+        }
+        if self.done {
+            return;
+        }
+        for task in self.tasks.drain(..) {
+            task.abort();
+        }
+        let Some(shared) = self.upload.take() else { return };
+        let Some(upload) = lock(&shared).take() else { return };
+        match abort(upload) {
+            Ok(()) => log::info!("{}: upload aborted, nothing written", self.url.text),
+            Err(e) => log::warn!(
+                "{}: the upload could not be aborted ({e}); its parts stay until the bucket's lifecycle rule removes them",
+                self.url.text
+            ),
+        }
+    }
+}
+
+/// Aborts `upload`, waiting [`ABORT_TIMEOUT`] at most.
+fn abort(mut upload: Box<dyn MultipartUpload>) -> std::result::Result<(), String> {
+    block_on(async move {
+        match tokio::time::timeout(ABORT_TIMEOUT, upload.abort()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer in {ABORT_TIMEOUT:?}")),
+        }
+    })
+}
+
+/// The uploads a signal aborts, and the thread that does it (the module doc).
+mod signal {
+    use super::{abort, lock, Shared};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{LazyLock, Mutex, OnceLock};
+
+    struct Open {
+        id: u64,
+        url: String,
+        upload: Shared,
+    }
+
+    static OPEN: LazyLock<Mutex<Vec<Open>>> = LazyLock::new(Default::default);
+
+    /// Adds an upload; while any is open, signals go to the aborting thread.
+    pub(super) fn register(url: &str, upload: Shared) -> u64 {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let mut open = lock(&OPEN);
+        open.push(Open { id, url: url.to_string(), upload });
+        if let Some(fd) = pipe() {
+            crate::parquet::interrupt::defer_signals_to(fd);
+        }
+        id
+    }
+
+    pub(super) fn unregister(id: u64) {
+        let mut open = lock(&OPEN);
+        open.retain(|o| o.id != id);
+        if open.is_empty() {
+            crate::parquet::interrupt::defer_signals_to(-1);
+        }
+    }
+
+    /// The pipe's write end, the aborting thread started with it (once); `None` where the
+    /// program did not install corank's signal handlers (or the pipe cannot be made).
+    #[cfg(unix)]
+    fn pipe() -> Option<i32> {
+        if !crate::parquet::interrupt::handlers_installed() {
+            return None;
+        }
+        static WRITE_END: OnceLock<Option<i32>> = OnceLock::new();
+        *WRITE_END.get_or_init(|| {
+            let mut fds = [0i32; 2];
+            // SAFETY: `fds` has room for the two descriptors pipe(2) writes.
+            if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+                return None;
+            }
+            let read_end = fds[0];
+            let spawned = std::thread::Builder::new().name("corank-abort".into()).spawn(move || loop {
+                let mut sig = 0u8;
+                // SAFETY: reads one byte into `sig`, from the pipe's read end we own.
+                let n = unsafe { libc::read(read_end, (&mut sig as *mut u8).cast(), 1) };
+                if n == 1 {
+                    abort_open();
+                    crate::parquet::interrupt::end_by_signal(sig as libc::c_int);
+                } else if n == 0 {
+                    return;
+                }
+            });
+            spawned.ok().map(|_| fds[1])
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn pipe() -> Option<i32> {
+        None
+    }
+
+    /// Aborts every open upload (a signal came).
+    fn abort_open() {
+        let open: Vec<(String, Shared)> = lock(&OPEN).iter().map(|o| (o.url.clone(), o.upload.clone())).collect();
+        for (url, shared) in open {
+            let Some(upload) = lock(&shared).take() else { continue };
+            match abort(upload) {
+                Ok(()) => log::warn!("{url}: upload aborted (signal)"),
+                Err(e) => log::warn!("{url}: the upload could not be aborted ({e})"),
+            }
+        }
+    }
+}

@@ -20,9 +20,16 @@ use std::path::{Path, PathBuf};
 /// what the memory holds differs.
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
-    /// The sorted Parquet file to write (a regular file; not `-`: no output to stdout).
+    /// The sorted Parquet file to write (a regular file; not `-`: no output to stdout), or
+    /// an object to upload: s3://, gs://, az:// or abfss:// (docs/object-stores.md).
     #[arg(short, long, value_name = "OUTPUT")]
     pub output: PathBuf,
+    /// A setting of the object stores, KEY=VALUE (repeatable): endpoint, region,
+    /// allow_http, access_key_id, ... (object_store's keys), or corank's max_retries,
+    /// retry_timeout, part_size, max_concurrency. Credentials and endpoints otherwise come
+    /// from the provider's environment variables (AWS_*, GOOGLE_*, AZURE_*).
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_options: Vec<String>,
     /// Sort key in SQL ORDER BY syntax, e.g. "k DESC NULLS LAST, j". Default: the inputs'
     /// common sorting_columns metadata.
     #[arg(long, value_name = "ORDER BY")]
@@ -131,7 +138,7 @@ impl CommonArgs {
         }
     }
     /// The first checks, before any file is looked at: `-o -` refused, `--by` and
-    /// `--compression` parsed.
+    /// `--compression` parsed, `--storage-option`s set.
     pub fn parse_key_and_compression(&self) -> Result<(Option<Vec<SortKey>>, Compression)> {
         if self.output == Path::new("-") {
             return Err(Error::InvalidArgument(
@@ -140,6 +147,14 @@ impl CommonArgs {
         }
         let by = self.by.as_deref().map(parse_order_by).transpose()?;
         let compression = super::compression::parse_output_compression(&self.compression)?;
+        let options = (self.storage_options.iter())
+            .map(|o| {
+                o.split_once('=').filter(|(k, _)| !k.is_empty()).ok_or_else(|| {
+                    Error::InvalidArgument(format!("--storage-option {o}: KEY=VALUE expected (e.g. endpoint=http://127.0.0.1:9000)"))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        crate::parquet::store::set_storage_options(options)?;
         Ok((by, compression))
     }
 

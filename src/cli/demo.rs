@@ -67,6 +67,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         inputs: paths.iter().map(|p| p.display().to_string()).collect(),
         common: CommonArgs {
             output: output.clone(),
+            storage_options: Vec::new(),
             by: None,
             engine: args.engine.clone(),
             union_by_name: false,

@@ -28,7 +28,8 @@ const HELP: FlagHelp = FlagHelp {
 #[derive(Args, Debug, Clone)]
 #[command(mut_args(|arg| HELP.set(arg)))]
 pub struct SortArgs {
-    /// Parquet files, directories (their *.parquet files) or glob patterns, in tie order:
+    /// Parquet files, directories (their *.parquet files) or glob patterns, local or URLs
+    /// of object stores (s3://bucket/key, a prefix ending in /, a pattern), in tie order:
     /// rows with equal keys keep this order (the sort is stable).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
@@ -38,7 +39,8 @@ pub struct SortArgs {
     #[arg(long, default_value = "lz4")]
     pub spill_compression: String,
     /// Where the temporary directory of sorted runs goes (removed at the end, on failure
-    /// and on Ctrl-C). Default: OUTPUT's directory.
+    /// and on Ctrl-C). Default: OUTPUT's directory (the system's temporary directory where
+    /// OUTPUT is an object-store URL).
     #[arg(long, value_name = "DIR")]
     pub temp_dir: Option<PathBuf>,
     /// How to sort: `columns` builds the output one column at a time (every value decoded

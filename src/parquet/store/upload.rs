@@ -113,8 +113,19 @@ impl Upload {
         })
     }
 
+    /// `e` for the writer, which names the output itself.
     fn io_error(&self, e: Error) -> std::io::Error {
-        std::io::Error::other(e.to_string())
+        match e {
+            Error::File { detail, .. } => std::io::Error::other(detail),
+            other => std::io::Error::other(other.to_string()),
+        }
+    }
+
+    /// The error of an upload aborted by someone else: a signal's thread (which ends the
+    /// process: this thread waits for it, so no other outcome is reported first).
+    fn aborted(&self) -> Error {
+        signal::wait_if_ending();
+        Error::File { path: self.url.text.clone().into(), detail: "the upload was aborted".into() }
     }
 
     /// Sends the part buffered (creating the upload with the first), after waiting for
@@ -138,9 +149,7 @@ impl Upload {
         let payload = PutPayload::from(std::mem::take(&mut self.part));
         // Parts are numbered in the order `put_part` is called: here, in file order.
         let part = lock(&shared).as_mut().map(|u| u.put_part(payload));
-        let Some(part) = part else {
-            return Err(Error::File { path: self.url.text.clone().into(), detail: "the upload was aborted".into() });
-        };
+        let Some(part) = part else { return Err(self.aborted()) };
         self.tasks.push_back(runtime().spawn(part));
         self.parts += 1;
         if self.parts.is_multiple_of(PARTS_PER_SIZE) {
@@ -152,7 +161,11 @@ impl Upload {
     /// Waits for the oldest part in flight.
     fn wait_oldest(&mut self) -> Result<()> {
         let Some(task) = self.tasks.pop_front() else { return Ok(()) };
-        match futures::executor::block_on(task) {
+        let done = futures::executor::block_on(task);
+        if done.as_ref().is_ok_and(|r| r.is_err()) {
+            signal::wait_if_ending(); // a part refused because a signal aborted the upload
+        }
+        match done {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(store_error(&self.url.text, "uploading a part", e)),
             Err(e) => Err(Error::File { path: self.url.text.clone().into(), detail: format!("uploading a part: {e}") }),
@@ -192,9 +205,7 @@ impl Upload {
             return Err(Error::OutputExists { path: self.url.text.clone().into() });
         }
         let shared = self.upload.clone().expect("an upload was created");
-        let Some(mut upload) = lock(&shared).take() else {
-            return Err(Error::File { path: self.url.text.clone().into(), detail: "the upload was aborted".into() });
-        };
+        let Some(mut upload) = lock(&shared).take() else { return Err(self.aborted()) };
         let completed = block_on(async move {
             match upload.complete().await {
                 Ok(_) => Ok(()),
@@ -271,7 +282,7 @@ fn abort(mut upload: Box<dyn MultipartUpload>) -> std::result::Result<(), String
 /// The uploads a signal aborts, and the thread that does it (the module doc).
 mod signal {
     use super::{abort, lock, Shared};
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::{LazyLock, Mutex, OnceLock};
 
     struct Open {
@@ -281,6 +292,17 @@ mod signal {
     }
 
     static OPEN: LazyLock<Mutex<Vec<Open>>> = LazyLock::new(Default::default);
+
+    /// A signal is ending the process (its uploads being aborted).
+    static ENDING: AtomicBool = AtomicBool::new(false);
+
+    /// Waits for the end of the process where a signal is ending it: an upload aborted
+    /// under a writer is not the run's outcome, the signal is.
+    pub(super) fn wait_if_ending() {
+        while ENDING.load(Ordering::SeqCst) {
+            std::thread::park();
+        }
+    }
 
     /// Adds an upload; while any is open, signals go to the aborting thread.
     pub(super) fn register(url: &str, upload: Shared) -> u64 {
@@ -322,6 +344,7 @@ mod signal {
                 // SAFETY: reads one byte into `sig`, from the pipe's read end we own.
                 let n = unsafe { libc::read(read_end, (&mut sig as *mut u8).cast(), 1) };
                 if n == 1 {
+                    ENDING.store(true, Ordering::SeqCst);
                     abort_open();
                     crate::parquet::interrupt::end_by_signal(sig as libc::c_int);
                 } else if n == 0 {

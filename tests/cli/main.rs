@@ -22,3 +22,4 @@ mod regress_types;
 mod show_bytes;
 mod sort;
 mod sort_hostile;
+mod store;

@@ -311,6 +311,7 @@ impl Sink {
 
     /// Completes an upload: the object appears, whole (checked first, unless `overwrite`,
     /// that none appeared meanwhile); returns its bytes. A local file is not touched here.
+    #[cfg_attr(not(feature = "object-store"), allow(unused_variables))]
     pub(crate) fn complete(self, overwrite: bool) -> Result<u64> {
         match self {
             Sink::File(_) => Err(Error::Internal("a local output is renamed into place, not completed".into())),

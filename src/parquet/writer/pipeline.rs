@@ -270,6 +270,7 @@ impl SortedParquetWriter {
         {
             use std::os::fd::AsRawFd;
             // An upload to an object store has no file to write back.
+            #[cfg_attr(not(feature = "object-store"), allow(irrefutable_let_patterns))]
             let crate::parquet::store::Sink::File(file) = self.writer.inner().get_ref() else { return };
             let fd = file.as_raw_fd();
             // SAFETY: `fd` is the open output file; the call only schedules writeback of

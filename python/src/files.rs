@@ -6,13 +6,13 @@ use crate::options::{EngineArgs, parse_by};
 use crate::run::{OnInterrupt, Shared, check_cancel, run};
 use corank::parquet::{
     MergeFilesOptions, MergeSummary, Passthrough, PlanOptions, SortFilesOptions, SortPhase, SortStrategy, SortSummary, WriterSettings,
-    expand_inputs, merge_files as merge_parquet, parse_compression, plan_merge_with, plan_sort, sort_files as sort_parquet,
+    expand_inputs_excluding, merge_files as merge_parquet, parse_compression, plan_merge_with, plan_sort, sort_files as sort_parquet,
 };
 use corank::{Error, Result, Setting, SortKey};
 use parquet::basic::Compression;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 /// The options `merge_files` and `sort_files` share, as the wrapper passes them.
@@ -52,57 +52,11 @@ impl FileArgs {
         }
     }
 
-    /// The input files (`expand_inputs`), the output never among them: one that a
-    /// directory or pattern finds is skipped, one named explicitly is an error; so are
-    /// temporary files of corank runs that a directory or pattern finds (the command line's
-    /// rules).
+    /// The input files, the output never among them (the command line's rules:
+    /// `expand_inputs_excluding`).
     fn input_paths(&self) -> Result<Vec<PathBuf>> {
-        let out = file_id(&self.output);
-        let mut paths = Vec::new();
-        for arg in &self.inputs {
-            let explicit = Path::new(arg).is_file();
-            for path in expand_inputs(std::slice::from_ref(arg))? {
-                let is_output = out.is_some() && file_id(&path) == out;
-                if explicit && is_output {
-                    return Err(Error::InvalidArgument(format!("output {} is also an input ({arg})", self.output.display())));
-                }
-                if is_output {
-                    log::info!("skipping {}: it is the output", path.display());
-                    continue;
-                }
-                if !explicit && is_leftover(&path) {
-                    log::warn!("skipping {}: a temporary file of a corank merge or sort (running, or killed)", path.display());
-                    continue;
-                }
-                paths.push(path);
-            }
-        }
-        if paths.is_empty() {
-            return Err(Error::InvalidArgument(format!("no input files besides the output {}", self.output.display())));
-        }
-        Ok(paths)
+        expand_inputs_excluding(&self.inputs, &self.output)
     }
-}
-
-/// Device and inode (the canonical path off Unix).
-fn file_id(path: &Path) -> Option<(u64, u64, PathBuf)> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino(), PathBuf::new()))
-    }
-    #[cfg(not(unix))]
-    {
-        path.canonicalize().ok().map(|p| (0, 0, p))
-    }
-}
-
-/// `.corank-<...>.tmp`, or a file inside a `.corank-sort-<16 hex digits>` spill directory.
-fn is_leftover(path: &Path) -> bool {
-    let temp = |n: &str| n.starts_with(".corank-") && n.ends_with(".tmp");
-    let spill = |n: &str| n.strip_prefix(".corank-sort-").is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
-    path.file_name().and_then(|n| n.to_str()).is_some_and(temp)
-        || path.parent().is_some_and(|p| p.components().any(|c| c.as_os_str().to_str().is_some_and(spill)))
 }
 
 /// `k DESC NULLS LAST, j ASC NULLS LAST`, as `--json` shows the key.

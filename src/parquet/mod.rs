@@ -14,7 +14,10 @@
 //!   sort removes its temporary output and spill files before the process ends;
 //! - [`Cancel`] (the options' `cancel`): a merge or sort stopped from another thread within
 //!   about 100 ms, returning [`Error::Cancelled`](crate::Error::Cancelled), its temporary
-//!   files removed, while the process goes on.
+//!   files removed, while the process goes on;
+//! - [`expand_inputs`] and [`expand_inputs_excluding`]: the command line's input arguments
+//!   (files, directories, globs) as paths, the output and corank's temporary files left out
+//!   by the second.
 //!
 //! ```no_run
 //! use corank::parquet::{merge_files, parse_order_by, plan_merge, MergeFilesOptions};
@@ -56,7 +59,7 @@ pub(crate) mod writer;
 
 // The entry points. Everything else in this folder is the crate's own.
 pub use crate::cancel::Cancel;
-pub use inputs::{expand_inputs, plan_merge, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
+pub use inputs::{expand_inputs, expand_inputs_excluding, plan_merge, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
 pub use interrupt::remove_temp_file_on_signal;
 pub use merge::passthrough::Passthrough;
 pub use merge::{dry_run, merge_files, DryRun, MergeFilesOptions, MergeSummary};

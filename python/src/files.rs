@@ -3,7 +3,7 @@
 //! summary that `--json` prints, as a dict.
 
 use crate::options::{EngineArgs, parse_by};
-use crate::run::{OnInterrupt, Shared, check_cancel, run};
+use crate::run::{OnInterrupt, Shared, run};
 use corank::parquet::{
     MergeFilesOptions, MergeSummary, Passthrough, PlanOptions, SortFilesOptions, SortPhase, SortStrategy, SortSummary, WriterSettings,
     expand_inputs_excluding, merge_files as merge_parquet, parse_compression, plan_merge_with, plan_sort, sort_files as sort_parquet,
@@ -106,22 +106,24 @@ pub fn merge_files<'py>(
     let prepared = || -> Result<(MergeFilesOptions, Option<Vec<SortKey>>)> {
         let (by, compression) = args.prepare()?;
         let passthrough = passthrough.parse::<Passthrough>()?;
-        let options =
-            MergeFilesOptions { engine: engine.options()?, memory_limit: args.memory_limit, writer: args.writer(compression), passthrough };
+        let options = MergeFilesOptions {
+            engine: engine.options()?,
+            memory_limit: args.memory_limit,
+            writer: args.writer(compression),
+            passthrough,
+            cancel: None,
+        };
         Ok((options, by))
     };
     let (options, by) = prepared().map_err(crate::errors::to_py)?;
     let memory_limit = options.memory_limit;
     let output = args.output.clone();
     let done = run(py, OnInterrupt::WaitForCancel, progress.as_ref(), move |shared: &Shared| {
+        let options = MergeFilesOptions { cancel: Some(shared.cancel.clone()), ..options };
         let paths = args.input_paths()?;
         let plan = plan_merge_with(&paths, by, &args.plan_options())?;
         shared.total.store(plan.total_rows, Ordering::Relaxed);
-        check_cancel_here(shared)?;
-        let on_progress = |rows: usize| {
-            shared.done.store(rows, Ordering::Relaxed);
-            check_cancel(shared);
-        };
+        let on_progress = |rows: usize| shared.done.store(rows, Ordering::Relaxed);
         let summary = merge_parquet(&plan, &args.output, &options, &on_progress)?;
         Ok(MergeDone { summary, by: show_keys(&plan.keys), compression: options.writer.compression })
     })?;
@@ -155,15 +157,6 @@ pub fn merge_files<'py>(
     d.set_item("passthrough_row_groups", s.passthrough_row_groups)?;
     d.set_item("passthrough_codec_kept_row_groups", s.passthrough_codec_kept_row_groups)?;
     Ok(d)
-}
-
-/// Stops before the work starts writing where the caller already gave up (the unwind of
-/// [`check_cancel`] is for the library's call-backs only).
-fn check_cancel_here(shared: &Shared) -> Result<()> {
-    if shared.cancel.load(Ordering::Relaxed) {
-        return Err(Error::Internal("cancelled".into()));
-    }
-    Ok(())
 }
 
 /// What a finished sort reports, beside the summary itself.
@@ -202,6 +195,7 @@ pub fn sort_files<'py>(
             temp_dir: temp_dir.clone(),
             spill_compression,
             strategy: strategy.parse::<SortStrategy>()?,
+            cancel: None,
         };
         Ok((options, by))
     };
@@ -209,18 +203,17 @@ pub fn sort_files<'py>(
     let (memory_limit, compression, spill_compression) = (options.memory_limit, options.writer.compression, options.spill_compression);
     let output = args.output.clone();
     let done = run(py, OnInterrupt::WaitForCancel, progress.as_ref(), move |shared: &Shared| {
+        let options = SortFilesOptions { cancel: Some(shared.cancel.clone()), ..options };
         let paths = args.input_paths()?;
         let plan = plan_sort(&paths, by, &args.plan_options(), &args.output, &options)?;
         let total = plan.inputs.total_rows;
         shared.total.store(2 * total, Ordering::Relaxed);
-        check_cancel_here(shared)?;
         let on_progress = |phase: SortPhase, rows: usize| {
             let done = match phase {
                 SortPhase::Runs => rows,
                 SortPhase::Merge => total + rows,
             };
             shared.done.store(done, Ordering::Relaxed);
-            check_cancel(shared);
         };
         let summary = sort_parquet(&plan, &args.output, &options, &on_progress)?;
         Ok(SortDone { summary, by: show_keys(&plan.inputs.keys) })

@@ -1,5 +1,5 @@
 //! `1.5 GiB`: byte counts for people. One source, compiled into the library (its messages)
-//! and into the binary (`#[path]`), so it stays out of the library's public API.
+//! and into the CLI's tests (`#[path]`), so it stays out of the library's public API.
 
 /// `1.5 GiB` (one decimal, binary units; `512 B` below a KiB).
 pub fn show_bytes(n: u64) -> String {

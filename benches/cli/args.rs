@@ -41,9 +41,10 @@ pub struct BenchArgs {
     /// The column `--sort` sorts by (one the files are not sorted by).
     #[arg(long, default_value = "l_partkey")]
     pub sort_key: String,
-    /// `--memory-limit` of corank (both commands).
-    #[arg(long, default_value = "2GiB")]
-    pub memory_limit: String,
+    /// `--memory-limit` of corank (both commands); none: corank's default (half the memory
+    /// available), as DuckDB and Polars run with theirs.
+    #[arg(long)]
+    pub memory_limit: Option<String>,
 }
 
 /// `datafusion-copy [--no-order] OUT KEY FILE...`: the stock DataFusion contender (and, with

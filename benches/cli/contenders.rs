@@ -86,7 +86,10 @@ pub fn command_for(contender: &str, args: &BenchArgs, programs: &Programs, files
         "corank-gpu" | "corank-cpu" => {
             cmd = Command::new(&programs.corank);
             cmd.args([command, "-q", "--force", "--by", key, "--engine", &contender[7..], "--compression", "zstd(3)"]);
-            cmd.args(["--memory-limit", &args.memory_limit, "-o"]);
+            if let Some(limit) = &args.memory_limit {
+                cmd.args(["--memory-limit", limit]);
+            }
+            cmd.arg("-o");
             cmd.arg(output);
             cmd.args(files);
         }
@@ -101,7 +104,10 @@ pub fn command_for(contender: &str, args: &BenchArgs, programs: &Programs, files
         FLOOR_CORANK => {
             cmd = Command::new(&programs.corank);
             cmd.args(["merge", "-q", "--force", "--by", key, "--engine", "cpu", "--compression", "zstd(3)", "--passthrough", "never"]);
-            cmd.args(["--memory-limit", &args.memory_limit, "-o"]);
+            if let Some(limit) = &args.memory_limit {
+                cmd.args(["--memory-limit", limit]);
+            }
+            cmd.arg("-o");
             cmd.arg(output);
             cmd.args(files);
         }

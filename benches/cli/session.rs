@@ -16,10 +16,10 @@ use std::time::Instant;
 pub fn run(args: &BenchArgs, programs: &Programs) -> Result<()> {
     let (results, contenders) = measure_all(args, programs)?;
     if args.sort {
-        println!("sort by {} (corank sort, --memory-limit {})", args.sort_key, args.memory_limit);
+        println!("sort by {} (corank sort, --memory-limit {})", args.sort_key, table::memory_limit_shown(args));
     }
     print!("{}", table::render(&results, &contenders));
-    if let Some(line) = table::memory_bound(&results, &args.memory_limit) {
+    if let Some(line) = table::memory_bound(&results, args) {
         println!("{line}");
     }
     let chart =

@@ -1,5 +1,6 @@
 //! The comparison's table (Markdown) and its line on corank's peak RSS.
 
+use super::args::BenchArgs;
 use super::contenders::{Contender, FLOOR};
 use super::measure::Measurement;
 use super::units::{group_digits, parse_bytes};
@@ -50,11 +51,24 @@ pub fn render(results: &[Measurement], contenders: &[Contender]) -> String {
     out
 }
 
-/// Whether every corank run's peak RSS stayed within `memory_limit` (corank's
-/// `--memory-limit`) + 20%, as a line naming the runs over it; None where no corank run's
+/// corank's memory limit in the run: `--memory-limit` as given, or the default's size.
+pub fn memory_limit_shown(args: &BenchArgs) -> String {
+    match &args.memory_limit {
+        Some(limit) => limit.clone(),
+        None => format!("{:.1} GiB (default)", corank::parquet::default_memory_limit() as f64 / (1u64 << 30) as f64),
+    }
+}
+
+/// Whether every corank run's peak RSS stayed within its memory limit (`--memory-limit`, or
+/// corank's default) + 20%, as a line naming the runs over it; None where no corank run's
 /// RSS is known or the limit is not a size.
-pub fn memory_bound(results: &[Measurement], memory_limit: &str) -> Option<String> {
-    let bound = parse_bytes(memory_limit).ok()? as f64 * 1.2;
+pub fn memory_bound(results: &[Measurement], args: &BenchArgs) -> Option<String> {
+    let limit = match &args.memory_limit {
+        Some(limit) => parse_bytes(limit).ok()?,
+        None => corank::parquet::default_memory_limit(),
+    };
+    let memory_limit = memory_limit_shown(args);
+    let bound = limit as f64 * 1.2;
     let corank = || results.iter().filter(|m| m.contender.starts_with("corank"));
     if !corank().any(|m| m.peak_rss.is_some()) {
         return None;

@@ -6,7 +6,10 @@
 use super::units::{group_digits, parse_bytes, parse_count};
 use crate::engine::placement::{self, CpuBecause, PlannedEngine as Planned};
 use crate::parquet::inputs::expand_inputs_excluding;
-use crate::parquet::{parse_order_by, MergePlan, WriterSettings};
+use crate::parquet::{
+    available_memory, default_memory_limit, parse_order_by, AvailableMemory, MemorySource, MergePlan, WriterSettings, DEFAULT_MEMORY_SHARE,
+};
+use crate::show_bytes::show_bytes;
 use crate::{Engine, Error, Result, SortKey};
 use clap::{Arg, ArgAction, Args};
 use parquet::basic::Compression;
@@ -44,10 +47,15 @@ pub struct CommonArgs {
     /// Most bytes of Arrow data per output row group (before encoding).
     #[arg(long, default_value = "128MiB", value_parser = parse_bytes)]
     pub max_row_group_bytes: usize,
-    // The approximate cap on the memory the command holds (help: FlagHelp).
-    #[arg(long, default_value = "2GiB", value_parser = parse_bytes)]
-    pub memory_limit: usize,
+    // The approximate cap on the memory the command holds (help: FlagHelp); none given:
+    // `default_memory_limit`, half the memory available (`memory_limit()`).
+    #[arg(long, value_parser = parse_bytes)]
+    pub memory_limit: Option<usize>,
 }
+
+/// What `--help` says of `--memory-limit`'s default, after each command's own words.
+const MEMORY_LIMIT_DEFAULT_HELP: &str =
+    "[default: half the memory available to the process: the physical memory, or its cgroup's limit (a container's, a job's) where lower]";
 
 /// What the command prints: the progress bar and the summary line, the JSON object, the
 /// dry run's plan, `-v`'s lines. The help of `-v` and `--dry-run` is each command's
@@ -82,7 +90,7 @@ impl FlagHelp {
     /// `arg` with its help from here where it is one of these flags, else as it is.
     pub fn set(&self, arg: Arg) -> Arg {
         let help = match arg.get_id().as_str() {
-            "memory_limit" => self.memory_limit,
+            "memory_limit" => return arg.help(format!("{} {MEMORY_LIMIT_DEFAULT_HELP}", self.memory_limit)),
             "verbose" => self.verbose,
             "dry_run" => self.dry_run,
             _ => return arg,
@@ -91,7 +99,37 @@ impl FlagHelp {
     }
 }
 
+/// What the default memory limit is a share of: `half of 23.4 GiB of physical memory`.
+pub fn memory_limit_source() -> String {
+    let share = if DEFAULT_MEMORY_SHARE == 0.5 { "half".to_string() } else { format!("{:.0}%", DEFAULT_MEMORY_SHARE * 100.0) };
+    match available_memory() {
+        Some(AvailableMemory { bytes, source: MemorySource::Physical }) => {
+            format!("default, {share} of {} of physical memory", show_bytes(bytes))
+        }
+        Some(AvailableMemory { bytes, source: MemorySource::Cgroup }) => {
+            format!("default, {share} of the cgroup's {} limit", show_bytes(bytes))
+        }
+        None => "default; the memory available is unknown here".to_string(),
+    }
+}
+
 impl CommonArgs {
+    /// `--memory-limit`, or the library's default (half the memory available).
+    pub fn memory_limit(&self) -> usize {
+        match self.memory_limit {
+            Some(limit) => limit,
+            None => default_memory_limit(),
+        }
+    }
+
+    /// Where `--memory-limit`'s value came from, for `--dry-run`: the flag, or the default
+    /// and what it is half of.
+    pub fn memory_limit_origin(&self) -> String {
+        match self.memory_limit {
+            Some(_) => "--memory-limit".to_string(),
+            None => memory_limit_source(),
+        }
+    }
     /// The first checks, before any file is looked at: `-o -` refused, `--by` and
     /// `--compression` parsed.
     pub fn parse_key_and_compression(&self) -> Result<(Option<Vec<SortKey>>, Compression)> {

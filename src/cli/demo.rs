@@ -74,7 +74,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
             compression: "zstd(3)".into(),
             row_group_size: 1 << 20,
             max_row_group_bytes: 128 << 20,
-            memory_limit: 2 << 30,
+            memory_limit: None,
         },
         check_sorted: true,
         passthrough: crate::parquet::Passthrough::Auto,

@@ -112,7 +112,7 @@ pub fn prepare(args: &MergeArgs) -> Result<Prepared> {
     );
     let options = MergeFilesOptions {
         engine: common.engine.options(),
-        memory_limit: common.memory_limit,
+        memory_limit: common.memory_limit(),
         writer: common.writer(compression),
         passthrough: args.passthrough,
         cancel: None,
@@ -264,8 +264,9 @@ fn dry_run_text(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &Pl
     }
     let windows: usize = dry.window_bytes.iter().sum();
     out += &format!(
-        "memory: limit {}; Parquet decoders {} ({} row group{} of a run decoded at once); windows {} in all, up to {} a run; output row groups up to {} rows and {}; round pieces of {}; input files {}\n",
+        "memory: limit {} ({}); Parquet decoders {} ({} row group{} of a run decoded at once); windows {} in all, up to {} a run; output row groups up to {} rows and {}; round pieces of {}; input files {}\n",
         show_bytes(dry.memory_limit as u64),
+        args.common.memory_limit_origin(),
         show_bytes(dry.decoder_bytes as u64),
         dry.decoders_per_run,
         if dry.decoders_per_run == 1 { "" } else { "s" },
@@ -300,6 +301,7 @@ fn dry_run_json(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &Pl
         .collect();
     let memory = Json::object()
         .field("memory_limit", dry.memory_limit)
+        .field("memory_limit_origin", args.common.memory_limit_origin())
         .field("decoder_bytes", dry.decoder_bytes)
         .field("decoders_per_run", dry.decoders_per_run)
         .field("window_bytes", dry.window_bytes.iter().sum::<usize>())

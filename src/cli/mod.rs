@@ -218,11 +218,19 @@ where
     };
     logging::init(verbose);
     let memory_limit = match &cli.command {
-        Command::Merge(args) => Some(args.common.memory_limit),
-        Command::Sort(args) => Some(args.common.memory_limit),
+        Command::Merge(args) => Some(args.common.memory_limit()),
+        Command::Sort(args) => Some(args.common.memory_limit()),
         _ => None,
     };
     if let Some(limit) = memory_limit {
+        let common = match &cli.command {
+            Command::Merge(args) => &args.common,
+            Command::Sort(args) => &args.common,
+            Command::Demo(_) => unreachable!("demo has no memory limit"),
+        };
+        if common.memory_limit.is_none() {
+            log::info!("memory limit {} ({})", crate::show_bytes::show_bytes(limit as u64), common.memory_limit_origin());
+        }
         cap_malloc_arenas(limit);
     }
     // The pool's threads named for profiles (`top -H`, `perf`); rayon's defaults otherwise.

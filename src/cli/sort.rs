@@ -133,7 +133,7 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
     let paths = common.input_paths(&args.inputs)?;
     let options = SortFilesOptions {
         engine: common.engine.options(),
-        memory_limit: common.memory_limit,
+        memory_limit: common.memory_limit(),
         writer: common.writer(compression),
         temp_dir: args.temp_dir.clone(),
         spill_compression,
@@ -268,8 +268,9 @@ fn dry_run_text(args: &SortArgs, prepared: &Prepared, engine: &str) -> String {
         );
     }
     out += &format!(
-        "memory: limit {}; Parquet decoders {}; chunks up to {} (about {} sorted run{}{}); batches of {} rows, {} input row groups decoded at once; row groups up to {}\n",
+        "memory: limit {} ({}); Parquet decoders {}; chunks up to {} (about {} sorted run{}{}); batches of {} rows, {} input row groups decoded at once; row groups up to {}\n",
         show_bytes(prepared.options.memory_limit as u64),
+        args.common.memory_limit_origin(),
         show_bytes(plan.decoder_bytes as u64),
         show_bytes(plan.chunk_bytes as u64),
         plan.estimated_runs,
@@ -304,6 +305,7 @@ fn dry_run_json(args: &SortArgs, prepared: &Prepared, engine: &str) -> Json {
     let inputs = &plan.inputs;
     dry_run_json_head(&args.common.output, inputs)
         .field("memory_limit", prepared.options.memory_limit)
+        .field("memory_limit_origin", args.common.memory_limit_origin())
         .field("decoder_bytes", plan.decoder_bytes)
         .field("chunk_bytes", plan.chunk_bytes)
         .field("estimated_runs", plan.estimated_runs)

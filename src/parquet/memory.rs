@@ -1,4 +1,5 @@
-//! The memory budget: how a merge, a sort and `--dry-run` split the memory limit, in one
+//! The memory budget: the limit a merge or a sort holds itself to when not told
+//! ([`default_memory_limit`]), and how a merge, a sort and `--dry-run` split it, in one
 //! place, so the plan printed is the plan run. Sizes are the real size of decoded batches,
 //! not Parquet's uncompressed sizes (dictionary-encoded strings decode to many times those),
 //! estimated from the footers.
@@ -43,11 +44,42 @@
 //! a time plans its own memory: `sort_by_columns::plan_columns`.)
 
 use super::inputs::{decoder_bytes as row_group_decoder_bytes, MergePlan, Run, DECODER_BYTES_PER_COLUMN};
-use super::os::open_file_budget;
+use super::os::{available_memory, open_file_budget};
 use super::writer::row_group_bytes_within;
 use crate::error::{Error, Result, Setting};
 use crate::frontier::DEFAULT_WINDOW_ROWS;
 use crate::show_bytes::show_bytes;
+
+/// The share of the memory available to the process ([`available_memory`]) that a merge
+/// or a sort takes when no limit is given: a half. The peak stays within the limit and 20%
+/// (docs/memory.md), so 60% of what the machine or the container has at most, which
+/// leaves the rest to the page cache, other processes and the CUDA context. DuckDB takes
+/// 80% by default; Polars sets no limit.
+pub const DEFAULT_MEMORY_SHARE: f64 = 0.5;
+
+/// The limit where the memory available cannot be read (not Linux or a Unix).
+const FALLBACK_MEMORY_LIMIT: usize = 2 << 30;
+
+/// The memory limit a merge or a sort takes when none is given, in bytes: half the memory
+/// available to the process, which is the physical memory or the limit of its cgroup (a
+/// container, a systemd unit, a batch job) where that is lower; 2 GiB where neither can be
+/// read. The default of [`MergeFilesOptions::memory_limit`](crate::parquet::MergeFilesOptions::memory_limit),
+/// [`SortFilesOptions::memory_limit`](crate::parquet::SortFilesOptions::memory_limit) and
+/// the CLI's `--memory-limit`.
+///
+/// ```
+/// let limit = corank::parquet::default_memory_limit();
+/// match corank::parquet::available_memory() {
+///     Some(m) => assert_eq!(limit as u64, m.bytes / 2),
+///     None => assert_eq!(limit, 2 << 30),
+/// }
+/// ```
+pub fn default_memory_limit() -> usize {
+    match available_memory() {
+        Some(m) => (m.bytes as f64 * DEFAULT_MEMORY_SHARE) as usize,
+        None => FALLBACK_MEMORY_LIMIT,
+    }
+}
 
 /// Fewest rows a run's window may hold (or the whole run, if smaller); a smaller memory
 /// limit is refused.

@@ -1,5 +1,5 @@
 //! The `corank` binary end to end (`merge`, `sort`, what pipelines need), and the
-//! regressions of real-world input files. One test binary of four (see `tests/merge/main.rs`).
+//! regressions of real-world input files. One test binary of three (see `tests/merge/main.rs`).
 
 mod bench;
 mod cli_common;
@@ -18,5 +18,7 @@ mod regress_dictionary;
 mod regress_files;
 mod regress_hostile;
 mod regress_types;
+#[path = "../../src/show_bytes.rs"]
+mod show_bytes;
 mod sort;
 mod sort_hostile;

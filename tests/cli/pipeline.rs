@@ -117,7 +117,7 @@ fn json_summary_is_one_object_with_the_files_numbers() {
     assert_eq!(v["rounds"].as_u64(), Some(v["rounds_cpu"].as_u64().unwrap()));
     assert_eq!(v["compression"], "zstd(3)");
     assert_eq!(v["by"], "k0 ASC NULLS LAST, k1 ASC NULLS LAST");
-    assert_eq!(v["memory_limit"].as_u64(), Some(2 << 30));
+    assert_eq!(v["memory_limit"].as_u64(), Some(corank::parquet::default_memory_limit() as u64), "the default: half the memory available");
     for key in ["elapsed_s", "read_s", "merge_s", "write_s", "rows_per_s"] {
         assert!(v[key].as_f64().is_some_and(|s| s >= 0.0), "{key}: {}", v[key]);
     }
@@ -246,6 +246,7 @@ fn dry_run_lists_the_runs_and_writes_nothing() {
     assert_eq!(v["files"][0]["bytes"].as_u64(), Some(std::fs::metadata(&paths[0]).unwrap().len()));
     let memory = &v["memory"];
     assert_eq!(memory["memory_limit"].as_u64(), Some(64 << 20));
+    assert_eq!(memory["memory_limit_origin"], "--memory-limit");
     let windows: u64 = runs.iter().map(|r| r["window_bytes"].as_u64().unwrap()).sum();
     assert!(windows > 0 && windows == memory["window_bytes"].as_u64().unwrap());
     assert!(windows <= (64 << 20) / 4, "windows {windows} beyond a quarter of the limit");
@@ -259,6 +260,29 @@ fn dry_run_lists_the_runs_and_writes_nothing() {
     let res = corank(&args_with(&shown, &["-o", &out_s, "--dry-run", "--memory-limit", "1KiB"]));
     assert_eq!(res.status.code(), Some(2), "{}", text(&res.stderr));
     assert!(text(&res.stderr).contains("--memory-limit 1.0 KiB is too small"), "{}", text(&res.stderr));
+
+    // No --memory-limit: half the memory available, said in the plan, the JSON and -v.
+    let res = corank(&args_with(&shown, &["-o", &out_s, "--dry-run", "--json"]));
+    assert!(res.status.success(), "{}", text(&res.stderr));
+    let memory = one_json_object(&res)["memory"].clone();
+    let default = corank::parquet::default_memory_limit() as u64;
+    assert_eq!(memory["memory_limit"].as_u64(), Some(default));
+    let available = corank::parquet::available_memory().expect("Linux tells").bytes;
+    assert_eq!(default, available / 2);
+    let origin = memory["memory_limit_origin"].as_str().unwrap();
+    assert!(origin.starts_with("default, half of ") && (origin.ends_with("of physical memory") || origin.ends_with("limit")), "{origin}");
+    let res = corank(&args_with(&shown, &["-o", &out_s, "--dry-run"]));
+    assert!(
+        text(&res.stdout).contains(&format!("memory: limit {} ({origin})", crate::show_bytes::show_bytes(default))),
+        "{}",
+        text(&res.stdout)
+    );
+    let res = corank(&args_with(&shown, &["-o", &out_s, "--dry-run", "-v"]));
+    assert!(
+        text(&res.stderr).contains(&format!("memory limit {} ({origin})", crate::show_bytes::show_bytes(default))),
+        "{}",
+        text(&res.stderr)
+    );
 
     // An existing output: refused without --force as the merge would; with --force left as it is.
     std::fs::write(&output, "keep me").unwrap();

@@ -45,7 +45,8 @@ use writer_thread::{check_blocks, write_all, ToWriter};
 pub struct MergeFilesOptions {
     /// Which engine, kernel and device merge each round.
     pub engine: EngineOptions,
-    /// Approximate cap on the memory the merge holds, in bytes.
+    /// Approximate cap on the memory the merge holds, in bytes; by default
+    /// [`default_memory_limit`](crate::parquet::default_memory_limit) (half the memory available).
     pub memory_limit: usize,
     /// How the output is written (codec, row-group size, overwrite); its `row_group_bytes` is
     /// capped by what the memory limit leaves the writer.
@@ -61,7 +62,7 @@ impl Default for MergeFilesOptions {
     fn default() -> Self {
         Self {
             engine: EngineOptions::default(),
-            memory_limit: 2 << 30,
+            memory_limit: super::memory::default_memory_limit(),
             writer: WriterSettings::default(),
             passthrough: Passthrough::Auto,
             cancel: None,

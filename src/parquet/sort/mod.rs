@@ -93,7 +93,8 @@ impl std::str::FromStr for SortStrategy {
 pub struct SortFilesOptions {
     /// Which engine sorts the chunks and merges the runs.
     pub engine: EngineOptions,
-    /// Approximate cap on the memory the sort holds, in bytes (2 GiB by default).
+    /// Approximate cap on the memory the sort holds, in bytes; by default
+    /// [`default_memory_limit`](crate::parquet::default_memory_limit) (half the memory available).
     pub memory_limit: usize,
     /// The output's settings.
     pub writer: WriterSettings,
@@ -113,7 +114,7 @@ impl Default for SortFilesOptions {
     fn default() -> Self {
         Self {
             engine: EngineOptions::default(),
-            memory_limit: 2 << 30,
+            memory_limit: super::memory::default_memory_limit(),
             writer: WriterSettings::default(),
             temp_dir: None,
             spill_compression: Compression::LZ4_RAW,

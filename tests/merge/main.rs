@@ -2,7 +2,7 @@
 //! degenerate input, and the same on the GPU engine (`gpu_api`: skips without a GPU unless
 //! `CORANK_REQUIRE_GPU=1`). Tests of the engine, the keys and the Parquet passthrough from
 //! the inside are unit tests beside that code (`src/engine/tests/`, `src/keys/tests.rs`,
-//! `src/parquet/merge/tests.rs`).
+//! `src/parquet/merge/tests/`).
 //!
 //! Each directory under `tests/` is one test binary (`merge`, `cli`, `datafusion`),
 //! its files modules of it: every release test binary links arrow, Parquet and DataFusion

@@ -9,6 +9,8 @@
 mod cache;
 mod co_rank;
 #[cfg(feature = "gpu")]
+mod devices;
+#[cfg(feature = "gpu")]
 mod gather;
 #[cfg(feature = "gpu")]
 mod kernels;

@@ -265,6 +265,10 @@ fn merges_and_sorts_read_and_write_s3_as_local_files() {
         assert_eq!(rows_of(&get(&b, &key), d, "s.parquet"), sorted, "--strategy {strategy}");
         assert_eq!(std::fs::read_dir(spill.path()).unwrap().count(), 0, "the spill files are removed");
     }
+    // S3 to a local file (the default strategy).
+    let sorted_local = d.join("sorted-from-s3.parquet");
+    ok(&[&["sort", "-q", "--by", "v DESC"], &remote[..], &["-o", s(&sorted_local)]].concat());
+    assert_eq!(rows_at(&sorted_local), sorted);
     let (_, uploads) = keys_and_uploads(&b);
     assert!(uploads.is_empty(), "no upload left open: {uploads:?}");
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 /// The storage options corank reads itself (the others go to the stores' builders):
 /// `max_retries` (transient errors retried per request, default 10), `retry_timeout`
 /// (seconds a request is retried for, default 180), `part_size` (bytes of an upload's parts,
-/// default 16 MiB; S3 needs 5 MiB or more but for the last), `max_concurrency` (requests of
+/// default 8 MiB; S3 needs 5 MiB or more but for the last), `max_concurrency` (requests of
 /// one reader or upload at once, default 8).
 pub const STORAGE_OPTION_KEYS: [&str; 4] = ["max_retries", "retry_timeout", "part_size", "max_concurrency"];
 
@@ -32,7 +32,7 @@ pub(crate) struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { max_retries: 10, retry_timeout: Duration::from_secs(180), part_size: 16 << 20, max_concurrency: 8 }
+        Settings { max_retries: 10, retry_timeout: Duration::from_secs(180), part_size: 8 << 20, max_concurrency: 8 }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The output in a store: written as a multipart upload, streamed from the writer part by
 //! part, that appears only when completed; aborted otherwise.
 //!
-//! Parts of `part_size` bytes (a storage option, 16 MiB by default; doubled every 1,000
+//! Parts of `part_size` bytes (a storage option, 8 MiB by default; doubled every 1,000
 //! parts, so S3's 10,000 parts hold any file) go out as soon as they are full, up to
 //! `max_concurrency` at once: the writer waits for the oldest beyond that, so the output
 //! holds `(max_concurrency + 1) × part_size` bytes of memory at most. The upload is created

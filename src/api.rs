@@ -90,30 +90,13 @@ pub fn merge_columns(runs: &[Vec<ArrayRef>], keys: &[SortKey], options: &MergeOp
     Ok(Permutation { run_offsets: encoded.run_offsets, indices, engine, key_bytes })
 }
 
-/// Checks that every run has run 0's columns (names and types) and finds the sort columns.
+/// Checks that every run has run 0's columns (names and types; metadata and nullability
+/// may differ) and finds the sort columns.
 pub(crate) fn key_columns(runs: &[RecordBatch], keys: &[SortKey]) -> Result<Vec<Vec<ArrayRef>>> {
     if keys.is_empty() {
         return Err(Error::InvalidArgument("at least one sort key is required".into()));
     }
-    let Some(first) = runs.first() else { return Ok(vec![]) };
-    let schema = first.schema();
-    for (r, batch) in runs.iter().enumerate().skip(1) {
-        let other = batch.schema();
-        if other.fields().len() != schema.fields().len() {
-            return Err(Error::SchemaMismatch {
-                run: r,
-                detail: format!("{} columns instead of {}", other.fields().len(), schema.fields().len()),
-            });
-        }
-        for (a, b) in schema.fields().iter().zip(other.fields()) {
-            if a.name() != b.name() || a.data_type() != b.data_type() {
-                return Err(Error::SchemaMismatch {
-                    run: r,
-                    detail: format!("column {}: {} instead of {}: {}", b.name(), b.data_type(), a.name(), a.data_type()),
-                });
-            }
-        }
-    }
+    crate::gather::check_same_columns(runs)?;
     runs.iter()
         .enumerate()
         .map(|(r, batch)| {

@@ -208,6 +208,12 @@ pub enum Error {
         /// previous row group's last key.
         detail: String,
     },
+    /// The work was cancelled through its [`Cancel`](crate::Cancel) token (a Parquet merge's or
+    /// sort's `cancel` option): it stopped and removed its temporary output and spill files;
+    /// an existing output is untouched.
+    /// CLI exit code 1 (the `corank` binary itself never cancels: Ctrl-C ends it by the
+    /// signal, after `corank::parquet::remove_temp_file_on_signal`'s handler cleaned up).
+    Cancelled,
     /// A bug: an invariant of corank does not hold (a worker thread panicked, a stage ended
     /// early). Not caused by the input; worth a report.
     /// CLI exit code 1.
@@ -265,6 +271,7 @@ impl fmt::Display for Error {
             Error::FileNotSorted { path, row_group, row, detail } => {
                 write!(f, "{}: not sorted: row group {row_group}, row {row}: {detail}", path.display())
             }
+            Error::Cancelled => write!(f, "cancelled: stopped before the end, nothing written"),
             Error::Internal(m) => write!(f, "internal error (a bug in corank): {m}"),
         }
     }

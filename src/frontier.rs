@@ -32,7 +32,8 @@
 //! rule with the merge deferred.
 
 use crate::api::MergeOptions;
-use crate::engine::{device, merge_keys, placement};
+use crate::cancel::Cancel;
+use crate::engine::{device, merge_keys_until, placement};
 use crate::error::{Error, Result};
 use crate::gather::gather;
 use crate::keys::encode_runs;
@@ -279,17 +280,24 @@ impl RoundInput {
     /// `A1 A2`; indices are global, in the batches' order either way). Otherwise as
     /// [`crate::api::merge_columns`].
     pub fn merge(self) -> Result<MergedRound> {
+        self.merge_until(None)
+    }
+
+    /// [`merge`](Self::merge) that stops with [`Error::Cancelled`](crate::Error::Cancelled)
+    /// once `cancel` is set (the Parquet merge's).
+    pub(crate) fn merge_until(self, cancel: Option<&Cancel>) -> Result<MergedRound> {
         let RoundInput { runs, keys, specs, options, schema, input_starts, rows, .. } = self;
         if rows == 0 {
             let perm = Permutation { run_offsets: vec![0], indices: Indices::U32(vec![]), engine: Engine::Cpu, key_bytes: 0 };
             return Ok(MergedRound { runs, perm, schema, engine: options.engine });
         }
         let encoded = encode_runs(&keys, &specs)?;
+        crate::cancel::check(cancel)?;
         // The full comparator is only needed where keys may tie on different values.
         let full = if encoded.exact { None } else { Some(FullComparator::new(&keys, &specs, &encoded.run_offsets)?) };
         let mut input_offsets: Vec<usize> = input_starts.iter().map(|&r| encoded.run_offsets[r]).collect();
         input_offsets.dedup(); // inputs with no rows this round
-        let (mut indices, engine) = merge_keys(&encoded.keys, &input_offsets, &options.engine)?;
+        let (mut indices, engine) = merge_keys_until(&encoded.keys, &input_offsets, &options.engine, cancel)?;
         if let Some(full) = &full {
             resolve_ties(&mut indices, &encoded.keys, full);
         }

@@ -35,6 +35,7 @@
 #![cfg_attr(not(all(feature = "cli", feature = "gpu")), allow(dead_code, unused_imports))]
 
 mod api;
+mod cancel;
 #[cfg(feature = "cli")]
 pub mod cli;
 #[cfg(feature = "datafusion")]
@@ -70,6 +71,7 @@ mod common;
 pub const DEFAULT_BATCH_SIZE: usize = 8192;
 
 pub use api::{merge, merge_columns, merge_permutation, MergeOptions};
+pub use cancel::Cancel;
 pub use engine::{gpu_availability, gpu_device_name, merge_keys, warm_up_gpu};
 pub use error::{Error, Result, Setting};
 pub use frontier::{FrontierMerge, FrontierOptions, MergedChunk, MergedRound, RoundInput};

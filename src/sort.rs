@@ -13,6 +13,7 @@
 //! arrow's row format for the same [`SortOptions`](arrow::compute::SortOptions).
 
 use crate::api::key_columns;
+use crate::cancel::Cancel;
 use crate::engine::merge_keys_carrying;
 use crate::engine::sort::sort_keys;
 use crate::error::{Error, Result};
@@ -77,10 +78,22 @@ impl SortBatchesOptions {
 /// # Ok::<(), corank::Error>(())
 /// ```
 pub fn sort_columns(batches: &[Vec<ArrayRef>], keys: &[SortKey], options: &SortBatchesOptions) -> Result<Permutation> {
+    sort_columns_until(batches, keys, options, None)
+}
+
+/// [`sort_columns`] that stops with [`Error::Cancelled`] once `cancel` is set (between its
+/// steps, and within the CPU sort: [`sort_keys`]). The Parquet sort's.
+pub(crate) fn sort_columns_until(
+    batches: &[Vec<ArrayRef>],
+    keys: &[SortKey],
+    options: &SortBatchesOptions,
+    cancel: Option<&Cancel>,
+) -> Result<Permutation> {
     let encoded = encode_runs(batches, keys)?;
+    crate::cancel::check(cancel)?;
     // The full comparator is only needed where keys may tie on different values.
     let full = if encoded.exact { None } else { Some(FullComparator::new(batches, keys, &encoded.run_offsets)?) };
-    let (mut indices, engine) = sort_keys(&encoded.keys, &options.engine)?;
+    let (mut indices, engine) = sort_keys(&encoded.keys, &options.engine, cancel)?;
     if let Some(full) = &full {
         // Equal words form contiguous segments of the sorted output, each in input order
         // (the sort is stable): a stable sort of each by the full comparator finishes it.
@@ -191,8 +204,19 @@ fn in_chunks<T: Copy + Default + Send>(n: usize, chunk_offsets: &[usize], f: imp
 /// # Ok::<(), corank::Error>(())
 /// ```
 pub fn sort_permutation(batches: &[RecordBatch], keys: &[SortKey], options: &SortBatchesOptions) -> Result<Permutation> {
+    sort_permutation_until(batches, keys, options, None)
+}
+
+/// [`sort_permutation`] that stops with [`Error::Cancelled`] once `cancel` is set
+/// ([`sort_columns_until`]).
+pub(crate) fn sort_permutation_until(
+    batches: &[RecordBatch],
+    keys: &[SortKey],
+    options: &SortBatchesOptions,
+    cancel: Option<&Cancel>,
+) -> Result<Permutation> {
     let columns = key_columns(batches, keys)?;
-    sort_columns(&columns, keys, options)
+    sort_columns_until(&columns, keys, options, cancel)
 }
 
 /// Sorts RecordBatches stably by `keys` into batches of `options.batch_size` rows (shorter

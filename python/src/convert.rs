@@ -151,9 +151,10 @@ pub fn conform(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, ar
     RecordBatch::try_new(schema, columns)
 }
 
-/// The schema the runs merge under: the first run's names, types and metadata, a column
-/// nullable where any run's is (runs whose columns differ otherwise keep their schema, and
-/// corank reports them).
+/// The schema the runs merge under, as the library's merge and sort output it: the first
+/// run's names, types and metadata (schema and fields), a column nullable where any run's
+/// is. Batches need only [`conform`]: the library merges runs whose metadata or
+/// nullability differ.
 pub fn common_schema(schemas: &[SchemaRef]) -> Option<SchemaRef> {
     let first = schemas.first()?;
     let mut fields: Vec<arrow::datatypes::Field> = first.fields().iter().map(|f| f.as_ref().clone()).collect();
@@ -168,18 +169,4 @@ pub fn common_schema(schemas: &[SchemaRef]) -> Option<SchemaRef> {
         }
     }
     Some(std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, first.metadata().clone())))
-}
-
-/// `batch` under `schema` ([`common_schema`]): columns cast where [`castable`] allows, then
-/// the schema's nullability and metadata (pandas, for one, writes schema metadata that
-/// differs from frame to frame). A batch whose columns differ otherwise is left as it is.
-pub fn unify(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, arrow::error::ArrowError> {
-    let batch = conform(batch, schema)?;
-    let theirs = batch.schema();
-    let same_columns = theirs.fields().len() == schema.fields().len()
-        && theirs.fields().iter().zip(schema.fields()).all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
-    if !same_columns || theirs == *schema {
-        return Ok(batch);
-    }
-    RecordBatch::try_new(schema.clone(), batch.columns().to_vec())
 }

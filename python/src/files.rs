@@ -3,16 +3,16 @@
 //! summary that `--json` prints, as a dict.
 
 use crate::options::{EngineArgs, parse_by};
-use crate::run::{OnInterrupt, Shared, check_cancel, run};
+use crate::run::{OnInterrupt, Shared, run};
 use corank::parquet::{
     MergeFilesOptions, MergeSummary, Passthrough, PlanOptions, SortFilesOptions, SortPhase, SortStrategy, SortSummary, WriterSettings,
-    expand_inputs, merge_files as merge_parquet, parse_compression, plan_merge_with, plan_sort, sort_files as sort_parquet,
+    expand_inputs_excluding, merge_files as merge_parquet, parse_compression, plan_merge_with, plan_sort, sort_files as sort_parquet,
 };
 use corank::{Error, Result, Setting, SortKey};
 use parquet::basic::Compression;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 /// The options `merge_files` and `sort_files` share, as the wrapper passes them.
@@ -52,57 +52,11 @@ impl FileArgs {
         }
     }
 
-    /// The input files (`expand_inputs`), the output never among them: one that a
-    /// directory or pattern finds is skipped, one named explicitly is an error; so are
-    /// temporary files of corank runs that a directory or pattern finds (the command line's
-    /// rules).
+    /// The input files, the output never among them (the command line's rules:
+    /// `expand_inputs_excluding`).
     fn input_paths(&self) -> Result<Vec<PathBuf>> {
-        let out = file_id(&self.output);
-        let mut paths = Vec::new();
-        for arg in &self.inputs {
-            let explicit = Path::new(arg).is_file();
-            for path in expand_inputs(std::slice::from_ref(arg))? {
-                let is_output = out.is_some() && file_id(&path) == out;
-                if explicit && is_output {
-                    return Err(Error::InvalidArgument(format!("output {} is also an input ({arg})", self.output.display())));
-                }
-                if is_output {
-                    log::info!("skipping {}: it is the output", path.display());
-                    continue;
-                }
-                if !explicit && is_leftover(&path) {
-                    log::warn!("skipping {}: a temporary file of a corank merge or sort (running, or killed)", path.display());
-                    continue;
-                }
-                paths.push(path);
-            }
-        }
-        if paths.is_empty() {
-            return Err(Error::InvalidArgument(format!("no input files besides the output {}", self.output.display())));
-        }
-        Ok(paths)
+        expand_inputs_excluding(&self.inputs, &self.output)
     }
-}
-
-/// Device and inode (the canonical path off Unix).
-fn file_id(path: &Path) -> Option<(u64, u64, PathBuf)> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino(), PathBuf::new()))
-    }
-    #[cfg(not(unix))]
-    {
-        path.canonicalize().ok().map(|p| (0, 0, p))
-    }
-}
-
-/// `.corank-<...>.tmp`, or a file inside a `.corank-sort-<16 hex digits>` spill directory.
-fn is_leftover(path: &Path) -> bool {
-    let temp = |n: &str| n.starts_with(".corank-") && n.ends_with(".tmp");
-    let spill = |n: &str| n.strip_prefix(".corank-sort-").is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
-    path.file_name().and_then(|n| n.to_str()).is_some_and(temp)
-        || path.parent().is_some_and(|p| p.components().any(|c| c.as_os_str().to_str().is_some_and(spill)))
 }
 
 /// `k DESC NULLS LAST, j ASC NULLS LAST`, as `--json` shows the key.
@@ -152,22 +106,24 @@ pub fn merge_files<'py>(
     let prepared = || -> Result<(MergeFilesOptions, Option<Vec<SortKey>>)> {
         let (by, compression) = args.prepare()?;
         let passthrough = passthrough.parse::<Passthrough>()?;
-        let options =
-            MergeFilesOptions { engine: engine.options()?, memory_limit: args.memory_limit, writer: args.writer(compression), passthrough };
+        let options = MergeFilesOptions {
+            engine: engine.options()?,
+            memory_limit: args.memory_limit,
+            writer: args.writer(compression),
+            passthrough,
+            cancel: None,
+        };
         Ok((options, by))
     };
     let (options, by) = prepared().map_err(crate::errors::to_py)?;
     let memory_limit = options.memory_limit;
     let output = args.output.clone();
     let done = run(py, OnInterrupt::WaitForCancel, progress.as_ref(), move |shared: &Shared| {
+        let options = MergeFilesOptions { cancel: Some(shared.cancel.clone()), ..options };
         let paths = args.input_paths()?;
         let plan = plan_merge_with(&paths, by, &args.plan_options())?;
         shared.total.store(plan.total_rows, Ordering::Relaxed);
-        check_cancel_here(shared)?;
-        let on_progress = |rows: usize| {
-            shared.done.store(rows, Ordering::Relaxed);
-            check_cancel(shared);
-        };
+        let on_progress = |rows: usize| shared.done.store(rows, Ordering::Relaxed);
         let summary = merge_parquet(&plan, &args.output, &options, &on_progress)?;
         Ok(MergeDone { summary, by: show_keys(&plan.keys), compression: options.writer.compression })
     })?;
@@ -201,15 +157,6 @@ pub fn merge_files<'py>(
     d.set_item("passthrough_row_groups", s.passthrough_row_groups)?;
     d.set_item("passthrough_codec_kept_row_groups", s.passthrough_codec_kept_row_groups)?;
     Ok(d)
-}
-
-/// Stops before the work starts writing where the caller already gave up (the unwind of
-/// [`check_cancel`] is for the library's call-backs only).
-fn check_cancel_here(shared: &Shared) -> Result<()> {
-    if shared.cancel.load(Ordering::Relaxed) {
-        return Err(Error::Internal("cancelled".into()));
-    }
-    Ok(())
 }
 
 /// What a finished sort reports, beside the summary itself.
@@ -248,6 +195,7 @@ pub fn sort_files<'py>(
             temp_dir: temp_dir.clone(),
             spill_compression,
             strategy: strategy.parse::<SortStrategy>()?,
+            cancel: None,
         };
         Ok((options, by))
     };
@@ -255,18 +203,17 @@ pub fn sort_files<'py>(
     let (memory_limit, compression, spill_compression) = (options.memory_limit, options.writer.compression, options.spill_compression);
     let output = args.output.clone();
     let done = run(py, OnInterrupt::WaitForCancel, progress.as_ref(), move |shared: &Shared| {
+        let options = SortFilesOptions { cancel: Some(shared.cancel.clone()), ..options };
         let paths = args.input_paths()?;
         let plan = plan_sort(&paths, by, &args.plan_options(), &args.output, &options)?;
         let total = plan.inputs.total_rows;
         shared.total.store(2 * total, Ordering::Relaxed);
-        check_cancel_here(shared)?;
         let on_progress = |phase: SortPhase, rows: usize| {
             let done = match phase {
                 SortPhase::Runs => rows,
                 SortPhase::Merge => total + rows,
             };
             shared.done.store(done, Ordering::Relaxed);
-            check_cancel(shared);
         };
         let summary = sort_parquet(&plan, &args.output, &options, &on_progress)?;
         Ok(SortDone { summary, by: show_keys(&plan.inputs.keys) })

@@ -6,7 +6,7 @@
 //! module adds for it: the order check where one chunk of a run meets the next
 //! ([`check_junctions`]), and errors and indices told in the caller's runs and rows.
 
-use crate::convert::{ArrowStream, common_schema, import_batches, unify};
+use crate::convert::{ArrowStream, common_schema, conform, import_batches};
 use crate::options::{EngineArgs, parse_by};
 use crate::run::{OnInterrupt, run};
 use arrow::array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
@@ -50,7 +50,7 @@ impl Chunks {
             let mut row = 0;
             for b in batches {
                 let b = match &common {
-                    Some(common) => unify(b, common).map_err(crate::errors::arrow_error)?,
+                    Some(common) => conform(b, common).map_err(crate::errors::arrow_error)?,
                     None => b,
                 };
                 chunks.run_of.push(r);

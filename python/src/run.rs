@@ -2,49 +2,38 @@
 //! every [`POLL`] to run Python's signal handlers (Ctrl-C raises `KeyboardInterrupt` there)
 //! and to report progress.
 //!
-//! Cancelling: the library has no cancellation hook. The file functions cancel through their
-//! progress callback instead: once the flag is set, the next progress report unwinds out of
-//! the library ([`check_cancel`], `resume_unwind`, so no panic message), which drops the
-//! writer and with it the temporary output (and a sort's spill directory) on its way out,
-//! as any error does. The calling thread waits for that before it raises. The in-memory
-//! functions cannot be stopped: on Ctrl-C they return at once, and their thread finishes
-//! on its own and drops its result.
+//! Cancelling: the file functions hand the library [`Shared::cancel`], a `corank::Cancel`
+//! token (their options' `cancel`). On Ctrl-C (or an exception from the progress callback)
+//! the calling thread sets it and waits for the work to return: the library stops within
+//! about 100 ms, its temporary output and spill directory removed, and the exception is
+//! raised then. The in-memory functions have no token: on Ctrl-C they return at once, and
+//! their thread finishes on its own and drops its result.
 
 use pyo3::prelude::*;
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 /// How often the calling thread looks for signals and progress.
 pub const POLL: Duration = Duration::from_millis(50);
 
-/// The payload of the unwind that cancels a file merge or sort.
-struct Cancelled;
-
 /// What the work shares with the calling thread.
 #[derive(Default)]
 pub struct Shared {
-    /// Set when the caller gave up (Ctrl-C, or the progress callback raised).
-    pub cancel: AtomicBool,
+    /// Set when the caller gave up (Ctrl-C, or the progress callback raised); the file
+    /// functions pass it to the library.
+    pub cancel: corank::Cancel,
     /// Progress: units done so far, out of `total`.
     pub done: AtomicUsize,
     pub total: AtomicUsize,
 }
 
-/// Unwinds out of the library if the work was cancelled. Call it only where the library
-/// calls back (the file functions' progress), never on the caller's own stack.
-pub fn check_cancel(shared: &Shared) {
-    if shared.cancel.load(Ordering::Relaxed) {
-        std::panic::resume_unwind(Box::new(Cancelled));
-    }
-}
-
 /// How the caller stops waiting when it is interrupted.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum OnInterrupt {
-    /// Wait for the work to stop (it checks [`Shared::cancel`]): files are involved.
+    /// Wait for the work to stop (the library checks [`Shared::cancel`]): files are involved.
     WaitForCancel,
     /// Return at once; the work finishes on its own thread and its result is dropped.
     Abandon,
@@ -100,10 +89,11 @@ pub fn run<T: Send + 'static>(
                 // A signal that arrives after the work is done is left to Python, which
                 // raises it right after this call returns.
                 if let Err(e) = py.check_signals().and_then(|_| report()) {
-                    shared.cancel.store(true, Ordering::Relaxed);
+                    shared.cancel.cancel();
                     if on_interrupt == OnInterrupt::WaitForCancel {
-                        // The work stops at its next progress report; its temporary files go
-                        // with it.
+                        // The library stops within about 100 ms and removes its temporary
+                        // files first. Whatever it returns (`Cancelled`, or its result if it
+                        // was done) gives way to the exception.
                         py.detach(|| {
                             if let Ok(rx) = rx.lock() {
                                 let _ = rx.recv();
@@ -124,7 +114,6 @@ pub fn run<T: Send + 'static>(
                 Ok(value)
             }
             Ok(Err(e)) => Err(crate::errors::to_py(e)),
-            Err(p) if p.is::<Cancelled>() => Err(crate::errors::internal("cancelled")),
             Err(p) => Err(crate::errors::internal(format!("corank panicked: {}", panic_message(p.as_ref())))),
         };
     }

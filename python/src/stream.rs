@@ -65,8 +65,9 @@ impl PartitionStream for ReaderPartition {
             .await
             .ok()?;
             let batch = match next? {
-                // The batch under the partition's schema (nullability unified over the inputs).
-                Ok(b) => crate::convert::unify(b, &schema)
+                // The batch under the partition's schema (layouts cast, nullability and
+                // metadata the partition's): DataFusion wants its batches exactly so.
+                Ok(b) => crate::convert::conform(b, &schema)
                     .and_then(|b| RecordBatch::try_new(Arc::clone(&schema), b.columns().to_vec()))
                     .map_err(|e| DataFusionError::ArrowError(Box::new(e), None)),
                 Err(e) => Err(DataFusionError::ArrowError(Box::new(e), None)),

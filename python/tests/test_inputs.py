@@ -73,3 +73,16 @@ def test_mixed_sources(runs):
     pl = pytest.importorskip("polars")
     mixed = [runs[0], pl.from_arrow(runs[1]).to_arrow(), runs[2].to_batches() or runs[2], runs[3].to_reader()]
     assert_same_rows(corank.merge(mixed, by=BY), _want(runs))
+
+
+def test_metadata_that_differs_is_the_first_runs():
+    # pandas writes schema metadata of its own per frame; field metadata may differ too.
+    a = pa.table({"k": [1, 3], "v": ["a", "b"]}).replace_schema_metadata({"pandas": "frame 0"})
+    b = pa.table({"k": [2], "v": ["c"]}).replace_schema_metadata({"pandas": "frame 1"})
+    field = pa.field("k", pa.int64(), metadata={"unit": "s"})
+    c = pa.table([pa.array([0]), pa.array(["d"])], schema=pa.schema([field, pa.field("v", pa.string())]))
+    for fn in (corank.merge, corank.sort):
+        got = fn([a, b, c], by="k")
+        assert got["v"].to_pylist() == ["d", "a", "c", "b"]
+        assert got.schema.metadata == {b"pandas": b"frame 0"}
+        assert got.schema.field("k").metadata is None

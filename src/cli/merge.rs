@@ -115,6 +115,7 @@ pub fn prepare(args: &MergeArgs) -> Result<Prepared> {
         memory_limit: common.memory_limit(),
         writer: common.writer(compression),
         passthrough: args.passthrough,
+        cancel: None,
     };
     Ok(Prepared { plan, options })
 }

@@ -138,6 +138,7 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
         temp_dir: args.temp_dir.clone(),
         spill_compression,
         strategy: args.strategy,
+        cancel: None,
     };
     let plan = plan_sort(&paths, by, &PlanOptions { union_by_name: common.union_by_name }, &common.output, &options)?;
     common.wait_for_gpu(dry_run)?;

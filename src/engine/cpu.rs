@@ -7,6 +7,7 @@
 //! [`co_rank`] and merges that piece independently. The GPU kernels do the same per block.
 
 use super::co_rank::co_rank;
+use crate::cancel::{is_set, Cancel};
 use crate::keys::KeyWord;
 use crate::permutation::Indices;
 use rayon::prelude::*;
@@ -36,20 +37,26 @@ impl RowIndex for u64 {
 /// Stable merge of the sorted runs `keys[run_offsets[r]..run_offsets[r + 1]]`, returning the
 /// global index of every output row.
 pub fn merge_cpu<T: KeyWord>(keys: &[T], run_offsets: &[usize]) -> Indices {
+    merge_cpu_until(keys, run_offsets, None)
+}
+
+/// [`merge_cpu`] that stops early once `cancel` is set ([`merge_runs`]: its indices are
+/// then not in order, and the caller checks the token after).
+pub(crate) fn merge_cpu_until<T: KeyWord>(keys: &[T], run_offsets: &[usize], cancel: Option<&Cancel>) -> Indices {
     if keys.len() <= u32::MAX as usize {
-        Indices::U32(merge_tree::<T, u32>(keys, run_offsets))
+        Indices::U32(merge_tree::<T, u32>(keys, run_offsets, cancel))
     } else {
-        Indices::U64(merge_tree::<T, u64>(keys, run_offsets))
+        Indices::U64(merge_tree::<T, u64>(keys, run_offsets, cancel))
     }
 }
 
-fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec<I> {
+fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize], cancel: Option<&Cancel>) -> Vec<I> {
     let idx: Vec<I> = if keys.len() <= MIN_CHUNK {
         (0..keys.len()).map(I::from_usize).collect()
     } else {
         (0..keys.len()).into_par_iter().map(I::from_usize).collect()
     };
-    merge_runs::<T, I, false>(Cow::Borrowed(keys), idx, run_offsets)
+    merge_runs::<T, I, false>(Cow::Borrowed(keys), idx, run_offsets, cancel)
 }
 
 /// The merge tree from given start indices: stable merge of the sorted runs
@@ -63,10 +70,14 @@ fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize]) -> Vec
 /// [`merge_serial_branchless`]), for runs whose keys interleave at random (the sort's tiles
 /// and chunks), where a branch mispredicts every other row; the merge of sorted inputs keeps
 /// the branch, which is cheaper where long stretches come from one run.
+///
+/// Once `cancel` is set, no further level starts and the indices returned are not in
+/// order: the caller, which passed the token, checks it after ([`crate::cancel`]).
 pub(crate) fn merge_runs<T: KeyWord, I: RowIndex, const BRANCHLESS: bool>(
     keys: Cow<[T]>,
     mut idx: Vec<I>,
     run_offsets: &[usize],
+    cancel: Option<&Cancel>,
 ) -> Vec<I> {
     let n = keys.len();
     assert_eq!(*run_offsets.last().unwrap_or(&0), n, "run offsets must end at the key count");
@@ -90,7 +101,7 @@ pub(crate) fn merge_runs<T: KeyWord, I: RowIndex, const BRANCHLESS: bool>(
     let mut dst_idx: Vec<I> = vec![I::default(); n];
     let chunk = (n / (rayon::current_num_threads() * 8)).max(MIN_CHUNK);
     // Each level halves the number of runs; `bounds` holds run starts plus the end.
-    while bounds.len() > 2 {
+    while bounds.len() > 2 && !is_set(cancel) {
         // Pairs of adjacent runs: [bounds[2p], bounds[2p+1]) and [bounds[2p+1], bounds[2p+2]);
         // an odd last run is copied through as a pair with an empty second run.
         let pairs: Vec<(usize, usize, usize)> = (0..bounds.len() - 1)
@@ -106,6 +117,9 @@ pub(crate) fn merge_runs<T: KeyWord, I: RowIndex, const BRANCHLESS: bool>(
             merge_chunk::<T, I, BRANCHLESS>(sk, si, &pairs, 0, &mut dst_keys, &mut dst_idx);
         } else {
             dst_keys.par_chunks_mut(chunk).zip(dst_idx.par_chunks_mut(chunk)).enumerate().for_each(|(c, (out_k, out_i))| {
+                if is_set(cancel) {
+                    return; // the level is abandoned (see above)
+                }
                 let start = c * chunk;
                 merge_chunk::<T, I, BRANCHLESS>(sk, si, &pairs, start, out_k, out_i);
             });

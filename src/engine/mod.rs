@@ -23,6 +23,7 @@ mod tests;
 
 pub(crate) use placement::choose_engine;
 
+use crate::cancel::Cancel;
 #[cfg(not(feature = "gpu"))]
 use crate::error::Error;
 use crate::error::Result;
@@ -33,8 +34,8 @@ use crate::options::{Devices, Engine, EngineOptions};
 use crate::permutation::Indices;
 use crate::with_key_column;
 
-fn merge_on_cpu(keys: &KeyColumn, run_offsets: &[usize]) -> (Indices, Engine) {
-    (with_key_column!(keys, v => cpu::merge_cpu(v, run_offsets)), Engine::Cpu)
+fn merge_on_cpu(keys: &KeyColumn, run_offsets: &[usize], cancel: Option<&Cancel>) -> (Indices, Engine) {
+    (with_key_column!(keys, v => cpu::merge_cpu_until(v, run_offsets, cancel)), Engine::Cpu)
 }
 
 /// Whether the GPU engine can run here (built with the `gpu` feature, a driver, NVRTC and a
@@ -154,8 +155,24 @@ pub(crate) fn sort_on_gpu(_: &KeyColumn, _: &EngineOptions) -> Result<Indices> {
 /// # Ok::<(), corank::Error>(())
 /// ```
 pub fn merge_keys(keys: &KeyColumn, run_offsets: &[usize], options: &EngineOptions) -> Result<(Indices, Engine)> {
-    let cpu = || merge_on_cpu(keys, run_offsets).0;
-    choose_engine(options, keys.len(), "merging", cpu, || merge_on_gpu(keys, run_offsets, options))
+    merge_keys_until(keys, run_offsets, options, None)
+}
+
+/// [`merge_keys`] that stops with [`Error::Cancelled`](crate::Error::Cancelled) once `cancel` is set: the CPU merge
+/// looks at it between merge levels and between the pieces of a level; the GPU merge, short,
+/// runs to its end.
+pub(crate) fn merge_keys_until(
+    keys: &KeyColumn,
+    run_offsets: &[usize],
+    options: &EngineOptions,
+    cancel: Option<&Cancel>,
+) -> Result<(Indices, Engine)> {
+    crate::cancel::check(cancel)?;
+    let cpu = || merge_on_cpu(keys, run_offsets, cancel).0;
+    let merged = choose_engine(options, keys.len(), "merging", cpu, || merge_on_gpu(keys, run_offsets, options))?;
+    // A merge cut short returned indices out of order: they never leave.
+    crate::cancel::check(cancel)?;
+    Ok(merged)
 }
 
 /// Merges sorted runs of keys whose rows carry the indices `idx` (one per key, same order)
@@ -177,8 +194,12 @@ pub(crate) fn merge_keys_carrying(
     let cpu = || {
         let (keys, idx) = owned.borrow_mut().take().expect("choose_engine runs the CPU merge at most once");
         match idx {
-            Indices::U32(i) => Indices::U32(with_key_column!(keys, v => cpu::merge_runs::<_, _, true>(Cow::Owned(v), i, run_offsets))),
-            Indices::U64(i) => Indices::U64(with_key_column!(keys, v => cpu::merge_runs::<_, _, true>(Cow::Owned(v), i, run_offsets))),
+            Indices::U32(i) => {
+                Indices::U32(with_key_column!(keys, v => cpu::merge_runs::<_, _, true>(Cow::Owned(v), i, run_offsets, None)))
+            }
+            Indices::U64(i) => {
+                Indices::U64(with_key_column!(keys, v => cpu::merge_runs::<_, _, true>(Cow::Owned(v), i, run_offsets, None)))
+            }
         }
     };
     let gpu = || -> Result<Indices> {

@@ -16,6 +16,7 @@
 //! keys in input order. The tile size changes only the speed, never the result.
 
 use super::cpu::{merge_runs, RowIndex};
+use crate::cancel::{is_set, Cancel};
 use crate::error::Result;
 use crate::keys::{KeyColumn, KeyWord};
 use crate::options::{Engine, EngineOptions};
@@ -43,14 +44,21 @@ pub fn sort_cpu<T: KeyWord>(keys: &[T]) -> Indices {
 /// on few keys.
 #[doc(hidden)]
 pub fn sort_cpu_with_tile<T: KeyWord>(keys: &[T], tile: usize) -> Indices {
+    sort_cpu_until(keys, tile, None)
+}
+
+/// [`sort_cpu_with_tile`] that stops early once `cancel` is set (tiles not yet sorted are
+/// skipped, no further merge level starts): its indices are then not in order, and the
+/// caller checks the token after.
+fn sort_cpu_until<T: KeyWord>(keys: &[T], tile: usize, cancel: Option<&Cancel>) -> Indices {
     if keys.len() <= u32::MAX as usize {
-        Indices::U32(sort_tiles::<T, u32>(keys, tile.max(1)))
+        Indices::U32(sort_tiles::<T, u32>(keys, tile.max(1), cancel))
     } else {
-        Indices::U64(sort_tiles::<T, u64>(keys, tile.max(1)))
+        Indices::U64(sort_tiles::<T, u64>(keys, tile.max(1), cancel))
     }
 }
 
-fn sort_tiles<T: KeyWord, I: RowIndex>(keys: &[T], tile: usize) -> Vec<I> {
+fn sort_tiles<T: KeyWord, I: RowIndex>(keys: &[T], tile: usize, cancel: Option<&Cancel>) -> Vec<I> {
     let n = keys.len();
     let mut sorted: Vec<T> = vec![T::default(); n];
     let mut idx: Vec<I> = vec![I::default(); n];
@@ -60,6 +68,9 @@ fn sort_tiles<T: KeyWord, I: RowIndex>(keys: &[T], tile: usize) -> Vec<I> {
     sorted.par_chunks_mut(tile).zip(idx.par_chunks_mut(tile)).enumerate().for_each_init(
         || Vec::with_capacity(tile),
         |pairs: &mut Vec<(T, I)>, (t, (out_k, out_i))| {
+            if is_set(cancel) {
+                return;
+            }
             let base = t * tile;
             pairs.clear();
             pairs.extend(keys[base..base + out_k.len()].iter().enumerate().map(|(i, &k)| (k, I::from_usize(base + i))));
@@ -72,13 +83,21 @@ fn sort_tiles<T: KeyWord, I: RowIndex>(keys: &[T], tile: usize) -> Vec<I> {
     );
     // 2. The tiles are sorted runs: merge them, carrying their positions.
     let offsets: Vec<usize> = (0..n).step_by(tile).chain(std::iter::once(n)).collect();
-    merge_runs::<T, I, true>(Cow::Owned(sorted), idx, &offsets)
+    merge_runs::<T, I, true>(Cow::Owned(sorted), idx, &offsets, cancel)
 }
 
 /// Sorts keys with the chosen engine (the choice of `super::placement::choose_engine`: `gpu_min_rows`,
 /// the fallback to the CPU by `OnGpuFailure`); returns the indices (for every output row its
 /// input position, stable) and the engine that ran. Both engines return the same indices.
-pub fn sort_keys(keys: &KeyColumn, options: &EngineOptions) -> Result<(Indices, Engine)> {
-    let cpu = || with_key_column!(keys, v => sort_cpu(v));
-    super::placement::choose_engine(options, keys.len(), "sorting", cpu, || super::sort_on_gpu(keys, options))
+///
+/// Stops with [`Error::Cancelled`](crate::Error::Cancelled) once `cancel` is set: the CPU
+/// sort looks at it between tiles and between merge levels (a level of 10M keys takes tens
+/// of milliseconds); the GPU sort, short, runs to its end.
+pub fn sort_keys(keys: &KeyColumn, options: &EngineOptions, cancel: Option<&Cancel>) -> Result<(Indices, Engine)> {
+    crate::cancel::check(cancel)?;
+    let cpu = || with_key_column!(keys, v => sort_cpu_until(v, SORT_TILE, cancel));
+    let sorted = super::placement::choose_engine(options, keys.len(), "sorting", cpu, || super::sort_on_gpu(keys, options))?;
+    // A sort cut short returned indices out of order: they never leave.
+    crate::cancel::check(cancel)?;
+    Ok(sorted)
 }

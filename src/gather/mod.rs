@@ -47,7 +47,7 @@ mod view;
 
 use crate::error::{Error, Result};
 use crate::permutation::{Indices, Permutation};
-use arrow::array::{ArrayRef, RecordBatch, UInt32Array, UInt64Array};
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, UInt32Array, UInt64Array};
 use arrow::compute::take_record_batch;
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::error::ArrowError;
@@ -62,7 +62,36 @@ use view::ViewColumn;
 #[cfg(feature = "parquet")]
 pub(crate) use piece::PieceGather;
 
-/// The output schema: run 0's, with a column nullable where any run's is.
+/// Checks that every run has run 0's columns: the same names and types, in the same order
+/// (nullability and metadata, of the schema or of a field, may differ: [`merged_schema`]).
+/// A run that differs is [`Error::SchemaMismatch`], naming the run and the column.
+pub(crate) fn check_same_columns(runs: &[RecordBatch]) -> Result<()> {
+    let Some(first) = runs.first() else { return Ok(()) };
+    let schema = first.schema();
+    for (r, batch) in runs.iter().enumerate().skip(1) {
+        let other = batch.schema();
+        if other.fields().len() != schema.fields().len() {
+            return Err(Error::SchemaMismatch {
+                run: r,
+                detail: format!("{} columns instead of {}", other.fields().len(), schema.fields().len()),
+            });
+        }
+        for (a, b) in schema.fields().iter().zip(other.fields()) {
+            if a.name() != b.name() || a.data_type() != b.data_type() {
+                return Err(Error::SchemaMismatch {
+                    run: r,
+                    detail: format!("column {}: {} instead of {}: {}", b.name(), b.data_type(), a.name(), a.data_type()),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The output schema: run 0's, its metadata and its fields' metadata included (as
+/// DataFusion's union and arrow's `concat_batches` keep the first input's), with a column
+/// nullable where any run's is. Runs whose schema or field metadata differ (pandas writes
+/// its own per data frame) merge all the same.
 fn merged_schema(runs: &[RecordBatch]) -> Arc<Schema> {
     let first = runs[0].schema();
     let fields: Vec<Field> = first
@@ -88,8 +117,16 @@ pub fn gather(runs: &[RecordBatch], perm: &Permutation, batch_size: usize) -> Re
         return Ok(vec![]);
     }
     check_fits(runs, perm)?;
+    check_same_columns(runs)?;
     let schema = merged_schema(runs);
-    let runs: Vec<RecordBatch> = runs.iter().map(|b| b.clone().with_schema(schema.clone())).collect::<Result<_, _>>()?;
+    // Every run under the output schema: the same columns, whatever their metadata says.
+    let runs: Vec<RecordBatch> = runs
+        .iter()
+        .map(|b| {
+            let options = RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
+            RecordBatch::try_new_with_options(schema.clone(), b.columns().to_vec(), &options)
+        })
+        .collect::<Result<_, _>>()?;
     if runs.len() == 1 && perm.len() == runs[0].num_rows() && is_identity(&perm.indices) {
         // One run merged: the identity; slice without copying. (A sort of one batch is not.)
         let n = runs[0].num_rows();

@@ -11,7 +11,13 @@
 //! - [`parse_order_by`] and [`parse_compression`]: the command line's `--by` and
 //!   `--compression` texts as library values;
 //! - [`remove_temp_file_on_signal`]: Ctrl-C (SIGINT, SIGTERM, SIGHUP) during a merge or a
-//!   sort removes its temporary output and spill files before the process ends.
+//!   sort removes its temporary output and spill files before the process ends;
+//! - [`Cancel`] (the options' `cancel`): a merge or sort stopped from another thread within
+//!   about 100 ms, returning [`Error::Cancelled`](crate::Error::Cancelled), its temporary
+//!   files removed, while the process goes on;
+//! - [`expand_inputs`] and [`expand_inputs_excluding`]: the command line's input arguments
+//!   (files, directories, globs) as paths, the output and corank's temporary files left out
+//!   by the second.
 //!
 //! ```no_run
 //! use corank::parquet::{merge_files, parse_order_by, plan_merge, MergeFilesOptions};
@@ -36,6 +42,8 @@
 //!
 //! Sorted row groups as DataFusion partitions are `corank::datafusion::SortedRowGroupsTable`.
 
+#[cfg(test)]
+mod cancel_tests;
 pub(crate) mod corrupt;
 pub(crate) mod inputs;
 pub(crate) mod interrupt;
@@ -50,7 +58,8 @@ pub(crate) mod sorting_columns;
 pub(crate) mod writer;
 
 // The entry points. Everything else in this folder is the crate's own.
-pub use inputs::{expand_inputs, plan_merge, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
+pub use crate::cancel::Cancel;
+pub use inputs::{expand_inputs, expand_inputs_excluding, plan_merge, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
 pub use interrupt::remove_temp_file_on_signal;
 pub use memory::{default_memory_limit, DEFAULT_MEMORY_SHARE};
 pub use merge::passthrough::Passthrough;

@@ -175,6 +175,42 @@ fn nullability_is_the_union_of_the_runs() {
     assert_eq!(k.iter().collect::<Vec<_>>(), [None, Some(1), Some(2), Some(3)]);
 }
 
+/// pandas writes schema metadata of its own per data frame: runs whose columns agree merge
+/// whatever their metadata (schema or field level) says, under the first run's.
+#[test]
+fn metadata_that_differs_is_the_first_runs() {
+    use std::collections::HashMap;
+    let with = |schema_meta: &str, field_meta: Option<&str>, k: Vec<i64>, v: Vec<&str>| {
+        let mut k_field = Field::new("k", DataType::Int64, true);
+        if let Some(m) = field_meta {
+            k_field = k_field.with_metadata(HashMap::from([("unit".to_string(), m.to_string())]));
+        }
+        let fields = vec![k_field, Field::new("v", DataType::Utf8, true)];
+        let schema = Schema::new_with_metadata(fields, HashMap::from([("pandas".to_string(), schema_meta.to_string())]));
+        RecordBatch::try_new(Arc::new(schema), vec![Arc::new(Int64Array::from(k)), Arc::new(StringArray::from(v))]).unwrap()
+    };
+    let runs = [
+        with("frame 0", Some("ms"), vec![1, 3], vec!["a", "b"]),
+        with("frame 1", None, vec![2, 3], vec!["c", "d"]),
+        with("frame 2", Some("s"), vec![0], vec!["e"]),
+        run(vec![4], vec!["f"]),
+    ];
+    let keys = [SortKey::asc("k")];
+    let out = merge(&runs, &keys, &MergeOptions::default().with_check_sorted(true)).unwrap();
+    assert_eq!(values(&out), ["e", "a", "c", "b", "d", "f"]);
+    let schema = out[0].schema();
+    assert_eq!(schema.metadata().get("pandas").map(String::as_str), Some("frame 0"));
+    assert_eq!(schema.field(0).metadata().get("unit").map(String::as_str), Some("ms"));
+    // Through the sort too (the batches are the runs), and with a run that really differs.
+    let sorted = corank::sort_batches(&runs, &keys, &Default::default()).unwrap();
+    assert_eq!(values(&sorted), ["e", "a", "c", "b", "d", "f"]);
+    assert_eq!(sorted[0].schema().metadata().get("pandas").map(String::as_str), Some("frame 0"));
+    let other = RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(vec![5])) as ArrayRef)]).unwrap();
+    let err = merge(&[runs[1].clone(), runs[0].clone(), other], &keys, &MergeOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::SchemaMismatch { run: 2, .. }), "{err}");
+    assert_eq!(err.to_string(), "run 2 has a schema that differs from run 0: 1 columns instead of 2");
+}
+
 #[test]
 fn gpu_engine_without_a_gpu_is_a_clear_error() {
     if corank_has_gpu() {

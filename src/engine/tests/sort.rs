@@ -107,7 +107,7 @@ fn engine_choice_of_the_sort() {
         EngineOptions::default().with_engine(Engine::Gpu).with_on_gpu_failure(OnGpuFailure::Error),
         EngineOptions::default().with_engine(Engine::Auto).with_on_gpu_failure(OnGpuFailure::Error),
     ] {
-        match (sort_keys(&keys, &options), &gpu) {
+        match (sort_keys(&keys, &options, None), &gpu) {
             (Ok((indices, ran)), Ok(())) => assert_eq!((indices.to_vec(), ran), (vec![1, 2, 0], Engine::Gpu)),
             (Err(Error::GpuUnavailable(m)), Err(why)) => assert_eq!(&m, why),
             (other, _) => panic!("{options:?} with GPU availability {gpu:?}: got {other:?}"),
@@ -115,7 +115,7 @@ fn engine_choice_of_the_sort() {
     }
     // Auto below gpu_min_rows, and Cpu: the CPU sort.
     for engine in [Engine::Cpu, Engine::Auto] {
-        let (indices, ran) = sort_keys(&keys, &EngineOptions::default().with_engine(engine)).unwrap();
+        let (indices, ran) = sort_keys(&keys, &EngineOptions::default().with_engine(engine), None).unwrap();
         assert_eq!((indices.to_vec(), ran), (vec![1, 2, 0], Engine::Cpu));
     }
     // Through the API: without a GPU the same error, nothing sorted.

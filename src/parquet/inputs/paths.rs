@@ -71,10 +71,21 @@ fn file_id(path: &Path) -> Option<FileId> {
 
 /// [`expand_inputs`], never yielding the output: a file that a directory or a glob pattern
 /// found and that is `output` (same device and inode, so hard links and symbolic links
-/// count), or a temporary file of a corank run (a temporary output, or a spill file in a
-/// sort's spill directory, of a run going on or killed: [`crate::parquet::leftovers`]), is left out;
-/// an input named explicitly that is `output` is an error. Without this a second merge over
-/// a directory that replaces its output (`overwrite`) would read its own previous output.
+/// count), or a temporary file of a corank run (`.corank-….tmp`, or a file in a sort's
+/// `.corank-sort-…` spill directory, of a run going on or killed), is left out with a log
+/// line; an input named explicitly that is `output` is an error, and so is nothing left.
+/// Without this a second merge over a directory that replaces its output (`overwrite`)
+/// would read its own previous output. What `corank merge` and `corank sort` read.
+///
+/// ```no_run
+/// use corank::parquet::{expand_inputs_excluding, plan_merge};
+/// use std::path::Path;
+///
+/// // `out.parquet` in `runs/` from an earlier merge is not read again.
+/// let paths = expand_inputs_excluding(&["runs/".to_string()], Path::new("runs/out.parquet"))?;
+/// let plan = plan_merge(&paths, None)?;
+/// # Ok::<(), corank::Error>(())
+/// ```
 pub fn expand_inputs_excluding(args: &[String], output: &Path) -> Result<Vec<PathBuf>> {
     let out_id = file_id(output);
     let mut paths = Vec::new();

@@ -25,6 +25,7 @@ mod tests;
 use super::inputs::{InputFile, MergePlan, Run};
 use super::memory::{merge_budget, MergeBudget};
 use super::writer::{SortedParquetWriter, WriterSettings, Written};
+use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::frontier::FrontierOptions;
 use crate::options::EngineOptions;
@@ -52,6 +53,9 @@ pub struct MergeFilesOptions {
     pub writer: WriterSettings,
     /// Whether row groups that need no merge are copied unchanged ([`Passthrough`]).
     pub passthrough: Passthrough,
+    /// Stops the merge from another thread ([`Cancel::cancel`]): it returns
+    /// [`Error::Cancelled`] within about 100 ms, the output left as it was (`None`: never).
+    pub cancel: Option<Cancel>,
 }
 
 impl Default for MergeFilesOptions {
@@ -61,6 +65,7 @@ impl Default for MergeFilesOptions {
             memory_limit: super::memory::default_memory_limit(),
             writer: WriterSettings::default(),
             passthrough: Passthrough::Auto,
+            cancel: None,
         }
     }
 }
@@ -149,6 +154,8 @@ pub fn merge_files(
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<MergeSummary> {
     let start = Instant::now();
+    let cancel = options.cancel.as_ref();
+    crate::cancel::check(cancel)?;
     // The GPU's start-up (context, cached kernels) overlaps opening the inputs and the
     // writer where a round may go to the GPU; a small `Auto` merge never touches it.
     if crate::engine::placement::warm_up_pays(&options.engine, plan.total_rows) {
@@ -171,6 +178,7 @@ pub fn merge_files(
         plan.total_rows,
         writer_settings,
     )?;
+    writer.set_cancel(options.cancel.clone());
     let schedule = schedule(plan, options.passthrough, options.writer.compression, writer.parquet_schema(), row_group_rows);
     match &schedule.off {
         Some(why) => log::info!("no row group copied unchanged: {why}"),
@@ -212,6 +220,7 @@ pub fn merge_files(
         },
         piece_bytes,
         converter: &converter,
+        cancel,
     };
     let mut tally = Tally::new(&options.engine);
     let (written, write_time) = phases.run(writer, output, progress, &mut tally)?;
@@ -255,6 +264,8 @@ struct Phases<'a> {
     frontier_options: FrontierOptions,
     piece_bytes: usize,
     converter: &'a RowConverter,
+    /// Checked by every thread of the merge: per batch read, round, piece and message.
+    cancel: Option<&'a Cancel>,
 }
 
 impl<'a> Phases<'a> {
@@ -277,8 +288,8 @@ impl<'a> Phases<'a> {
             // The blocks' key columns, decoded and checked ahead of the merge.
             let (verified_tx, verified) = mpsc::sync_channel::<Result<Verified>>(64);
             if !self.schedule.blocks.is_empty() {
-                let converter = self.converter;
-                scope.spawn(move || check_blocks(plan, schedule, converter, verified_tx));
+                let (converter, cancel) = (self.converter, self.cancel);
+                scope.spawn(move || check_blocks(plan, schedule, converter, verified_tx, cancel));
             } else {
                 drop(verified_tx);
             }
@@ -307,6 +318,7 @@ impl<'a> Phases<'a> {
         // The readers of the next phase with rows, started while this one merges.
         let mut next: Option<(usize, Sources)> = None;
         for (k, runs) in self.phase_runs.iter().enumerate() {
+            crate::cancel::check(self.cancel)?;
             if has_rows(k) {
                 let sources = match next.take() {
                     Some((j, sources)) if j == k => sources,
@@ -328,6 +340,7 @@ impl<'a> Phases<'a> {
                     piece_bytes: self.piece_bytes,
                     converter: self.converter,
                     to_writer,
+                    cancel: self.cancel,
                 };
                 if !phase.run(&mut last, tally)? {
                     return Ok(()); // the writer failed; its error is reported by its thread
@@ -335,7 +348,8 @@ impl<'a> Phases<'a> {
             }
             if let Some(b) = self.schedule.blocks.get(k) {
                 let t = Instant::now();
-                let v = verified.recv().unwrap_or_else(|_| Err(Error::Internal("the block checker stopped".into())))?;
+                let v = crate::cancel::recv(verified, self.cancel)?
+                    .unwrap_or_else(|| Err(Error::Internal("the block checker stopped".into())))?;
                 tally.read_time += t.elapsed();
                 let first = Mark { row: v.first, run: b.run, file: b.file, row_group: b.row_group };
                 if let Some(before) = &last {
@@ -355,7 +369,7 @@ impl<'a> Phases<'a> {
 
     /// Starts reading `runs` (a phase's), each holding at most `ahead` + 1 batches.
     fn start<'scope>(&self, scope: &'scope std::thread::Scope<'scope, 'a>, runs: &'a [(usize, Run)], ahead: usize) -> Sources<'a> {
-        start_readers(scope, self.plan, runs, self.budgets, self.keep_open, self.decoders_per_run, ahead)
+        start_readers(scope, self.plan, runs, self.budgets, self.keep_open, self.decoders_per_run, ahead, self.cancel)
     }
 }
 

@@ -4,6 +4,7 @@
 //! or two phases), the order is checked again ([`Mark`]).
 
 use super::writer_thread::ToWriter;
+use crate::cancel::{check, is_set, Cancel};
 use crate::engine::auto::AutoChoice;
 use crate::error::{Error, Result};
 use crate::frontier::{FrontierMerge, FrontierOptions};
@@ -106,13 +107,17 @@ pub(super) struct Phase<'a> {
     pub(super) piece_bytes: usize,
     pub(super) converter: &'a RowConverter,
     pub(super) to_writer: &'a mpsc::SyncSender<ToWriter>,
+    /// Checked per batch, round and piece.
+    pub(super) cancel: Option<&'a Cancel>,
 }
 
 /// Starts reading the runs' parts of a phase: with few runs each decodes on its own thread
 /// of `scope`, ahead of the merge (decoding overlaps merging and writing), holding at most
 /// `ahead` + 1 batches it decoded, and a run of several row groups decodes
 /// `decoders_per_run` of them at once ([`parallel_run_reader`]); with many runs, the merge
-/// loop reads them, in parallel.
+/// loop reads them, in parallel. A reader thread stops before its next batch once `cancel`
+/// is set.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn start_readers<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     plan: &'env MergePlan,
@@ -121,6 +126,7 @@ pub(super) fn start_readers<'scope, 'env>(
     keep_open: bool,
     decoders_per_run: usize,
     ahead: usize,
+    cancel: Option<&'env Cancel>,
 ) -> Sources<'env> {
     if runs.len() > MAX_READER_THREADS {
         let readers = runs.iter().map(|(i, run)| RunReader::new(run, plan, budgets[*i], keep_open)).collect();
@@ -134,11 +140,15 @@ pub(super) fn start_readers<'scope, 'env>(
             let (send, receive) = mpsc::sync_channel::<Result<Option<RunBatch>>>(ahead);
             let decoders = decoders_per_run.min(run.row_groups.len());
             if decoders > 1 {
-                let mut groups = parallel_run_reader(plan, run, budget, decoders);
+                let mut groups = parallel_run_reader(plan, run, budget, decoders, cancel);
                 let mut taken = 0;
                 scope.spawn(move || {
                     crate::parquet::name_this_thread(&name);
                     loop {
+                        if is_set(cancel) {
+                            let _ = send.send(Err(Error::Cancelled));
+                            break;
+                        }
                         let next = groups.next_batch().map(|b| {
                             b.map(|b| {
                                 taken += b.num_rows();
@@ -157,6 +167,10 @@ pub(super) fn start_readers<'scope, 'env>(
                 scope.spawn(move || {
                     crate::parquet::name_this_thread(&name);
                     loop {
+                        if is_set(cancel) {
+                            let _ = send.send(Err(Error::Cancelled));
+                            break;
+                        }
                         let next = reader.next_batch();
                         let last = !matches!(next, Ok(Some((_, false))));
                         if send.send(next).is_err() || last {
@@ -170,6 +184,10 @@ pub(super) fn start_readers<'scope, 'env>(
         .collect();
     Sources::Threads(receivers)
 }
+
+/// Most batches of a piece gathered at once when the merge may be cancelled (tens of
+/// milliseconds of gathering).
+const CANCEL_PIECE_BATCHES: usize = 32;
 
 /// Batches a run of the next phase decodes ahead, besides the one it holds, while the
 /// phase before it merges ([`merge_files`](super::merge_files())): enough for a short part (a row group or two,
@@ -236,11 +254,12 @@ impl Phase<'_> {
     /// input's first row in the phase against `last`.
     fn fill(&self, frontier: &mut FrontierMerge, sources: &mut Sources, progress: &mut Progress, last: &Option<Mark>) -> Result<()> {
         loop {
+            check(self.cancel)?;
             let wanted: Vec<usize> = (0..self.runs.len()).filter(|&i| frontier.wants(i)).collect();
             if wanted.is_empty() {
                 return Ok(());
             }
-            for (i, batch) in next_batches(sources, &wanted) {
+            for (i, batch) in next_batches(sources, &wanted, self.cancel)? {
                 match batch? {
                     None => frontier.finish_input(i),
                     Some((b, is_last)) => {
@@ -283,9 +302,10 @@ impl Phase<'_> {
     fn round(&self, frontier: &mut FrontierMerge, tally: &mut Tally, filled: Duration) -> Result<bool> {
         let batch_size = self.frontier_options.batch_size;
         let t = Instant::now();
+        check(self.cancel)?;
         let round = frontier.take_round()?;
         let round = if tally.choice.cpu_next() { round.on_cpu() } else { round };
-        let round = round.merge()?;
+        let round = round.merge_until(self.cancel)?;
         let merged = t.elapsed();
         tally.choice.record(round.perm.engine, round.rows(), merged);
         match round.perm.engine {
@@ -294,11 +314,17 @@ impl Phase<'_> {
         }
         let rows = round.rows();
         let round_bytes: usize = round.runs.iter().map(batch_bytes).sum();
-        let piece_rows = (self.piece_bytes / (round_bytes / rows.max(1)).max(1)).max(batch_size) / batch_size * batch_size;
+        let mut piece_rows = (self.piece_bytes / (round_bytes / rows.max(1)).max(1)).max(batch_size) / batch_size * batch_size;
+        if self.cancel.is_some() {
+            // Shorter pieces let a cancel in sooner, cut at whole batches as before: the
+            // same batches reach the writer.
+            piece_rows = piece_rows.min(CANCEL_PIECE_BATCHES * batch_size);
+        }
         let mut at = 0;
         // Time spent waiting for the writer to take a piece (its channel holds one).
         let mut waited = Duration::ZERO;
         while at < rows {
+            check(self.cancel)?;
             let end = (at + piece_rows).min(rows);
             let piece = round.gather(at, end, batch_size)?;
             at = end;
@@ -345,14 +371,25 @@ impl Phase<'_> {
 }
 
 /// The next batch of each input in `wanted` (ascending): from its thread, or read here,
-/// the inputs in parallel.
-fn next_batches(sources: &mut Sources, wanted: &[usize]) -> Vec<(usize, Result<Option<RunBatch>>)> {
+/// the inputs in parallel. [`Error::Cancelled`] once `cancel` is set, also while waiting
+/// for a thread.
+fn next_batches(sources: &mut Sources, wanted: &[usize], cancel: Option<&Cancel>) -> Result<Vec<(usize, Result<Option<RunBatch>>)>> {
     match sources {
-        Sources::Threads(receivers) => wanted.iter().map(|&i| (i, receivers[i].recv().unwrap_or(Ok(None)))).collect(),
+        Sources::Threads(receivers) => wanted
+            .iter()
+            .map(|&i| {
+                // A thread that stopped without a word finished its run (or was cancelled).
+                let next = crate::cancel::recv(&receivers[i], cancel)?.unwrap_or(Ok(None));
+                check(cancel)?;
+                Ok((i, next))
+            })
+            .collect(),
         Sources::Inline(readers) => {
             let mut slots: Vec<(usize, &mut RunReader)> =
                 readers.iter_mut().enumerate().filter(|(i, _)| wanted.binary_search(i).is_ok()).collect();
-            slots.par_iter_mut().map(|(i, r)| (*i, r.next_batch())).collect()
+            let batches: Vec<_> = slots.par_iter_mut().map(|(i, r)| (*i, check(cancel).and_then(|()| r.next_batch()))).collect();
+            check(cancel)?;
+            Ok(batches)
         }
     }
 }

@@ -3,6 +3,7 @@
 //! and renames the output into place only on [`ToWriter::Finish`].
 
 use super::passthrough::{verify_block, Schedule, Verified};
+use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::parquet::inputs::MergePlan;
 use crate::parquet::writer::{SortedParquetWriter, Written};
@@ -72,12 +73,19 @@ pub(super) fn write_all(
 }
 
 /// The block checker's body: the copied row groups' key columns decoded and checked ahead
-/// of the merge, a few in parallel, sent in schedule order; stops at the first error or
-/// when the merge stops listening.
-pub(super) fn check_blocks(plan: &MergePlan, schedule: &Schedule, converter: &RowConverter, verified: mpsc::SyncSender<Result<Verified>>) {
+/// of the merge, a few in parallel, sent in schedule order; stops at the first error, when
+/// the merge stops listening, or once `cancel` is set.
+pub(super) fn check_blocks(
+    plan: &MergePlan,
+    schedule: &Schedule,
+    converter: &RowConverter,
+    verified: mpsc::SyncSender<Result<Verified>>,
+    cancel: Option<&Cancel>,
+) {
     crate::parquet::name_this_thread("corank-check");
     for chunk in schedule.blocks.chunks(rayon::current_num_threads().max(1)) {
-        let results: Vec<Result<Verified>> = chunk.par_iter().map(|b| verify_block(plan, b, converter)).collect();
+        let results: Vec<Result<Verified>> =
+            chunk.par_iter().map(|b| crate::cancel::check(cancel).and_then(|()| verify_block(plan, b, converter))).collect();
         for r in results {
             let failed = r.is_err();
             if verified.send(r).is_err() || failed {

@@ -28,6 +28,7 @@
 //! group follows its own batches.
 
 use super::{is_offset_overflow, resizes, rows_after_overflow};
+use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::parquet::corrupt::{catch, decode_error};
 use crate::parquet::inputs::conform;
@@ -84,6 +85,8 @@ pub struct OrderedRowGroups {
     schema: Option<SchemaRef>,
     /// Rows handed out so far.
     rows: usize,
+    /// Stops the reader and its decoders once set ([`OrderedRowGroups::with_cancel`]).
+    cancel: Option<Cancel>,
 }
 
 /// A row group decoding on its own thread, with the rows it handed out so far.
@@ -176,7 +179,16 @@ impl OrderedRowGroups {
             sizing,
             schema,
             rows: 0,
+            cancel: None,
         }
+    }
+
+    /// Stops once `cancel` is set: [`next_batch`](Self::next_batch) returns
+    /// [`Error::Cancelled`] (also while it waits for a decoder), and every decoder stops
+    /// before its next batch.
+    pub fn with_cancel(mut self, cancel: Option<Cancel>) -> Self {
+        self.cancel = cancel;
+        self
     }
 
     /// Starts decoding `source` (unit `unit` in list order) on a thread of its own.
@@ -192,6 +204,7 @@ impl OrderedRowGroups {
             // thread not started) keeps the promise as it is dropped.
             publisher: (unit == 0).then(|| FirstSizeGuard { first_size: self.first_size.clone(), fallback: self.sizing.first_rows() }),
             sizing: self.sizing,
+            cancel: self.cancel.clone(),
         };
         let name = format!("corank-read-{unit}");
         let spawned = std::thread::Builder::new().name(name).spawn(move || decoder.run(send));
@@ -208,7 +221,7 @@ impl OrderedRowGroups {
                 self.decoding.push_back(started);
             }
             let Some(front) = self.decoding.front_mut() else { return Ok(None) };
-            match front.batches.recv() {
+            match crate::cancel::recv(&front.batches, self.cancel.as_ref())?.ok_or(()) {
                 Ok(batch) => {
                     let (batch, bytes) = batch?;
                     self.budget.release(front.unit, bytes);
@@ -216,8 +229,10 @@ impl OrderedRowGroups {
                     self.rows += batch.num_rows();
                     return Ok(Some(batch));
                 }
-                Err(_) => {
-                    // The row group's decoder is done: every row its metadata counts came.
+                Err(()) => {
+                    // The row group's decoder is done (or was cancelled): every row its
+                    // metadata counts came.
+                    crate::cancel::check(self.cancel.as_ref())?;
                     let s = &front.source;
                     if front.rows != s.rows {
                         return Err(Error::File {
@@ -292,6 +307,7 @@ struct RowGroupDecoder {
     /// Unit 0's promise to set `first_size` (`None` for the others).
     publisher: Option<FirstSizeGuard>,
     sizing: BatchSizing,
+    cancel: Option<Cancel>,
 }
 
 impl RowGroupDecoder {
@@ -336,6 +352,9 @@ impl RowGroupDecoder {
                 }
             };
             loop {
+                if crate::cancel::is_set(self.cancel.as_ref()) {
+                    return; // the reader, cancelled too, reports it
+                }
                 // A panic of the decoder (corrupt pages) is an error like the others.
                 let batch = match catch(|| reader.next()) {
                     Ok(None) => return,

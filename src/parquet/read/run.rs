@@ -5,6 +5,7 @@
 
 use super::row_groups::{batch_bytes, BatchSizing, OrderedRowGroups, RowGroupSource};
 use super::{is_offset_overflow, resizes, rows_after_overflow};
+use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::parquet::corrupt::{catch, decode_error};
 use crate::parquet::inputs::{MergePlan, Run};
@@ -183,7 +184,13 @@ impl<'a> RunReader<'a> {
 /// one while it waits for room, the row group being read one beyond the budget, and the
 /// run's thread one it hands to the merge; the budget for batches decoded ahead is a
 /// quarter window.
-pub(crate) fn parallel_run_reader(plan: &MergePlan, run: &Run, window_bytes: usize, decoders: usize) -> OrderedRowGroups {
+pub(crate) fn parallel_run_reader(
+    plan: &MergePlan,
+    run: &Run,
+    window_bytes: usize,
+    decoders: usize,
+    cancel: Option<&Cancel>,
+) -> OrderedRowGroups {
     let f = &plan.files[run.file];
     let sources = (run.row_groups.iter().zip(&run.row_group_rows))
         .map(|(&row_group, &rows)| RowGroupSource { path: f.path.clone(), metadata: f.metadata.clone(), row_group, rows })
@@ -197,5 +204,5 @@ pub(crate) fn parallel_run_reader(plan: &MergePlan, run: &Run, window_bytes: usi
         extra_bytes_per_row: ROUND_BYTES_PER_ROW,
         max_rows: MAX_WINDOW_ROWS,
     };
-    OrderedRowGroups::new(sources, decoders, window_bytes / 4, sizing, Some(plan.schema.clone()))
+    OrderedRowGroups::new(sources, decoders, window_bytes / 4, sizing, Some(plan.schema.clone())).with_cancel(cancel.cloned())
 }

@@ -3,13 +3,14 @@
 
 use super::spill::{SpillDir, SpilledRun};
 use super::{SortPhase, SortPlan, SortSummary, BATCH_ROWS, SORT_BYTES_PER_ROW};
+use crate::cancel::{check, Cancel};
 use crate::error::Result;
 use crate::options::{Engine, EngineOptions};
 use crate::parquet::read::row_groups::{batch_bytes, BatchSizing, OrderedRowGroups, RowGroupSource};
 use crate::parquet::writer::{SortedParquetWriter, WriterSettings, Written};
 use crate::permutation::{Indices, Permutation};
 use crate::show_bytes::show_bytes;
-use crate::sort::{sort_permutation, SortBatchesOptions};
+use crate::sort::{sort_permutation_until, SortBatchesOptions};
 use crate::sort_key::SortKey;
 use arrow::array::RecordBatch;
 use parquet::file::metadata::KeyValue;
@@ -35,7 +36,14 @@ pub(super) fn input_reader(plan: &SortPlan) -> OrderedRowGroups {
     OrderedRowGroups::new(sources, plan.read_threads, plan.ahead_bytes, sizing, Some(plan.inputs.schema.clone()))
 }
 
+/// Most rows of a piece gathered at once when the sort may be cancelled (32 batches: tens
+/// of milliseconds).
+const CANCEL_PIECE_ROWS: usize = 32 * BATCH_ROWS;
+
 /// Sorts one chunk and writes it to `writer` in pieces; returns the engine that sorted.
+/// Stops with [`Error::Cancelled`](crate::Error::Cancelled) once `cancel` is set (within
+/// the sort, per piece, and in the writer).
+#[allow(clippy::too_many_arguments)]
 fn sort_chunk_into(
     chunk: &[RecordBatch],
     keys: &[SortKey],
@@ -44,17 +52,24 @@ fn sort_chunk_into(
     writer: &mut SortedParquetWriter,
     sort_time: &mut Duration,
     spill_time: &mut Duration,
+    cancel: Option<&Cancel>,
 ) -> Result<Engine> {
     let t = Instant::now();
     let options = SortBatchesOptions::default().with_engine_options(*engine).with_batch_size(BATCH_ROWS);
-    let perm = sort_permutation(chunk, keys, &options)?;
+    let perm = sort_permutation_until(chunk, keys, &options, cancel)?;
     *sort_time += t.elapsed();
     let t = Instant::now();
     let rows = perm.len();
     let bytes: usize = chunk.iter().map(batch_bytes).sum();
-    let piece_rows = (piece_bytes / (bytes / rows.max(1)).max(1)).max(BATCH_ROWS) / BATCH_ROWS * BATCH_ROWS;
+    let mut piece_rows = (piece_bytes / (bytes / rows.max(1)).max(1)).max(BATCH_ROWS) / BATCH_ROWS * BATCH_ROWS;
+    if cancel.is_some() {
+        // A piece of a large chunk takes a second to gather: shorter ones let a cancel in.
+        // (Cut at whole batches as before: the same batches reach the writer.)
+        piece_rows = piece_rows.min(CANCEL_PIECE_ROWS);
+    }
     let mut at = 0;
     while at < rows {
+        check(cancel)?;
         let end = (at + piece_rows).min(rows);
         let indices = match &perm.indices {
             Indices::U32(v) => Indices::U32(v[at..end].to_vec()),
@@ -76,6 +91,8 @@ pub(super) struct ChunkWriter<'a> {
     pub(super) engine: &'a EngineOptions,
     pub(super) parquet_schema: Option<SchemaDescriptor>,
     pub(super) metadata: Vec<KeyValue>,
+    /// The sort's token ([`super::SortFilesOptions::cancel`]).
+    pub(super) cancel: Option<&'a Cancel>,
 }
 
 impl ChunkWriter<'_> {
@@ -99,6 +116,7 @@ impl ChunkWriter<'_> {
             rows,
             settings.clone(),
         )?;
+        writer.set_cancel(self.cancel.cloned());
         if rows > 0 {
             let engine = sort_chunk_into(
                 chunk,
@@ -108,6 +126,7 @@ impl ChunkWriter<'_> {
                 &mut writer,
                 &mut summary.sort_time,
                 &mut summary.spill_time,
+                self.cancel,
             )?;
             match engine {
                 Engine::Gpu => summary.sorts_gpu += 1,
@@ -143,7 +162,7 @@ pub(super) fn sort_chunks(
     summary: &mut SortSummary,
 ) -> Result<Chunked> {
     let plan = writer.plan;
-    let mut reader = input_reader(plan);
+    let mut reader = input_reader(plan).with_cancel(writer.cancel.cloned());
     let mut runs: Vec<SpilledRun> = Vec::new();
     let mut chunk: Vec<RecordBatch> = Vec::new();
     let mut chunk_bytes = 0;
@@ -152,6 +171,7 @@ pub(super) fn sort_chunks(
         let t = Instant::now();
         let mut done = false;
         loop {
+            check(writer.cancel)?;
             let next = match pending.take() {
                 Some(b) => Some(b),
                 None => reader.next_batch()?,

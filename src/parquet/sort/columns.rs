@@ -61,12 +61,13 @@ mod encode;
 use super::page_pool::PagePool;
 use super::spill::SpillDir;
 use super::{SortPhase, SortPlan, SortSummary, SORT_BYTES_PER_ROW};
+use crate::cancel::{check, Cancel};
 use crate::error::{Error, Result};
 use crate::parquet::corrupt::{catch, decode_error};
 use crate::parquet::inputs::{chunk_decoded_bytes, conform, MergePlan};
 use crate::parquet::writer::{common_parquet_schema, narrow_dictionary, SortedParquetWriter, WriterSettings, MAX_ROW_GROUPS};
 use crate::show_bytes::show_bytes;
-use crate::sort::{sort_columns, SortBatchesOptions};
+use crate::sort::{sort_columns_until, SortBatchesOptions};
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use encode::{leaves_count, locations, Encoding, Event, Factories, SendOnDrop, Shared};
@@ -308,7 +309,8 @@ pub(super) fn sort_by_columns(
     summary: &mut SortSummary,
 ) -> Result<()> {
     let columns = plan.columns.as_ref().ok_or_else(|| Error::Internal("a sort by columns without its plan".into()))?;
-    let sort = ColumnsSort::new(plan, columns, output, progress)?;
+    let cancel = options.cancel.as_ref();
+    let sort = ColumnsSort::new(plan, columns, output, progress, cancel)?;
     // 1. Keys: decoded, sorted.
     let perm = sort.sort_keys(options, summary)?;
 
@@ -327,6 +329,7 @@ pub(super) fn sort_by_columns(
         inputs.total_rows,
         writer_settings,
     )?;
+    writer.set_cancel(options.cancel.clone());
     let Some(perm) = perm else {
         let written = writer.finish()?;
         summary.merge_time += t.elapsed();
@@ -370,6 +373,8 @@ pub(super) fn sort_by_columns(
         appended
     });
     summary.read_time += read_time;
+    // Cancelled: whatever the tasks that saw it first recorded, or skipped.
+    crate::cancel::check(cancel)?;
     if let Some(e) = shared.failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }
@@ -429,6 +434,8 @@ struct ColumnsSort<'a> {
     /// The inputs' reader metadata with strings and binaries as views ([`viewed`]).
     view_metadata: Vec<ArrowReaderMetadata>,
     progress: &'a (dyn Fn(SortPhase, usize) + Sync),
+    /// Checked per row group decoded, per column, and per [`GATHER_ROWS`] encoded.
+    cancel: Option<&'a Cancel>,
 }
 
 impl<'a> ColumnsSort<'a> {
@@ -437,6 +444,7 @@ impl<'a> ColumnsSort<'a> {
         columns: &'a ColumnsPlan,
         output: &'a Path,
         progress: &'a (dyn Fn(SortPhase, usize) + Sync),
+        cancel: Option<&'a Cancel>,
     ) -> Result<Self> {
         let inputs = &plan.inputs;
         let sources: Vec<Source> = (inputs.files.iter().enumerate())
@@ -454,7 +462,7 @@ impl<'a> ColumnsSort<'a> {
                 ArrowReaderMetadata::try_new(Arc::clone(f.metadata.metadata()), options).map_err(|e| Error::parquet(&f.path, "", e))
             })
             .collect::<Result<_>>()?;
-        Ok(ColumnsSort { plan, columns, output, sources, view_metadata, progress })
+        Ok(ColumnsSort { plan, columns, output, sources, view_metadata, progress, cancel })
     }
 
     /// The columns `fields` of every input row group, a batch each. Every pass reads the
@@ -463,7 +471,10 @@ impl<'a> ColumnsSort<'a> {
     fn decode_fields(&self, fields: &[usize], metadata: &[ArrowReaderMetadata], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
         let inputs = &self.plan.inputs;
         inputs.files.par_iter().try_for_each(|f| f.reopen(true).map(drop))?;
-        self.sources.par_iter().map(|s| decode_row_group(inputs, metadata, s, fields, schema)).collect()
+        let decode = |s: &Source| check(self.cancel).and_then(|()| decode_row_group(inputs, metadata, s, fields, schema));
+        let batches = self.sources.par_iter().map(decode).collect();
+        check(self.cancel)?;
+        batches
     }
 
     /// Step 1: the key columns decoded and sorted stably; `None` for no rows.
@@ -489,7 +500,7 @@ impl<'a> ColumnsSort<'a> {
         let key_columns: Vec<Vec<ArrayRef>> = key_batches.iter().map(|b| b.columns().to_vec()).collect();
         drop(key_batches);
         let sort_options = SortBatchesOptions::default().with_engine_options(options.engine);
-        let perm = if n == 0 { None } else { Some(sort_columns(&key_columns, &inputs.keys, &sort_options)?) };
+        let perm = if n == 0 { None } else { Some(sort_columns_until(&key_columns, &inputs.keys, &sort_options, self.cancel)?) };
         drop(key_columns);
         summary.sort_time += t.elapsed();
         log::debug!("sort by columns: keys read in {:?}, sorted in {:?}", summary.read_time, summary.sort_time);

@@ -44,6 +44,7 @@ use super::merge::passthrough::Passthrough;
 use super::merge::{kept_metadata, MergeFilesOptions, MergeSummary};
 use super::os::peak_memory;
 use super::writer::{check_row_groups, common_parquet_schema, WriterSettings, Written};
+use crate::cancel::Cancel;
 use crate::error::{Error, Result, Setting};
 use crate::options::EngineOptions;
 use crate::show_bytes::show_bytes;
@@ -103,6 +104,10 @@ pub struct SortFilesOptions {
     pub spill_compression: Compression,
     /// Columns, runs, or whichever fits.
     pub strategy: SortStrategy,
+    /// Stops the sort from another thread ([`Cancel::cancel`]): it returns
+    /// [`Error::Cancelled`] within about 100 ms, the output left as it was and the spill
+    /// directory removed (`None`: never).
+    pub cancel: Option<Cancel>,
 }
 
 impl Default for SortFilesOptions {
@@ -114,6 +119,7 @@ impl Default for SortFilesOptions {
             temp_dir: None,
             spill_compression: Compression::LZ4_RAW,
             strategy: SortStrategy::Auto,
+            cancel: None,
         }
     }
 }
@@ -324,6 +330,7 @@ pub fn sort_files(
 ) -> Result<SortSummary> {
     let start = Instant::now();
     let inputs = &plan.inputs;
+    crate::cancel::check(options.cancel.as_ref())?;
     if crate::engine::placement::warm_up_pays(&options.engine, inputs.total_rows) {
         crate::engine::warm_up_gpu(&options.engine, inputs.total_rows);
     }
@@ -353,7 +360,7 @@ pub fn sort_files(
         return Ok(summary);
     }
     // Phase 1: chunks, sorted; each spilled unless it is the only one.
-    let writer = ChunkWriter { plan, engine: &options.engine, parquet_schema, metadata };
+    let writer = ChunkWriter { plan, engine: &options.engine, parquet_schema, metadata, cancel: options.cancel.as_ref() };
     let runs = match sort_chunks(&writer, &mut spill_dir, output, &output_settings, &spill_settings, progress, &mut summary)? {
         Chunked::Output(written) => {
             finish_summary(&mut summary, &written, start);
@@ -373,6 +380,7 @@ pub fn sort_files(
         memory_limit: options.memory_limit,
         writer: spill_settings.clone(),
         passthrough: Passthrough::Never,
+        cancel: options.cancel.clone(),
     };
     let mut final_options = merge_options.clone();
     final_options.writer = output_settings;

@@ -123,6 +123,7 @@ pub(super) fn merge_runs(
         let mut next = Vec::new();
         let partial = files.len() - fan_in < fan_in;
         for (g, group) in files.chunks(group).enumerate() {
+            crate::cancel::check(options.cancel.as_ref())?;
             if partial && g > 0 {
                 next.extend(group.iter().cloned());
                 continue;

@@ -79,6 +79,7 @@ impl SortedParquetWriter {
     /// output's ([`parquet_schema`](Self::parquet_schema)). `codec_kept`: its codec is not
     /// the output's (counted for the summary).
     pub(crate) fn append_row_group(&mut self, source: &Path, footer: &ParquetMetaData, g: usize, codec_kept: bool) -> Result<()> {
+        crate::cancel::check(self.cancel.as_ref())?;
         self.flush_row_group()?;
         if self.row_groups_started >= MAX_ROW_GROUPS {
             return Err(Error::InvalidArgument(format!(
@@ -153,7 +154,8 @@ impl SortedParquetWriter {
         let mut row_group;
         match copy.chunks {
             Some(chunks) => {
-                let chunks = chunks.recv().map_err(|_| Error::Internal(format!("{context}: the reader stopped")))?.map_err(err)?;
+                let chunks = crate::cancel::recv(&chunks, self.cancel.as_ref())?;
+                let chunks = chunks.ok_or_else(|| Error::Internal(format!("{context}: the reader stopped")))?.map_err(err)?;
                 row_group = self.writer.next_row_group().map_err(err)?;
                 for (close, chunk) in copy.columns.into_iter().zip(chunks) {
                     row_group.append_column(&chunk, close).map_err(err)?;
@@ -163,6 +165,8 @@ impl SortedParquetWriter {
                 let file = File::open(&copy.source).map_err(|e| Error::io(&copy.source, context.clone(), e))?;
                 row_group = self.writer.next_row_group().map_err(err)?;
                 for close in copy.columns {
+                    // A column chunk at a time, as large as it may be.
+                    crate::cancel::check(self.cancel.as_ref())?;
                     row_group.append_column(&file, close).map_err(err)?;
                 }
             }

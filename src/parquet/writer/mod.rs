@@ -62,6 +62,7 @@ pub use pipeline::row_group_bytes_within;
 pub use schema::common_parquet_schema;
 
 use super::interrupt::TempGuard;
+use crate::cancel::Cancel;
 use crate::error::{Error, Result, Setting};
 use crate::sort_key::SortKey;
 use arrow::array::RecordBatch;
@@ -197,6 +198,8 @@ pub struct SortedParquetWriter {
     dictionary: DictionaryChoice,
     /// Whether the warning that a row group passes `row_group_bytes` was given.
     warned_over_bytes: bool,
+    /// Stops the writing with [`Error::Cancelled`] once set ([`Self::set_cancel`]).
+    cancel: Option<Cancel>,
 }
 
 /// Bytes of a batch's rows: its columns' slices, not the buffers they slice (a merged
@@ -323,8 +326,17 @@ impl SortedParquetWriter {
             copy_bytes: 0,
             dictionary: DictionaryChoice::Undecided,
             warned_over_bytes: false,
+            cancel: None,
             schema,
         })
+    }
+
+    /// Stops the writer once `cancel` is set: [`write`](Self::write),
+    /// [`finish`](Self::finish) and the row groups encoding return [`Error::Cancelled`]
+    /// (checked per batch, per leaf column of a batch being encoded, and before the rename),
+    /// and the temporary file goes when the writer is dropped.
+    pub(crate) fn set_cancel(&mut self, cancel: Option<Cancel>) {
+        self.cancel = cancel;
     }
 
     /// Buffers `batch`; writes a row group whenever one is full: at `row_group_rows` rows,
@@ -333,6 +345,7 @@ impl SortedParquetWriter {
     /// it cannot be helped, with a warning: a single row (or a batch's share of a
     /// dictionary) larger than the limit, or more row groups than a file may hold.
     pub fn write(&mut self, batch: RecordBatch) -> Result<()> {
+        crate::cancel::check(self.cancel.as_ref())?;
         let mut batch = batch;
         while batch.num_rows() > 0 {
             let room = self.settings.row_group_rows - self.pending_rows;
@@ -411,6 +424,7 @@ impl SortedParquetWriter {
     /// Writes the last row group and the footer, then renames the file into place.
     /// Dropping the writer without calling this removes the temporary file.
     pub fn finish(mut self) -> Result<Written> {
+        crate::cancel::check(self.cancel.as_ref())?;
         self.flush_row_group()?;
         while !self.in_flight.is_empty() {
             self.append_oldest()?;
@@ -441,6 +455,8 @@ impl SortedParquetWriter {
         }
         let bytes = file.metadata().map_err(|e| Error::io(&target, "", e))?.len();
         drop(file);
+        // The last moment a cancel leaves the output as it was.
+        crate::cancel::check(self.cancel.as_ref())?;
         let persisted = if self.overwrite { self.temp.persist(&target) } else { self.temp.persist_noclobber(&target) };
         persisted.map_err(|e| {
             if e.error.kind() == std::io::ErrorKind::AlreadyExists {

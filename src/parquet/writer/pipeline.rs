@@ -6,6 +6,7 @@
 use super::copied::CopiedRowGroup;
 use super::dictionary::{self, distinct_dictionary_values, narrow_dictionary, DictionaryChoice};
 use super::{SortedParquetWriter, MAX_ROW_GROUPS};
+use crate::cancel::{check, is_set, recv, Cancel};
 use crate::error::{Error, Result};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -68,12 +69,21 @@ impl InFlight {
 
 /// Encodes and compresses one row group's columns in parallel; with `plain_writers` (the
 /// first row group's trial) a second time alongside, from the same leaves.
+///
+/// Once `cancel` is set every column stops before its next batch's leaf (a few thousand
+/// rows) with an error that [`SortedParquetWriter::append_oldest`] reports as
+/// [`Error::Cancelled`].
 fn encode_row_group(
     schema: &SchemaRef,
     batches: Vec<RecordBatch>,
     writers: Vec<ArrowColumnWriter>,
     plain_writers: Option<Vec<ArrowColumnWriter>>,
+    cancel: Option<Cancel>,
 ) -> EncodedRowGroup {
+    let cancelled = || parquet::errors::ParquetError::General("cancelled".into());
+    if is_set(cancel.as_ref()) {
+        return Err(cancelled());
+    }
     // 0. Distinct values of narrow dictionary columns (see the module doc).
     let distinct: Vec<usize> = schema
         .fields()
@@ -100,6 +110,9 @@ fn encode_row_group(
             .zip(&leaves)
             .map(|(mut writer, leaves)| {
                 for leaf in leaves {
+                    if is_set(cancel.as_ref()) {
+                        return Err(cancelled());
+                    }
                     writer.write(leaf)?;
                 }
                 writer.close()
@@ -129,6 +142,7 @@ impl SortedParquetWriter {
     /// [`widened_dictionary_keys`]). Rows buffered by [`write`](Self::write) are cut as a
     /// row group first, and the row groups in flight written.
     pub(crate) fn append_encoded_row_group(&mut self, chunks: Vec<ArrowColumnChunk>, rows: usize, distinct: &[usize]) -> Result<()> {
+        check(self.cancel.as_ref())?;
         self.flush_row_group()?;
         while !self.in_flight.is_empty() {
             self.append_oldest()?;
@@ -197,9 +211,10 @@ impl SortedParquetWriter {
         };
         let batches = std::mem::take(&mut self.pending);
         let schema = self.schema.clone();
+        let cancel = self.cancel.clone();
         let (done, result) = std::sync::mpsc::sync_channel(1);
         rayon::spawn(move || {
-            let _ = done.send(encode_row_group(&schema, batches, writers, plain_writers));
+            let _ = done.send(encode_row_group(&schema, batches, writers, plain_writers, cancel));
         });
         self.in_flight.push_back(InFlight::Encoding(result, self.pending_rows));
         self.row_groups_started += 1;
@@ -221,11 +236,13 @@ impl SortedParquetWriter {
         };
         let err = |e: parquet::errors::ParquetError| Error::parquet(&target, "", e);
         let waiting = std::time::Instant::now();
-        let received = result.recv();
+        // Cancelled: the encoders stop at their next leaf; nobody waits for them.
+        let received = recv(&result, self.cancel.as_ref())?;
         self.encode_wait += waiting.elapsed();
         let appending = std::time::Instant::now();
+        check(self.cancel.as_ref())?; // an encoder that stopped for it failed on purpose
         let (chunks, distinct, plain) =
-            received.map_err(|_| Error::Internal(format!("{}: a row group encoder stopped", target.display())))?.map_err(err)?;
+            received.ok_or_else(|| Error::Internal(format!("{}: a row group encoder stopped", target.display())))?.map_err(err)?;
         for (max, n) in self.max_distinct.iter_mut().zip(distinct) {
             *max = (*max).max(n);
         }

@@ -4,6 +4,7 @@
 //! ([`Factories`]: dictionaries chosen per column on a sample).
 
 use super::{viewed, ColumnsSort, GATHER_ROWS, TRIAL_ROWS};
+use crate::cancel::{is_set, Cancel};
 use crate::error::{Error, Result};
 use crate::gather::PieceGather;
 use crate::parquet::sort::page_pool::{PagePool, PagePoolFactory};
@@ -63,16 +64,19 @@ pub(super) type Encoded = std::result::Result<(Vec<ArrowColumnChunk>, usize), Er
 /// Gathers rows `range` of the output of `job`'s column from its pieces (`locations` of
 /// every output row) and encodes them with `writers` (the column's leaves). The pieces are
 /// gathered from directly: joining them first would copy the column once more, on one thread.
+/// [`Error::Cancelled`] once `cancel` is set (checked every [`GATHER_ROWS`] rows).
 pub(super) fn encode_chunk(
     field: &Field,
     job: &ColumnJob,
     locations: &[Location],
     range: std::ops::Range<usize>,
     mut writers: Vec<ArrowColumnWriter>,
+    cancel: Option<&Cancel>,
 ) -> Encoded {
     let mut kept: Vec<ArrayRef> = Vec::new();
     let mut at = range.start;
     while at < range.end {
+        crate::cancel::check(cancel)?;
         let end = (at + GATHER_ROWS).min(range.end);
         let from: Vec<(usize, usize)> = locations[at..end].iter().map(|&l| ((l >> 32) as usize, (l & 0xffff_ffff) as usize)).collect();
         let values = job.pieces.gather(&from)?;
@@ -258,10 +262,13 @@ impl Encoding<'_> {
         rayon::scope(|s| {
             for (c, &(first_leaf, leaf_count)) in self.factories.leaf_ranges.iter().enumerate() {
                 // Wait (running other tasks meanwhile) until this column may be decoded.
-                while shared.alive.load(Ordering::Acquire) >= sort.columns.depth && !shared.has_failed() {
+                while shared.alive.load(Ordering::Acquire) >= sort.columns.depth && !shared.has_failed() && !is_set(sort.cancel) {
                     if !matches!(rayon::yield_now(), Some(rayon::Yield::Executed)) {
                         std::thread::sleep(Duration::from_micros(200));
                     }
+                }
+                if is_set(sort.cancel) {
+                    shared.fail(Error::Cancelled);
                 }
                 if shared.has_failed() {
                     break;
@@ -322,7 +329,7 @@ impl Encoding<'_> {
                 if !shared.has_failed() {
                     let encoded = column_writers(&factory, &job, r)
                         .map_err(encoding_error)
-                        .and_then(|w| encode_chunk(&job.field, &job, self.locations, sort.rows_of(r), w));
+                        .and_then(|w| encode_chunk(&job.field, &job, self.locations, sort.rows_of(r), w, sort.cancel));
                     shared.store(r, job.column, encoded);
                 }
                 if remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -340,7 +347,7 @@ impl Encoding<'_> {
         let sample = first.start..first.end.min(first.start + TRIAL_ROWS);
         let encode = |factory: &ArrowRowGroupWriterFactory| {
             let writers = column_writers(factory, job, 0).map_err(encoding_error)?;
-            encode_chunk(&job.field, job, self.locations, sample.clone(), writers)
+            encode_chunk(&job.field, job, self.locations, sample.clone(), writers, self.sort.cancel)
         };
         let (with, plain) = rayon::join(|| encode(&self.factories.trial_with), || encode(&self.factories.trial_plain));
         let ((with, _), (plain, _)) = (with?, plain?);

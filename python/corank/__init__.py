@@ -521,7 +521,7 @@ def _file_args(inputs, output, by, overwrite, memory_limit, compression, row_gro
         "output": os.fspath(output),
         "by": _by(by, required=False),
         "overwrite": bool(overwrite),
-        "memory_limit": _bytes(memory_limit, "memory_limit"),
+        "memory_limit": None if memory_limit is None else _bytes(memory_limit, "memory_limit"),
         "compression": compression,
         "row_group_rows": _count(row_group_rows, "row_group_rows"),
         "row_group_bytes": _bytes(row_group_bytes, "row_group_bytes"),
@@ -535,7 +535,7 @@ def merge_files(
     by: Optional[By] = None,
     *,
     overwrite: bool = False,
-    memory_limit: Union[int, str] = "2GiB",
+    memory_limit: Optional[Union[int, str]] = None,
     compression: str = "zstd(3)",
     row_group_rows: Union[int, str] = "1M",
     row_group_bytes: Union[int, str] = "128MiB",
@@ -558,7 +558,9 @@ def merge_files(
             (a failure or Ctrl-C leaves no partial file and an existing output untouched).
         by: the key, SQL ``ORDER BY`` text; default: the inputs' common ``sorting_columns``.
         overwrite: replace an existing output (``--force``).
-        memory_limit: approximate cap on the memory the merge holds (``"2GiB"``, or bytes).
+        memory_limit: approximate cap on the memory the merge holds (``"2GiB"``, or bytes);
+            ``None``: half the memory available to the process (its cgroup's limit where
+            lower), as the command line's default.
         compression: the output's codec: ``none``, ``snappy``, ``lz4``, ``zstd``,
             ``zstd(1..22)``, ``gzip``, ``gzip(0..9)``, ``brotli``, ``brotli(0..11)``.
         row_group_rows: most rows per output row group (``"1M"``, or a number).
@@ -595,7 +597,7 @@ def sort_files(
     by: Optional[By] = None,
     *,
     overwrite: bool = False,
-    memory_limit: Union[int, str] = "2GiB",
+    memory_limit: Optional[Union[int, str]] = None,
     compression: str = "zstd(3)",
     row_group_rows: Union[int, str] = "1M",
     row_group_bytes: Union[int, str] = "128MiB",

@@ -3,8 +3,8 @@
 //! relations) or `__arrow_c_array__` (record batches, struct arrays) comes in without a
 //! copy; results go out as a stream capsule that pyarrow reads without a copy.
 
-use crate::ffi::array::{FFI_ArrowArray, FFI_ArrowSchema, from_ffi};
-use crate::ffi::stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
+use arrow::ffi::{FFI_ArrowArray, FFI_ArrowSchema, from_ffi};
+use arrow::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
 use arrow::array::{Array, RecordBatch, RecordBatchIterator, RecordBatchReader, StructArray};
 use arrow::datatypes::{DataType, SchemaRef};
 use pyo3::exceptions::PyTypeError;

@@ -23,7 +23,7 @@ pub struct FileArgs {
     pub output: PathBuf,
     pub by: Option<String>,
     pub overwrite: bool,
-    pub memory_limit: usize,
+    pub memory_limit: Option<usize>,
     pub compression: String,
     pub row_group_rows: usize,
     pub row_group_bytes: usize,
@@ -108,7 +108,7 @@ pub fn merge_files<'py>(
         let passthrough = passthrough.parse::<Passthrough>()?;
         let options = MergeFilesOptions {
             engine: engine.options()?,
-            memory_limit: args.memory_limit,
+            memory_limit: args.memory_limit.unwrap_or_else(corank::parquet::default_memory_limit),
             writer: args.writer(compression),
             passthrough,
             cancel: None,
@@ -190,7 +190,7 @@ pub fn sort_files<'py>(
         }
         let options = SortFilesOptions {
             engine: engine.options()?,
-            memory_limit: args.memory_limit,
+            memory_limit: args.memory_limit.unwrap_or_else(corank::parquet::default_memory_limit),
             writer: args.writer(compression),
             temp_dir: temp_dir.clone(),
             spill_compression,

@@ -9,9 +9,6 @@ use pyo3::prelude::*;
 
 mod convert;
 mod errors;
-// arrow-rs's code as it is (no reformatting), so it diffs cleanly against arrow.
-#[rustfmt::skip]
-mod ffi;
 mod files;
 mod memory;
 mod options;

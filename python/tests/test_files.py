@@ -211,3 +211,20 @@ def _gpu_usable() -> bool:
         return True
     except corank.GpuUnavailableError:
         return False
+
+
+def test_the_memory_limit_defaults_to_half_the_memory_available(tmp_path):
+    """No ``memory_limit``: half the memory available to the process, as the command line
+    (the library's ``default_memory_limit``; docs/memory.md)."""
+    a = pa.table({"k": [1, 3, 5]})
+    b = pa.table({"k": [2, 4, 6]})
+    paths = []
+    for name, t in (("a", a), ("b", b)):
+        p = tmp_path / f"{name}.parquet"
+        pq.write_table(t, p)
+        paths.append(p)
+    summary = corank.merge_files(paths, tmp_path / "out.parquet", by="k")
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert 0 < summary["memory_limit"] <= pages // 2
+    given = corank.merge_files(paths, tmp_path / "out2.parquet", by="k", memory_limit="64MiB")
+    assert given["memory_limit"] == 64 << 20

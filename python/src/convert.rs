@@ -3,10 +3,10 @@
 //! relations) or `__arrow_c_array__` (record batches, struct arrays) comes in without a
 //! copy; results go out as a stream capsule that pyarrow reads without a copy.
 
-use arrow::ffi::{FFI_ArrowArray, FFI_ArrowSchema, from_ffi};
-use arrow::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
 use arrow::array::{Array, RecordBatch, RecordBatchIterator, RecordBatchReader, StructArray};
 use arrow::datatypes::{DataType, SchemaRef};
+use arrow::ffi::{FFI_ArrowArray, FFI_ArrowSchema, from_ffi};
+use arrow::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyTuple};

@@ -6,7 +6,8 @@ use crate::options::{EngineArgs, parse_by};
 use crate::run::{OnInterrupt, Shared, run};
 use corank::parquet::{
     MergeFilesOptions, MergeSummary, Passthrough, PlanOptions, SortFilesOptions, SortPhase, SortStrategy, SortSummary, WriterSettings,
-    expand_inputs_excluding, merge_files as merge_parquet, parse_compression, plan_merge_with, plan_sort, sort_files as sort_parquet,
+    expand_inputs_excluding, merge_files as merge_parquet, parse_compression, plan_merge_with, plan_sort, show_compression, show_keys,
+    sort_files as sort_parquet,
 };
 use corank::{Error, Result, Setting, SortKey};
 use parquet::basic::Compression;
@@ -56,33 +57,6 @@ impl FileArgs {
     /// `expand_inputs_excluding`).
     fn input_paths(&self) -> Result<Vec<PathBuf>> {
         expand_inputs_excluding(&self.inputs, &self.output)
-    }
-}
-
-/// `k DESC NULLS LAST, j ASC NULLS LAST`, as `--json` shows the key.
-fn show_keys(keys: &[SortKey]) -> String {
-    keys.iter()
-        .map(|k| {
-            let dir = if k.options.descending { "DESC" } else { "ASC" };
-            let nulls = if k.options.nulls_first { "NULLS FIRST" } else { "NULLS LAST" };
-            let plain = !k.column.is_empty() && !k.column.contains(|c: char| c.is_whitespace() || c == ',' || c == '"');
-            let name = if plain { k.column.clone() } else { format!("\"{}\"", k.column.replace('"', "\"\"")) };
-            format!("{name} {dir} {nulls}")
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// A codec as `--compression` names it: `zstd(3)`, `gzip(6)`, `lz4`, `none`.
-fn show_compression(c: Compression) -> String {
-    match c {
-        Compression::UNCOMPRESSED => "none".into(),
-        Compression::SNAPPY => "snappy".into(),
-        Compression::LZ4_RAW => "lz4".into(),
-        Compression::ZSTD(l) => format!("zstd({})", l.compression_level()),
-        Compression::GZIP(l) => format!("gzip({})", l.compression_level()),
-        Compression::BROTLI(l) => format!("brotli({})", l.compression_level()),
-        other => other.to_string().to_ascii_lowercase(),
     }
 }
 

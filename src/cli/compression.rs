@@ -54,15 +54,4 @@ pub fn parse_output_compression(text: &str) -> Result<Compression> {
     }
 }
 
-/// A codec as `--compression` names it: `zstd(3)`, `gzip(6)`, `lz4`, `none`.
-pub fn show_compression(c: Compression) -> String {
-    match c {
-        Compression::UNCOMPRESSED => "none".into(),
-        Compression::SNAPPY => "snappy".into(),
-        Compression::LZ4_RAW => "lz4".into(),
-        Compression::ZSTD(l) => format!("zstd({})", l.compression_level()),
-        Compression::GZIP(l) => format!("gzip({})", l.compression_level()),
-        Compression::BROTLI(l) => format!("brotli({})", l.compression_level()),
-        other => other.to_string().to_ascii_lowercase(),
-    }
-}
+pub use crate::parquet::show_compression;

@@ -61,6 +61,7 @@ pub(crate) mod writer;
 
 // The entry points. Everything else in this folder is the crate's own.
 pub use crate::cancel::Cancel;
+pub use inputs::show_keys;
 pub use inputs::{expand_inputs, expand_inputs_excluding, plan_merge, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
 pub use interrupt::remove_temp_file_on_signal;
 pub use memory::{default_memory_limit, DEFAULT_MEMORY_SHARE};
@@ -71,6 +72,6 @@ pub use os::{available_memory, AvailableMemory, MemorySource};
 pub use sort::columns::ColumnsPlan;
 pub use sort::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
 pub use sorting_columns::sorting_columns;
-pub use writer::{parse_compression, SortedParquetWriter, WriterSettings, Written};
+pub use writer::{parse_compression, show_compression, SortedParquetWriter, WriterSettings, Written};
 
 pub(crate) use os::name_this_thread;

@@ -54,7 +54,7 @@ mod pipeline;
 mod schema;
 
 pub use super::sorting_columns::{sorting_columns, sorting_columns_in};
-pub use compression::parse_compression;
+pub use compression::{parse_compression, show_compression};
 pub use dictionary::widened_dictionary_keys;
 pub(crate) use dictionary::{distinct_values_of, narrow_dictionary};
 pub use output::check_output;

@@ -274,11 +274,24 @@ impl TryFrom<&CoRankConfig> for CoRankSettings {
 }
 
 impl CoRankSettings {
-    /// The settings of `options` (the defaults where it has no `corank.*` extension).
+    /// The settings of `options`: its `corank.*` extension; else `corank.*` entries of
+    /// another extension (settings that crossed DataFusion's FFI arrive as datafusion-ffi's
+    /// `FFI_ExtensionOptions`, each entry under its full name, behind the namespace
+    /// `datafusion_ffi.` where the host's options were converted once more); else the
+    /// defaults.
     pub fn from_options(options: &ConfigOptions) -> crate::Result<Self> {
-        match options.extensions.get::<CoRankConfig>() {
-            Some(c) => Self::try_from(c),
-            None => Self::try_from(&CoRankConfig::default()),
+        if let Some(c) = options.extensions.get::<CoRankConfig>() {
+            return Self::try_from(c);
         }
+        let mut c = CoRankConfig::default();
+        for (_, extension) in options.extensions.iter() {
+            for entry in extension.entries() {
+                let key = entry.key.strip_prefix("datafusion_ffi.").unwrap_or(&entry.key);
+                if let (Some(name), Some(value)) = (key.strip_prefix("corank."), &entry.value) {
+                    c.set(name, value).map_err(|e| crate::Error::InvalidArgument(e.strip_backtrace()))?;
+                }
+            }
+        }
+        Self::try_from(&c)
     }
 }

@@ -64,7 +64,7 @@ fn sorted_input(
 }
 
 /// Whether corank encodes every key of `expr` over `schema`.
-fn keys_supported(expr: &LexOrdering, schema: &arrow::datatypes::Schema) -> bool {
+pub(super) fn keys_supported(expr: &LexOrdering, schema: &arrow::datatypes::Schema) -> bool {
     expr.iter().all(|e| e.expr.data_type(schema).is_ok_and(|t| is_supported(&t)))
 }
 

@@ -11,6 +11,7 @@ mod datagen;
 #[cfg(feature = "ballista")]
 mod ballista;
 mod exec;
+mod foreign_rule;
 mod many_runs;
 mod misordered;
 mod pipeline;

@@ -13,6 +13,7 @@ mod files;
 mod memory;
 mod options;
 mod run;
+mod sql;
 mod stream;
 
 /// NVRTC's version `(major, minor)` as corank's GPU engine loads the library, or `None`
@@ -42,6 +43,9 @@ fn cli_main(py: Python<'_>, args: Vec<std::ffi::OsString>) -> u8 {
 #[pymodule]
 fn _corank(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<convert::ArrowStream>()?;
+    m.add_class::<sql::Rule>()?;
+    m.add_class::<sql::Settings>()?;
+    m.add_class::<sql::SortedRowGroups>()?;
     m.add_function(wrap_pyfunction!(memory::merge, m)?)?;
     m.add_function(wrap_pyfunction!(memory::sort, m)?)?;
     m.add_function(wrap_pyfunction!(stream::merge_stream, m)?)?;

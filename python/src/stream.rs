@@ -29,7 +29,7 @@ use pyo3::types::PyList;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The runtime the merges' tasks run on (threads named `corank-stream`).
-fn runtime() -> &'static tokio::runtime::Runtime {
+pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread().thread_name("corank-stream").enable_all().build().expect("a tokio runtime")

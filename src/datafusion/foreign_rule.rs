@@ -20,6 +20,12 @@
 //!   limits too. A replaced sort under a merge is merged by corank
 //!   (`SortPreservingMergeExec(CoRankSortExec(input))`); a sort into one partition becomes
 //!   a `CoRankSortExec`.
+//! - **merges what the host sorts but is sorted.** A table provider across the FFI (such
+//!   as corank's `SortedRowGroupsTable` in datafusion-python) declares its order in
+//!   expressions the host cannot compare with its own, so the host sorts partitions that
+//!   are sorted already. Where a sort's input declares the sort's order (the same columns,
+//!   told apart by their text `name@index`, and options), corank merges the input's
+//!   partitions instead.
 //! - takes the sort order from the nodes' **output ordering** (the properties that cross),
 //!   whose expressions it evaluates through the FFI like any `PhysicalExpr`.
 //!
@@ -38,6 +44,8 @@ use super::stream::to_datafusion;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::common::Result;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{LexOrdering, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::execution_plan::{replace_children_if_necessary, Boundedness};
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, StatisticsArgs, StatisticsContext};
@@ -70,9 +78,31 @@ fn statistics_show_fetch(node: &Arc<dyn ExecutionPlan>, input: &Arc<dyn Executio
     ours.num_rows != theirs.num_rows
 }
 
-/// The `CoRankSortExec` that may replace the sort `node`, if any: no fetch, a bounded input,
-/// an output ordering whose keys corank encodes.
-fn corank_sort(node: &Arc<dyn ExecutionPlan>, settings: &CoRankSettings) -> Option<Arc<dyn ExecutionPlan>> {
+/// Whether `a` and `b` name the same column: one of them is a column and the other
+/// displays as it (`name@index`: an expression across the FFI compares equal to nothing
+/// but itself, and shows what it is only in its text).
+fn same_column(a: &Arc<dyn PhysicalExpr>, b: &Arc<dyn PhysicalExpr>) -> bool {
+    match (a.downcast_ref::<Column>(), b.downcast_ref::<Column>()) {
+        (Some(x), Some(y)) => x == y,
+        (Some(column), None) => b.to_string() == column.to_string(),
+        (None, Some(column)) => a.to_string() == column.to_string(),
+        (None, None) => false,
+    }
+}
+
+/// Whether every partition of `input` is sorted by `order` already: its output ordering
+/// starts with `order`'s columns and options. A table provider across the FFI declares
+/// its order in expressions the host cannot match, so the host sorts what is sorted.
+fn already_sorted(input: &Arc<dyn ExecutionPlan>, order: &LexOrdering) -> bool {
+    let Some(have) = input.output_ordering() else { return false };
+    have.len() >= order.len()
+        && order.iter().zip(have.iter()).all(|(want, have)| want.options == have.options && same_column(&want.expr, &have.expr))
+}
+
+/// What may replace the sort `node`, if anything (it has no fetch, a bounded input, an
+/// output ordering whose keys corank encodes): where its input's partitions are sorted
+/// already, their merge (or the input itself, one partition); else a `CoRankSortExec`.
+fn replace_sort(node: &Arc<dyn ExecutionPlan>, settings: &CoRankSettings) -> Option<Arc<dyn ExecutionPlan>> {
     let [input] = node.children()[..] else { return None };
     let order = node.output_ordering()?.clone();
     let replaceable = settings.sort
@@ -80,11 +110,20 @@ fn corank_sort(node: &Arc<dyn ExecutionPlan>, settings: &CoRankSettings) -> Opti
         && matches!(input.boundedness(), Boundedness::Bounded)
         && keys_supported(&order, &input.schema())
         && !statistics_show_fetch(node, input);
-    replaceable.then(|| {
-        let sort =
-            CoRankSortExec::new(order, Arc::clone(input)).with_settings(settings.merge.clone()).with_chunk_rows(settings.sort_chunk_rows);
-        Arc::new(sort) as Arc<dyn ExecutionPlan>
-    })
+    if !replaceable {
+        return None;
+    }
+    if already_sorted(input, &order) {
+        if input.output_partitioning().partition_count() < 2 {
+            return Some(Arc::clone(input));
+        }
+        let merge =
+            CoRankMergeExec::new(order, Arc::clone(input)).with_settings(settings.merge.clone()).with_check_sorted(settings.check_sorted);
+        return Some(Arc::new(merge));
+    }
+    let sort =
+        CoRankSortExec::new(order, Arc::clone(input)).with_settings(settings.merge.clone()).with_chunk_rows(settings.sort_chunk_rows);
+    Some(Arc::new(sort))
 }
 
 /// What the merge `node` gets as its new input, if anything: the input's sort when corank
@@ -95,7 +134,7 @@ fn merge_input(node: &Arc<dyn ExecutionPlan>, settings: &CoRankSettings) -> Opti
         return None;
     }
     if input.name() == SORT {
-        if let Some(sort) = corank_sort(input, settings) {
+        if let Some(sort) = replace_sort(input, settings) {
             return Some(sort);
         }
     }
@@ -121,7 +160,7 @@ impl PhysicalOptimizerRule for CoRankForeignRule {
                     return Ok(Transformed::yes(replace_children_if_necessary(Arc::clone(&node), vec![input])?));
                 }
             } else if name == SORT && node.output_partitioning().partition_count() == 1 {
-                if let Some(sort) = corank_sort(&node, &settings) {
+                if let Some(sort) = replace_sort(&node, &settings) {
                     return Ok(Transformed::yes(sort));
                 }
             }

@@ -16,6 +16,7 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Result, Statistics};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::ColumnarValue;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -265,4 +266,84 @@ async fn settings_across_the_ffi_are_read() {
     let bad = session(true, 4, &[("corank.engine", "fastest")]);
     let err = bad.sql("SELECT * FROM t ORDER BY k").await.unwrap().create_physical_plan().await.unwrap_err();
     assert!(err.to_string().contains("unknown engine 'fastest'"), "{err}");
+}
+
+/// A column as an expression across the FFI looks to the other side: equal only to itself,
+/// known by its text.
+#[derive(Debug)]
+struct Opaque(Arc<dyn PhysicalExpr>);
+
+impl PartialEq for Opaque {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+impl Eq for Opaque {}
+impl std::hash::Hash for Opaque {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_string().hash(state)
+    }
+}
+impl std::fmt::Display for Opaque {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl PhysicalExpr for Opaque {
+    fn data_type(&self, schema: &Schema) -> Result<DataType> {
+        self.0.data_type(schema)
+    }
+    fn nullable(&self, schema: &Schema) -> Result<bool> {
+        self.0.nullable(schema)
+    }
+    fn evaluate(&self, batch: &RecordBatch) -> Result<ColumnarValue> {
+        self.0.evaluate(batch)
+    }
+    fn children(&self) -> Vec<&Arc<dyn PhysicalExpr>> {
+        vec![]
+    }
+    fn with_new_children(self: Arc<Self>, _: Vec<Arc<dyn PhysicalExpr>>) -> Result<Arc<dyn PhysicalExpr>> {
+        Ok(self)
+    }
+    fn fmt_sql(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.0.fmt_sql(f)
+    }
+}
+
+/// The host sorts partitions its table provider across the FFI declared sorted (it cannot
+/// match the provider's order with its own): corank merges them instead.
+#[tokio::test]
+async fn sort_of_sorted_partitions_becomes_a_merge() {
+    use datafusion::physical_expr::expressions::col as column_expr;
+    use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+    use datafusion::physical_plan::sorts::sort::SortExec;
+    use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+    let ctx = session(false, 4, &[]);
+    let stock = ctx.sql("SELECT * FROM t ORDER BY k").await.unwrap().create_physical_plan().await.unwrap();
+    let source = Arc::clone(stock.children()[0]);
+    assert_eq!(source.name(), "DataSourceExec");
+    let opaque = |name: &str| Arc::new(Opaque(column_expr(name, &source.schema()).unwrap())) as Arc<dyn PhysicalExpr>;
+    let host_order =
+        |name: &str| LexOrdering::new([PhysicalSortExpr::new(opaque(name), arrow::compute::SortOptions::new(false, false))]).unwrap();
+    let want = column(&collect(Arc::clone(&stock), ctx.task_ctx()).await.unwrap(), "k");
+    for (key, merged) in [("k", true), ("v", false)] {
+        let sort = Arc::new(SortExec::new(host_order(key), Arc::clone(&source)).with_preserve_partitioning(true));
+        let order = sort.properties().output_ordering().unwrap().clone();
+        let plan = Arc::new(SortPreservingMergeExec::new(order, sort)) as Arc<dyn ExecutionPlan>;
+        let optimized = CoRankForeignRule.optimize(plan, ctx.state().config_options()).unwrap();
+        let text = displayable(optimized.as_ref()).indent(true).to_string();
+        let expect = if merged { "CoRankMergeExec" } else { "CoRankSortExec" };
+        assert_eq!(spine(&text)[..3], ["SortPreservingMergeExec", expect, "DataSourceExec"], "{text}");
+        let got = collect(optimized, ctx.task_ctx()).await.unwrap();
+        if merged {
+            assert_eq!(column(&got, "k"), want, "{text}");
+        }
+    }
+    // One sorted partition: the sort goes away.
+    let one = session_over(false, 4, &[], 1);
+    let stock = one.sql("SELECT * FROM t").await.unwrap().create_physical_plan().await.unwrap();
+    let sort = Arc::new(SortExec::new(host_order("k"), Arc::clone(&stock)));
+    let optimized = CoRankForeignRule.optimize(sort, one.state().config_options()).unwrap();
+    assert_eq!(optimized.name(), "DataSourceExec");
 }

@@ -5,9 +5,9 @@
 use super::common::{parse_named, planned_engine_for, CommonArgs, FlagHelp, PlannedEngine, ReportArgs};
 use super::compression::show_compression;
 use super::json::Json;
-use super::output::{dry_run_json_head, engine_and_output_lines, with_progress_bar};
+use super::output::{dry_run_json_head, engine_and_output_lines, hive_partitions_line, with_progress_bar};
 use super::units::group_digits;
-use crate::parquet::inputs::{plan_merge_with, show_keys, PlanOptions};
+use crate::parquet::inputs::{plan_merge_with, show_keys};
 use crate::parquet::merge::passthrough::{schedule_for, Schedule};
 use crate::parquet::{dry_run, DryRun};
 use crate::parquet::{merge_files, MergeFilesOptions, MergePlan, MergeSummary, Passthrough};
@@ -101,7 +101,7 @@ pub fn prepare(args: &MergeArgs) -> Result<Prepared> {
     common.start_gpu(dry_run)?;
     let paths = common.input_paths(&args.inputs)?;
     // 2. Footers: schemas, key, runs.
-    let plan = plan_merge_with(&paths, by, &PlanOptions { union_by_name: common.union_by_name })?;
+    let plan = plan_merge_with(&paths, by, &common.plan_options())?;
     common.wait_for_gpu(dry_run)?;
     log::info!(
         "merging {} rows of {} files as {} runs by {} into {}",
@@ -228,6 +228,7 @@ fn dry_run_text(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &Pl
         show_keys(&plan.keys),
         args.common.output.display()
     );
+    out += &hive_partitions_line(plan);
     for (i, (run, window)) in plan.runs.iter().zip(&dry.window_bytes).enumerate() {
         let groups = run.row_groups.len();
         out += &format!(

@@ -28,8 +28,9 @@ const HELP: FlagHelp = FlagHelp {
 #[derive(Args, Debug, Clone)]
 #[command(mut_args(|arg| HELP.set(arg)))]
 pub struct MergeArgs {
-    /// Parquet files, directories (their *.parquet files, also in key=value subdirectories) or glob patterns, in tie order;
-    /// local, or URLs of object stores (s3://bucket/key, a prefix ending in /, a pattern).
+    /// Parquet files, directories (their *.parquet files, also in key=value
+    /// subdirectories) or glob patterns, in tie order; local, or URLs of object stores
+    /// (s3://bucket/key, a prefix ending in /, a pattern).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
     #[command(flatten)]

@@ -28,8 +28,9 @@ const HELP: FlagHelp = FlagHelp {
 #[derive(Args, Debug, Clone)]
 #[command(mut_args(|arg| HELP.set(arg)))]
 pub struct SortArgs {
-    /// Parquet files, directories (their *.parquet files, also in key=value subdirectories) or glob patterns, local or URLs
-    /// of object stores (s3://bucket/key, a prefix ending in /, a pattern), in tie order:
+    /// Parquet files, directories (their *.parquet files, also in key=value
+    /// subdirectories) or glob patterns, local or URLs of object stores (s3://bucket/key,
+    /// a prefix ending in /, a pattern), in tie order:
     /// rows with equal keys keep this order (the sort is stable).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,

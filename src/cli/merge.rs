@@ -5,7 +5,7 @@
 use super::common::{parse_named, planned_engine_for, CommonArgs, FlagHelp, PlannedEngine, ReportArgs};
 use super::compression::show_compression;
 use super::json::Json;
-use super::output::{dry_run_json_head, engine_and_output_lines, hive_partitions_line, with_progress_bar};
+use super::output::{dry_run_json_head, engine_and_output_lines, hive_partitions_json, hive_partitions_line, with_progress_bar};
 use super::units::group_digits;
 use crate::parquet::inputs::{plan_merge_with, show_keys};
 use crate::parquet::merge::passthrough::{schedule_for, Schedule};
@@ -189,6 +189,7 @@ pub fn summary_json(s: &MergeSummary, args: &MergeArgs, prepared: &Prepared) -> 
         .field("rounds_gpu", s.rounds_gpu)
         .field("engine", s.engine())
         .field("by", show_keys(&prepared.plan.keys))
+        .field("hive_partitions", hive_partitions_json(&prepared.plan))
         .field("compression", show_compression(prepared.options.writer.compression))
         .field("elapsed_s", seconds)
         .field("read_s", s.read_time.as_secs_f64())

@@ -106,8 +106,13 @@ pub fn dry_run_json_head(output: &Path, plan: &MergePlan) -> Json {
         .field("rows", plan.total_rows)
         .field("input_bytes", plan.total_bytes)
         .field("by", show_keys(&plan.keys))
-        .field("hive_partitions", Json::Array(plan.hive_partitions.iter().map(|c| Json::from(c.as_str())).collect()))
+        .field("hive_partitions", hive_partitions_json(plan))
         .field("files", Json::Array(files))
+}
+
+/// The Hive partition columns' names (`["date", "k"]`; empty where none), for `--json`.
+pub fn hive_partitions_json(plan: &MergePlan) -> Json {
+    Json::Array(plan.hive_partitions.iter().map(|c| Json::from(c.as_str())).collect())
 }
 
 /// The dry run's line of the Hive partition columns (`hive partitions: date, k`), where

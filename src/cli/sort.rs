@@ -6,7 +6,7 @@
 use super::common::{planned_engine_for, CommonArgs, FlagHelp, ReportArgs};
 use super::compression::{parse_output_compression, show_compression};
 use super::json::Json;
-use super::output::{dry_run_json_head, engine_and_output_lines, hive_partitions_line, with_progress_bar};
+use super::output::{dry_run_json_head, engine_and_output_lines, hive_partitions_json, hive_partitions_line, with_progress_bar};
 use super::units::group_digits;
 use crate::parquet::inputs::show_keys;
 use crate::parquet::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
@@ -236,6 +236,7 @@ pub fn summary_json(s: &SortSummary, args: &SortArgs, prepared: &Prepared) -> Js
         .field("rounds_gpu", s.rounds_gpu)
         .field("engine", s.engine())
         .field("by", show_keys(&prepared.plan.inputs.keys))
+        .field("hive_partitions", hive_partitions_json(&prepared.plan.inputs))
         .field("compression", show_compression(prepared.options.writer.compression))
         .field("spill_compression", show_compression(prepared.options.spill_compression))
         .field("elapsed_s", seconds)

@@ -196,6 +196,12 @@ fn partitioning_turned_off_forced_and_mismatched() {
         ok(&[&["sort", "-q", "-f", &glob, "-o", s(&out), "--by", "x"], off].concat());
         assert_eq!(rows_at(&out), expected(&plain, &[("x", false, false)]), "{off:?}");
     }
+    let summary = ok(&["sort", "--json", "-f", &glob, "-o", s(&out), "--by", "x", "--no-hive-partitioning"]);
+    let v: serde_json::Value = serde_json::from_slice(&summary.stdout).unwrap();
+    assert_eq!(v["hive_partitions"], serde_json::json!([]));
+    let summary = ok(&["sort", "--json", "-f", &glob, "-o", s(&out), "--by", "x"]);
+    let v: serde_json::Value = serde_json::from_slice(&summary.stdout).unwrap();
+    assert_eq!(v["hive_partitions"], serde_json::json!(["date", "k"]));
     let conflict = corank(&["sort", &glob, "-o", s(&out), "--by", "x", "--no-hive-partitioning", "--hive-partitioning=true"]);
     assert_eq!(conflict.status.code(), Some(2), "{}", text(&conflict.stderr));
     let bad = corank(&["sort", &glob, "-o", s(&out), "--by", "x", "--hive-partitioning=maybe"]);

@@ -582,6 +582,7 @@ fn hive_partitions_of_a_prefix_and_a_pattern() {
         let run = ok(&["merge", "--json", "-f", &input, "-o", s(&out), "--by", "date, k, x"]);
         let v: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
         assert_eq!(v["files"], 6, "{input}");
+        assert_eq!(v["hive_partitions"], serde_json::json!(["date", "k"]), "{input}");
         assert_eq!(crate::hive::rows_at(&out), want, "{input}");
     }
     let target = format!("s3://{b}/out/sorted.parquet");

@@ -40,9 +40,17 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 /// Whether `key=value` directories of the inputs' paths become columns
-/// ([`PlanOptions::hive_partitioning`](super::PlanOptions::hive_partitioning); see
-/// docs/cli.md, "Hive partitions"). `FromStr` takes DuckDB's `true` and `false`, and `auto`
-/// (also `always`/`on`, `never`/`off`), in any case.
+/// ([`PlanOptions::hive_partitioning`](super::PlanOptions::hive_partitioning); docs/cli.md,
+/// "Hive partitions"). `FromStr` takes DuckDB's `true` and `false`, and `auto` (also
+/// `always`/`on`, `never`/`off`), in any case.
+///
+/// A path's partitions are its `key=value` directory names (the whole path as given or as
+/// expanded, as DuckDB reads it; not the file's name), the value percent-decoded and
+/// `__HIVE_DEFAULT_PARTITION__` null. Where every path has the same keys, they become
+/// columns after the files' own (in the first path's order), typed Int64 where every value
+/// is an integer as it prints, else Date32 where every value is `YYYY-MM-DD`, else Utf8. A
+/// key that is also a column of the files replaces it in its place, as in DuckDB.
+/// [`MergePlan::hive_partitions`](super::MergePlan::hive_partitions) names those found.
 ///
 /// ```
 /// use corank::parquet::{HivePartitioning, PlanOptions};

@@ -154,7 +154,8 @@ pub struct PlanOptions {
     /// Match columns by name across files (see the module doc); otherwise schemas must be
     /// the same.
     pub union_by_name: bool,
-    /// Whether `key=value` directories of the paths become columns ([`hive`]): by default
-    /// where every path has the same keys, as DuckDB detects them.
+    /// Whether `key=value` directories of the paths become columns
+    /// ([`HivePartitioning`]): by default where every path has the same keys, as DuckDB
+    /// detects them.
     pub hive_partitioning: HivePartitioning,
 }

@@ -5,7 +5,7 @@
 
 use super::units::{group_digits, parse_bytes, parse_count};
 use crate::engine::placement::{self, CpuBecause, PlannedEngine as Planned};
-use crate::parquet::inputs::expand_inputs_excluding;
+use crate::parquet::inputs::{expand_inputs_excluding, HivePartitioning, PlanOptions};
 use crate::parquet::{
     available_memory, default_memory_limit, parse_order_by, AvailableMemory, MemorySource, MergePlan, WriterSettings, DEFAULT_MEMORY_SHARE,
 };
@@ -41,6 +41,15 @@ pub struct CommonArgs {
     /// Without it the inputs' schemas must be the same.
     #[arg(long)]
     pub union_by_name: bool,
+    /// Hive partitions: the `key=value` directories of the input paths (date=2026-12-01/)
+    /// as columns after the files' own, usable in --by. auto: where every path has the same
+    /// keys (as DuckDB detects them); true: a path without them is an error; false: never.
+    #[arg(long, value_name = "auto|true|false", default_value = "auto", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = parse_named::<HivePartitioning>)]
+    pub hive_partitioning: HivePartitioning,
+    /// The same as --hive-partitioning=false.
+    #[arg(long, conflicts_with = "hive_partitioning")]
+    pub no_hive_partitioning: bool,
     /// Replace OUTPUT if it exists.
     #[arg(short, long)]
     pub force: bool,
@@ -193,6 +202,12 @@ impl CommonArgs {
     /// inode), with or without --force.
     pub fn input_paths(&self, inputs: &[String]) -> Result<Vec<PathBuf>> {
         expand_inputs_excluding(inputs, &self.output)
+    }
+
+    /// How the inputs are read: `--union-by-name`, `--hive-partitioning`.
+    pub fn plan_options(&self) -> PlanOptions {
+        let hive_partitioning = if self.no_hive_partitioning { HivePartitioning::Never } else { self.hive_partitioning };
+        PlanOptions { union_by_name: self.union_by_name, hive_partitioning }
     }
 
     /// How the output is written.

@@ -71,6 +71,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
             by: None,
             engine: args.engine.clone(),
             union_by_name: false,
+            hive_partitioning: Default::default(),
+            no_hive_partitioning: false,
             force: true,
             compression: "zstd(3)".into(),
             row_group_size: 1 << 20,

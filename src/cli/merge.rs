@@ -5,9 +5,9 @@
 use super::common::{parse_named, planned_engine_for, CommonArgs, FlagHelp, PlannedEngine, ReportArgs};
 use super::compression::show_compression;
 use super::json::Json;
-use super::output::{dry_run_json_head, engine_and_output_lines, with_progress_bar};
+use super::output::{dry_run_json_head, engine_and_output_lines, hive_partitions_json, hive_partitions_line, with_progress_bar};
 use super::units::group_digits;
-use crate::parquet::inputs::{plan_merge_with, show_keys, PlanOptions};
+use crate::parquet::inputs::{plan_merge_with, show_keys};
 use crate::parquet::merge::passthrough::{schedule_for, Schedule};
 use crate::parquet::{dry_run, DryRun};
 use crate::parquet::{merge_files, MergeFilesOptions, MergePlan, MergeSummary, Passthrough};
@@ -28,8 +28,9 @@ const HELP: FlagHelp = FlagHelp {
 #[derive(Args, Debug, Clone)]
 #[command(mut_args(|arg| HELP.set(arg)))]
 pub struct MergeArgs {
-    /// Parquet files, directories (their *.parquet files) or glob patterns, in tie order;
-    /// local, or URLs of object stores (s3://bucket/key, a prefix ending in /, a pattern).
+    /// Parquet files, directories (their *.parquet files, also in key=value
+    /// subdirectories) or glob patterns, in tie order; local, or URLs of object stores
+    /// (s3://bucket/key, a prefix ending in /, a pattern).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
     #[command(flatten)]
@@ -101,7 +102,7 @@ pub fn prepare(args: &MergeArgs) -> Result<Prepared> {
     common.start_gpu(dry_run)?;
     let paths = common.input_paths(&args.inputs)?;
     // 2. Footers: schemas, key, runs.
-    let plan = plan_merge_with(&paths, by, &PlanOptions { union_by_name: common.union_by_name })?;
+    let plan = plan_merge_with(&paths, by, &common.plan_options())?;
     common.wait_for_gpu(dry_run)?;
     log::info!(
         "merging {} rows of {} files as {} runs by {} into {}",
@@ -188,6 +189,7 @@ pub fn summary_json(s: &MergeSummary, args: &MergeArgs, prepared: &Prepared) -> 
         .field("rounds_gpu", s.rounds_gpu)
         .field("engine", s.engine())
         .field("by", show_keys(&prepared.plan.keys))
+        .field("hive_partitions", hive_partitions_json(&prepared.plan))
         .field("compression", show_compression(prepared.options.writer.compression))
         .field("elapsed_s", seconds)
         .field("read_s", s.read_time.as_secs_f64())
@@ -228,6 +230,7 @@ fn dry_run_text(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &Pl
         show_keys(&plan.keys),
         args.common.output.display()
     );
+    out += &hive_partitions_line(plan);
     for (i, (run, window)) in plan.runs.iter().zip(&dry.window_bytes).enumerate() {
         let groups = run.row_groups.len();
         out += &format!(

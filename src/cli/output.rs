@@ -106,7 +106,25 @@ pub fn dry_run_json_head(output: &Path, plan: &MergePlan) -> Json {
         .field("rows", plan.total_rows)
         .field("input_bytes", plan.total_bytes)
         .field("by", show_keys(&plan.keys))
+        .field("hive_partitions", hive_partitions_json(plan))
         .field("files", Json::Array(files))
+}
+
+/// The Hive partition columns' names (`["date", "k"]`; empty where none), for `--json`.
+pub fn hive_partitions_json(plan: &MergePlan) -> Json {
+    Json::Array(plan.hive_partitions.iter().map(|c| Json::from(c.as_str())).collect())
+}
+
+/// The dry run's line of the Hive partition columns (`hive partitions: date, k`), where
+/// the paths gave any.
+pub fn hive_partitions_line(plan: &MergePlan) -> String {
+    if plan.hive_partitions.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = (plan.hive_partitions.iter())
+        .map(|c| plan.schema.field_with_name(c).map_or_else(|_| c.clone(), |f| format!("{c} ({})", f.data_type())))
+        .collect();
+    format!("hive partitions: {}\n", shown.join(", "))
 }
 
 /// The last lines of a dry run's text: `engine: ...` and `output: PATH, CODEC`.

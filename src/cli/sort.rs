@@ -6,9 +6,9 @@
 use super::common::{planned_engine_for, CommonArgs, FlagHelp, ReportArgs};
 use super::compression::{parse_output_compression, show_compression};
 use super::json::Json;
-use super::output::{dry_run_json_head, engine_and_output_lines, with_progress_bar};
+use super::output::{dry_run_json_head, engine_and_output_lines, hive_partitions_json, hive_partitions_line, with_progress_bar};
 use super::units::group_digits;
-use crate::parquet::inputs::{show_keys, PlanOptions};
+use crate::parquet::inputs::show_keys;
 use crate::parquet::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
 use crate::show_bytes::show_bytes;
 use crate::{Error, Result, Setting};
@@ -28,8 +28,9 @@ const HELP: FlagHelp = FlagHelp {
 #[derive(Args, Debug, Clone)]
 #[command(mut_args(|arg| HELP.set(arg)))]
 pub struct SortArgs {
-    /// Parquet files, directories (their *.parquet files) or glob patterns, local or URLs
-    /// of object stores (s3://bucket/key, a prefix ending in /, a pattern), in tie order:
+    /// Parquet files, directories (their *.parquet files, also in key=value
+    /// subdirectories) or glob patterns, local or URLs of object stores (s3://bucket/key,
+    /// a prefix ending in /, a pattern), in tie order:
     /// rows with equal keys keep this order (the sort is stable).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<String>,
@@ -142,7 +143,7 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
         strategy: args.strategy,
         cancel: None,
     };
-    let plan = plan_sort(&paths, by, &PlanOptions { union_by_name: common.union_by_name }, &common.output, &options)?;
+    let plan = plan_sort(&paths, by, &common.plan_options(), &common.output, &options)?;
     common.wait_for_gpu(dry_run)?;
     match (&plan.columns, &plan.runs_because) {
         (Some(c), _) => log::info!(
@@ -235,6 +236,7 @@ pub fn summary_json(s: &SortSummary, args: &SortArgs, prepared: &Prepared) -> Js
         .field("rounds_gpu", s.rounds_gpu)
         .field("engine", s.engine())
         .field("by", show_keys(&prepared.plan.inputs.keys))
+        .field("hive_partitions", hive_partitions_json(&prepared.plan.inputs))
         .field("compression", show_compression(prepared.options.writer.compression))
         .field("spill_compression", show_compression(prepared.options.spill_compression))
         .field("elapsed_s", seconds)
@@ -259,6 +261,7 @@ fn dry_run_text(args: &SortArgs, prepared: &Prepared, engine: &str) -> String {
         show_keys(&inputs.keys),
         args.common.output.display()
     );
+    out += &hive_partitions_line(inputs);
     for f in &inputs.files {
         let meta = f.metadata.metadata();
         out += &format!(

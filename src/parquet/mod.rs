@@ -62,7 +62,9 @@ pub(crate) mod writer;
 // The entry points. Everything else in this folder is the crate's own.
 pub use crate::cancel::Cancel;
 pub use inputs::show_keys;
-pub use inputs::{expand_inputs, expand_inputs_excluding, plan_merge, plan_merge_with, InputFile, MergePlan, PlanOptions, Run};
+pub use inputs::{
+    expand_inputs, expand_inputs_excluding, plan_merge, plan_merge_with, HivePartitioning, InputFile, MergePlan, PlanOptions, Run,
+};
 pub use interrupt::remove_temp_file_on_signal;
 pub use memory::{default_memory_limit, DEFAULT_MEMORY_SHARE};
 pub use merge::passthrough::Passthrough;

@@ -10,6 +10,7 @@ mod corrupt_common;
 mod datagen;
 
 mod fuzz_corrupt;
+mod hive;
 mod merge;
 mod pipeline;
 mod regress;

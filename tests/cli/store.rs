@@ -562,3 +562,37 @@ fn ctrl_c_during_an_upload_aborts_it() {
     }
     panic!("the merge ended before a Ctrl-C could reach its upload, five times");
 }
+
+#[test]
+fn hive_partitions_of_a_prefix_and_a_pattern() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b = bucket("hive");
+    let root = d.join("t");
+    let (paths, batches) = crate::hive::hive_layout(&root);
+    for p in &paths {
+        let key = p.strip_prefix(&root).unwrap().to_str().unwrap();
+        put(&b, &format!("t/{key}"), &std::fs::read(p).unwrap());
+    }
+    // Beside the partitions: a directory that is none is not listed.
+    put(&b, "t/other/x.parquet", &std::fs::read(&paths[0]).unwrap());
+    let want = crate::hive::expected(&batches, &[("date", false, false), ("k", false, false), ("x", false, false)]);
+    let out = d.join("out.parquet");
+    for input in [format!("s3://{b}/t/"), format!("s3://{b}/t/*/*/*.parquet")] {
+        let run = ok(&["merge", "--json", "-f", &input, "-o", s(&out), "--by", "date, k, x"]);
+        let v: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+        assert_eq!(v["files"], 6, "{input}");
+        assert_eq!(v["hive_partitions"], serde_json::json!(["date", "k"]), "{input}");
+        assert_eq!(crate::hive::rows_at(&out), want, "{input}");
+    }
+    let target = format!("s3://{b}/out/sorted.parquet");
+    ok(&["sort", "-q", &format!("s3://{b}/t/"), "-o", &target, "--by", "x DESC, date"]);
+    let sorted = rows_of(&get(&b, "out/sorted.parquet"), d, "s.parquet");
+    let sorted = crate::hive::loose(&sorted);
+    assert_eq!(sorted, crate::hive::expected(&batches, &[("x", true, true), ("date", false, false)]));
+    fails(
+        &["merge", &format!("s3://{b}/t/*/*.parquet"), "-o", "x.parquet", "--hive-partitioning=true"],
+        2,
+        &["has no key=value directory"],
+    );
+}

@@ -35,11 +35,12 @@
 //! Files: [`paths`] (which files: globs, directories, the output left out), [`identity`]
 //! (a file as planned, checked again at every open), [`types`] (Parquet types read exactly
 //! or refused), [`schema`] (schemas matched or unified), [`cast`] (a batch fitted to the
-//! merge's schema), [`runs`] (declared orders, row groups joined into runs), [`sizes`]
+//! merge's schema), [`hive`] (`key=value` directories of the paths as columns), [`runs`] (declared orders, row groups joined into runs), [`sizes`]
 //! (decoded and decoder bytes estimated from the footers), [`plan`] (all of it: the
 //! [`MergePlan`]).
 
 pub mod cast;
+pub mod hive;
 pub mod identity;
 pub mod paths;
 pub mod plan;
@@ -49,6 +50,7 @@ pub mod sizes;
 pub mod types;
 
 pub use cast::{cast_checked, conform};
+pub use hive::HivePartitioning;
 pub use identity::FileIdentity;
 pub use paths::{expand_inputs, expand_inputs_excluding, open_input};
 pub use plan::{plan_merge, plan_merge_with, show_keys};
@@ -77,6 +79,8 @@ pub struct InputFile {
     /// What the file was when its footer was read: a later open checks it
     /// ([`InputFile::reopen`]).
     pub(crate) identity: FileIdentity,
+    /// Its Hive partition values, set every batch read from it ([`hive`]); `None` without.
+    pub(crate) partition: Option<std::sync::Arc<hive::FilePartition>>,
 }
 
 /// Consecutive row groups of one file, sorted as a whole. [`MergePlan::runs`] holds them;
@@ -138,6 +142,9 @@ pub struct MergePlan {
     pub row_bytes: usize,
     /// Whether the files' schemas were unified by name ([`PlanOptions::union_by_name`]).
     pub union_by_name: bool,
+    /// The Hive partition columns taken from the paths ([`PlanOptions::hive_partitioning`]),
+    /// in the schema's order; empty where there are none.
+    pub hive_partitions: Vec<String>,
 }
 
 /// How `plan_merge_with` reads the inputs ([`plan_sort`](crate::parquet::plan_sort) takes
@@ -147,4 +154,8 @@ pub struct PlanOptions {
     /// Match columns by name across files (see the module doc); otherwise schemas must be
     /// the same.
     pub union_by_name: bool,
+    /// Whether `key=value` directories of the paths become columns
+    /// ([`HivePartitioning`]): by default where every path has the same keys, as DuckDB
+    /// detects them.
+    pub hive_partitioning: HivePartitioning,
 }

@@ -10,7 +10,8 @@ pub(super) fn file_error(path: &Path, what: impl std::fmt::Display) -> Error {
 }
 
 /// Expands a list of inputs: a file as given, a directory to its `*.parquet`
-/// files (sorted by name), a glob pattern to its matches (sorted by name). The order of the
+/// files and those of its `key=value` subdirectories at any depth (Hive partitions,
+/// [`HivePartitioning`](crate::parquet::HivePartitioning); sorted by path), a glob pattern to its matches (sorted by name). The order of the
 /// result is the merge's tie order. A name that is none of these is an error.
 /// [`dry_run`](crate::parquet::dry_run) has an example.
 pub fn expand_inputs(args: &[String]) -> Result<Vec<PathBuf>> {
@@ -25,11 +26,8 @@ pub fn expand_inputs(args: &[String]) -> Result<Vec<PathBuf>> {
         let local_text = local.to_string_lossy();
         let (path, arg) = (local.as_ref(), local_text.as_ref());
         if path.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(path)
-                .map_err(|e| Error::io(path, "reading the directory", e))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_file() && p.extension().is_some_and(|x| x.eq_ignore_ascii_case("parquet")))
-                .collect();
+            let mut found = Vec::new();
+            parquet_files_in(path, &mut found)?;
             found.sort();
             if found.is_empty() {
                 return Err(file_error(path, "directory holds no .parquet files"));
@@ -53,6 +51,26 @@ pub fn expand_inputs(args: &[String]) -> Result<Vec<PathBuf>> {
         return Err(Error::InvalidArgument("no input files".into()));
     }
     Ok(paths)
+}
+
+/// The `*.parquet` files of the directory `dir`, and those of its `key=value` subdirectories
+/// (Hive partitions), at any depth.
+fn parquet_files_in(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, "reading the directory", e))? {
+        let Ok(path) = entry.map(|e| e.path()) else { continue };
+        if path.is_file() && path.extension().is_some_and(|x| x.eq_ignore_ascii_case("parquet")) {
+            found.push(path);
+        } else if path.is_dir() && path.file_name().and_then(|n| n.to_str()).is_some_and(is_partition_name) {
+            parquet_files_in(&path, found)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a directory's name is a Hive partition's, `key=value` (a key of one character or
+/// more).
+pub(crate) fn is_partition_name(name: &str) -> bool {
+    name.split_once('=').is_some_and(|(key, _)| !key.is_empty())
 }
 
 /// A file's identity: device and inode where the platform has them, else its canonical path.
@@ -142,5 +160,5 @@ pub fn open_input(path: &Path) -> Result<InputFile> {
     };
     let stored_schema = metadata.metadata().file_metadata().schema_descr_ptr();
     let metadata = super::types::read_exactly(path, metadata)?;
-    Ok(InputFile { path: path.to_path_buf(), size, metadata, stored_schema, identity })
+    Ok(InputFile { path: path.to_path_buf(), size, metadata, stored_schema, identity, partition: None })
 }

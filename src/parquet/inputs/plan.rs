@@ -41,6 +41,19 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
     let mut files: Vec<InputFile> = paths.iter().map(|p| open_input(p)).collect::<Result<_>>()?;
     super::types::settle_int96(&mut files)?;
     let schema = if options.union_by_name { union_schema(&files)? } else { merge_field_metadata(&check_same_schema(&files)?, &files) };
+    // Hive partitions: columns from the paths, set on every batch read from a file.
+    let partitions = super::hive::detect(paths, options.hive_partitioning)?;
+    let (schema, hive_partitions) = match partitions {
+        Some(p) => {
+            let shown: Vec<String> = p.fields.iter().map(|f| format!("{} ({})", f.name(), f.data_type())).collect();
+            log::info!("Hive partition columns from the paths: {}", shown.join(", "));
+            for (f, partition) in files.iter_mut().zip(p.files.iter()) {
+                f.partition = Some(partition.clone());
+            }
+            (super::hive::extend_schema(&schema, &p), p.fields.iter().map(|f| f.name().clone()).collect())
+        }
+        None => (schema, Vec::new()),
+    };
     let schema: SchemaRef = Arc::new(schema);
     let keys = match by {
         Some(keys) => keys,
@@ -54,7 +67,10 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
         if !crate::keys::is_supported(field.data_type()) {
             return Err(Error::UnsupportedType { column: k.column.clone(), data_type: field.data_type().clone() });
         }
-        if let Some(f) = files.iter().find(|f| top_level_leaf(&f.stored_schema, &k.column).is_some_and(super::types::is_interval)) {
+        let partition = hive_partitions.contains(&k.column);
+        if let Some(f) =
+            files.iter().filter(|_| !partition).find(|f| top_level_leaf(&f.stored_schema, &k.column).is_some_and(super::types::is_interval))
+        {
             return Err(Error::InvalidArgument(format!(
                 "sort column '{}' is a Parquet INTERVAL (in {}): intervals have no order corank shares with other engines \
                  (a month has no fixed length in days), so corank cannot sort by one",
@@ -117,5 +133,5 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
     check_intervals_kept(&files, &schema)?;
     let total_bytes = files.iter().map(|f| f.size).sum();
     let row_bytes = (decoded / total_rows.max(1) as u64).max(1) as usize;
-    Ok(MergePlan { files, schema, keys, runs, total_rows, total_bytes, row_bytes, union_by_name: options.union_by_name })
+    Ok(MergePlan { files, schema, keys, runs, total_rows, total_bytes, row_bytes, union_by_name: options.union_by_name, hive_partitions })
 }

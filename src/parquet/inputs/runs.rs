@@ -76,7 +76,7 @@ pub(super) fn common_declared_order(files: &[InputFile]) -> Result<Vec<SortKey>>
 /// nothing (`false`). Equal boundary keys may join: both row groups belong to one file,
 /// and stability puts `g`'s rows first either way. Truncated string statistics stay bounds
 /// (a truncated max only grows, a truncated min only shrinks). Float columns are unknown
-/// (NaN and -0 escape statistics).
+/// (NaN and -0 escape statistics). A Hive partition column ties everywhere (one value a file).
 pub(super) fn continues(input: &InputFile, keys: &[SortKey]) -> Vec<bool> {
     use std::cmp::Ordering;
     let row_groups = input.metadata.metadata().row_groups();
@@ -84,6 +84,10 @@ pub(super) fn continues(input: &InputFile, keys: &[SortKey]) -> Vec<bool> {
     let schema = input.metadata.schema();
     // Per column and pair, `end_c(g)` against `start_c(g + 1)` (`None`: unknown).
     let column = |key: &SortKey| -> Option<Vec<Option<Ordering>>> {
+        // A Hive partition column holds one value in a whole file: every pair ties.
+        if input.partition.as_ref().is_some_and(|p| p.has(&key.column)) {
+            return Some(vec![Some(Ordering::Equal); pairs]);
+        }
         let field = schema.field_with_name(&key.column).ok()?;
         if matches!(field.data_type(), DataType::Float16 | DataType::Float32 | DataType::Float64) {
             return None;

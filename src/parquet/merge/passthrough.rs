@@ -369,6 +369,9 @@ fn check_passthrough_allowed(plan: &MergePlan, mode: Passthrough) -> Off<()> {
     if plan.runs.is_empty() {
         return Err("no rows".into());
     }
+    if !plan.hive_partitions.is_empty() {
+        return Err(format!("the Hive partition columns ({}) are not in the inputs' row groups", plan.hive_partitions.join(", ")));
+    }
     for k in &plan.keys {
         match plan.schema.field_with_name(&k.column).map(|f| f.data_type().clone()) {
             Ok(DataType::Float16 | DataType::Float32 | DataType::Float64) => {

@@ -32,6 +32,7 @@ use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::parquet::corrupt::{catch, decode_error};
 use crate::parquet::inputs::conform;
+use crate::parquet::inputs::hive::FilePartition;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use parquet::arrow::arrow_reader::{
@@ -49,6 +50,8 @@ pub struct RowGroupSource {
     pub row_group: usize,
     /// Rows its metadata counts (the reader checks that they all came).
     pub rows: usize,
+    /// The file's Hive partition values, set on every batch before it is conformed.
+    pub partition: Option<Arc<FilePartition>>,
 }
 
 /// How many rows a batch holds.
@@ -381,6 +384,16 @@ impl RowGroupDecoder {
                     let _ = send.send(Err(Error::File { path: s.path.clone(), detail }));
                     return;
                 }
+                let batch = match &s.partition {
+                    Some(partition) => match partition.apply(batch) {
+                        Ok(batch) => batch,
+                        Err(e) => {
+                            let _ = send.send(Err(e));
+                            return;
+                        }
+                    },
+                    None => batch,
+                };
                 let batch = match &self.schema {
                     Some(schema) => {
                         let first_row = rows - batch.num_rows();
@@ -450,6 +463,7 @@ mod tests {
                 metadata: metadata.clone(),
                 row_group: g,
                 rows: metadata.metadata().row_group(g).num_rows() as usize,
+                partition: None,
             })
             .collect();
         let sizing = BatchSizing { rows: 100, target_bytes: Some(64 << 10), extra_bytes_per_row: 16, max_rows: 1 << 20 };

@@ -8,6 +8,7 @@ use super::{is_offset_overflow, resizes, rows_after_overflow};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::parquet::corrupt::{catch, decode_error};
+use crate::parquet::inputs::hive::FilePartition;
 use crate::parquet::inputs::{MergePlan, Run};
 use crate::parquet::memory::{FIRST_BATCH_ROWS, MAX_BATCH_BYTES, MAX_WINDOW_ROWS, ROUND_BYTES_PER_ROW};
 use arrow::array::RecordBatch;
@@ -35,6 +36,8 @@ pub(crate) struct RunReader<'a> {
     batch_bytes: usize,
     /// Keep the file open between batches.
     keep_open: bool,
+    /// The file's Hive partition values, set on every batch.
+    partition: Option<&'a FilePartition>,
 }
 
 impl<'a> RunReader<'a> {
@@ -49,7 +52,8 @@ impl<'a> RunReader<'a> {
         if run.rows() <= FIRST_BATCH_ROWS && run.rows() * row_bytes <= window_bytes {
             batch_rows = run.rows();
         }
-        RunReader { run, path: &f.path, metadata: &f.metadata, reader: None, position: 0, batch_rows, batch_bytes, keep_open }
+        let partition = f.partition.as_deref();
+        RunReader { run, path: &f.path, metadata: &f.metadata, reader: None, position: 0, batch_rows, batch_bytes, keep_open, partition }
     }
 
     /// What the reader was doing, for its errors.
@@ -156,6 +160,10 @@ impl<'a> RunReader<'a> {
                     if !self.keep_open || last {
                         self.reader = None;
                     }
+                    let b = match self.partition {
+                        Some(partition) => partition.apply(b)?,
+                        None => b,
+                    };
                     return Ok(Some((b, last)));
                 }
                 // Values so large that a batch overflows its 32-bit offsets: fewer rows.
@@ -194,7 +202,13 @@ pub(crate) fn parallel_run_reader(
 ) -> OrderedRowGroups {
     let f = &plan.files[run.file];
     let sources = (run.row_groups.iter().zip(&run.row_group_rows))
-        .map(|(&row_group, &rows)| RowGroupSource { path: f.path.clone(), metadata: f.metadata.clone(), row_group, rows })
+        .map(|(&row_group, &rows)| RowGroupSource {
+            path: f.path.clone(),
+            metadata: f.metadata.clone(),
+            row_group,
+            rows,
+            partition: f.partition.clone(),
+        })
         .collect();
     let batch_bytes = (window_bytes / (4 * (decoders + 2))).clamp(1, MAX_BATCH_BYTES);
     let row_bytes = (run.decoded_bytes as usize / run.rows().max(1)).max(1) + ROUND_BYTES_PER_ROW;

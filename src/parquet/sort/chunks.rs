@@ -29,6 +29,7 @@ pub(super) fn input_reader(plan: &SortPlan) -> OrderedRowGroups {
                 metadata: file.metadata.clone(),
                 row_group: g,
                 rows: meta.row_group(g).num_rows().max(0) as usize,
+                partition: file.partition.clone(),
             })
         })
         .collect();

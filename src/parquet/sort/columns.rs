@@ -254,9 +254,17 @@ fn decode_row_group(
     let file_schema = metadata.schema();
     let roots: Vec<usize> = fields.iter().filter_map(|&c| file_schema.index_of(inputs.schema.field(c).name()).ok()).collect();
     if roots.is_empty() {
-        // Every column missing from this file (union by name): nulls.
-        let columns = schema.fields().iter().map(|f| arrow::array::new_null_array(f.data_type(), source.rows)).collect();
-        return Ok(RecordBatch::try_new(schema.clone(), columns)?);
+        // Every column missing from this file (union by name: nulls) or a Hive partition's.
+        let empty = RecordBatch::try_new_with_options(
+            Arc::new(Schema::empty()),
+            vec![],
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(source.rows)),
+        )?;
+        let empty = match &file.partition {
+            Some(partition) => partition.apply(empty)?,
+            None => empty,
+        };
+        return conform(empty, schema);
     }
     // The file as planned (a file replaced or rewritten between the passes would mix two
     // versions' rows); checked again once its rows are decoded.
@@ -276,7 +284,13 @@ fn decode_row_group(
         Ok(Err(cause)) | Err(cause) => return Err(decode_error(&file.path, metadata, &[source.row_group], &cause)),
     };
     let batches = (batches.into_iter())
-        .map(|b| conform(b, schema).map_err(|e| Error::File { path: file.path.clone(), detail: format!("{}: {e}", context()) }))
+        .map(|b| match &file.partition {
+            Some(partition) => partition.apply(b),
+            None => Ok(b),
+        })
+        .map(|b| {
+            b.and_then(|b| conform(b, schema)).map_err(|e| Error::File { path: file.path.clone(), detail: format!("{}: {e}", context()) })
+        })
         .collect::<Result<Vec<_>>>()?;
     file.check_unchanged(&handle, false)?;
     let batch = match batches.len() {

@@ -212,6 +212,7 @@ fn runs_plan(files: Vec<InputFile>, inputs: &MergePlan) -> MergePlan {
         total_bytes: files.iter().map(|f| f.size).sum(),
         row_bytes: (decoded / total_rows.max(1) as u64).max(1) as usize,
         union_by_name: false,
+        hive_partitions: Vec::new(),
         files,
     }
 }

@@ -22,7 +22,8 @@ fn key_part(arg: &str) -> &str {
     rest.split_once('/').map_or("", |(_, key)| key)
 }
 
-/// An input URL expanded: `…/` to the `.parquet` objects directly under it, a pattern to
+/// An input URL expanded: `…/` to the `.parquet` objects directly under it and under its
+/// `key=value` prefixes (Hive partitions), a pattern to
 /// the objects it matches (`*` and `?` within one level, `**` across levels), both sorted
 /// by key (the merge's tie order); an object as it is (read when it is opened).
 pub(crate) fn expand(arg: &str) -> Result<Vec<PathBuf>> {
@@ -69,17 +70,25 @@ pub(crate) fn expand(arg: &str) -> Result<Vec<PathBuf>> {
     Ok(vec![PathBuf::from(arg)])
 }
 
-/// The keys under `prefix`: all of them where `deep`, else those directly under it.
+/// The keys under `prefix`: all of them where `deep`, else those directly under it and
+/// under its `key=value` "subdirectories" at any depth (Hive partitions).
 fn list_keys(prefix: &ObjectUrl, deep: bool) -> Result<Vec<ObjectPath>> {
     let store = store_for(prefix)?;
     let location = prefix.location.clone();
     let listed = block_on(async move {
-        let at = (!location.as_ref().is_empty()).then_some(&location);
         if deep {
-            store.list(at).map_ok(|m| m.location).try_collect::<Vec<_>>().await
-        } else {
-            store.list_with_delimiter(at).await.map(|r| r.objects.into_iter().map(|m| m.location).collect())
+            let at = (!location.as_ref().is_empty()).then_some(&location);
+            return store.list(at).map_ok(|m| m.location).try_collect::<Vec<_>>().await;
         }
+        let (mut keys, mut pending) = (Vec::new(), vec![location]);
+        while let Some(location) = pending.pop() {
+            let at = (!location.as_ref().is_empty()).then_some(&location);
+            let listed = store.list_with_delimiter(at).await?;
+            keys.extend(listed.objects.into_iter().map(|m| m.location));
+            let partitions = listed.common_prefixes.into_iter();
+            pending.extend(partitions.filter(|p| p.filename().is_some_and(crate::parquet::inputs::paths::is_partition_name)));
+        }
+        Ok(keys)
     });
     listed.map_err(|e| store_error(&prefix.text, "listing", e))
 }

@@ -72,6 +72,6 @@ pub use os::{available_memory, AvailableMemory, MemorySource};
 pub use sort::columns::ColumnsPlan;
 pub use sort::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
 pub use sorting_columns::sorting_columns;
-pub use writer::{parse_compression, show_compression, SortedParquetWriter, WriterSettings, Written};
+pub use writer::{parse_compression, show_compression, OutputFile, SortedParquetWriter, SplitFiles, WriterSettings, Written};
 
 pub(crate) use os::name_this_thread;

@@ -62,8 +62,8 @@ pub struct CommonArgs {
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub max_file_rows: Option<usize>,
     /// Split the output into files of about SIZE bytes: a file ends at the first key change
-    /// after its encoded row groups reach SIZE (approximate: the row groups still encoding
-    /// come on top). OUTPUT is a directory.
+    /// after it reaches SIZE (approximate: a file passes SIZE by about a row group).
+    /// OUTPUT is a directory.
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     pub max_file_bytes: Option<usize>,
     // The approximate cap on the memory the command holds (help: FlagHelp); none given:

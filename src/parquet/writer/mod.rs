@@ -209,6 +209,9 @@ pub struct SortedParquetWriter {
     warned_over_bytes: bool,
     /// Stops the writing with [`Error::Cancelled`] once set ([`Self::set_cancel`]).
     cancel: Option<Cancel>,
+    /// Bytes of Arrow data of the row groups encoded and appended, and the bytes they took
+    /// in the file: their compression ratio (a split output's size estimate).
+    encoded: (usize, usize),
 }
 
 /// Bytes of a batch's rows: its columns' slices, not the buffers they slice (a merged
@@ -348,6 +351,7 @@ impl SortedParquetWriter {
             dictionary: DictionaryChoice::Undecided,
             warned_over_bytes: false,
             cancel: None,
+            encoded: (0, 0),
             schema,
         })
     }
@@ -509,6 +513,26 @@ impl SortedParquetWriter {
     /// encoding, nor the rows buffered).
     pub(crate) fn bytes_written(&self) -> u64 {
         self.writer.bytes_written() as u64
+    }
+
+    /// Bytes of Arrow data not yet in the file: of the row groups encoding, and buffered.
+    pub(crate) fn unwritten_arrow_bytes(&self) -> usize {
+        let encoding: usize = self.in_flight.iter().map(|g| if let InFlight::Encoding(_, _, b) = g { *b } else { 0 }).sum();
+        encoding + self.pending_bytes
+    }
+
+    /// Bytes of Arrow data of the row groups encoded and appended, and their bytes in the file.
+    pub(crate) fn encoded_bytes(&self) -> (usize, usize) {
+        self.encoded
+    }
+
+    /// Waits for the row groups being encoded and appends them: [`bytes_written`](Self::bytes_written)
+    /// then counts them.
+    pub(crate) fn drain(&mut self) -> Result<()> {
+        while !self.in_flight.is_empty() {
+            self.append_oldest()?;
+        }
+        Ok(())
     }
 
     /// What was written, the file's `bytes` long.

@@ -16,9 +16,13 @@
 //!   fits. A run of equal keys that alone holds more rows fills a file of its own, which
 //!   grows past the limit (the only file that does).
 //! - `max_bytes` (approximate, as DuckDB's `FILE_SIZE_BYTES`): a file ends at the first key
-//!   change after its bytes reach the limit, the bytes being those of its row groups already
-//!   encoded and appended. A file is therefore larger than the limit by up to the row groups
-//!   still being encoded and the rest of the batch being written, and by a run of equal keys.
+//!   change after its size reaches the limit. The size is that of its row groups in the
+//!   file, plus the Arrow bytes of those still encoding and of the rows buffered at the
+//!   compression ratio of the row groups written so far (a byte a byte before the first);
+//!   where that estimate reaches the limit, the row groups encoding are waited for and
+//!   counted as they are (checked at least once a row group's rows). A file ends up larger
+//!   than the limit by less than a row group (its last, written when the file ends), its
+//!   footer, and a run of equal keys; only the last file is smaller.
 //! - Both: whichever ends the file first.
 //!
 //! Each file is written as an unsplit output is ([`SortedParquetWriter`]): the same schema,
@@ -83,7 +87,8 @@ pub struct SplitFiles {
     /// Most rows a file holds (a run of equal keys longer than this fills a file of its own).
     pub max_rows: Option<usize>,
     /// Bytes after which a file ends, at the next key change (approximate: a file passes
-    /// it by the row groups still encoding and the batch being written).
+    /// it by about a batch and a row group, see the module `writer::split`'s doc in the
+    /// source, or docs/cli.md).
     pub max_bytes: Option<u64>,
 }
 
@@ -228,6 +233,8 @@ pub(crate) struct SplitWriter {
     staged: Vec<(Staged, OutputFile)>,
     /// The directory this writer created, removed (when empty) if it fails.
     created_dir: Option<PathBuf>,
+    /// [`SortedParquetWriter::encoded_bytes`] of the files finished.
+    encoded: (usize, usize),
 }
 
 impl SplitWriter {
@@ -287,6 +294,7 @@ impl SplitWriter {
             last_key: None,
             staged: Vec::new(),
             created_dir,
+            encoded: (0, 0),
         })
     }
 
@@ -313,15 +321,31 @@ impl SplitWriter {
     }
 
     /// Whether the current file ends before a run of `run_rows` rows (complete or not).
-    fn must_cut_before(&self, run_rows: usize) -> bool {
+    fn must_cut_before(&mut self, run_rows: usize) -> Result<bool> {
         let rows = self.file_rows();
-        rows > 0
-            && (self.limits.max_rows.is_some_and(|most| rows + run_rows > most)
-                || self.limits.max_bytes.is_some_and(|bytes| self.file_bytes() >= bytes))
+        Ok(rows > 0 && (self.limits.max_rows.is_some_and(|most| rows + run_rows > most) || self.over_bytes()?))
     }
 
-    fn file_bytes(&self) -> u64 {
-        self.current.as_ref().map_or(0, |o| o.writer.bytes_written())
+    /// Whether the current file's bytes reached `max_bytes`: its row groups in the file, and
+    /// those encoding and the rows buffered at the compression ratio seen so far. Where the
+    /// estimate says so, the row groups encoding are waited for and counted as they are.
+    fn over_bytes(&mut self) -> Result<bool> {
+        let (Some(limit), Some(open)) = (self.limits.max_bytes, self.current.as_mut()) else { return Ok(false) };
+        if open.writer.rows() == 0 {
+            return Ok(false);
+        }
+        let estimate = |w: &SortedParquetWriter, done: (usize, usize)| {
+            let (arrow, encoded) = w.encoded_bytes();
+            let (arrow, encoded) = (arrow + done.0, encoded + done.1);
+            // Before any row group is encoded, a byte of Arrow data counts as a byte.
+            let ratio = if arrow == 0 { 1.0 } else { encoded as f64 / arrow as f64 };
+            w.bytes_written() + (w.unwritten_arrow_bytes() as f64 * ratio) as u64
+        };
+        if estimate(&open.writer, self.encoded) < limit {
+            return Ok(false);
+        }
+        open.writer.drain()?;
+        Ok(estimate(&open.writer, self.encoded) >= limit)
     }
 
     /// Writes sorted rows: the output is cut between runs of equal keys as the module doc
@@ -371,7 +395,7 @@ impl SplitWriter {
         if over_rows || self.held_bytes > self.settings.row_group_bytes {
             // The run cannot end in this file (or is too large to hold back): written from
             // now on, in the next file where the rows may not grow this one.
-            if self.limits.max_rows.is_some() || self.must_cut_before(self.held_rows) {
+            if self.limits.max_rows.is_some() || self.must_cut_before(self.held_rows)? {
                 self.cut()?;
             }
             self.streaming = true;
@@ -385,7 +409,7 @@ impl SplitWriter {
         if std::mem::take(&mut self.streaming) || self.held_rows == 0 {
             return Ok(());
         }
-        if self.must_cut_before(self.held_rows) {
+        if self.must_cut_before(self.held_rows)? {
             self.cut()?;
         }
         self.write_held()
@@ -405,20 +429,17 @@ impl SplitWriter {
         let end = bounds.len() - 1;
         let mut at = 0;
         while at < end {
-            if self.limits.max_bytes.is_some_and(|bytes| self.file_rows() > 0 && self.file_bytes() >= bytes) {
+            if self.over_bytes()? {
                 self.cut()?;
             }
             let p = bounds[at];
-            // The furthest boundary within the file's room.
-            let fits = match self.limits.max_rows {
-                None => end,
-                Some(most) => {
-                    let room = most.saturating_sub(self.file_rows());
-                    bounds.partition_point(|&b| b <= p + room) - 1
-                }
-            };
-            let to = if fits > at {
-                fits
+            // The furthest boundary within `reach` rows.
+            let within = |reach: usize| bounds.partition_point(|&b| b <= p.saturating_add(reach)) - 1;
+            let room = self.limits.max_rows.map_or(usize::MAX, |most| most.saturating_sub(self.file_rows()));
+            let to = if within(room) > at {
+                // At most a row group's rows at a time where bytes count: checked between.
+                let step = if self.limits.max_bytes.is_some() { self.settings.row_group_rows } else { usize::MAX };
+                within(room.min(step)).max(at + 1)
             } else if self.file_rows() > 0 {
                 self.cut()?;
                 continue;
@@ -463,7 +484,10 @@ impl SplitWriter {
     /// Ends the current file: complete, waiting to be put in place.
     fn cut(&mut self) -> Result<()> {
         let Some(open) = self.current.take() else { return Ok(()) };
+        let (arrow, encoded) = open.writer.encoded_bytes();
         let staged = open.writer.stage(true)?;
+        self.encoded.0 += arrow;
+        self.encoded.1 += encoded;
         let w = staged.written();
         log::info!("{}: {} rows, {} bytes (put in place at the end)", staged.target().display(), w.rows, w.bytes);
         let file = OutputFile {

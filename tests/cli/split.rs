@@ -324,3 +324,52 @@ fn a_dry_run_says_the_output_is_split() {
         assert!(!out.exists());
     }
 }
+
+/// Ctrl-C once a file of the set is finished (two temporary files in the directory: the
+/// finished one waiting, the next being written): the process ends by SIGINT and leaves
+/// no file. A merge that ended before the signal landed (a loaded machine) must have
+/// written the whole set, and runs again.
+#[cfg(unix)]
+#[test]
+fn interrupted_split_merge_leaves_no_file() {
+    use crate::datagen::{write_lineitem_files, FileLayout};
+    use std::os::unix::process::ExitStatusExt;
+    use std::time::{Duration, Instant};
+    let d = tempfile::tempdir().unwrap();
+    let inputs = d.path().join("in");
+    write_lineitem_files(&inputs, 4, 500_000, 65_536, FileLayout::Sorted, 11).unwrap();
+    let out = d.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    for attempt in 0..5 {
+        let mut child = command()
+            .args(["merge", s(&inputs), "-o", s(&out), "-q", "--engine", "cpu", "--max-file-rows", "100000"])
+            .spawn()
+            .expect("the corank binary runs");
+        let start = Instant::now();
+        let seen = loop {
+            if files_in(&out).iter().filter(|f| f.starts_with(".corank-") && f.ends_with(".tmp")).count() >= 2 {
+                break true;
+            }
+            if child.try_wait().unwrap().is_some() {
+                break false;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "no second temporary file after 60 s");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        if seen {
+            // SAFETY: kill(2) with the pid of our own child; no memory is involved.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        }
+        let status = child.wait().unwrap();
+        let left = files_in(&out);
+        if status.signal() == Some(libc::SIGINT) && left.is_empty() {
+            return;
+        }
+        assert!(status.success() || status.signal() == Some(libc::SIGINT), "attempt {attempt}: {status}");
+        assert!(left.len() >= 20 && left.iter().all(|f| f.starts_with("part-")), "attempt {attempt}: {left:?}");
+        for f in left {
+            std::fs::remove_file(out.join(f)).unwrap();
+        }
+    }
+    panic!("five merges ended before their signal");
+}

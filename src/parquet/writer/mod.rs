@@ -574,6 +574,21 @@ impl Staged {
         &self.target
     }
 
+    /// Gives a local staged file the temporary name `to` (in its directory), which a signal
+    /// handler can build ([`crate::parquet::interrupt::staged_name`]); an upload is left as it is.
+    pub(crate) fn rename_temp(&mut self, to: &Path) -> Result<()> {
+        if let Place::Temp(temp, _) = &mut self.place {
+            std::fs::rename(&**temp, to).map_err(|e| Error::io(to, "naming a finished part", e))?;
+            let renamed = TempPath::try_from_path(to).map_err(|e| {
+                let _ = std::fs::remove_file(to);
+                Error::io(to, "naming a finished part", e)
+            })?;
+            // Nothing is left under the old name to remove.
+            let _ = std::mem::replace(temp, renamed).keep();
+        }
+        Ok(())
+    }
+
     /// What the file holds.
     pub(crate) fn written(&self) -> Written {
         self.written

@@ -38,9 +38,13 @@
 //! **All or nothing.** Every file goes through the usual path (a temporary file beside its
 //! name, or a multipart upload), but none is put in place before all are written: each
 //! finished file waits, complete (synced; its upload's parts all sent), and only at the end
-//! are they renamed (uploads completed) in order. An error or a cancel (Ctrl-C) before that
-//! leaves none of them (temporary files removed, uploads aborted); one while they are put in
-//! place removes those already in place.
+//! are they renamed (uploads completed) in order. An error or a cancel before that leaves
+//! none of them (temporary files removed, uploads aborted); one while they are put in place
+//! removes those already in place. A signal (Ctrl-C, where the program installed corank's
+//! handlers) does the same for a local output: the finished files wait under names the
+//! handler can build (`crate::parquet::interrupt`), and it unlinks them and the parts already
+//! in place. For an object store's, the signal aborts the uploads not completed; one during
+//! the completions leaves those already completed.
 //!
 //! **Existing parts.** Without `overwrite` a directory that holds any `part-N.parquet` (five
 //! digits or more) is refused, its other files not looked at. With `overwrite` the new files
@@ -56,6 +60,7 @@
 use super::{slice_bytes, SortedParquetWriter, Staged, WriterSettings, Written};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+use crate::parquet::interrupt::{staged_name, StagedSetGuard};
 use crate::sort_key::SortKey;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -235,6 +240,10 @@ pub(crate) struct SplitWriter {
     created_dir: Option<PathBuf>,
     /// [`SortedParquetWriter::encoded_bytes`] of the files finished.
     encoded: (usize, usize),
+    /// A local output's finished files, registered for the signal handler under the names
+    /// `staged_name(base, i)`; `None` for an object store's (its uploads are aborted by the
+    /// upload module's signal thread). Dropped after `staged` (declared after).
+    on_signal: Option<(StagedSetGuard, u64)>,
 }
 
 impl SplitWriter {
@@ -263,6 +272,11 @@ impl SplitWriter {
         let key_index: Vec<usize> = keys.iter().map(|k| schema.index_of(&k.column)).collect::<std::result::Result<_, _>>()?;
         let fields = key_index.iter().map(|&i| SortField::new(schema.field(i).data_type().clone())).collect();
         let converter = RowConverter::new(fields)?;
+        let on_signal = (!crate::parquet::store::is_url(dir)).then(|| {
+            let local = crate::parquet::store::local_path(dir);
+            let base = random_u64();
+            (StagedSetGuard::register(&local, base), base)
+        });
         let first = open_file(&part_path(dir, 0), &schema, &parquet_schema, keys, &metadata, expected_rows, &settings, None);
         let first = match first {
             Ok(w) => w,
@@ -295,6 +309,7 @@ impl SplitWriter {
             staged: Vec::new(),
             created_dir,
             encoded: (0, 0),
+            on_signal,
         })
     }
 
@@ -485,7 +500,13 @@ impl SplitWriter {
     fn cut(&mut self) -> Result<()> {
         let Some(open) = self.current.take() else { return Ok(()) };
         let (arrow, encoded) = open.writer.encoded_bytes();
-        let staged = open.writer.stage(true)?;
+        let mut staged = open.writer.stage(true)?;
+        if let Some((guard, base)) = &self.on_signal {
+            let i = self.staged.len();
+            guard.announce(i + 1);
+            let name = crate::parquet::store::local_path(&self.dir).join(staged_name(*base, i));
+            staged.rename_temp(&name)?;
+        }
         self.encoded.0 += arrow;
         self.encoded.1 += encoded;
         let w = staged.written();
@@ -521,6 +542,9 @@ impl SplitWriter {
                     total.row_groups += w.row_groups;
                     total.bytes += w.bytes;
                     placed.push(file.path.clone());
+                    if let Some((guard, _)) = &self.on_signal {
+                        guard.placed(placed.len());
+                    }
                     files.push(file);
                 }
                 Err(e) => {
@@ -556,6 +580,15 @@ impl Drop for SplitWriter {
             let _ = std::fs::remove_dir(dir);
         }
     }
+}
+
+/// A random number (std's randomly keyed hasher over the time and the process).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
 }
 
 /// A file of the split output, created as an unsplit output would be.

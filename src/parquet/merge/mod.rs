@@ -144,8 +144,10 @@ pub(crate) fn kept_metadata(files: &[InputFile]) -> Vec<KeyValue> {
     kept
 }
 
-/// Merges the runs of `plan` into `output`. `progress` is called after every piece written
-/// with the rows written so far. On any error the output is left as it was.
+/// Merges the runs of `plan` into `output` (a directory, or a store prefix, of part files
+/// where `options.writer.split` is set: [`SplitFiles`](crate::parquet::SplitFiles)).
+/// `progress` is called after every piece written with the rows written so far. On any
+/// error the output is left as it was.
 ///
 /// Row groups that need no merge are copied unchanged where `options.passthrough` allows
 /// ([`Passthrough`]): the merge then runs in phases between them.

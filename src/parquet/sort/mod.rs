@@ -314,7 +314,9 @@ pub fn plan_sort(
     })
 }
 
-/// Sorts the inputs of `plan` into `output` (see the module doc). `progress` is called with
+/// Sorts the inputs of `plan` into `output` (see the module doc; a directory, or a store
+/// prefix, of part files where `options.writer.split` is set:
+/// [`SplitFiles`](crate::parquet::SplitFiles)). `progress` is called with
 /// the phase and the rows done in it. On any error the output is left as it was and the
 /// spill directory is removed.
 ///

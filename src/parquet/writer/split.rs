@@ -70,8 +70,9 @@ use parquet::file::metadata::KeyValue;
 use parquet::schema::types::SchemaDescriptor;
 use std::path::{Path, PathBuf};
 
-/// How an output is split into files ([`WriterSettings::split`]; the module
-/// `corank::parquet` lists where it is used). At least one limit, neither 0.
+/// How an output is split into files ([`WriterSettings::split`]): `DIR/part-00000.parquet`,
+/// `part-00001.parquet`, ..., each a contiguous key range (docs/cli.md, "Split outputs").
+/// At least one limit, neither 0.
 ///
 /// ```no_run
 /// use corank::parquet::{merge_files, plan_merge, MergeFilesOptions, SplitFiles, WriterSettings};
@@ -130,7 +131,7 @@ pub struct OutputFile {
 }
 
 /// The name of the `index`th file of a split output in `dir` (a path or a URL).
-pub fn part_path(dir: &Path, index: usize) -> PathBuf {
+pub(crate) fn part_path(dir: &Path, index: usize) -> PathBuf {
     let name = format!("part-{index:05}.parquet");
     if crate::parquet::store::is_url(dir) {
         PathBuf::from(format!("{}/{name}", dir.to_string_lossy().trim_end_matches('/')))
@@ -165,7 +166,7 @@ fn existing_parts(dir: &Path) -> Result<Vec<(usize, PathBuf)>> {
 
 /// Refuses a split output at `dir` that is not a directory, or that holds parts already
 /// unless `overwrite` (see the module doc).
-pub fn check_split_output(dir: &Path, overwrite: bool) -> Result<()> {
+pub(crate) fn check_split_output(dir: &Path, overwrite: bool) -> Result<()> {
     if crate::parquet::store::is_url(dir) {
         if dir.to_string_lossy().starts_with("http") {
             return crate::parquet::store::check_output(dir, overwrite); // read-only: refused there

@@ -217,7 +217,12 @@ impl CommonArgs {
     /// The input files the arguments name; the output is never one (compared by device and
     /// inode), with or without --force.
     pub fn input_paths(&self, inputs: &[String]) -> Result<Vec<PathBuf>> {
-        expand_inputs_excluding(inputs, &self.output)
+        let paths = expand_inputs_excluding(inputs, &self.output)?;
+        if self.split().is_some() {
+            // Not a part of a split OUTPUT either (the library checks too; here a dry run does).
+            crate::parquet::writer::split::check_inputs_outside(&self.output, paths.iter().map(PathBuf::as_path))?;
+        }
+        Ok(paths)
     }
 
     /// How the output is written.

@@ -279,7 +279,7 @@ fn dry_run_text(args: &SortArgs, prepared: &Prepared, engine: &str) -> String {
         show_bytes(plan.chunk_bytes as u64),
         plan.estimated_runs,
         if plan.estimated_runs == 1 { "" } else { "s" },
-        if plan.estimated_runs == 1 {
+        if plan.estimated_runs == 1 && prepared.options.writer.split.is_none() {
             ", nothing spilled".to_string()
         } else {
             format!(", spilled in {} under {}", show_compression(prepared.options.spill_compression), plan.temp_dir.display())

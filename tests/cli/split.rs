@@ -267,6 +267,14 @@ fn force_replaces_the_older_parts() {
     assert_eq!(files_in(&out), ["_SUCCESS", "part-00000.parquet", "part-00001.parquet"]);
     let total: usize = ["part-00000.parquet", "part-00001.parquet"].iter().map(|n| keys_of(&rows_and_sorting(&out.join(n)).0).len()).sum();
     assert_eq!(total, 9_000);
+    // Compacting the directory into itself: refused, even with --force (a failure while the
+    // new set is put in place would lose rows).
+    for cmd in ["merge", "sort"] {
+        let run = command().args([cmd, "-q", s(&out), "-o", s(&out), "--max-file-rows", "3000", "--force"]).output().unwrap();
+        assert_eq!(run.status.code(), Some(2), "{cmd}: {}", text(&run.stderr));
+        assert!(text(&run.stderr).contains("is a part of the split output"), "{cmd}: {}", text(&run.stderr));
+    }
+    assert_eq!(files_in(&out), ["_SUCCESS", "part-00000.parquet", "part-00001.parquet"]);
 }
 
 #[test]

@@ -162,6 +162,9 @@ pub fn merge_files(
     let start = Instant::now();
     let cancel = options.cancel.as_ref();
     crate::cancel::check(cancel)?;
+    if options.writer.split.is_some() {
+        super::writer::split::check_inputs_outside(output, plan.files.iter().map(|f| f.path.as_path()))?;
+    }
     // The GPU's start-up (context, cached kernels) overlaps opening the inputs and the
     // writer where a round may go to the GPU; a small `Auto` merge never touches it.
     if crate::engine::placement::warm_up_pays(&options.engine, plan.total_rows) {

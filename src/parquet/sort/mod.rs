@@ -352,6 +352,7 @@ pub fn sort_files(
     let out_dir = match options.writer.split {
         Some(_) => {
             super::writer::split::check_split_output(output, options.writer.overwrite)?;
+            super::writer::split::check_inputs_outside(output, inputs.files.iter().map(|f| f.path.as_path()))?;
             output.to_path_buf()
         }
         None => {

@@ -168,7 +168,7 @@ fn existing_parts(dir: &Path) -> Result<Vec<(usize, PathBuf)>> {
 /// unless `overwrite` (see the module doc).
 pub(crate) fn check_split_output(dir: &Path, overwrite: bool) -> Result<()> {
     if crate::parquet::store::is_url(dir) {
-        if dir.to_string_lossy().starts_with("http") {
+        if dir.to_string_lossy().to_ascii_lowercase().starts_with("http") {
             return crate::parquet::store::check_output(dir, overwrite); // read-only: refused there
         }
     } else {
@@ -185,6 +185,39 @@ pub(crate) fn check_split_output(dir: &Path, overwrite: bool) -> Result<()> {
     if !overwrite {
         if let Some((_, path)) = existing_parts(dir)?.into_iter().next() {
             return Err(Error::OutputExists { path });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses inputs that are parts of the split output `dir` (compacting a directory into
+/// itself): putting the new set in place replaces and removes them, and a failure then
+/// would lose rows.
+pub(crate) fn check_inputs_outside<'a>(dir: &Path, inputs: impl IntoIterator<Item = &'a Path>) -> Result<()> {
+    let url = crate::parquet::store::is_url(dir);
+    let same_dir = |parent: &Path| -> bool {
+        if url {
+            parent.to_string_lossy().trim_end_matches('/') == dir.to_string_lossy().trim_end_matches('/')
+        } else {
+            let local = crate::parquet::store::local_path(dir);
+            match (parent.canonicalize(), local.canonicalize()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            }
+        }
+    };
+    for input in inputs {
+        let name = input.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let parent = match input.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        if part_index(&name).is_some() && crate::parquet::store::is_url(input) == url && same_dir(parent) {
+            return Err(Error::InvalidArgument(format!(
+                "input {} is a part of the split output {}: write the new set to another directory",
+                input.display(),
+                dir.display()
+            )));
         }
     }
     Ok(())

@@ -7,7 +7,8 @@ use super::units::{group_digits, parse_bytes, parse_count};
 use crate::engine::placement::{self, CpuBecause, PlannedEngine as Planned};
 use crate::parquet::inputs::{expand_inputs_excluding, HivePartitioning, PlanOptions};
 use crate::parquet::{
-    available_memory, default_memory_limit, parse_order_by, AvailableMemory, MemorySource, MergePlan, WriterSettings, DEFAULT_MEMORY_SHARE,
+    available_memory, default_memory_limit, parse_order_by, AvailableMemory, MemorySource, MergePlan, SplitFiles, WriterSettings,
+    DEFAULT_MEMORY_SHARE,
 };
 use crate::show_bytes::show_bytes;
 use crate::{Engine, Error, Result, SortKey};
@@ -21,7 +22,9 @@ use std::path::{Path, PathBuf};
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
     /// The sorted Parquet file to write (a regular file; not `-`: no output to stdout), or
-    /// an object to upload: s3://, gs://, az:// or abfss:// (docs/object-stores.md).
+    /// an object to upload: s3://, gs://, az:// or abfss:// (docs/object-stores.md). With
+    /// --max-file-rows or --max-file-bytes, a directory (or a prefix: s3://bucket/path/)
+    /// for the files part-00000.parquet, part-00001.parquet, ...
     #[arg(short, long, value_name = "OUTPUT")]
     pub output: PathBuf,
     /// A setting of the object stores, KEY=VALUE (repeatable): endpoint, region,
@@ -63,6 +66,15 @@ pub struct CommonArgs {
     /// Most bytes of Arrow data per output row group (before encoding).
     #[arg(long, default_value = "128MiB", value_parser = parse_bytes)]
     pub max_row_group_bytes: usize,
+    /// Split the output into files of at most N rows, cut only between different keys
+    /// (a run of equal keys longer than N fills a file of its own): OUTPUT is a directory.
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    pub max_file_rows: Option<usize>,
+    /// Split the output into files of about SIZE bytes: a file ends at the first key change
+    /// after it reaches SIZE (approximate: a file passes SIZE by about a row group).
+    /// OUTPUT is a directory.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    pub max_file_bytes: Option<usize>,
     // The approximate cap on the memory the command holds (help: FlagHelp); none given:
     // `default_memory_limit`, half the memory available (`memory_limit()`).
     #[arg(long, value_parser = parse_bytes)]
@@ -167,9 +179,22 @@ impl CommonArgs {
         Ok((by, compression))
     }
 
-    /// OUTPUT may be written: a regular file, or none, or `--force`.
+    /// OUTPUT may be written: a regular file, or none, or `--force`; a split output's
+    /// limits are valid, and its directory holds no parts, or `--force`.
     pub fn check_output(&self) -> Result<()> {
-        crate::parquet::writer::check_output(&self.output, self.force)
+        match self.split() {
+            Some(split) => {
+                split.check()?;
+                crate::parquet::writer::split::check_split_output(&self.output, self.force)
+            }
+            None => crate::parquet::writer::check_output(&self.output, self.force),
+        }
+    }
+
+    /// `--max-file-rows` and `--max-file-bytes`, where either is given.
+    pub fn split(&self) -> Option<SplitFiles> {
+        (self.max_file_rows.is_some() || self.max_file_bytes.is_some())
+            .then_some(SplitFiles { max_rows: self.max_file_rows, max_bytes: self.max_file_bytes.map(|b| b as u64) })
     }
 
     /// `--engine gpu`: the GPU libraries checked (a dry run: the driver too), and outside a
@@ -201,7 +226,12 @@ impl CommonArgs {
     /// The input files the arguments name; the output is never one (compared by device and
     /// inode), with or without --force.
     pub fn input_paths(&self, inputs: &[String]) -> Result<Vec<PathBuf>> {
-        expand_inputs_excluding(inputs, &self.output)
+        let paths = expand_inputs_excluding(inputs, &self.output)?;
+        if self.split().is_some() {
+            // Not a part of a split OUTPUT either (the library checks too; here a dry run does).
+            crate::parquet::writer::split::check_inputs_outside(&self.output, paths.iter().map(PathBuf::as_path))?;
+        }
+        Ok(paths)
     }
 
     /// How the inputs are read: `--union-by-name`, `--hive-partitioning`.
@@ -218,6 +248,7 @@ impl CommonArgs {
             row_group_bytes: self.max_row_group_bytes,
             overwrite: self.force,
             sync: true,
+            split: self.split(),
         }
     }
 }

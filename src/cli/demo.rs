@@ -77,6 +77,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
             compression: "zstd(3)".into(),
             row_group_size: 1 << 20,
             max_row_group_bytes: 128 << 20,
+            max_file_rows: None,
+            max_file_bytes: None,
             memory_limit: None,
         },
         check_sorted: true,

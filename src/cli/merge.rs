@@ -5,7 +5,10 @@
 use super::common::{parse_named, planned_engine_for, CommonArgs, FlagHelp, PlannedEngine, ReportArgs};
 use super::compression::show_compression;
 use super::json::Json;
-use super::output::{dry_run_json_head, engine_and_output_lines, hive_partitions_json, hive_partitions_line, with_progress_bar};
+use super::output::{
+    dry_run_json_head, engine_and_output_lines, hive_partitions_json, hive_partitions_line, output_files_json, split_json, split_note,
+    with_progress_bar,
+};
 use super::units::group_digits;
 use crate::parquet::inputs::{plan_merge_with, show_keys};
 use crate::parquet::merge::passthrough::{schedule_for, Schedule};
@@ -137,7 +140,8 @@ fn merge_prepared(args: &MergeArgs, prepared: &Prepared) -> Result<MergeSummary>
 }
 
 /// `merged 10,000,000 rows (16 files, 16 runs) into out.parquet: 1.2 GiB in, 1.1 GiB out, 5.31 M rows/s, engine gpu, 1.88 s`
-/// (with `; 3,000,000 rows in 3 row groups copied untouched` where passthrough copied any)
+/// (with `; 3,000,000 rows in 3 row groups copied untouched` where passthrough copied any,
+/// and `; split into 3 files` for a split output)
 pub fn summary_line(s: &MergeSummary, output: &std::path::Path) -> String {
     let mut line = format!(
         "merged {} rows ({} files, {} runs) into {}: {} in, {} out, {:.2} M rows/s, engine {}, {:.2} s",
@@ -154,7 +158,7 @@ pub fn summary_line(s: &MergeSummary, output: &std::path::Path) -> String {
     if s.passthrough_rows > 0 {
         line += &format!("; {}", show_untouched(s));
     }
-    line
+    line + &split_note(&s.output_files)
 }
 
 /// `3,000,000 rows in 3 row groups copied untouched (1 kept its codec)`, or `no row group
@@ -184,6 +188,7 @@ pub fn summary_json(s: &MergeSummary, args: &MergeArgs, prepared: &Prepared) -> 
         .field("input_bytes", s.input_bytes)
         .field("output_bytes", s.output_bytes)
         .field("output_row_groups", s.output_row_groups)
+        .field("output_files", output_files_json(&s.output_files))
         .field("rounds", s.rounds_cpu + s.rounds_gpu)
         .field("rounds_cpu", s.rounds_cpu)
         .field("rounds_gpu", s.rounds_gpu)
@@ -281,7 +286,7 @@ fn dry_run_text(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &Pl
         show_bytes(dry.piece_bytes as u64),
         if dry.keep_files_open { "kept open" } else { "opened for each batch (more runs than the open-file limit)" }
     );
-    out += &engine_and_output_lines(&engine.note, &args.common.output, options.writer.compression);
+    out += &engine_and_output_lines(&engine.note, &args.common.output, options.writer.compression, options.writer.split);
     out
 }
 
@@ -322,6 +327,7 @@ fn dry_run_json(args: &MergeArgs, prepared: &Prepared, dry: &DryRun, engine: &Pl
         .field("gpu_unavailable", engine.gpu_unavailable.clone())
         .field("compression", show_compression(options.writer.compression))
         .field("row_group_rows", options.writer.row_group_rows)
+        .field("split", split_json(options.writer.split))
 }
 
 /// The row groups a dry run would copy untouched: the mode, the rows and row groups, each

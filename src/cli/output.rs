@@ -4,8 +4,10 @@
 use super::common::ReportArgs;
 use super::compression::show_compression;
 use super::json::Json;
+use super::units::group_digits;
 use crate::parquet::inputs::show_keys;
-use crate::parquet::MergePlan;
+use crate::parquet::{MergePlan, OutputFile, SplitFiles};
+use crate::show_bytes::show_bytes;
 use crate::{Error, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use parquet::basic::Compression;
@@ -127,9 +129,59 @@ pub fn hive_partitions_line(plan: &MergePlan) -> String {
     format!("hive partitions: {}\n", shown.join(", "))
 }
 
-/// The last lines of a dry run's text: `engine: ...` and `output: PATH, CODEC`.
-pub fn engine_and_output_lines(engine: &str, output: &Path, compression: Compression) -> String {
-    format!("engine: {engine}\noutput: {}, {}", output.display(), show_compression(compression))
+/// The last lines of a dry run's text: `engine: ...` and `output: PATH, CODEC` (a split
+/// output: `output: DIR/part-NNNNN.parquet, split into files of at most N rows, CODEC`).
+pub fn engine_and_output_lines(engine: &str, output: &Path, compression: Compression, split: Option<SplitFiles>) -> String {
+    let output = match split {
+        None => output.display().to_string(),
+        Some(split) => {
+            format!("{}/part-NNNNN.parquet, split into files of {}", output.display().to_string().trim_end_matches('/'), show_split(split))
+        }
+    };
+    format!("engine: {engine}\noutput: {output}, {}", show_compression(compression))
+}
+
+/// `at most 1,000,000 rows`, `about 128.0 MiB`, or both joined by `or`.
+pub fn show_split(split: SplitFiles) -> String {
+    let rows = split.max_rows.map(|n| format!("at most {} rows", group_digits(n)));
+    let bytes = split.max_bytes.map(|b| format!("about {}", show_bytes(b)));
+    match (rows, bytes) {
+        (Some(r), Some(b)) => format!("{r} or {b}"),
+        (r, b) => r.or(b).unwrap_or_default(),
+    }
+}
+
+/// `--dry-run --json`'s `split`: the limits, `null` for an output of one file.
+pub fn split_json(split: Option<SplitFiles>) -> Json {
+    split.map_or(Json::Null, |s| Json::object().field("max_file_rows", s.max_rows).field("max_file_bytes", s.max_bytes))
+}
+
+/// `; split into 3 files` for a split output's summary line, else nothing.
+pub fn split_note(files: &[OutputFile]) -> String {
+    match files.len() {
+        0 => String::new(),
+        n => format!("; split into {n} file{}", if n == 1 { "" } else { "s" }),
+    }
+}
+
+/// `--json`'s `output_files`: a split output's files in key order, each with its path,
+/// rows, row groups, bytes and first and last key (a value per key column, as text); an
+/// empty array for an output of one file.
+pub fn output_files_json(files: &[OutputFile]) -> Json {
+    Json::Array(
+        files
+            .iter()
+            .map(|f| {
+                Json::object()
+                    .field("path", f.path.as_path())
+                    .field("rows", f.rows)
+                    .field("row_groups", f.row_groups)
+                    .field("bytes", f.bytes)
+                    .field("first_key", f.first_key.clone())
+                    .field("last_key", f.last_key.clone())
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]

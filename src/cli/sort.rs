@@ -6,7 +6,10 @@
 use super::common::{planned_engine_for, CommonArgs, FlagHelp, ReportArgs};
 use super::compression::{parse_output_compression, show_compression};
 use super::json::Json;
-use super::output::{dry_run_json_head, engine_and_output_lines, hive_partitions_json, hive_partitions_line, with_progress_bar};
+use super::output::{
+    dry_run_json_head, engine_and_output_lines, hive_partitions_json, hive_partitions_line, output_files_json, split_json, split_note,
+    with_progress_bar,
+};
 use super::units::group_digits;
 use crate::parquet::inputs::show_keys;
 use crate::parquet::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
@@ -202,7 +205,7 @@ pub fn summary_line(s: &SortSummary, output: &Path) -> String {
         format!("{} runs spilled ({})", s.spill_runs, show_bytes(s.spill_bytes))
     };
     format!(
-        "sorted {} rows ({} files) into {}: {} in, {} out, {spilled}, {:.2} M rows/s, engine {}, {:.2} s",
+        "sorted {} rows ({} files) into {}: {} in, {} out, {spilled}, {:.2} M rows/s, engine {}, {:.2} s{}",
         group_digits(s.rows),
         s.input_files,
         output.display(),
@@ -210,7 +213,8 @@ pub fn summary_line(s: &SortSummary, output: &Path) -> String {
         show_bytes(s.output_bytes),
         s.rows as f64 / s.elapsed.as_secs_f64().max(1e-9) / 1e6,
         s.engine(),
-        s.elapsed.as_secs_f64()
+        s.elapsed.as_secs_f64(),
+        split_note(&s.output_files)
     )
 }
 
@@ -226,6 +230,7 @@ pub fn summary_json(s: &SortSummary, args: &SortArgs, prepared: &Prepared) -> Js
         .field("input_bytes", s.input_bytes)
         .field("output_bytes", s.output_bytes)
         .field("output_row_groups", s.output_row_groups)
+        .field("output_files", output_files_json(&s.output_files))
         .field("spill_runs", s.spill_runs)
         .field("spill_bytes", s.spill_bytes)
         .field("intermediate_passes", s.intermediate_passes)
@@ -280,7 +285,7 @@ fn dry_run_text(args: &SortArgs, prepared: &Prepared, engine: &str) -> String {
         show_bytes(plan.chunk_bytes as u64),
         plan.estimated_runs,
         if plan.estimated_runs == 1 { "" } else { "s" },
-        if plan.estimated_runs == 1 {
+        if plan.estimated_runs == 1 && prepared.options.writer.split.is_none() {
             ", nothing spilled".to_string()
         } else {
             format!(", spilled in {} under {}", show_compression(prepared.options.spill_compression), plan.temp_dir.display())
@@ -301,7 +306,7 @@ fn dry_run_text(args: &SortArgs, prepared: &Prepared, engine: &str) -> String {
         ),
         (None, why) => format!("strategy: runs ({})\n", why.as_deref().unwrap_or("chosen")),
     };
-    out += &engine_and_output_lines(engine, &args.common.output, prepared.options.writer.compression);
+    out += &engine_and_output_lines(engine, &args.common.output, prepared.options.writer.compression, prepared.options.writer.split);
     out
 }
 
@@ -319,6 +324,7 @@ fn dry_run_json(args: &SortArgs, prepared: &Prepared, engine: &str) -> Json {
         .field("engine", engine)
         .field("compression", show_compression(prepared.options.writer.compression))
         .field("spill_compression", show_compression(prepared.options.spill_compression))
+        .field("split", split_json(prepared.options.writer.split))
 }
 
 /// How many columns a sort by columns decodes at once, in words.

@@ -17,9 +17,15 @@
 //! handler unlinks its spill files, whose names it can build without allocating
 //! (`spill_file_name`: `run-NNNNNN.parquet`, numbered from 0, as many as were announced
 //! with `SpillDirGuard::announce`), then removes the (then empty) directory.
+//!
+//! A split output's finished files wait under names the handler can build too
+//! (`StagedSetGuard`, [`staged_name`]: `.corank-<16 hex digits>.tmp` from a base drawn at
+//! random plus the file's index, as many as announced) while the next file is written; the
+//! handler unlinks them, and the parts already put in place (`part-NNNNN.parquet`, as many
+//! as `StagedSetGuard::placed` said), so that a signal leaves no file of the set.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// The registered path: a leaked, NUL-terminated C string, or 0.
 static TEMP_PATH: AtomicUsize = AtomicUsize::new(0);
@@ -114,6 +120,137 @@ impl Drop for SpillDirGuard {
     }
 }
 
+/// The registered split output's directory (a leaked, NUL-terminated C string, or 0), the
+/// base of its staged files' names, how many were announced, and how many parts are in place.
+static STAGED_DIR: AtomicUsize = AtomicUsize::new(0);
+static STAGED_BASE: AtomicU64 = AtomicU64::new(0);
+static STAGED_FILES: AtomicUsize = AtomicUsize::new(0);
+static STAGED_PLACED: AtomicUsize = AtomicUsize::new(0);
+
+/// The name of a split output's staged file `i` (`base` is the set's): a temporary output's
+/// name, so that one left by a killed run is cleared as any is ([`super::leftovers`]).
+pub(crate) fn staged_name(base: u64, i: usize) -> String {
+    format!(".corank-{:016x}.tmp", base.wrapping_add(i as u64))
+}
+
+/// Keeps a split output's staged files and placed parts registered until dropped (one set at
+/// a time, the newest).
+#[derive(Debug)]
+pub(crate) struct StagedSetGuard(usize);
+
+impl StagedSetGuard {
+    /// Registers the set of `dir` whose staged names start at `base`.
+    pub(crate) fn register(dir: &Path, base: u64) -> StagedSetGuard {
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            if let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) {
+                if c.as_bytes().len() + 32 <= SIGNAL_PATH_BYTES {
+                    STAGED_FILES.store(0, Ordering::SeqCst);
+                    STAGED_PLACED.store(0, Ordering::SeqCst);
+                    STAGED_BASE.store(base, Ordering::SeqCst);
+                    // Leaked on purpose, as TempGuard's.
+                    let p = c.into_raw() as usize;
+                    STAGED_DIR.store(p, Ordering::SeqCst);
+                    return StagedSetGuard(p);
+                }
+            }
+        }
+        let _ = (dir, base);
+        StagedSetGuard(0)
+    }
+
+    /// Announces staged files `0..n` (call before the last of them gets its name).
+    pub(crate) fn announce(&self, n: usize) {
+        if self.0 != 0 && STAGED_DIR.load(Ordering::SeqCst) == self.0 {
+            STAGED_FILES.fetch_max(n, Ordering::SeqCst);
+        }
+    }
+
+    /// Says that parts `0..n` are in place (call after the last of them is).
+    pub(crate) fn placed(&self, n: usize) {
+        if self.0 != 0 && STAGED_DIR.load(Ordering::SeqCst) == self.0 {
+            STAGED_PLACED.fetch_max(n, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for StagedSetGuard {
+    fn drop(&mut self) {
+        let _ = STAGED_DIR.compare_exchange(self.0, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+}
+
+/// Writes `name` after `dir` and a `/` in `buf`, NUL-terminated; false where it does not fit.
+#[cfg(unix)]
+fn join_into(buf: &mut [u8; SIGNAL_PATH_BYTES], dir: &[u8], name: &[u8]) -> bool {
+    let n = dir.len();
+    if n + 1 + name.len() + 1 > SIGNAL_PATH_BYTES {
+        return false;
+    }
+    buf[..n].copy_from_slice(dir);
+    buf[n] = b'/';
+    buf[n + 1..n + 1 + name.len()].copy_from_slice(name);
+    buf[n + 1 + name.len()] = 0;
+    true
+}
+
+/// Unlinks the registered split output's staged files and placed parts.
+#[cfg(unix)]
+fn remove_staged_set() {
+    let dir = STAGED_DIR.load(Ordering::SeqCst);
+    if dir == 0 {
+        return;
+    }
+    // SAFETY: `dir` is a NUL-terminated string leaked for the life of the process.
+    let dir = unsafe { std::ffi::CStr::from_ptr(dir as *const libc::c_char) }.to_bytes();
+    remove_staged(dir, STAGED_BASE.load(Ordering::SeqCst), STAGED_FILES.load(Ordering::SeqCst), STAGED_PLACED.load(Ordering::SeqCst));
+}
+
+/// Unlinks staged files `0..files` of the set `base` and parts `0..placed` in `dir`
+/// (async-signal-safe: names built in buffers on the stack, only unlink).
+#[cfg(unix)]
+fn remove_staged(dir: &[u8], base: u64, files: usize, placed: usize) {
+    let hex = b"0123456789abcdef";
+    let mut buf = [0u8; SIGNAL_PATH_BYTES];
+    for i in 0..files {
+        // `.corank-{:016x}.tmp`, as staged_name.
+        let mut name = *b".corank-0000000000000000.tmp";
+        let v = base.wrapping_add(i as u64);
+        for (k, slot) in name[8..24].iter_mut().enumerate() {
+            *slot = hex[((v >> (60 - 4 * k)) & 0xf) as usize];
+        }
+        if join_into(&mut buf, dir, &name) {
+            // SAFETY: `buf` holds a NUL-terminated path.
+            unsafe { libc::unlink(buf.as_ptr() as *const libc::c_char) };
+        }
+    }
+    for i in 0..placed {
+        // `part-{:05}.parquet`, as the split writer's part_path.
+        let mut digits = [b'0'; 20];
+        let mut len = 0;
+        let mut v = i;
+        while v > 0 || len < 5 {
+            digits[len] = b'0' + (v % 10) as u8;
+            v /= 10;
+            len += 1;
+        }
+        let mut name = [0u8; 40];
+        name[..5].copy_from_slice(b"part-");
+        let mut end = 5;
+        for d in digits[..len].iter().rev() {
+            name[end] = *d;
+            end += 1;
+        }
+        name[end..end + 8].copy_from_slice(b".parquet");
+        end += 8;
+        if join_into(&mut buf, dir, &name[..end]) {
+            // SAFETY: as above.
+            unsafe { libc::unlink(buf.as_ptr() as *const libc::c_char) };
+        }
+    }
+}
+
 /// Bytes of the handler's buffer for a spill file's path.
 const SIGNAL_PATH_BYTES: usize = 4096;
 
@@ -205,6 +342,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
         }
     }
     remove_spill_dir();
+    remove_staged_set();
     // SAFETY: as above.
     unsafe {
         libc::signal(sig, libc::SIG_DFL);
@@ -230,5 +368,30 @@ pub fn remove_temp_file_on_signal() {
             libc::signal(sig, handler);
         }
         INSTALLED.store(true, Ordering::SeqCst);
+    }
+}
+
+#[cfg(all(test, unix))]
+mod staged_tests {
+    use super::*;
+
+    #[test]
+    fn the_handler_removes_the_staged_files_and_placed_parts_it_can_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = 0xfedc_ba98_7654_3210u64;
+        for i in 0..3 {
+            std::fs::write(dir.path().join(staged_name(base, i)), "x").unwrap();
+        }
+        std::fs::write(dir.path().join(staged_name(base, 3)), "not announced").unwrap();
+        for name in ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet", "other.txt"] {
+            std::fs::write(dir.path().join(name), "x").unwrap();
+        }
+        use std::os::unix::ffi::OsStrExt;
+        remove_staged(dir.path().as_os_str().as_bytes(), base, 3, 2);
+        let mut left: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        left.sort();
+        assert_eq!(left, [staged_name(base, 3), "other.txt".to_string(), "part-00002.parquet".to_string()]);
+        assert_eq!(staged_name(base, 1), ".corank-fedcba9876543211.tmp");
     }
 }

@@ -8,6 +8,9 @@
 //!   memory); [`plan_sort`] picks its strategy;
 //! - [`SortedParquetWriter`]: sorted batches written to a file atomically (a temporary file
 //!   renamed when complete), every row group carrying its [`sorting_columns`];
+//! - [`SplitFiles`] ([`WriterSettings::split`]): the output of [`merge_files`] or
+//!   [`sort_files`] split into a directory of files of bounded rows or bytes, cut between
+//!   keys, listed as [`OutputFile`]s in the summary;
 //! - [`parse_order_by`] and [`parse_compression`]: the command line's `--by` and
 //!   `--compression` texts as library values;
 //! - [`remove_temp_file_on_signal`]: Ctrl-C (SIGINT, SIGTERM, SIGHUP) during a merge or a
@@ -74,6 +77,6 @@ pub use os::{available_memory, AvailableMemory, MemorySource};
 pub use sort::columns::ColumnsPlan;
 pub use sort::{plan_sort, sort_files, SortFilesOptions, SortPhase, SortPlan, SortStrategy, SortSummary};
 pub use sorting_columns::sorting_columns;
-pub use writer::{parse_compression, show_compression, SortedParquetWriter, WriterSettings, Written};
+pub use writer::{parse_compression, show_compression, OutputFile, SortedParquetWriter, SplitFiles, WriterSettings, Written};
 
 pub(crate) use os::name_this_thread;

@@ -23,4 +23,5 @@ mod regress_types;
 mod show_bytes;
 mod sort;
 mod sort_hostile;
+pub mod split;
 mod store;

@@ -596,3 +596,122 @@ fn hive_partitions_of_a_prefix_and_a_pattern() {
         &["has no key=value directory"],
     );
 }
+
+/// The keys under `prefix` of `bucket`, sorted.
+fn keys_under(bucket: &str, prefix: &str) -> Vec<String> {
+    let mut keys: Vec<String> = keys_and_uploads(bucket).0.into_iter().filter(|k| k.starts_with(prefix)).collect();
+    keys.sort();
+    keys
+}
+
+/// Runs a split `corank ARGS -o s3://BUCKET/PREFIX --json` and checks its parts (downloaded
+/// into `local`) against `oracle` (crate::split::check_parts); returns how many.
+fn split_to_s3(args: &[&str], bucket: &str, prefix: &str, local: &Path, oracle: &Path, max_rows: Option<usize>) -> usize {
+    let url = format!("s3://{bucket}/{prefix}");
+    let out = ok(&[args, &["-o", &url, "--json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys = keys_under(bucket, prefix);
+    std::fs::create_dir_all(local).unwrap();
+    let mut parts = Vec::new();
+    let mut names = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        assert_eq!(key, &format!("{prefix}part-{i:05}.parquet"), "{keys:?}");
+        let path = local.join(format!("part-{i:05}.parquet"));
+        std::fs::write(&path, get(bucket, key)).unwrap();
+        parts.push(path);
+        names.push(format!("s3://{bucket}/{key}"));
+    }
+    crate::split::check_parts(&parts, oracle, max_rows, None, &v["output_files"], &names);
+    assert!(keys_and_uploads(bucket).1.is_empty(), "no upload left open");
+    parts.len()
+}
+
+#[test]
+fn split_outputs_go_to_s3_as_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b = bucket("splits");
+    let paths = crate::split::sorted_inputs(d);
+    upload(&b, &paths);
+    let remote: Vec<String> = ["a", "b", "c"].iter().map(|n| format!("s3://{b}/in/{n}.parquet")).collect();
+    let remote: Vec<&str> = remote.iter().map(String::as_str).collect();
+    let oracle = d.join("oracle.parquet");
+    ok(&[&["merge", "-q"], &remote[..], &["-o", s(&oracle), "--row-group-size", "300"]].concat());
+    let small = ["--row-group-size", "300", "--storage-option", "part_size=4KiB"];
+
+    // Merge by rows, S3 to S3, several upload parts a file.
+    let merge = [&["merge"], &remote[..], &small[..]].concat();
+    let n = split_to_s3(&[&merge[..], &["--max-file-rows", "1000"]].concat(), &b, "merged/", &d.join("m"), &oracle, Some(1000));
+    assert!(n >= 9, "{n} files");
+    // Sort by bytes, the prefix named without its `/`.
+    let sorted = d.join("sorted.parquet");
+    ok(&[&["sort", "-q", "--by", "k", "--row-group-size", "300"], &remote[..], &["-o", s(&sorted)]].concat());
+    let sort = [&["sort", "--by", "k"], &remote[..], &small[..], &["--max-file-bytes", "8KiB"]].concat();
+    let url = format!("s3://{b}/sorted");
+    let out = ok(&[&sort[..], &["-o", &url, "--json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys = keys_under(&b, "sorted/");
+    assert!(keys.len() >= 3, "{keys:?}");
+    let local = d.join("s");
+    std::fs::create_dir(&local).unwrap();
+    let parts: Vec<PathBuf> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let p = local.join(format!("part-{i:05}.parquet"));
+            std::fs::write(&p, get(&b, k)).unwrap();
+            p
+        })
+        .collect();
+    let names: Vec<String> = keys.iter().map(|k| format!("s3://{b}/{k}")).collect();
+    crate::split::check_parts(&parts, &sorted, None, Some(8 << 10), &v["output_files"], &names);
+
+    // Parts there already: refused without --force; with it the older parts beyond the new
+    // set go, other objects stay.
+    put(&b, "merged/_SUCCESS", b"");
+    fails(&[&merge[..], &["--max-file-rows", "4000", "-o", &format!("s3://{b}/merged/")]].concat(), 2, &["part-00000.parquet"]);
+    assert_eq!(keys_under(&b, "merged/").len(), n + 1);
+    ok(&[&merge[..], &["-q", "--max-file-rows", "4000", "--force", "-o", &format!("s3://{b}/merged/")]].concat());
+    let keys = keys_under(&b, "merged/");
+    assert_eq!(keys, ["merged/_SUCCESS", "merged/part-00000.parquet", "merged/part-00001.parquet", "merged/part-00002.parquet"]);
+}
+
+#[test]
+fn a_split_merge_that_fails_after_files_were_finished_leaves_no_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b = bucket("splitfails");
+    let keys: Keys = vec![("k".into(), SortOptions { descending: false, nulls_first: false })];
+    // Sorted, but for a row out of order in the last row group of b.parquet.
+    let batch = |k: Vec<i64>| {
+        let v: Vec<String> = k.iter().map(|k| format!("v{k}")).collect();
+        RecordBatch::try_from_iter([("k", Arc::new(Int64Array::from(k)) as ArrayRef), ("v", Arc::new(StringArray::from(v)) as ArrayRef)])
+            .unwrap()
+    };
+    let n = 300_000i64;
+    let a: Vec<RecordBatch> = (0..n).collect::<Vec<_>>().chunks(50_000).map(|c| batch(c.to_vec())).collect();
+    write_file(&d.join("a.parquet"), &a, Some(&keys));
+    let mut bad: Vec<RecordBatch> = (1..=n).collect::<Vec<_>>().chunks(50_000).map(|c| batch(c.to_vec())).collect();
+    bad.push(batch(vec![n + 10, n + 12, n + 11]));
+    write_file(&d.join("b.parquet"), &bad, Some(&keys));
+    let out = corank_s3(&[
+        "merge",
+        "-v",
+        s(&d.join("a.parquet")),
+        s(&d.join("b.parquet")),
+        "-o",
+        &format!("s3://{b}/out/"),
+        "--max-file-rows",
+        "20000",
+        "--memory-limit",
+        "64MiB",
+        "--engine",
+        "cpu",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "not sorted: {stderr}");
+    assert!(stderr.contains("(put in place at the end)"), "no file was finished before the error: {stderr}");
+    let (keys, uploads) = keys_and_uploads(&b);
+    assert!(keys.is_empty(), "no object: {keys:?}");
+    assert!(uploads.is_empty(), "no upload left open: {uploads:?}");
+}

@@ -24,7 +24,8 @@ mod tests;
 
 use super::inputs::{InputFile, MergePlan, Run};
 use super::memory::{merge_budget, MergeBudget};
-use super::writer::{SortedParquetWriter, WriterSettings, Written};
+use super::writer::split::{Finished, OutputWriter};
+use super::writer::{OutputFile, WriterSettings};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::frontier::FrontierOptions;
@@ -85,10 +86,13 @@ pub struct MergeSummary {
     pub runs: usize,
     /// Bytes of the input files (their sizes on disk).
     pub input_bytes: u64,
-    /// Bytes of the output file.
+    /// Bytes of the output file (of all its files where it is split).
     pub output_bytes: u64,
-    /// Row groups of the output file.
+    /// Row groups of the output file (of all its files where it is split).
     pub output_row_groups: usize,
+    /// The files of a split output ([`WriterSettings::split`]) in key order, with their
+    /// rows, bytes and first and last keys; empty for an output of one file.
+    pub output_files: Vec<OutputFile>,
     /// Rows copied unchanged, not decoded nor re-encoded ([`Passthrough`]).
     pub passthrough_rows: usize,
     /// Row groups copied unchanged (each one of `output_row_groups`).
@@ -140,8 +144,10 @@ pub(crate) fn kept_metadata(files: &[InputFile]) -> Vec<KeyValue> {
     kept
 }
 
-/// Merges the runs of `plan` into `output`. `progress` is called after every piece written
-/// with the rows written so far. On any error the output is left as it was.
+/// Merges the runs of `plan` into `output` (a directory, or a store prefix, of part files
+/// where `options.writer.split` is set: [`SplitFiles`](crate::parquet::SplitFiles)).
+/// `progress` is called after every piece written with the rows written so far. On any
+/// error the output is left as it was.
 ///
 /// Row groups that need no merge are copied unchanged where `options.passthrough` allows
 /// ([`Passthrough`]): the merge then runs in phases between them.
@@ -156,6 +162,9 @@ pub fn merge_files(
     let start = Instant::now();
     let cancel = options.cancel.as_ref();
     crate::cancel::check(cancel)?;
+    if options.writer.split.is_some() {
+        super::writer::split::check_inputs_outside(output, plan.files.iter().map(|f| f.path.as_path()))?;
+    }
     // The GPU's start-up (context, cached kernels) overlaps opening the inputs and the
     // writer where a round may go to the GPU; a small `Auto` merge never touches it.
     if crate::engine::placement::warm_up_pays(&options.engine, plan.total_rows) {
@@ -165,11 +174,12 @@ pub fn merge_files(
     let ReadPlan { keep_open, decoders_per_run, window_bytes: budgets, .. } = read;
     // What killed runs left beside the output (super::leftovers).
     let keep: Vec<&Path> = plan.files.iter().map(|f| f.path.as_path()).collect();
-    super::leftovers::remove_stale(&[&super::leftovers::dir_of(output)], &keep);
+    let out_dir = if options.writer.split.is_some() { output.to_path_buf() } else { super::leftovers::dir_of(output) };
+    super::leftovers::remove_stale(&[&out_dir], &keep);
     let mut writer_settings = options.writer.clone();
     writer_settings.row_group_bytes = row_group_bytes;
     let row_group_rows = writer_settings.row_group_rows;
-    let mut writer = SortedParquetWriter::create(
+    let mut writer = OutputWriter::create(
         output,
         plan.schema.clone(),
         super::writer::common_parquet_schema(&plan.files, &plan.schema),
@@ -179,7 +189,10 @@ pub fn merge_files(
         writer_settings,
     )?;
     writer.set_cancel(options.cancel.clone());
-    let schedule = schedule(plan, options.passthrough, options.writer.compression, writer.parquet_schema(), row_group_rows);
+    let schedule = match options.writer.split {
+        Some(_) => passthrough::split_schedule(plan, options.passthrough)?,
+        None => schedule(plan, options.passthrough, options.writer.compression, writer.parquet_schema(), row_group_rows),
+    };
     match &schedule.off {
         Some(why) => log::info!("no row group copied unchanged: {why}"),
         None => log::info!(
@@ -223,7 +236,7 @@ pub fn merge_files(
         cancel,
     };
     let mut tally = Tally::new(&options.engine);
-    let (written, write_time) = phases.run(writer, output, progress, &mut tally)?;
+    let ((written, output_files), write_time) = phases.run(writer, output, progress, &mut tally)?;
     Ok(MergeSummary {
         rows: written.rows,
         input_files: plan.files.len(),
@@ -231,6 +244,7 @@ pub fn merge_files(
         input_bytes: plan.total_bytes,
         output_bytes: written.bytes,
         output_row_groups: written.row_groups,
+        output_files,
         passthrough_rows: written.passthrough_rows,
         passthrough_row_groups: written.passthrough_row_groups,
         passthrough_codec_kept_row_groups: written.codec_kept_row_groups,
@@ -273,11 +287,11 @@ impl<'a> Phases<'a> {
     /// and every copied row group sent in order. The written file and the writer's time.
     fn run(
         &self,
-        writer: SortedParquetWriter,
+        writer: OutputWriter,
         output: &'a Path,
         progress: &'a (dyn Fn(usize) + Sync),
         tally: &mut Tally,
-    ) -> Result<(Written, Duration)> {
+    ) -> Result<(Finished, Duration)> {
         std::thread::scope(|scope| {
             // One piece in flight between the merge and the writer. The writer renames the
             // output into place only on `Finish`; if the merge fails, the channel closes

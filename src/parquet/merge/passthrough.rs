@@ -627,6 +627,9 @@ fn with_offset_indexes(path: &Path, footer: ParquetMetaData, groups: &[usize]) -
 /// creating the output (for a dry run): the output's Parquet schema is the inputs' common one
 /// or the one derived from the merge's Arrow schema, as the writer takes it.
 pub fn schedule_for(plan: &MergePlan, options: &super::MergeFilesOptions) -> Result<Schedule> {
+    if options.writer.split.is_some() {
+        return split_schedule(plan, options.passthrough);
+    }
     let output = match crate::parquet::writer::common_parquet_schema(&plan.files, &plan.schema) {
         Some(d) => d,
         None => parquet::arrow::ArrowSchemaConverter::new().convert(&plan.schema).map_err(|source| Error::Parquet {
@@ -636,6 +639,19 @@ pub fn schedule_for(plan: &MergePlan, options: &super::MergeFilesOptions) -> Res
         })?,
     };
     Ok(schedule(plan, options.passthrough, options.writer.compression, &output, options.writer.row_group_rows))
+}
+
+/// The schedule of a merge into a split output ([`crate::parquet::writer::split`]): nothing
+/// copied, a copied row group being uncuttable; `always` is refused, as it cannot be kept.
+pub fn split_schedule(plan: &MergePlan, mode: Passthrough) -> Result<Schedule> {
+    if mode == Passthrough::Always {
+        return Err(Error::InvalidArgument(
+            "--passthrough always with a split output (--max-file-rows, --max-file-bytes): a split output re-encodes every row \
+             group (a copied one could not be cut between keys); use --passthrough auto or never"
+                .into(),
+        ));
+    }
+    Ok(Schedule::merge_all(plan, "the output is split into files, which re-encodes every row group"))
 }
 
 /// A file's footer with its page indexes where it has them.

@@ -6,7 +6,7 @@ use super::passthrough::{verify_block, Schedule, Verified};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::parquet::inputs::MergePlan;
-use crate::parquet::writer::{SortedParquetWriter, Written};
+use crate::parquet::writer::split::{Finished, OutputWriter};
 use arrow::array::RecordBatch;
 use arrow::row::RowConverter;
 use rayon::prelude::*;
@@ -26,13 +26,13 @@ pub(super) enum ToWriter {
 /// [`ToWriter::Finish`] (then the written file and the time spent writing) or until the
 /// channel closes without it (`None`: the merge failed, the temporary file is removed).
 pub(super) fn write_all(
-    mut writer: SortedParquetWriter,
+    mut writer: OutputWriter,
     from_merge: mpsc::Receiver<ToWriter>,
     plan: &MergePlan,
     schedule: &Schedule,
     output: &Path,
     progress: &(dyn Fn(usize) + Sync),
-) -> Result<Option<(Written, Duration)>> {
+) -> Result<Option<(Finished, Duration)>> {
     crate::parquet::name_this_thread("corank-writer");
     let expected_rows = plan.total_rows;
     let mut busy = Duration::ZERO;

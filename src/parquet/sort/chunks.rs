@@ -192,7 +192,8 @@ pub(super) fn sort_chunks(
             }
         }
         summary.read_time += t.elapsed();
-        if done && runs.is_empty() {
+        // A split output is written by the merge (its cuts), even from a single run.
+        if done && runs.is_empty() && output_settings.split.is_none() {
             // Everything fits one chunk: sorted straight into the output.
             let rows: usize = chunk.iter().map(RecordBatch::num_rows).sum();
             super::check_rows(rows, plan.inputs.total_rows, output)?;

@@ -166,10 +166,13 @@ pub struct SortSummary {
     pub input_files: usize,
     /// Bytes of the input files (their sizes on disk).
     pub input_bytes: u64,
-    /// Bytes of the output file.
+    /// Bytes of the output file (of all its files where it is split).
     pub output_bytes: u64,
-    /// Row groups of the output file.
+    /// Row groups of the output file (of all its files where it is split).
     pub output_row_groups: usize,
+    /// The files of a split output ([`WriterSettings::split`]) in key order, with their
+    /// rows, bytes and first and last keys; empty for an output of one file.
+    pub output_files: Vec<crate::parquet::OutputFile>,
     /// Sorted runs written in phase 1 (0 when the rows fit one chunk and went straight to
     /// the output).
     pub spill_runs: usize,
@@ -234,6 +237,7 @@ impl SortSummary {
             input_bytes: plan.inputs.total_bytes,
             output_bytes: 0,
             output_row_groups: 0,
+            output_files: Vec::new(),
             spill_runs: 0,
             spill_bytes: 0,
             intermediate_passes: 0,
@@ -270,6 +274,15 @@ pub fn plan_sort(
     check_row_groups(&options.writer, inputs.total_rows)?;
     let (columns_plan, runs_because) = match options.strategy {
         SortStrategy::Runs => (None, Some("--strategy runs".to_string())),
+        // The columns' sort writes whole columns of one file: the split needs the rows.
+        SortStrategy::Columns if options.writer.split.is_some() => {
+            return Err(Error::InvalidArgument(
+                "--strategy columns with a split output (--max-file-rows, --max-file-bytes): one column at a time writes one file; \
+                 use --strategy runs or auto"
+                    .into(),
+            ))
+        }
+        SortStrategy::Auto if options.writer.split.is_some() => (None, Some("the output is split into files".to_string())),
         strategy => match plan_columns(&inputs, options.memory_limit, &options.writer) {
             Ok(plan) => (Some(plan), None),
             Err(why) if strategy == SortStrategy::Columns => {
@@ -301,7 +314,9 @@ pub fn plan_sort(
     })
 }
 
-/// Sorts the inputs of `plan` into `output` (see the module doc). `progress` is called with
+/// Sorts the inputs of `plan` into `output` (see the module doc; a directory, or a store
+/// prefix, of part files where `options.writer.split` is set:
+/// [`SplitFiles`](crate::parquet::SplitFiles)). `progress` is called with
 /// the phase and the rows done in it. On any error the output is left as it was and the
 /// spill directory is removed.
 ///
@@ -334,23 +349,39 @@ pub fn sort_files(
     if crate::engine::placement::warm_up_pays(&options.engine, inputs.total_rows) {
         crate::engine::warm_up_gpu(&options.engine, inputs.total_rows);
     }
-    super::writer::check_output(output, options.writer.overwrite)?;
+    let out_dir = match options.writer.split {
+        Some(_) => {
+            super::writer::split::check_split_output(output, options.writer.overwrite)?;
+            super::writer::split::check_inputs_outside(output, inputs.files.iter().map(|f| f.path.as_path()))?;
+            output.to_path_buf()
+        }
+        None => {
+            super::writer::check_output(output, options.writer.overwrite)?;
+            super::leftovers::dir_of(output)
+        }
+    };
     // What killed runs left where this one writes (super::leftovers).
     let keep: Vec<&Path> = inputs.files.iter().map(|f| f.path.as_path()).collect();
-    super::leftovers::remove_stale(&[&super::leftovers::dir_of(output), &plan.temp_dir], &keep);
+    super::leftovers::remove_stale(&[&out_dir, &plan.temp_dir], &keep);
     let parquet_schema = common_parquet_schema(&inputs.files, &inputs.schema);
     let metadata = kept_metadata(&inputs.files);
     let mut spill_settings = options.writer.clone();
     spill_settings.row_group_bytes = plan.row_group_bytes;
     spill_settings.overwrite = false;
     spill_settings.sync = false; // temporary: read back from the page cache, then removed
+    spill_settings.split = None;
     let mut output_settings = spill_settings.clone();
     output_settings.overwrite = options.writer.overwrite;
     output_settings.sync = options.writer.sync;
+    output_settings.split = options.writer.split;
     spill_settings.compression = options.spill_compression;
     // Created up front: a directory that cannot be written fails before a row is read (the
     // columns' sort keeps its encoded pages beyond its budget in a file there).
-    let mut spill_dir = if plan.columns.is_some() || plan.estimated_runs > 1 { Some(SpillDir::create(&plan.temp_dir)?) } else { None };
+    let mut spill_dir = if plan.columns.is_some() || plan.estimated_runs > 1 || options.writer.split.is_some() {
+        Some(SpillDir::create(&plan.temp_dir)?)
+    } else {
+        None
+    };
     let mut summary = SortSummary::new(plan, if plan.columns.is_some() { "columns" } else { "runs" });
     if plan.columns.is_some() {
         let spill_dir = spill_dir.take().expect("created above for the columns' sort");
@@ -388,6 +419,7 @@ pub fn sort_files(
     summary.rows = merged.rows;
     summary.output_bytes = merged.output_bytes;
     summary.output_row_groups = merged.output_row_groups;
+    summary.output_files = merged.output_files;
     summary.elapsed = start.elapsed();
     summary.peak_memory = peak_memory();
     Ok(summary)

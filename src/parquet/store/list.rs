@@ -8,7 +8,7 @@ use super::runtime::block_on;
 use crate::error::{Error, Result};
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt};
 use std::path::{Path, PathBuf};
 
 /// Whether the key part of the URL `arg` holds a glob pattern (`*`, `?`, `[`).
@@ -68,6 +68,28 @@ pub(crate) fn expand(arg: &str) -> Result<Vec<PathBuf>> {
     }
     ObjectUrl::parse(Path::new(arg))?;
     Ok(vec![PathBuf::from(arg)])
+}
+
+/// The names of the objects directly under the prefix `dir` (a URL, `/` at its end or
+/// not): their last path segment, in no order.
+pub(crate) fn names_under(dir: &str) -> Result<Vec<String>> {
+    let text = format!("{}/", dir.trim_end_matches('/'));
+    let prefix = ObjectUrl::parse_prefix(&text)?;
+    // Not those in its Hive partitions, which the listing includes.
+    let depth = prefix.location.parts().count() + 1;
+    let keys = list_keys(&prefix, false)?.into_iter().filter(|k| k.parts().count() == depth);
+    Ok(keys.filter_map(|k| k.filename().map(str::to_string)).collect())
+}
+
+/// Deletes the object `url` (one that is not there is no error).
+pub(crate) fn delete(url: &Path) -> Result<()> {
+    let url = ObjectUrl::parse(url)?;
+    let store = store_for(&url)?;
+    let location = url.location.clone();
+    match block_on(async move { store.delete(&location).await }) {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(store_error(&url.text, "deleting", e)),
+    }
 }
 
 /// The keys under `prefix`: all of them where `deep`, else those directly under it and

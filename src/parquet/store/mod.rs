@@ -110,6 +110,23 @@ pub(crate) fn expand_url(arg: &str) -> Result<Vec<PathBuf>> {
     Err(unsupported(Path::new(arg)))
 }
 
+/// The names of the objects directly under the prefix `dir` (a URL): a split output's
+/// directory.
+pub(crate) fn names_under(dir: &Path) -> Result<Vec<String>> {
+    #[cfg(feature = "object-store")]
+    return list::names_under(&dir.to_string_lossy());
+    #[cfg(not(feature = "object-store"))]
+    Err(unsupported(dir))
+}
+
+/// Deletes the object `url` (one that is not there is no error).
+pub(crate) fn delete(url: &Path) -> Result<()> {
+    #[cfg(feature = "object-store")]
+    return list::delete(url);
+    #[cfg(not(feature = "object-store"))]
+    Err(unsupported(url))
+}
+
 /// Whether the input `arg` (a URL) names one object, not a prefix or a pattern: an output
 /// named so is an error, not a file skipped.
 pub(crate) fn names_one_object(arg: &str) -> bool {
@@ -307,6 +324,17 @@ impl Sink {
         return upload::Upload::new(target).map(|u| Sink::Upload(Box::new(u)));
         #[cfg(not(feature = "object-store"))]
         Err(unsupported(target))
+    }
+
+    /// Sends every part of an upload and waits for them (creating the multipart upload
+    /// if none was yet), so that [`complete`](Sink::complete) only makes the object appear;
+    /// returns its bytes. A local file is not touched here.
+    pub(crate) fn stage(&mut self) -> Result<u64> {
+        match self {
+            Sink::File(_) => Err(Error::Internal("a local output is staged as a temporary file".into())),
+            #[cfg(feature = "object-store")]
+            Sink::Upload(u) => u.stage(),
+        }
     }
 
     /// Completes an upload: the object appears, whole (checked first, unless `overwrite`,

@@ -172,6 +172,19 @@ impl Upload {
         }
     }
 
+    /// Sends what is buffered as the last part (starting the multipart upload if none was)
+    /// and waits for every part: the object then only waits for [`complete`](Upload::complete),
+    /// and holds no memory here meanwhile. Returns the object's bytes.
+    pub(crate) fn stage(&mut self) -> Result<u64> {
+        if !self.part.is_empty() {
+            self.send_part()?;
+        }
+        while !self.tasks.is_empty() {
+            self.wait_oldest()?;
+        }
+        Ok(self.bytes)
+    }
+
     /// Completes the upload: every part sent, the object checked to be still absent unless
     /// `overwrite`, then made to appear whole. Returns the object's bytes. On an error the
     /// upload is aborted (as the dropped `Upload` goes).

@@ -52,6 +52,7 @@ pub mod offset_index;
 mod output;
 mod pipeline;
 mod schema;
+pub(crate) mod split;
 
 pub use super::sorting_columns::{sorting_columns, sorting_columns_in};
 pub use compression::{parse_compression, show_compression};
@@ -60,6 +61,7 @@ pub(crate) use dictionary::{distinct_values_of, narrow_dictionary};
 pub use output::check_output;
 pub use pipeline::row_group_bytes_within;
 pub use schema::common_parquet_schema;
+pub use split::{OutputFile, SplitFiles};
 
 use super::interrupt::TempGuard;
 use super::store::Sink;
@@ -101,6 +103,11 @@ pub struct WriterSettings {
     /// spill runs: temporary files, read back from the page cache and removed, which the
     /// disk never needs to see.
     pub sync: bool,
+    /// Split the output of [`merge_files`](crate::parquet::merge_files()) and
+    /// [`sort_files`](crate::parquet::sort_files()) into a directory of files of bounded
+    /// size ([`SplitFiles`], which says how); `None` (the default): one file.
+    /// [`SortedParquetWriter`] writes one file and refuses it.
+    pub split: Option<SplitFiles>,
 }
 
 impl Default for WriterSettings {
@@ -111,6 +118,7 @@ impl Default for WriterSettings {
             row_group_bytes: 128 << 20,
             overwrite: false,
             sync: true,
+            split: None,
         }
     }
 }
@@ -201,6 +209,9 @@ pub struct SortedParquetWriter {
     warned_over_bytes: bool,
     /// Stops the writing with [`Error::Cancelled`] once set ([`Self::set_cancel`]).
     cancel: Option<Cancel>,
+    /// Bytes of Arrow data of the row groups encoded and appended, and the bytes they took
+    /// in the file: their compression ratio (a split output's size estimate).
+    encoded: (usize, usize),
 }
 
 /// Bytes of a batch's rows: its columns' slices, not the buffers they slice (a merged
@@ -268,6 +279,11 @@ impl SortedParquetWriter {
         expected_rows: usize,
         settings: WriterSettings,
     ) -> Result<Self> {
+        if settings.split.is_some() {
+            return Err(Error::InvalidArgument(
+                "SortedParquetWriter writes one file; a split output is written by merge_files and sort_files".into(),
+            ));
+        }
         check_output(target, settings.overwrite)?;
         check_row_groups(&settings, expected_rows)?;
         let local = crate::parquet::store::local_path(target);
@@ -335,6 +351,7 @@ impl SortedParquetWriter {
             dictionary: DictionaryChoice::Undecided,
             warned_over_bytes: false,
             cancel: None,
+            encoded: (0, 0),
             schema,
         })
     }
@@ -431,7 +448,15 @@ impl SortedParquetWriter {
 
     /// Writes the last row group and the footer, then renames the file into place.
     /// Dropping the writer without calling this removes the temporary file.
-    pub fn finish(mut self) -> Result<Written> {
+    pub fn finish(self) -> Result<Written> {
+        self.stage(false)?.commit()
+    }
+
+    /// Writes the last row group and the footer, the file complete (synced, or every part of
+    /// its upload sent where `defer_upload`) but not yet in place: [`Staged::commit`] puts it
+    /// there; dropping the [`Staged`] removes it (or aborts the upload). Without
+    /// `defer_upload` an upload completes here (a small one is then a single request).
+    pub(crate) fn stage(mut self, defer_upload: bool) -> Result<Staged> {
         crate::cancel::check(self.cancel.as_ref())?;
         self.flush_row_group()?;
         while !self.in_flight.is_empty() {
@@ -449,15 +474,20 @@ impl SortedParquetWriter {
         self.writer.append_key_value_metadata(KeyValue::new(ARROW_SCHEMA_KEY.to_string(), encode_arrow_schema(&stored)));
         let mut written = self.written(0);
         let inner = self.writer.into_inner().map_err(|e| Error::parquet(&target, "", e))?;
+        let (overwrite, cancel) = (self.overwrite, self.cancel.clone());
         let file = match inner.into_inner().map_err(|e| Error::io(&target, "", e.into_error()))? {
             Sink::File(file) => file,
             // An object in a store: the upload completed, the object appears now.
             #[allow(unreachable_patterns)]
-            upload => {
+            mut upload => {
+                if defer_upload {
+                    written.bytes = upload.stage()?;
+                    return Ok(Staged { target, overwrite, written, cancel, place: Place::Upload(upload) });
+                }
                 // The last moment a cancel leaves the output as it was (the upload aborted).
                 crate::cancel::check(self.cancel.as_ref())?;
                 written.bytes = upload.complete(self.overwrite)?;
-                return Ok(written);
+                return Ok(Staged { target, overwrite, written, cancel, place: Place::Done });
             }
         };
         // The target again, as it is now: still not there, or a regular file to replace, whose
@@ -472,21 +502,37 @@ impl SortedParquetWriter {
             file.sync_all().map_err(|e| Error::io(&target, "", e))?;
             log::debug!("{}: synced to disk in {:?}", target.display(), t.elapsed());
         }
-        let bytes = file.metadata().map_err(|e| Error::io(&target, "", e))?.len();
+        written.bytes = file.metadata().map_err(|e| Error::io(&target, "", e))?.len();
         drop(file);
-        // The last moment a cancel leaves the output as it was.
-        crate::cancel::check(self.cancel.as_ref())?;
         let temp = self.temp.take().ok_or_else(|| Error::Internal("a local output without its temporary file".into()))?;
-        let persisted = if self.overwrite { temp.persist(&target) } else { temp.persist_noclobber(&target) };
-        persisted.map_err(|e| {
-            if e.error.kind() == std::io::ErrorKind::AlreadyExists {
-                Error::OutputExists { path: target.to_path_buf() }
-            } else {
-                Error::io(&target, "", e.error)
-            }
-        })?;
-        written.bytes = bytes;
-        Ok(written)
+        let on_signal = self._on_signal.take();
+        Ok(Staged { target, overwrite, written, cancel, place: Place::Temp(temp, on_signal) })
+    }
+
+    /// Bytes in the file so far: its header and the row groups appended (not those still
+    /// encoding, nor the rows buffered).
+    pub(crate) fn bytes_written(&self) -> u64 {
+        self.writer.bytes_written() as u64
+    }
+
+    /// Bytes of Arrow data not yet in the file: of the row groups encoding, and buffered.
+    pub(crate) fn unwritten_arrow_bytes(&self) -> usize {
+        let encoding: usize = self.in_flight.iter().map(|g| if let InFlight::Encoding(_, _, b) = g { *b } else { 0 }).sum();
+        encoding + self.pending_bytes
+    }
+
+    /// Bytes of Arrow data of the row groups encoded and appended, and their bytes in the file.
+    pub(crate) fn encoded_bytes(&self) -> (usize, usize) {
+        self.encoded
+    }
+
+    /// Waits for the row groups being encoded and appends them: [`bytes_written`](Self::bytes_written)
+    /// then counts them.
+    pub(crate) fn drain(&mut self) -> Result<()> {
+        while !self.in_flight.is_empty() {
+            self.append_oldest()?;
+        }
+        Ok(())
     }
 
     /// What was written, the file's `bytes` long.
@@ -498,6 +544,86 @@ impl SortedParquetWriter {
             passthrough_rows: self.passthrough_rows,
             passthrough_row_groups: self.passthrough_row_groups,
             codec_kept_row_groups: self.codec_kept_row_groups,
+        }
+    }
+}
+
+/// A complete output not yet in place ([`SortedParquetWriter::stage`]): removed (or its
+/// upload aborted) when dropped without [`commit`](Staged::commit).
+pub(crate) struct Staged {
+    target: PathBuf,
+    overwrite: bool,
+    written: Written,
+    cancel: Option<Cancel>,
+    place: Place,
+}
+
+/// Where a staged output waits.
+enum Place {
+    /// A local temporary file (declared before its signal guard, so dropped first).
+    Temp(TempPath, Option<TempGuard>),
+    /// An upload with every part sent, completed by the commit.
+    Upload(Sink),
+    /// Already in place (an upload not deferred).
+    Done,
+}
+
+impl Staged {
+    /// The output's path (or URL).
+    pub(crate) fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Gives a local staged file the temporary name `to` (in its directory), which a signal
+    /// handler can build ([`crate::parquet::interrupt::staged_name`]); an upload is left as it is.
+    pub(crate) fn rename_temp(&mut self, to: &Path) -> Result<()> {
+        if let Place::Temp(temp, _) = &mut self.place {
+            std::fs::rename(&**temp, to).map_err(|e| Error::io(to, "naming a finished part", e))?;
+            let renamed = TempPath::try_from_path(to).map_err(|e| {
+                let _ = std::fs::remove_file(to);
+                Error::io(to, "naming a finished part", e)
+            })?;
+            // Nothing is left under the old name to remove.
+            let _ = std::mem::replace(temp, renamed).keep();
+        }
+        Ok(())
+    }
+
+    /// What the file holds.
+    pub(crate) fn written(&self) -> Written {
+        self.written
+    }
+
+    /// Puts the output in place: the temporary file renamed over the target (refused where
+    /// it exists, unless `overwrite`), the upload completed.
+    pub(crate) fn commit(mut self) -> Result<Written> {
+        let target = self.target.clone();
+        match std::mem::replace(&mut self.place, Place::Done) {
+            Place::Done => Ok(self.written),
+            Place::Upload(sink) => {
+                crate::cancel::check(self.cancel.as_ref())?;
+                sink.complete(self.overwrite)?;
+                Ok(self.written)
+            }
+            Place::Temp(temp, on_signal) => {
+                // The last moment a cancel leaves the output as it was.
+                crate::cancel::check(self.cancel.as_ref())?;
+                if let Ok(meta) = std::fs::symlink_metadata(&target) {
+                    if !meta.file_type().is_file() {
+                        return Err(not_regular(&target, &meta));
+                    }
+                }
+                let persisted = if self.overwrite { temp.persist(&target) } else { temp.persist_noclobber(&target) };
+                let result = persisted.map_err(|e| {
+                    if e.error.kind() == std::io::ErrorKind::AlreadyExists {
+                        Error::OutputExists { path: target.to_path_buf() }
+                    } else {
+                        Error::io(&target, "", e.error)
+                    }
+                });
+                drop(on_signal);
+                result.map(|()| self.written)
+            }
         }
     }
 }

@@ -50,8 +50,8 @@ type EncodedRowGroup = parquet::errors::Result<(Vec<ArrowColumnChunk>, Vec<usize
 
 /// A row group on its way into the file, in output order.
 pub(super) enum InFlight {
-    /// Being encoded (on rayon), with its rows.
-    Encoding(Receiver<EncodedRowGroup>, usize),
+    /// Being encoded (on rayon), with its rows and bytes of Arrow data.
+    Encoding(Receiver<EncodedRowGroup>, usize, usize),
     /// Copied unchanged from an input once every row group before it is written, so the
     /// writer never waits for an encode to finish before a copy (see
     /// [`SortedParquetWriter::append_row_group`]).
@@ -61,7 +61,7 @@ pub(super) enum InFlight {
 impl InFlight {
     pub(super) fn rows(&self) -> usize {
         match self {
-            InFlight::Encoding(_, rows) => *rows,
+            InFlight::Encoding(_, rows, _) => *rows,
             InFlight::Copy(c) => c.rows,
         }
     }
@@ -216,7 +216,7 @@ impl SortedParquetWriter {
         rayon::spawn(move || {
             let _ = done.send(encode_row_group(&schema, batches, writers, plain_writers, cancel));
         });
-        self.in_flight.push_back(InFlight::Encoding(result, self.pending_rows));
+        self.in_flight.push_back(InFlight::Encoding(result, self.pending_rows, self.pending_bytes));
         self.row_groups_started += 1;
         self.pending_rows = 0;
         self.pending_bytes = 0;
@@ -230,8 +230,8 @@ impl SortedParquetWriter {
     pub(super) fn append_oldest(&mut self) -> Result<()> {
         let Some(oldest) = self.in_flight.pop_front() else { return Ok(()) };
         let target = self.target.clone();
-        let (result, rows) = match oldest {
-            InFlight::Encoding(result, rows) => (result, rows),
+        let (result, rows, arrow_bytes) = match oldest {
+            InFlight::Encoding(result, rows, arrow_bytes) => (result, rows, arrow_bytes),
             InFlight::Copy(copy) => return self.append_copy(copy),
         };
         let err = |e: parquet::errors::ParquetError| Error::parquet(&target, "", e);
@@ -259,11 +259,14 @@ impl SortedParquetWriter {
                 chunks
             }
         };
+        let before = self.writer.bytes_written();
         let mut row_group = self.writer.next_row_group().map_err(err)?;
         for chunk in chunks {
             chunk.append_to_row_group(&mut row_group).map_err(err)?;
         }
         row_group.close().map_err(err)?;
+        self.encoded.0 += arrow_bytes;
+        self.encoded.1 += self.writer.bytes_written() - before;
         self.rows += rows;
         self.row_groups += 1;
         self.start_writeback();

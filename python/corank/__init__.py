@@ -513,7 +513,15 @@ def _paths(inputs: Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]]) -
     return [os.fspath(p) for p in inputs]
 
 
-def _file_args(inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name) -> dict:
+def _hive(hive_partitioning: Union[bool, str]) -> str:
+    if isinstance(hive_partitioning, bool):
+        return "true" if hive_partitioning else "false"
+    if isinstance(hive_partitioning, str):
+        return hive_partitioning
+    raise InvalidOptionError(f"`hive_partitioning` is \"auto\", True or False, not {hive_partitioning!r}", setting="hive_partitioning")
+
+
+def _file_args(inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes) -> dict:
     if not isinstance(compression, str):
         raise InvalidOptionError(f"`compression` is a codec name such as \"zstd(3)\", not {compression!r}", setting="compression")
     return {
@@ -526,6 +534,9 @@ def _file_args(inputs, output, by, overwrite, memory_limit, compression, row_gro
         "row_group_rows": _count(row_group_rows, "row_group_rows"),
         "row_group_bytes": _bytes(row_group_bytes, "row_group_bytes"),
         "union_by_name": bool(union_by_name),
+        "hive_partitioning": _hive(hive_partitioning),
+        "max_file_rows": None if max_file_rows is None else _count(max_file_rows, "max_file_rows"),
+        "max_file_bytes": None if max_file_bytes is None else _bytes(max_file_bytes, "max_file_bytes"),
     }
 
 
@@ -546,6 +557,9 @@ def merge_files(
     gpu_min_rows: Optional[int] = None,
     on_gpu_failure: Optional[str] = None,
     union_by_name: bool = False,
+    hive_partitioning: Union[bool, str] = "auto",
+    max_file_rows: Optional[Union[int, str]] = None,
+    max_file_bytes: Optional[Union[int, str]] = None,
     progress: Progress = None,
 ) -> dict:
     """Merges sorted Parquet files into one sorted Parquet file, as ``corank merge`` does.
@@ -570,6 +584,13 @@ def merge_files(
         engine, kernel, devices, gpu_min_rows, on_gpu_failure: as for :func:`merge`.
         union_by_name: match columns by name across inputs (``--union-by-name``): a column
             missing from a file reads as nulls, types widen where every value fits.
+        hive_partitioning: ``"auto"`` (``key=value`` directories of the paths become
+            columns where every path has the same keys, as DuckDB detects them), ``True``
+            (required) or ``False`` (``--hive-partitioning``).
+        max_file_rows, max_file_bytes: split the output into ``output/part-00000.parquet``,
+            ... of at most so many rows, or about so many bytes, cut where the key changes
+            (``--max-file-rows``, ``--max-file-bytes``); the summary's ``output_files``
+            lists them with their first and last keys.
         progress: ``True`` for a progress bar on stderr, or a callable ``(rows_done,
             rows_total)`` called on the calling thread about every 50 ms.
 
@@ -586,7 +607,9 @@ def merge_files(
         >>> corank.merge_files(["day1.parquet", "day2.parquet"], "week.parquet", by="ts")["rows"]
         2000000
     """
-    args = _file_args(inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name)
+    args = _file_args(
+        inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes
+    )
     options = _engine(engine, kernel, devices, gpu_min_rows, on_gpu_failure)
     return _corank.merge_files(args, options, passthrough, _progress(progress, "merging"))
 
@@ -610,6 +633,9 @@ def sort_files(
     gpu_min_rows: Optional[int] = None,
     on_gpu_failure: Optional[str] = None,
     union_by_name: bool = False,
+    hive_partitioning: Union[bool, str] = "auto",
+    max_file_rows: Optional[Union[int, str]] = None,
+    max_file_bytes: Optional[Union[int, str]] = None,
     progress: Progress = None,
 ) -> dict:
     """Sorts Parquet files in any order into one sorted Parquet file, as ``corank sort``
@@ -619,7 +645,8 @@ def sort_files(
     Args:
         inputs, output, by, overwrite, memory_limit, compression, row_group_rows,
             row_group_bytes, engine, kernel, devices, gpu_min_rows, on_gpu_failure,
-            union_by_name, progress: as for :func:`merge_files` (``by`` is needed unless the
+            union_by_name, hive_partitioning, max_file_rows, max_file_bytes, progress: as
+            for :func:`merge_files` (``by`` is needed unless the
             inputs declare a common ``sorting_columns``).
         temp_dir: where the spill directory goes (default: beside the output).
         spill_compression: the spilled runs' codec (default ``lz4``).
@@ -633,7 +660,9 @@ def sort_files(
         >>> corank.sort_files("data/", "sorted.parquet", by="l_partkey", memory_limit="4GiB")["strategy"]
         'columns'
     """
-    args = _file_args(inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name)
+    args = _file_args(
+        inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes
+    )
     options = _engine(engine, kernel, devices, gpu_min_rows, on_gpu_failure)
     temp = None if temp_dir is None else os.fspath(temp_dir)
     return _corank.sort_files(args, options, temp, spill_compression, strategy, _progress(progress, "sorting"))

@@ -106,6 +106,9 @@ def merge_files(
     gpu_min_rows: Optional[int] = None,
     on_gpu_failure: Optional[str] = None,
     union_by_name: bool = False,
+    hive_partitioning: Union[bool, str] = "auto",
+    max_file_rows: Optional[Union[int, str]] = None,
+    max_file_bytes: Optional[Union[int, str]] = None,
     progress: Progress = None,
 ) -> dict[str, Any]: ...
 def sort_files(
@@ -127,5 +130,8 @@ def sort_files(
     gpu_min_rows: Optional[int] = None,
     on_gpu_failure: Optional[str] = None,
     union_by_name: bool = False,
+    hive_partitioning: Union[bool, str] = "auto",
+    max_file_rows: Optional[Union[int, str]] = None,
+    max_file_bytes: Optional[Union[int, str]] = None,
     progress: Progress = None,
 ) -> dict[str, Any]: ...

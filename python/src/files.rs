@@ -5,9 +5,9 @@
 use crate::options::{EngineArgs, parse_by};
 use crate::run::{OnInterrupt, Shared, run};
 use corank::parquet::{
-    MergeFilesOptions, MergeSummary, Passthrough, PlanOptions, SortFilesOptions, SortPhase, SortStrategy, SortSummary, WriterSettings,
-    expand_inputs_excluding, merge_files as merge_parquet, parse_compression, plan_merge_with, plan_sort, show_compression, show_keys,
-    sort_files as sort_parquet,
+    MergeFilesOptions, MergeSummary, OutputFile, Passthrough, PlanOptions, SortFilesOptions, SortPhase, SortStrategy, SortSummary,
+    SplitFiles, WriterSettings, expand_inputs_excluding, merge_files as merge_parquet, parse_compression, plan_merge_with, plan_sort,
+    show_compression, show_keys, sort_files as sort_parquet,
 };
 use corank::{Error, Result, Setting, SortKey};
 use parquet::basic::Compression;
@@ -29,6 +29,9 @@ pub struct FileArgs {
     pub row_group_rows: usize,
     pub row_group_bytes: usize,
     pub union_by_name: bool,
+    pub hive_partitioning: String,
+    pub max_file_rows: Option<usize>,
+    pub max_file_bytes: Option<u64>,
 }
 
 impl FileArgs {
@@ -39,18 +42,24 @@ impl FileArgs {
         Ok((by, compression))
     }
 
-    fn plan_options(&self) -> PlanOptions {
-        PlanOptions { union_by_name: self.union_by_name }
+    fn plan_options(&self) -> Result<PlanOptions> {
+        Ok(PlanOptions { union_by_name: self.union_by_name, hive_partitioning: self.hive_partitioning.parse()? })
     }
 
-    fn writer(&self, compression: Compression) -> WriterSettings {
-        WriterSettings {
+    fn writer(&self, compression: Compression) -> Result<WriterSettings> {
+        let split = (self.max_file_rows.is_some() || self.max_file_bytes.is_some())
+            .then_some(SplitFiles { max_rows: self.max_file_rows, max_bytes: self.max_file_bytes });
+        if let Some(split) = &split {
+            split.check()?;
+        }
+        Ok(WriterSettings {
             compression,
             row_group_rows: self.row_group_rows,
             row_group_bytes: self.row_group_bytes,
             overwrite: self.overwrite,
             sync: true,
-        }
+            split,
+        })
     }
 
     /// The input files, the output never among them (the command line's rules:
@@ -65,6 +74,7 @@ struct MergeDone {
     summary: MergeSummary,
     by: String,
     compression: Compression,
+    hive_partitions: Vec<String>,
 }
 
 /// `merge_files`: sorted Parquet files merged into one, as `corank merge` does.
@@ -83,7 +93,7 @@ pub fn merge_files<'py>(
         let options = MergeFilesOptions {
             engine: engine.options()?,
             memory_limit: args.memory_limit.unwrap_or_else(corank::parquet::default_memory_limit),
-            writer: args.writer(compression),
+            writer: args.writer(compression)?,
             passthrough,
             cancel: None,
         };
@@ -95,11 +105,16 @@ pub fn merge_files<'py>(
     let done = run(py, OnInterrupt::WaitForCancel, progress.as_ref(), move |shared: &Shared| {
         let options = MergeFilesOptions { cancel: Some(shared.cancel.clone()), ..options };
         let paths = args.input_paths()?;
-        let plan = plan_merge_with(&paths, by, &args.plan_options())?;
+        let plan = plan_merge_with(&paths, by, &args.plan_options()?)?;
         shared.total.store(plan.total_rows, Ordering::Relaxed);
         let on_progress = |rows: usize| shared.done.store(rows, Ordering::Relaxed);
         let summary = merge_parquet(&plan, &args.output, &options, &on_progress)?;
-        Ok(MergeDone { summary, by: show_keys(&plan.keys), compression: options.writer.compression })
+        Ok(MergeDone {
+            summary,
+            by: show_keys(&plan.keys),
+            compression: options.writer.compression,
+            hive_partitions: plan.hive_partitions.clone(),
+        })
     })?;
     let s = &done.summary;
     let seconds = s.elapsed.as_secs_f64();
@@ -117,6 +132,8 @@ pub fn merge_files<'py>(
     d.set_item("rounds_gpu", s.rounds_gpu)?;
     d.set_item("engine", s.engine())?;
     d.set_item("by", &done.by)?;
+    d.set_item("hive_partitions", &done.hive_partitions)?;
+    d.set_item("output_files", output_files(py, &s.output_files)?)?;
     d.set_item("compression", show_compression(done.compression))?;
     d.set_item("elapsed_s", seconds)?;
     d.set_item("read_s", s.read_time.as_secs_f64())?;
@@ -137,6 +154,7 @@ pub fn merge_files<'py>(
 struct SortDone {
     summary: SortSummary,
     by: String,
+    hive_partitions: Vec<String>,
 }
 
 /// `sort_files`: Parquet files in any order sorted into one, as `corank sort` does.
@@ -165,7 +183,7 @@ pub fn sort_files<'py>(
         let options = SortFilesOptions {
             engine: engine.options()?,
             memory_limit: args.memory_limit.unwrap_or_else(corank::parquet::default_memory_limit),
-            writer: args.writer(compression),
+            writer: args.writer(compression)?,
             temp_dir: temp_dir.clone(),
             spill_compression,
             strategy: strategy.parse::<SortStrategy>()?,
@@ -179,7 +197,7 @@ pub fn sort_files<'py>(
     let done = run(py, OnInterrupt::WaitForCancel, progress.as_ref(), move |shared: &Shared| {
         let options = SortFilesOptions { cancel: Some(shared.cancel.clone()), ..options };
         let paths = args.input_paths()?;
-        let plan = plan_sort(&paths, by, &args.plan_options(), &args.output, &options)?;
+        let plan = plan_sort(&paths, by, &args.plan_options()?, &args.output, &options)?;
         let total = plan.inputs.total_rows;
         shared.total.store(2 * total, Ordering::Relaxed);
         let on_progress = |phase: SortPhase, rows: usize| {
@@ -190,7 +208,7 @@ pub fn sort_files<'py>(
             shared.done.store(done, Ordering::Relaxed);
         };
         let summary = sort_parquet(&plan, &args.output, &options, &on_progress)?;
-        Ok(SortDone { summary, by: show_keys(&plan.inputs.keys) })
+        Ok(SortDone { summary, by: show_keys(&plan.inputs.keys), hive_partitions: plan.inputs.hive_partitions.clone() })
     })?;
     let s = &done.summary;
     let seconds = s.elapsed.as_secs_f64();
@@ -213,6 +231,8 @@ pub fn sort_files<'py>(
     d.set_item("rounds_gpu", s.rounds_gpu)?;
     d.set_item("engine", s.engine())?;
     d.set_item("by", &done.by)?;
+    d.set_item("hive_partitions", &done.hive_partitions)?;
+    d.set_item("output_files", output_files(py, &s.output_files)?)?;
     d.set_item("compression", show_compression(compression))?;
     d.set_item("spill_compression", show_compression(spill_compression))?;
     d.set_item("elapsed_s", seconds)?;
@@ -225,4 +245,21 @@ pub fn sort_files<'py>(
     d.set_item("memory_limit", memory_limit)?;
     d.set_item("peak_memory_bytes", s.peak_memory)?;
     Ok(d)
+}
+
+/// A split output's files as `--json`'s `output_files` lists them (empty for one file).
+fn output_files<'py>(py: Python<'py>, files: &[OutputFile]) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    files
+        .iter()
+        .map(|f| {
+            let d = PyDict::new(py);
+            d.set_item("path", f.path.to_string_lossy().into_owned())?;
+            d.set_item("rows", f.rows)?;
+            d.set_item("row_groups", f.row_groups)?;
+            d.set_item("bytes", f.bytes)?;
+            d.set_item("first_key", &f.first_key)?;
+            d.set_item("last_key", &f.last_key)?;
+            Ok(d)
+        })
+        .collect()
 }

@@ -228,3 +228,42 @@ def test_the_memory_limit_defaults_to_half_the_memory_available(tmp_path):
     assert 0 < summary["memory_limit"] <= pages // 2
     given = corank.merge_files(paths, tmp_path / "out2.parquet", by="k", memory_limit="64MiB")
     assert given["memory_limit"] == 64 << 20
+
+
+def test_split_outputs(sorted_files, tmp_path):
+    by, runs, paths = sorted_files
+    want = oracle_sort(pa.concat_tables(runs), by)
+    for fn in (corank.merge_files, corank.sort_files):
+        out = tmp_path / f"parts-{fn.__name__}"
+        s = fn(paths, out, by=by, max_file_rows=2000, row_group_rows=500)
+        files = s["output_files"]
+        assert len(files) >= 4 and [f["path"] for f in files] == [str(out / f"part-{i:05d}.parquet") for i in range(len(files))]
+        assert files_in(out) == [f"part-{i:05d}.parquet" for i in range(len(files))]
+        parts = [pq.read_table(f["path"]) for f in files]
+        assert [p.num_rows for p in parts] == [f["rows"] for f in files] and all(p.num_rows <= 2000 for p in parts)
+        assert_same_rows(pa.concat_tables(parts), want)
+        # Cut where the key changes: a file's last key differs from the next file's first.
+        for f, g in zip(files, files[1:]):
+            assert f["last_key"] != g["first_key"]
+        with pytest.raises(corank.OutputExistsError):
+            fn(paths, out, by=by, max_file_rows=2000)
+    with pytest.raises(corank.InvalidOptionError):
+        corank.merge_files(paths, tmp_path / "zero", by=by, max_file_rows=0)
+    assert corank.merge_files(paths, tmp_path / "one.parquet", by=by)["output_files"] == []
+
+
+def test_hive_partitions(tmp_path, rng):
+    by = "k"
+    for day, n in [("2026-12-01", 400), ("2026-12-02", 300)]:
+        d = tmp_path / "t" / f"date={day}"
+        d.mkdir(parents=True)
+        t = pa.table({"k": np.sort(rng.integers(0, 50, n)), "v": rng.integers(0, 9, n)})
+        write(d / "part-0.parquet", t)
+    s = corank.merge_files(tmp_path / "t", tmp_path / "out.parquet", by="date, k")
+    assert s["hive_partitions"] == ["date"] and s["rows"] == 700
+    got = pq.read_table(tmp_path / "out.parquet")
+    assert got.schema.field("date").type == pa.date32() and got.column("date").to_pylist()[0].isoformat() == "2026-12-01"
+    s = corank.sort_files(tmp_path / "t", tmp_path / "plain.parquet", by=by, hive_partitioning=False)
+    assert s["hive_partitions"] == [] and "date" not in pq.read_table(tmp_path / "plain.parquet").column_names
+    with pytest.raises(corank.InvalidOptionError):
+        corank.merge_files(tmp_path / "t", tmp_path / "x.parquet", by=by, hive_partitioning="sometimes")

@@ -71,3 +71,21 @@ def test_second_small_gpu_merge_is_cheap():
         timings[engine] = (time.perf_counter() - start) / 5
     print(f"small merge: cpu {1000 * timings['cpu']:.2f} ms, gpu {1000 * timings['gpu']:.2f} ms")
     assert timings["gpu"] < 0.05, timings  # milliseconds, not the driver's start
+
+
+def test_sql_on_the_gpu(tmp_path):
+    """datafusion-python with ``corank.engine = 'gpu'``: the merge's rounds and the sort run
+    on the device, the answers equal stock datafusion-python's."""
+    pytest.importorskip("datafusion")
+    if not _gpu():
+        pytest.skip("no usable GPU")
+    import test_sql
+
+    test_sql._sorted_files(tmp_path, rows=250_000)
+    ours, stock = test_sql._contexts(tmp_path, engine="gpu")
+    merge = test_sql.metrics(ours, "SELECT * FROM t ORDER BY k", "CoRankMergeExec")
+    assert int(merge["rounds_gpu"]) > 0 and merge["rounds_cpu"] == "0", merge
+    sort = test_sql.metrics(ours, "SELECT * FROM t ORDER BY v, id", "CoRankSortExec")
+    assert sort["gpu_bytes_up"] not in ("0", "0.0 B"), sort
+    for sql, key in [("SELECT * FROM t ORDER BY k", "k"), ("SELECT * FROM t ORDER BY v DESC, id", "id"), ("SELECT * FROM t ORDER BY k LIMIT 9", "k")]:
+        test_sql._check_same(ours, stock, sql, key)

@@ -144,6 +144,25 @@ def test_settings_reach_the_rule(tmp_path):
     assert "CoRank" not in _physical(off, "SELECT * FROM t ORDER BY k")
 
 
+def metrics(ctx, sql, node):
+    """``node``'s metrics in ``EXPLAIN ANALYZE sql`` (they cross the FFI), by name."""
+    plan = ctx.sql("EXPLAIN ANALYZE " + sql).to_arrow_table().column("plan")[0].as_py()
+    line = next(line for line in plan.splitlines() if f": {node}," in line)
+    found = {}
+    for item in line.split("metrics=[", 1)[1].rstrip("]").split(", "):
+        name, _, value = item.partition("=")
+        found[name] = value
+    return found
+
+
+def test_engine_setting_reaches_the_nodes(tmp_path):
+    _sorted_files(tmp_path)
+    ours, _ = _contexts(tmp_path, engine="cpu")
+    m = metrics(ours, "SELECT * FROM t ORDER BY k", "CoRankMergeExec")
+    assert int(m["rounds_cpu"]) > 0 and m["rounds_gpu"] == "0", m
+    assert m["output_rows"] == "24.00 K", m
+
+
 def test_bad_settings_raise_at_once():
     with pytest.raises(corank.InvalidOptionError, match="unknown engine 'fastest'"):
         cdf.session_context(engine="fastest")

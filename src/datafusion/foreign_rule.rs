@@ -1,40 +1,5 @@
-//! The rule for a host that hands corank its plan across DataFusion's FFI
-//! (`datafusion-ffi`), as datafusion-python's `SessionContext.add_physical_optimizer_rule`
-//! does.
-//!
-//! Across the FFI every node of the host's plan is opaque: corank cannot downcast it, so it
-//! knows a node by its `name()`, its properties (partitioning, output ordering,
-//! boundedness), its children and its statistics. Two things of the stock nodes do not
-//! cross: a `SortPreservingMergeExec`'s or a `SortExec`'s **`fetch`** (its `LIMIT`) and its
-//! sort expressions (apache/datafusion#25155). So this rule, unlike [`CoRankRule`]:
-//!
-//! - **keeps the host's `SortPreservingMergeExec`** and replaces only its input: a merge of
-//!   several sorted partitions becomes `SortPreservingMergeExec(CoRankMergeExec(input))`.
-//!   The host's node then has one input partition, which it passes through, applying its
-//!   own `fetch`: whatever `LIMIT` it holds stays where it was.
-//! - **replaces a `SortExec` only where it has no `fetch`.** DataFusion 55 names a sort
-//!   with a fetch `SortExec(TopK)` and one without `SortExec`, and the name crosses the
-//!   FFI; a sort named `SortExec` is replaced unless its statistics show a fetch anyway
-//!   (fewer rows than its input's exact count, or an estimate where its input has none:
-//!   `Statistics::with_fetch`), so a host that named its sorts otherwise would keep its
-//!   limits too. A replaced sort under a merge is merged by corank
-//!   (`SortPreservingMergeExec(CoRankSortExec(input))`); a sort into one partition becomes
-//!   a `CoRankSortExec`.
-//! - **merges what the host sorts but is sorted.** A table provider across the FFI (such
-//!   as corank's `SortedRowGroupsTable` in datafusion-python) declares its order in
-//!   expressions the host cannot compare with its own, so the host sorts partitions that
-//!   are sorted already. Where a sort's input declares the sort's order (the same columns,
-//!   told apart by their text `name@index`, and options), corank merges the input's
-//!   partitions instead.
-//! - takes the sort order from the nodes' **output ordering** (the properties that cross),
-//!   whose expressions it evaluates through the FFI like any `PhysicalExpr`.
-//!
-//! It does not check that Parquet files below a merge are sorted as declared (it cannot
-//! see the files); `corank.check_sorted` makes an unsorted input an error while merging.
-//! The host appends the rule after its own rules (after `SanityCheckPlan`): every plan it
-//! returns satisfies the orderings the host's nodes require.
-//!
-//! Native plans work too: the same names, properties and statistics are there.
+//! [`CoRankForeignRule`]: corank's rule for a host that hands it its plan across DataFusion's
+//! FFI; the struct's doc is the spec.
 
 use super::config::CoRankSettings;
 use super::exec::CoRankMergeExec;
@@ -59,9 +24,46 @@ const MERGE: &str = "SortPreservingMergeExec";
 /// The name of DataFusion's sort node without a fetch (with one it is `SortExec(TopK)`).
 const SORT: &str = "SortExec";
 
-/// Puts corank's merge and sort under a host's plan whose nodes it sees only through
-/// DataFusion's FFI: see the [module](self) doc. The Python package installs it in
-/// datafusion-python sessions (docs/python.md, "SQL").
+/// The rule for a host that hands corank its plan across DataFusion's FFI
+/// (`datafusion-ffi`), as datafusion-python's `SessionContext.add_physical_optimizer_rule`
+/// does.
+///
+/// Across the FFI every node of the host's plan is opaque: corank cannot downcast it, so it
+/// knows a node by its `name()`, its properties (partitioning, output ordering,
+/// boundedness), its children and its statistics. Two things of the stock nodes do not
+/// cross: a `SortPreservingMergeExec`'s or a `SortExec`'s **`fetch`** (its `LIMIT`) and its
+/// sort expressions (apache/datafusion#25155). So this rule, unlike [`CoRankRule`]:
+///
+/// - **keeps the host's `SortPreservingMergeExec`** and replaces only its input: a merge of
+///   several sorted partitions becomes `SortPreservingMergeExec(CoRankMergeExec(input))`.
+///   The host's node then has one input partition, which it passes through, applying its
+///   own `fetch`: whatever `LIMIT` it holds stays where it was.
+/// - **replaces a `SortExec` only where it has no `fetch`.** DataFusion 55 names a sort
+///   with a fetch `SortExec(TopK)` and one without `SortExec`, and the name crosses the
+///   FFI; a sort named `SortExec` is replaced unless its statistics show a fetch anyway
+///   (fewer rows than its input's exact count, or an estimate where its input has none:
+///   `Statistics::with_fetch`), so a host that named its sorts otherwise would keep its
+///   limits too. A replaced sort under a merge is merged by corank
+///   (`SortPreservingMergeExec(CoRankSortExec(input))`); a sort into one partition becomes
+///   a `CoRankSortExec`.
+/// - **merges what the host sorts but is sorted.** A table provider across the FFI (such
+///   as corank's `SortedRowGroupsTable` in datafusion-python) declares its order in
+///   expressions the host cannot compare with its own, so the host sorts partitions that
+///   are sorted already. Where a sort's input declares the sort's order (the same columns,
+///   told apart by their text `name@index`, and options), corank merges the input's
+///   partitions instead.
+/// - takes the sort order from the nodes' **output ordering** (the properties that cross),
+///   whose expressions it evaluates through the FFI like any `PhysicalExpr`.
+///
+/// It does not check that Parquet files below a merge are sorted as declared (it cannot
+/// see the files); `corank.check_sorted` makes an unsorted input an error while merging.
+/// The host appends the rule after its own rules (after `SanityCheckPlan`): every plan it
+/// returns satisfies the orderings the host's nodes require.
+///
+/// Native plans work too: the same names, properties and statistics are there.
+///
+/// The Python package installs it in datafusion-python sessions (docs/python.md, "SQL
+/// through datafusion-python").
 #[derive(Debug, Default)]
 pub struct CoRankForeignRule;
 

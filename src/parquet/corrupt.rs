@@ -106,6 +106,7 @@ pub fn load_metadata<R: ChunkReader + 'static>(path: &Path, file: &R) -> Result<
 /// The footer `parquet` of the file at `path` (`file_len` bytes, read elsewhere: by range
 /// requests from an object store) for Arrow, checked and with its Arrow schema as
 /// [`load_metadata`] makes them.
+#[cfg(feature = "datafusion")]
 pub fn arrow_metadata(path: &Path, parquet: Arc<ParquetMetaData>, file_len: u64) -> Result<ArrowReaderMetadata> {
     check_footer(path, &parquet, file_len)?;
     let plain = catch_result(|| ArrowReaderMetadata::try_new(parquet, ArrowReaderOptions::new().with_skip_arrow_metadata(true)))

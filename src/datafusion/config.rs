@@ -13,14 +13,20 @@
 //! part they use ([`MergeSettings`]). The extension also holds the session's file-order
 //! cache (not a setting: not listed, not compared), created by
 //! [`with_corank_config`](super::with_corank_config) and [`register`](super::register);
-//! without one, the rule reads every footer it needs each time, with the same result.
+//! without one, the rule reads every footer it needs each time, with the same result. And
+//! it holds the session's `RuntimeEnv` (also not a setting), set by
+//! [`SessionStateBuilderExt::with_corank`](super::SessionStateBuilderExt::with_corank) (and
+//! so [`register`](super::register) and [`session_context`](super::session_context)): the
+//! rule reads footers of files in object stores through its object store registry; without
+//! it, only local files are proven sorted.
 
-use super::file_order::FileOrderCache;
+use super::file_order::{FileAccess, FileOrderCache};
 use super::sort_chunk::DEFAULT_CHUNK_ROWS;
 use crate::frontier::DEFAULT_WINDOW_ROWS;
 use crate::options::{Devices, Engine, EngineOptions, Kernel, GPU_MIN_ROWS};
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ConfigField, ConfigOptions, ExtensionOptions};
 use datafusion::common::{config_err, Result};
+use datafusion::execution::runtime_env::RuntimeEnv;
 use std::any::Any;
 use std::sync::Arc;
 
@@ -49,6 +55,28 @@ pub struct CoRankConfig {
     pub sort_chunk_rows: usize,
     /// The session's cache of the file-order proof (not a setting).
     file_order_cache: SessionCache,
+    /// The session's runtime, whose object stores and file metadata cache the file-order
+    /// proof reads footers through (not a setting).
+    runtime: SessionRuntime,
+}
+
+/// The runtime of the session a config belongs to, if known. Not a setting, like
+/// [`SessionCache`].
+#[derive(Clone, Default)]
+struct SessionRuntime(Option<Arc<RuntimeEnv>>);
+
+impl PartialEq for SessionRuntime {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for SessionRuntime {}
+
+impl std::fmt::Debug for SessionRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "RuntimeEnv" } else { "None" })
+    }
 }
 
 /// The file-order cache a session holds, if any. Not a setting: every two configs compare
@@ -83,6 +111,7 @@ impl Default for CoRankConfig {
             sort: true,
             sort_chunk_rows: DEFAULT_CHUNK_ROWS,
             file_order_cache: SessionCache::default(),
+            runtime: SessionRuntime::default(),
         }
     }
 }
@@ -96,9 +125,16 @@ impl CoRankConfig {
         }
     }
 
-    /// The session's file-order cache, if it holds one.
-    pub(crate) fn file_order_cache(&self) -> Option<&FileOrderCache> {
-        self.file_order_cache.0.as_deref()
+    /// Makes `runtime` the session's: the file-order proof reads footers of files in
+    /// object stores through its registry and file metadata cache.
+    pub(crate) fn set_runtime(&mut self, runtime: Arc<RuntimeEnv>) {
+        self.runtime.0 = Some(runtime);
+    }
+
+    /// What the file-order proof reads footers through: the session's file-order cache and
+    /// runtime, those it holds.
+    pub(crate) fn file_access(&self) -> FileAccess<'_> {
+        FileAccess { cache: self.file_order_cache.0.as_deref(), runtime: self.runtime.0.as_deref() }
     }
 
     /// The settings' names (without the prefix) and descriptions, in `SHOW ALL` order.

@@ -15,7 +15,15 @@
 //! ascending; its min, descending) must sort at or before the start of the next one (`<`
 //! when the order has more columns, whose values a tie could leave out of order), with no
 //! nulls at the seam. Anything not proven is not trusted: float keys (statistics ignore NaN),
-//! missing statistics, files that cannot be read here (other object stores).
+//! missing statistics, files whose footer cannot be read (each with a warning in the log).
+//!
+//! Footers of local files are read from the file system; those of files in object stores
+//! through the session's runtime (`super::footers`): the store registered for the scan's
+//! object store URL, and DataFusion's file metadata cache, so files in S3 get the same proof,
+//! splits and plans as local ones. Without the session's runtime (a rule not registered by
+//! [`register`](super::register) or its kin), or where the footer cannot be had (no store
+//! registered, an error, planning on a current-thread tokio runtime with the footer not
+//! cached), the file is not proven.
 //!
 //! The repair, below a merge: a file that is not one run becomes one partition per run of
 //! row groups (each an access plan of those row groups, and the byte range that selects the
@@ -24,6 +32,7 @@
 //! (projections, filters, unions, batch coalescing); otherwise, or where a row group itself
 //! may be unsorted, a sort of each partition goes below the merge.
 
+use super::footers;
 use crate::parquet::sorting_columns::{declared_order, DeclaredOrder};
 use arrow::array::{Array, ArrayRef};
 use arrow::compute::SortOptions;
@@ -36,10 +45,12 @@ use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::execution_plan::replace_children_if_necessary;
 use datafusion::physical_plan::ExecutionPlan;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -54,6 +65,15 @@ pub(crate) enum Repair {
     Sort,
 }
 
+/// What the proof reads footers through: the session's [`FileOrderCache`] and runtime (its
+/// object stores and file metadata cache, `super::footers`), where it has them. Without a
+/// runtime, only local files are read.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct FileAccess<'a> {
+    pub cache: Option<&'a FileOrderCache>,
+    pub runtime: Option<&'a RuntimeEnv>,
+}
+
 /// Nodes that keep their children's partitions (one output partition per input partition,
 /// unions concatenating them) and the order within each.
 const PASS_THROUGH: [&str; 5] = ["ProjectionExec", "FilterExec", "CoalesceBatchesExec", "CooperativeExec", "UnionExec"];
@@ -65,19 +85,19 @@ fn sorts_itself(plan: &Arc<dyn ExecutionPlan>) -> bool {
 
 /// Checks the Parquet scans below a merge's `input` and says what makes its partitions
 /// sorted. A merge or sort below stops the search: its output is sorted on its own.
-/// `cache`: the session's [`FileOrderCache`], if it has one.
-pub(crate) fn repair(input: &Arc<dyn ExecutionPlan>, cache: Option<&FileOrderCache>) -> Result<Repair> {
+/// `access`: what the session gives to read footers by.
+pub(crate) fn repair(input: &Arc<dyn ExecutionPlan>, access: &FileAccess) -> Result<Repair> {
     if sorts_itself(input) {
         return Ok(Repair::Proven);
     }
     if let Some(scan) = input.downcast_ref::<DataSourceExec>() {
-        return Ok(repair_scan(scan, cache));
+        return Ok(repair_scan(scan, access));
     }
     if PASS_THROUGH.contains(&input.name()) {
         let mut children = Vec::with_capacity(input.children().len());
         let mut changed = false;
         for child in input.children() {
-            match repair(child, cache)? {
+            match repair(child, access)? {
                 Repair::Sort => return Ok(Repair::Sort),
                 Repair::Proven => children.push(Arc::clone(child)),
                 Repair::Split(c) => {
@@ -89,7 +109,7 @@ pub(crate) fn repair(input: &Arc<dyn ExecutionPlan>, cache: Option<&FileOrderCac
         return Ok(if changed { Repair::Split(replace_children_if_necessary(Arc::clone(input), children)?) } else { Repair::Proven });
     }
     // Any other node: its partitions are not the scan's; only a sort helps.
-    Ok(if input.children().into_iter().any(|c| has_unproven_scan(c, cache)) { Repair::Sort } else { Repair::Proven })
+    Ok(if input.children().into_iter().any(|c| has_unproven_scan(c, access)) { Repair::Sort } else { Repair::Proven })
 }
 
 /// `plan` with the declared order of every unproven Parquet scan below it dropped (a merge
@@ -99,7 +119,7 @@ pub(crate) fn repair(input: &Arc<dyn ExecutionPlan>, cache: Option<&FileOrderCac
 ///
 /// A node between that requires its input's order (a windowed aggregate, say) then fails
 /// DataFusion's plan check: it would have read rows the scan only claimed to be sorted.
-pub(crate) fn forget_unproven_order(plan: &Arc<dyn ExecutionPlan>, cache: Option<&FileOrderCache>) -> Result<Arc<dyn ExecutionPlan>> {
+pub(crate) fn forget_unproven_order(plan: &Arc<dyn ExecutionPlan>, access: &FileAccess) -> Result<Arc<dyn ExecutionPlan>> {
     Arc::clone(plan)
         .transform_down(|node| {
             if sorts_itself(&node) {
@@ -111,7 +131,7 @@ pub(crate) fn forget_unproven_order(plan: &Arc<dyn ExecutionPlan>, cache: Option
             let Some((config, _)) = scan.downcast_to_file_source::<ParquetSource>() else {
                 return Ok(Transformed::no(node));
             };
-            if config.output_ordering.is_empty() || matches!(repair_scan(scan, cache), Repair::Proven) {
+            if config.output_ordering.is_empty() || matches!(repair_scan(scan, access), Repair::Proven) {
                 return Ok(Transformed::no(node));
             }
             let config = FileScanConfigBuilder::from(config.clone()).with_output_ordering(vec![]).build();
@@ -120,14 +140,14 @@ pub(crate) fn forget_unproven_order(plan: &Arc<dyn ExecutionPlan>, cache: Option
         .data()
 }
 
-fn has_unproven_scan(plan: &Arc<dyn ExecutionPlan>, cache: Option<&FileOrderCache>) -> bool {
+fn has_unproven_scan(plan: &Arc<dyn ExecutionPlan>, access: &FileAccess) -> bool {
     if sorts_itself(plan) {
         return false;
     }
     if let Some(scan) = plan.downcast_ref::<DataSourceExec>() {
-        return !matches!(repair_scan(scan, cache), Repair::Proven);
+        return !matches!(repair_scan(scan, access), Repair::Proven);
     }
-    plan.children().into_iter().any(|c| has_unproven_scan(c, cache))
+    plan.children().into_iter().any(|c| has_unproven_scan(c, access))
 }
 
 /// A declared order: column names and options (the scan's orderings are columns of its
@@ -167,7 +187,7 @@ pub(crate) fn row_group_range(starts: &[Option<i64>], first: usize, last: usize,
     Some((start, end.max(last_start + 1)))
 }
 
-fn repair_scan(scan: &DataSourceExec, cache: Option<&FileOrderCache>) -> Repair {
+fn repair_scan(scan: &DataSourceExec, access: &FileAccess) -> Repair {
     let Some((config, _)) = scan.downcast_to_file_source::<ParquetSource>() else {
         return Repair::Proven;
     };
@@ -182,7 +202,7 @@ fn repair_scan(scan: &DataSourceExec, cache: Option<&FileOrderCache>) -> Repair 
     let Some(orders) = orders else {
         return Repair::Sort; // an order on an expression: no statistics to prove it by
     };
-    let local = config.object_store_url.as_str() == ObjectStoreUrl::local_filesystem().as_str();
+    let url = &config.object_store_url;
     // Each piece's runs; whole files (ranges of them, or all of them) once per path.
     let mut whole: HashMap<String, Option<Runs>> = HashMap::new();
     let mut pieces: Vec<Vec<Option<Runs>>> = vec![];
@@ -192,12 +212,11 @@ fn repair_scan(scan: &DataSourceExec, cache: Option<&FileOrderCache>) -> Repair 
         for file in group.iter() {
             let plan = file.extension::<ParquetAccessPlan>();
             let runs = match plan {
-                Some(plan) if local => file_runs(file, Some(plan), &orders),
-                None if local => {
+                Some(plan) => file_runs(file, url, Some(plan), &orders, access),
+                None => {
                     let path = file.path().to_string();
-                    whole.entry(path).or_insert_with(|| whole_file_runs(file, &orders, cache)).clone()
+                    whole.entry(path).or_insert_with(|| whole_file_runs(file, url, &orders, access)).clone()
                 }
-                _ => None,
             };
             let Some(runs) = runs else {
                 return Repair::Sort;
@@ -275,6 +294,23 @@ fn run_file(
     piece.with_extension(plan)
 }
 
+/// The footer of `file`, read from the local file system or (with the session's runtime)
+/// from the store registered for `url`; the error says why it could not be read.
+fn footer(file: &PartitionedFile, url: &ObjectStoreUrl, access: &FileAccess) -> std::result::Result<ArrowReaderMetadata, String> {
+    if url.as_str() != ObjectStoreUrl::local_filesystem().as_str() {
+        let runtime = access.runtime.ok_or("no session runtime to find its object store in")?;
+        return footers::footer_blocking(runtime, url, &file.object_meta);
+    }
+    let path = local_path(file.path().as_ref());
+    let handle = std::fs::File::open(&path).map_err(|e| e.to_string())?;
+    let size = handle.metadata().map_err(|e| e.to_string())?.len();
+    if size != file.object_meta.size {
+        return Err(format!("{size} bytes, not the {} the scan listed", file.object_meta.size));
+    }
+    // An embedded Arrow schema that cannot be decoded is left aside, not a panic.
+    crate::parquet::corrupt::load_metadata(&path, &handle).map_err(|e| e.to_string())
+}
+
 /// Local path of an object store location (`tmp/a%20b.parquet` → `/tmp/a b.parquet`).
 fn local_path(location: &str) -> std::path::PathBuf {
     let bytes = location.as_bytes();
@@ -312,6 +348,8 @@ const FILE_ORDER_CACHE_ENTRIES: usize = 4096;
 
 #[derive(PartialEq, Eq, Hash)]
 struct RunsKey {
+    /// The store's URL (a location names an object within its store only).
+    store: String,
     path: String,
     size: u64,
     modified: Option<i64>,
@@ -323,12 +361,13 @@ struct RunsKey {
 /// [`file_runs`] of a whole file (no access plan), through the session's cache where it
 /// has one; what could not be proven is not kept (a file unreadable now may be readable
 /// later).
-fn whole_file_runs(file: &PartitionedFile, orders: &[Order], cache: Option<&FileOrderCache>) -> Option<Runs> {
-    let Some(cache) = cache else {
-        return file_runs(file, None, orders);
+fn whole_file_runs(file: &PartitionedFile, url: &ObjectStoreUrl, orders: &[Order], access: &FileAccess) -> Option<Runs> {
+    let Some(cache) = access.cache else {
+        return file_runs(file, url, None, orders, access);
     };
     let meta = &file.object_meta;
     let key = RunsKey {
+        store: url.as_str().to_string(),
         path: meta.location.to_string(),
         size: meta.size,
         modified: meta.last_modified.timestamp_nanos_opt(),
@@ -339,7 +378,7 @@ fn whole_file_runs(file: &PartitionedFile, orders: &[Order], cache: Option<&File
     if cached.is_some() {
         return cached;
     }
-    let runs = file_runs(file, None, orders)?;
+    let runs = file_runs(file, url, None, orders, access)?;
     let mut map = cache.entries.lock().unwrap_or_else(|p| p.into_inner());
     if map.len() >= FILE_ORDER_CACHE_ENTRIES {
         map.clear();
@@ -350,15 +389,24 @@ fn whole_file_runs(file: &PartitionedFile, orders: &[Order], cache: Option<&File
 
 /// The runs of `file`'s selected row groups (those of `plan` that start in the piece's byte
 /// range if it has one, or all), `None` if the file cannot be read or a row group's
-/// `sorting_columns` contradict an order.
-fn file_runs(file: &PartitionedFile, plan: Option<&ParquetAccessPlan>, orders: &[Order]) -> Option<Runs> {
-    let path = local_path(file.path().as_ref());
-    let handle = std::fs::File::open(&path).ok()?;
-    if handle.metadata().ok()?.len() != file.object_meta.size {
-        return None; // not the file the scan listed
-    }
-    // An embedded Arrow schema that cannot be decoded is left aside, not a panic.
-    let meta = crate::parquet::corrupt::load_metadata(&path, &handle).ok()?;
+/// `sorting_columns` contradict an order. `url`: the store the scan reads `file` from.
+fn file_runs(
+    file: &PartitionedFile,
+    url: &ObjectStoreUrl,
+    plan: Option<&ParquetAccessPlan>,
+    orders: &[Order],
+    access: &FileAccess,
+) -> Option<Runs> {
+    let meta = match footer(file, url, access) {
+        Ok(meta) => meta,
+        Err(why) => {
+            log::warn!(
+                "{}: the order of its row groups is not proven ({why}), so its partitions are sorted before they are merged",
+                footers::object_name(url, &file.object_meta).display()
+            );
+            return None;
+        }
+    };
     let parquet = meta.metadata();
     let n = parquet.num_row_groups();
     if plan.is_some_and(|p| p.len() != n) {

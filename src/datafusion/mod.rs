@@ -18,6 +18,7 @@ mod config;
 mod error;
 mod exec;
 mod file_order;
+mod footers;
 mod foreign_rule;
 mod merge_inputs;
 mod metrics;
@@ -41,6 +42,7 @@ pub use rule::CoRankRule;
 pub use sort_exec::CoRankSortExec;
 
 use datafusion::common::config::ConfigExtension;
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -113,13 +115,27 @@ pub trait SessionStateBuilderExt {
     /// none; its other settings and extensions stay) and [`CoRankRule`] to its physical
     /// optimizer rules, just before `SanityCheckPlan` (DataFusion's default rules if it
     /// has none set; rules it has, set or appended, stay). Calling it twice is harmless.
+    ///
+    /// The settings also keep the builder's runtime env (the default one, set on the
+    /// builder now, where it has none): the rule reads the footers of Parquet files in
+    /// object stores through its object store registry, where
+    /// `SessionContext::register_object_store` puts stores (docs/datafusion.md, "Object
+    /// stores"). Set a runtime env of your own before this call: one set after it is the
+    /// session's, but the rule does not read through it (it proves only local files sorted,
+    /// and sorts the others' partitions).
     fn with_corank(self) -> Self;
 }
 
 impl SessionStateBuilderExt for SessionStateBuilder {
     fn with_corank(mut self) -> Self {
         let config = self.config().take().unwrap_or_default();
-        *self.config() = Some(with_corank_config(config));
+        // The runtime `build` would make where the builder has none.
+        let runtime = Arc::clone(self.runtime_env().get_or_insert_with(|| Arc::new(RuntimeEnv::default())));
+        let mut config = with_corank_config(config);
+        if let Some(c) = config.options_mut().extensions.get_mut::<CoRankConfig>() {
+            c.set_runtime(runtime);
+        }
+        *self.config() = Some(config);
         let rules = self.physical_optimizers().take().map(|o| o.rules).unwrap_or_else(|| PhysicalOptimizer::new().rules);
         self.with_physical_optimizer_rules(with_corank_rule(rules))
     }
@@ -183,6 +199,39 @@ fn merge_config(mut base: SessionConfig, over: &SessionConfig) -> SessionConfig 
     options.extensions = extensions;
     *base.options_mut() = options;
     base
+}
+
+/// Registers on `runtime` (a session's: `SessionContext::runtime_env`) the object store that
+/// corank's own file functions and command line read `url` (an object's or a prefix's URL:
+/// `s3://bucket/dir/`) through: built once per bucket or host from the provider's
+/// environment variables and the options set with
+/// [`set_storage_options`](crate::parquet::store::set_storage_options), or the store put
+/// under its URL with [`register_object_store`](crate::parquet::store::register_object_store).
+/// SQL over that bucket (`CREATE EXTERNAL TABLE .. LOCATION 's3://bucket/dir/'`) and
+/// [`SortedRowGroupsTable::try_new_in_store`] then read with the credentials `corank merge`
+/// uses. A store whose URL has a path (Azure's `https://account.blob...` forms) cannot be
+/// registered so (DataFusion's registry keys stores by scheme and host): that is an error.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use corank::datafusion::{register_store, session_context};
+/// use datafusion::prelude::SessionConfig;
+/// let ctx = session_context(SessionConfig::new());
+/// register_store(&ctx.runtime_env(), "s3://bucket/")?;
+/// ctx.sql("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION 's3://bucket/dir/'").await?;
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "object-store")]
+pub fn register_store(runtime: &RuntimeEnv, url: &str) -> crate::Result<()> {
+    let (store_url, store) = crate::parquet::store::store_of(url)?;
+    let parsed = datafusion::execution::object_store::ObjectStoreUrl::parse(&store_url).map_err(|e| {
+        crate::Error::InvalidArgument(format!(
+            "{url}: its store ({store_url}) cannot be registered on a DataFusion runtime: {}",
+            e.strip_backtrace()
+        ))
+    })?;
+    runtime.register_object_store(parsed.as_ref(), store);
+    Ok(())
 }
 
 /// A `SessionContext` with DataFusion's defaults and corank registered (`config`'s

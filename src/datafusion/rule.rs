@@ -22,7 +22,7 @@
 
 use super::config::{CoRankConfig, CoRankSettings, MergeSettings};
 use super::exec::CoRankMergeExec;
-use super::file_order::{forget_unproven_order, repair, FileOrderCache, Repair};
+use super::file_order::{forget_unproven_order, repair, FileAccess, Repair};
 use super::sort_exec::CoRankSortExec;
 use super::stream::to_datafusion;
 use crate::keys::is_supported;
@@ -48,15 +48,15 @@ fn sorted_input(
     input: &Arc<dyn ExecutionPlan>,
     expr: &LexOrdering,
     fetch: Option<usize>,
-    cache: Option<&FileOrderCache>,
+    access: &FileAccess,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     // The sort's input must not claim the order it is there to establish (a `SortExec`
     // over an input claiming its order passes the input through).
     let sort = || -> Result<Arc<dyn ExecutionPlan>> {
-        let unsorted = forget_unproven_order(input, cache)?;
+        let unsorted = forget_unproven_order(input, access)?;
         Ok(Arc::new(SortExec::new(expr.clone(), unsorted).with_preserve_partitioning(true).with_fetch(fetch)))
     };
-    Ok(match repair(input, cache)? {
+    Ok(match repair(input, access)? {
         Repair::Proven => Arc::clone(input),
         Repair::Split(split) if split.equivalence_properties().ordering_satisfy(expr.clone())? => split,
         Repair::Split(_) | Repair::Sort => sort()?,
@@ -117,7 +117,7 @@ impl PhysicalOptimizerRule for CoRankRule {
             return Ok(plan);
         }
         let settings = CoRankSettings::from_options(config).map_err(to_datafusion)?;
-        let cache = corank.and_then(CoRankConfig::file_order_cache);
+        let access = corank.map(CoRankConfig::file_access).unwrap_or_default();
         plan.transform_up(|node| {
             if settings.sort {
                 if let Some(replacement) = replace_sort(&node, &settings.merge, settings.sort_chunk_rows)? {
@@ -127,7 +127,7 @@ impl PhysicalOptimizerRule for CoRankRule {
             let Some(spm) = node.downcast_ref::<SortPreservingMergeExec>() else {
                 return Ok(Transformed::no(node));
             };
-            let input = sorted_input(spm.input(), spm.expr(), spm.fetch(), cache)?;
+            let input = sorted_input(spm.input(), spm.expr(), spm.fetch(), &access)?;
             let schema = spm.input().schema();
             let supported = keys_supported(spm.expr(), &schema);
             if !supported {

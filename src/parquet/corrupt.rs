@@ -100,21 +100,38 @@ pub fn load_metadata<R: ChunkReader + 'static>(path: &Path, file: &R) -> Result<
         Err(panic) => return Err(Error::File { path: path.to_path_buf(), detail: format!("{UNREADABLE}: {panic}") }),
     };
     check_footer(path, plain.metadata(), file.len())?;
+    Ok(with_arrow_schema(path, plain))
+}
+
+/// The footer `parquet` of the file at `path` (`file_len` bytes, read elsewhere: by range
+/// requests from an object store) for Arrow, checked and with its Arrow schema as
+/// [`load_metadata`] makes them.
+#[cfg(feature = "datafusion")]
+pub fn arrow_metadata(path: &Path, parquet: Arc<ParquetMetaData>, file_len: u64) -> Result<ArrowReaderMetadata> {
+    check_footer(path, &parquet, file_len)?;
+    let plain = catch_result(|| ArrowReaderMetadata::try_new(parquet, ArrowReaderOptions::new().with_skip_arrow_metadata(true)))
+        .map_err(|e| Error::File { path: path.to_path_buf(), detail: format!("not a readable Parquet file: {e}") })?;
+    Ok(with_arrow_schema(path, plain))
+}
+
+/// `plain` (a footer read without its embedded Arrow schema) with the Arrow schema where it
+/// decodes; else as it is, with a warning.
+fn with_arrow_schema(path: &Path, plain: ArrowReaderMetadata) -> ArrowReaderMetadata {
     let has_arrow_schema = (plain.metadata().file_metadata().key_value_metadata().into_iter().flatten())
         .any(|kv| kv.key == parquet::arrow::ARROW_SCHEMA_META_KEY);
     if !has_arrow_schema {
-        return Ok(plain);
+        return plain;
     }
     let parquet = Arc::clone(plain.metadata());
     match catch_result(|| ArrowReaderMetadata::try_new(parquet, ArrowReaderOptions::new())) {
-        Ok(metadata) => Ok(metadata),
+        Ok(metadata) => metadata,
         Err(e) => {
             log::warn!(
                 "{}: its embedded Arrow schema ({}) cannot be decoded, so its columns are read by their Parquet types: {e}",
                 path.display(),
                 parquet::arrow::ARROW_SCHEMA_META_KEY
             );
-            Ok(plain)
+            plain
         }
     }
 }

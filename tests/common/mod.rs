@@ -2,6 +2,8 @@
 //! concatenated runs by arrow-row bytes).
 #![allow(dead_code)]
 
+pub mod moto;
+
 use arrow::array::*;
 use arrow::compute::{concat, lexsort_to_indices, take, SortColumn, SortOptions};
 use arrow::datatypes::*;

@@ -20,3 +20,4 @@ mod registration;
 mod row_groups;
 mod sort;
 mod sql;
+mod store;

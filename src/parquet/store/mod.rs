@@ -37,8 +37,9 @@ mod list;
 mod location;
 #[cfg(feature = "object-store")]
 mod object;
-#[cfg(feature = "object-store")]
-mod runtime;
+// Also DataFusion's: its optimizer rule reads footers of files in object stores.
+#[cfg(any(feature = "object-store", feature = "datafusion"))]
+pub(crate) mod runtime;
 #[cfg(feature = "object-store")]
 mod upload;
 
@@ -125,6 +126,15 @@ pub(crate) fn delete(url: &Path) -> Result<()> {
     return list::delete(url);
     #[cfg(not(feature = "object-store"))]
     Err(unsupported(url))
+}
+
+/// The store corank reads `url` (an object's or a prefix's URL) through, as its file
+/// functions do (registered, or built from the environment and the storage options), and
+/// the store's own URL (`s3://bucket`, `http://host:port`).
+#[cfg(feature = "object-store")]
+pub(crate) fn store_of(url: &str) -> Result<(String, std::sync::Arc<dyn object_store::ObjectStore>)> {
+    let parsed = location::ObjectUrl::parse_prefix(url)?;
+    Ok((parsed.store_url.clone(), config::store_for(&parsed)?))
 }
 
 /// Whether the input `arg` (a URL) names one object, not a prefix or a pattern: an output

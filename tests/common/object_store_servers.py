@@ -1,4 +1,4 @@
-"""The servers of corank's object-store tests (tests/cli/store.rs), all on 127.0.0.1:
+"""The servers of corank's object-store tests (tests/cli/store.rs, tests/datafusion/store.rs), all on 127.0.0.1:
 
 - moto's S3 in server mode (no authentication: any key is accepted);
 - a second moto S3 that checks credentials (a process of its own: moto's switch is global),

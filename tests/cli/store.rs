@@ -21,10 +21,10 @@ use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The servers' ports, and the directory the HTTP server serves.
-struct Servers {
-    s3: u16,
+pub(crate) struct Servers {
+    pub s3: u16,
     /// An S3 that checks credentials (every key is unknown to it).
-    s3_auth: u16,
+    pub s3_auth: u16,
     http: u16,
     http_root: PathBuf,
     /// Held open: the servers stop when it closes (this process ended).
@@ -33,7 +33,7 @@ struct Servers {
     _child: Mutex<Child>,
 }
 
-fn servers() -> &'static Servers {
+pub(crate) fn servers() -> &'static Servers {
     static SERVERS: OnceLock<Servers> = OnceLock::new();
     SERVERS.get_or_init(|| {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cli/object_store_servers.py");
@@ -99,18 +99,18 @@ fn http(port: u16, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
 }
 
 /// A bucket of the S3 server, made empty.
-fn bucket(name: &str) -> String {
+pub(crate) fn bucket(name: &str) -> String {
     let (status, body) = http(servers().s3, "PUT", &format!("/{name}"), b"");
     assert_eq!(status, 200, "creating bucket {name}: {}", text(&body));
     name.to_string()
 }
 
-fn put(bucket: &str, key: &str, bytes: &[u8]) {
+pub(crate) fn put(bucket: &str, key: &str, bytes: &[u8]) {
     let (status, body) = http(servers().s3, "PUT", &format!("/{bucket}/{key}"), bytes);
     assert_eq!(status, 200, "putting {key}: {}", text(&body));
 }
 
-fn get(bucket: &str, key: &str) -> Vec<u8> {
+pub(crate) fn get(bucket: &str, key: &str) -> Vec<u8> {
     let (status, body) = http(servers().s3, "GET", &format!("/{bucket}/{key}"), b"");
     assert_eq!(status, 200, "getting {key}: {}", text(&body));
     body
@@ -124,7 +124,7 @@ fn tags(xml: &[u8], tag: &str) -> Vec<String> {
 }
 
 /// The keys of a bucket, and its multipart uploads still open.
-fn keys_and_uploads(bucket: &str) -> (Vec<String>, Vec<String>) {
+pub(crate) fn keys_and_uploads(bucket: &str) -> (Vec<String>, Vec<String>) {
     let (_, listed) = http(servers().s3, "GET", &format!("/{bucket}?list-type=2"), b"");
     let (_, uploads) = http(servers().s3, "GET", &format!("/{bucket}?uploads"), b"");
     (tags(&listed, "Key"), tags(&uploads, "UploadId"))
@@ -136,7 +136,7 @@ fn corank_s3(args: &[&str]) -> Output {
 }
 
 /// The binary with the S3 server's endpoint and test credentials in the environment.
-fn corank_s3_command() -> Command {
+pub(crate) fn corank_s3_command() -> Command {
     let mut c = command();
     c.env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
@@ -198,7 +198,7 @@ fn rows_of(bytes: &[u8], dir: &Path, name: &str) -> RecordBatch {
     rows_at(&path)
 }
 
-fn rows_at(path: &Path) -> RecordBatch {
+pub(crate) fn rows_at(path: &Path) -> RecordBatch {
     let (batches, sorting) = read_file(path);
     assert!(sorting.is_some_and(|s| !s.is_empty()), "{}: sorting_columns set", path.display());
     arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
@@ -211,7 +211,7 @@ fn upload(bucket: &str, paths: &[PathBuf]) {
     }
 }
 
-fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 

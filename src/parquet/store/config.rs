@@ -264,4 +264,17 @@ mod tests {
         assert!(known_key("endpoint") && known_key("allow_http") && known_key("AWS_REGION") && known_key("google_service_account"));
         assert!(!known_key("no_such_key"));
     }
+
+    #[test]
+    fn the_retry_policy_is_the_documented_one() {
+        let r = Settings::default().retry();
+        assert_eq!((r.max_retries, r.retry_timeout), (10, Duration::from_secs(180)));
+        assert_eq!(
+            (r.backoff.init_backoff, r.backoff.max_backoff, r.backoff.base),
+            (Duration::from_millis(100), Duration::from_secs(15), 2.0)
+        );
+        // A longest wait below the first is the first.
+        let s = Settings { retry_backoff: Duration::from_secs(2), retry_max_backoff: Duration::from_secs(1), ..Settings::default() };
+        assert_eq!(s.retry().backoff.max_backoff, Duration::from_secs(2));
+    }
 }

@@ -521,7 +521,26 @@ def _hive(hive_partitioning: Union[bool, str]) -> str:
     raise InvalidOptionError(f"`hive_partitioning` is \"auto\", True or False, not {hive_partitioning!r}", setting="hive_partitioning")
 
 
-def _file_args(inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes) -> dict:
+def _storage_options(storage_options) -> list:
+    if storage_options is None:
+        return []
+    if not isinstance(storage_options, Mapping):
+        raise InvalidOptionError(f"`storage_options` is a dict of str keys and values, not {storage_options!r}", setting="storage_options")
+    pairs = []
+    for key, value in storage_options.items():
+        if not isinstance(key, str):
+            raise InvalidOptionError(f"`storage_options` keys are str, not {key!r}", setting="storage_options")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (int, float)):
+            value = str(value)
+        elif not isinstance(value, str):
+            raise InvalidOptionError(f"`storage_options[{key!r}]` is a str, bool or number, not {value!r}", setting="storage_options")
+        pairs.append((key, value))
+    return pairs
+
+
+def _file_args(inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes, storage_options=None) -> dict:
     if not isinstance(compression, str):
         raise InvalidOptionError(f"`compression` is a codec name such as \"zstd(3)\", not {compression!r}", setting="compression")
     return {
@@ -537,6 +556,7 @@ def _file_args(inputs, output, by, overwrite, memory_limit, compression, row_gro
         "hive_partitioning": _hive(hive_partitioning),
         "max_file_rows": None if max_file_rows is None else _count(max_file_rows, "max_file_rows"),
         "max_file_bytes": None if max_file_bytes is None else _bytes(max_file_bytes, "max_file_bytes"),
+        "storage_options": _storage_options(storage_options),
     }
 
 
@@ -560,6 +580,7 @@ def merge_files(
     hive_partitioning: Union[bool, str] = "auto",
     max_file_rows: Optional[Union[int, str]] = None,
     max_file_bytes: Optional[Union[int, str]] = None,
+    storage_options: Optional[Mapping[str, Union[str, int, bool]]] = None,
     progress: Progress = None,
 ) -> dict:
     """Merges sorted Parquet files into one sorted Parquet file, as ``corank merge`` does.
@@ -591,6 +612,14 @@ def merge_files(
             ... of at most so many rows, or about so many bytes, cut where the key changes
             (``--max-file-rows``, ``--max-file-bytes``); the summary's ``output_files``
             lists them with their first and last keys.
+        storage_options: settings of the object stores that URL inputs and outputs
+            (``s3://``, ``gs://``, ``az://``, ``https://``) are read from and written to, the
+            command line's ``--storage-option`` keys: ``endpoint``, ``region``,
+            ``allow_http``, ``access_key_id``, ``secret_access_key``, ... and corank's
+            ``max_retries``, ``retry_timeout``, ``retry_backoff``, ``part_size``,
+            ``max_concurrency`` (docs/object-stores.md). They win over the provider's
+            environment variables (``AWS_*``, ...). The process has one set at a time: a
+            call with other options waits for the calls running with theirs.
         progress: ``True`` for a progress bar on stderr, or a callable ``(rows_done,
             rows_total)`` called on the calling thread about every 50 ms.
 
@@ -608,7 +637,7 @@ def merge_files(
         2000000
     """
     args = _file_args(
-        inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes
+        inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes, storage_options
     )
     options = _engine(engine, kernel, devices, gpu_min_rows, on_gpu_failure)
     return _corank.merge_files(args, options, passthrough, _progress(progress, "merging"))
@@ -636,6 +665,7 @@ def sort_files(
     hive_partitioning: Union[bool, str] = "auto",
     max_file_rows: Optional[Union[int, str]] = None,
     max_file_bytes: Optional[Union[int, str]] = None,
+    storage_options: Optional[Mapping[str, Union[str, int, bool]]] = None,
     progress: Progress = None,
 ) -> dict:
     """Sorts Parquet files in any order into one sorted Parquet file, as ``corank sort``
@@ -645,7 +675,8 @@ def sort_files(
     Args:
         inputs, output, by, overwrite, memory_limit, compression, row_group_rows,
             row_group_bytes, engine, kernel, devices, gpu_min_rows, on_gpu_failure,
-            union_by_name, hive_partitioning, max_file_rows, max_file_bytes, progress: as
+            union_by_name, hive_partitioning, max_file_rows, max_file_bytes, storage_options,
+            progress: as
             for :func:`merge_files` (``by`` is needed unless the
             inputs declare a common ``sorting_columns``).
         temp_dir: where the spill directory goes (default: beside the output).
@@ -661,7 +692,7 @@ def sort_files(
         'columns'
     """
     args = _file_args(
-        inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes
+        inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes, storage_options
     )
     options = _engine(engine, kernel, devices, gpu_min_rows, on_gpu_failure)
     temp = None if temp_dir is None else os.fspath(temp_dir)

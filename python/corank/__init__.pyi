@@ -1,6 +1,6 @@
 # Type stubs of the package corank (the implementation and the docstrings: __init__.py).
 import os
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
 
@@ -109,6 +109,7 @@ def merge_files(
     hive_partitioning: Union[bool, str] = "auto",
     max_file_rows: Optional[Union[int, str]] = None,
     max_file_bytes: Optional[Union[int, str]] = None,
+    storage_options: Optional[Mapping[str, Union[str, int, bool]]] = None,
     progress: Progress = None,
 ) -> dict[str, Any]: ...
 def sort_files(
@@ -133,5 +134,6 @@ def sort_files(
     hive_partitioning: Union[bool, str] = "auto",
     max_file_rows: Optional[Union[int, str]] = None,
     max_file_bytes: Optional[Union[int, str]] = None,
+    storage_options: Optional[Mapping[str, Union[str, int, bool]]] = None,
     progress: Progress = None,
 ) -> dict[str, Any]: ...

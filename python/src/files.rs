@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::{Condvar, Mutex};
 
 /// The options `merge_files` and `sort_files` share, as the wrapper passes them.
 #[derive(FromPyObject, Debug, Clone)]
@@ -32,6 +33,8 @@ pub struct FileArgs {
     pub hive_partitioning: String,
     pub max_file_rows: Option<usize>,
     pub max_file_bytes: Option<u64>,
+    /// `--storage-option`s, as `(key, value)` pairs.
+    pub storage_options: Vec<(String, String)>,
 }
 
 impl FileArgs {
@@ -66,6 +69,50 @@ impl FileArgs {
     /// `expand_inputs_excluding`).
     fn input_paths(&self) -> Result<Vec<PathBuf>> {
         expand_inputs_excluding(&self.inputs, &self.output)
+    }
+}
+
+/// The library's storage options are the process's (`set_storage_options`), a call's are
+/// its own: a call runs under its options, calls with the same ones at once, a call with
+/// others waits until those running are done. Setting them drops the stores built under
+/// other options; calls with the same options share theirs.
+struct StorageLease;
+
+/// The options set (`None`: none yet) and the calls running under them.
+struct Storage {
+    options: Option<Vec<(String, String)>>,
+    calls: usize,
+}
+
+static STORAGE: Mutex<Storage> = Mutex::new(Storage { options: None, calls: 0 });
+static STORAGE_FREE: Condvar = Condvar::new();
+
+impl StorageLease {
+    /// Waits until `options` are the process's (set here where no call runs under others).
+    fn take(options: &[(String, String)]) -> Result<StorageLease> {
+        let mut state = STORAGE.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if state.options.as_deref() == Some(options) {
+                state.calls += 1;
+                return Ok(StorageLease);
+            }
+            if state.calls == 0 {
+                corank::parquet::store::set_storage_options(options.iter().map(|(k, v)| (k, v)))?;
+                *state = Storage { options: Some(options.to_vec()), calls: 1 };
+                return Ok(StorageLease);
+            }
+            state = STORAGE_FREE.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for StorageLease {
+    fn drop(&mut self) {
+        let mut state = STORAGE.lock().unwrap_or_else(|e| e.into_inner());
+        state.calls -= 1;
+        if state.calls == 0 {
+            STORAGE_FREE.notify_all();
+        }
     }
 }
 
@@ -104,6 +151,7 @@ pub fn merge_files<'py>(
     let output = args.output.clone();
     let done = run(py, OnInterrupt::WaitForCancel, progress.as_ref(), move |shared: &Shared| {
         let options = MergeFilesOptions { cancel: Some(shared.cancel.clone()), ..options };
+        let _storage = StorageLease::take(&args.storage_options)?;
         let paths = args.input_paths()?;
         let plan = plan_merge_with(&paths, by, &args.plan_options()?)?;
         shared.total.store(plan.total_rows, Ordering::Relaxed);
@@ -196,6 +244,7 @@ pub fn sort_files<'py>(
     let output = args.output.clone();
     let done = run(py, OnInterrupt::WaitForCancel, progress.as_ref(), move |shared: &Shared| {
         let options = SortFilesOptions { cancel: Some(shared.cancel.clone()), ..options };
+        let _storage = StorageLease::take(&args.storage_options)?;
         let paths = args.input_paths()?;
         let plan = plan_sort(&paths, by, &args.plan_options()?, &args.output, &options)?;
         let total = plan.inputs.total_rows;

@@ -28,8 +28,9 @@ pub struct CommonArgs {
     #[arg(short, long, value_name = "OUTPUT")]
     pub output: PathBuf,
     /// A setting of the object stores, KEY=VALUE (repeatable): endpoint, region,
-    /// allow_http, access_key_id, ... (object_store's keys), or corank's max_retries,
-    /// retry_timeout, part_size, max_concurrency. Credentials and endpoints otherwise come
+    /// allow_http, access_key_id, timeout, ... (object_store's keys), or corank's
+    /// max_retries, retry_timeout, retry_backoff, retry_max_backoff, part_size,
+    /// max_concurrency. Credentials and endpoints otherwise come
     /// from the provider's environment variables (AWS_*, GOOGLE_*, AZURE_*).
     #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_options: Vec<String>,

@@ -9,6 +9,7 @@ mod corrupt_common;
 #[path = "../../src/cli/datagen.rs"]
 mod datagen;
 
+mod fault_proxy;
 mod fuzz_corrupt;
 mod hive;
 mod merge;
@@ -25,3 +26,4 @@ mod sort;
 mod sort_hostile;
 pub mod split;
 mod store;
+mod store_faults;

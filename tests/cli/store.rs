@@ -27,7 +27,7 @@ fn tags(xml: &[u8], tag: &str) -> Vec<String> {
 }
 
 /// The keys of a bucket, and its multipart uploads still open.
-fn keys_and_uploads(bucket: &str) -> (Vec<String>, Vec<String>) {
+pub(crate) fn keys_and_uploads(bucket: &str) -> (Vec<String>, Vec<String>) {
     let (_, listed) = http(servers().s3, "GET", &format!("/{bucket}?list-type=2"), b"");
     let (_, uploads) = http(servers().s3, "GET", &format!("/{bucket}?uploads"), b"");
     (tags(&listed, "Key"), tags(&uploads, "UploadId"))
@@ -39,7 +39,7 @@ fn corank_s3(args: &[&str]) -> Output {
 }
 
 /// The binary with the S3 server's endpoint and test credentials in the environment.
-fn corank_s3_command() -> Command {
+pub(crate) fn corank_s3_command() -> Command {
     let mut c = command();
     c.env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
@@ -101,7 +101,7 @@ fn rows_of(bytes: &[u8], dir: &Path, name: &str) -> RecordBatch {
     rows_at(&path)
 }
 
-fn rows_at(path: &Path) -> RecordBatch {
+pub(crate) fn rows_at(path: &Path) -> RecordBatch {
     let (batches, sorting) = read_file(path);
     assert!(sorting.is_some_and(|s| !s.is_empty()), "{}: sorting_columns set", path.display());
     arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
@@ -114,7 +114,7 @@ fn upload(bucket: &str, paths: &[PathBuf]) {
     }
 }
 
-fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 

@@ -1,6 +1,20 @@
 //! The stores: built once per store URL (bucket or host) from the provider's environment
 //! variables and the storage options, or registered by the program; and corank's own
 //! settings among the options (retries, part size, concurrency).
+//!
+//! **Retries.** Every request of a store built here goes through object_store's retry loop
+//! with corank's [`RetryConfig`]: a request answered with a 5xx status, 429 or 408 (S3's
+//! `503 SlowDown` among them), one whose connection could not be made or was lost before an
+//! answer, is sent again after an exponential backoff with jitter (the first wait
+//! `retry_backoff`, each next one drawn between that and twice the one before, at most
+//! `retry_max_backoff`), until `max_retries` retries were made or `retry_timeout` has
+//! passed since the first attempt; then the last error is the request's. A body cut off
+//! mid-read (a GET) is read on from where it stopped, by a request for the rest with the
+//! same options (`If-Match` kept) whose ETag must be the first one's. A timeout is retried
+//! for reads and for the requests object_store marks idempotent (an upload's parts, its
+//! creation), not for others (an abort: [`super::upload`] tries it again itself). Other 4xx
+//! answers (403, 404, 412) are never retried. Each attempt is bounded by object_store's
+//! `timeout` (30 s) and `connect_timeout` (5 s), storage options of its own.
 
 use super::location::ObjectUrl;
 use crate::error::{Error, Result};
@@ -16,23 +30,52 @@ use std::time::Duration;
 
 /// The storage options corank reads itself (the others go to the stores' builders):
 /// `max_retries` (transient errors retried per request, default 10), `retry_timeout`
-/// (seconds a request is retried for, default 180), `part_size` (bytes of an upload's parts,
-/// default 8 MiB; S3 needs 5 MiB or more but for the last), `max_concurrency` (requests of
-/// one reader or upload at once, default 8).
-pub const STORAGE_OPTION_KEYS: [&str; 4] = ["max_retries", "retry_timeout", "part_size", "max_concurrency"];
+/// (seconds a request is retried for, default 180), `retry_backoff` (the first wait before
+/// a retry, default 100 ms), `retry_max_backoff` (the longest wait, default 15 s),
+/// `part_size` (bytes of an upload's parts, default 8 MiB; S3 needs 5 MiB or more but for
+/// the last), `max_concurrency` (requests of one reader or upload at once, default 8).
+pub const STORAGE_OPTION_KEYS: [&str; 6] =
+    ["max_retries", "retry_timeout", "retry_backoff", "retry_max_backoff", "part_size", "max_concurrency"];
 
 /// corank's settings among the options.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub max_retries: usize,
     pub retry_timeout: Duration,
+    pub retry_backoff: Duration,
+    pub retry_max_backoff: Duration,
     pub part_size: usize,
     pub max_concurrency: usize,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { max_retries: 10, retry_timeout: Duration::from_secs(180), part_size: 8 << 20, max_concurrency: 8 }
+        // object_store's own defaults, chosen here so that they stay what the docs say:
+        // 10 retries over at most 3 minutes (its advice: below 5, as a retried request is
+        // not signed again), waits from 100 ms doubling to 15 s.
+        Settings {
+            max_retries: 10,
+            retry_timeout: Duration::from_secs(180),
+            retry_backoff: Duration::from_millis(100),
+            retry_max_backoff: Duration::from_secs(15),
+            part_size: 8 << 20,
+            max_concurrency: 8,
+        }
+    }
+}
+
+impl Settings {
+    /// The retry policy of every store built (the module doc).
+    pub(crate) fn retry(&self) -> RetryConfig {
+        RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: self.retry_backoff,
+                max_backoff: self.retry_max_backoff.max(self.retry_backoff),
+                base: 2.0,
+            },
+            max_retries: self.max_retries,
+            retry_timeout: self.retry_timeout,
+        }
     }
 }
 
@@ -73,6 +116,10 @@ pub fn set_storage_options<K: AsRef<str>, V: AsRef<str>>(options: impl IntoItera
         match key.as_str() {
             "max_retries" => settings.max_retries = value.parse().map_err(|_| bad("a count"))?,
             "retry_timeout" => settings.retry_timeout = Duration::from_secs_f64(parse_seconds(value).ok_or_else(|| bad("seconds"))?),
+            "retry_backoff" => settings.retry_backoff = Duration::from_secs_f64(parse_seconds(value).ok_or_else(|| bad("seconds"))?),
+            "retry_max_backoff" => {
+                settings.retry_max_backoff = Duration::from_secs_f64(parse_seconds(value).ok_or_else(|| bad("seconds"))?)
+            }
             "part_size" => {
                 settings.part_size = parse_size(value).filter(|&n| n >= 1024).ok_or_else(|| bad("bytes, at least 1KiB (S3: 5MiB)"))?
             }
@@ -139,7 +186,7 @@ fn keys_of<'a, T: FromStr + 'a>(options: &'a [(String, String)]) -> impl Iterato
 }
 
 fn build(url: &ObjectUrl, options: &[(String, String)], settings: &Settings) -> object_store::Result<Arc<dyn ObjectStore>> {
-    let retry = RetryConfig { backoff: BackoffConfig::default(), max_retries: settings.max_retries, retry_timeout: settings.retry_timeout };
+    let retry = settings.retry();
     // A store's own URL, or (https forms) the object's: the builders read bucket, account
     // and container from it.
     let builder_url = match url.scheme {
@@ -216,5 +263,18 @@ mod tests {
         assert_eq!(parse_seconds("-1"), None);
         assert!(known_key("endpoint") && known_key("allow_http") && known_key("AWS_REGION") && known_key("google_service_account"));
         assert!(!known_key("no_such_key"));
+    }
+
+    #[test]
+    fn the_retry_policy_is_the_documented_one() {
+        let r = Settings::default().retry();
+        assert_eq!((r.max_retries, r.retry_timeout), (10, Duration::from_secs(180)));
+        assert_eq!(
+            (r.backoff.init_backoff, r.backoff.max_backoff, r.backoff.base),
+            (Duration::from_millis(100), Duration::from_secs(15), 2.0)
+        );
+        // A longest wait below the first is the first.
+        let s = Settings { retry_backoff: Duration::from_secs(2), retry_max_backoff: Duration::from_secs(1), ..Settings::default() };
+        assert_eq!(s.retry().backoff.max_backoff, Duration::from_secs(2));
     }
 }

@@ -10,7 +10,8 @@
 //!
 //! **Abort.** An upload not completed (an error anywhere, the writer dropped) is aborted as
 //! it is dropped: its parts sent or in flight are discarded, the store keeps neither an
-//! object nor parts. Where the program installed corank's signal handlers
+//! object nor parts. The abort is tried again for 10 s (a store that failed a part may be
+//! back by then); a store unreachable all that time keeps the parts (never an object). Where the program installed corank's signal handlers
 //! ([`crate::parquet::remove_temp_file_on_signal`]), a signal (Ctrl-C) while an upload is
 //! open is handed to a thread of this module, which aborts the open uploads (10 s at most
 //! each), removes the local temporary files as the handler would, and ends the process with
@@ -41,8 +42,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Parts after which the part size doubles.
 const PARTS_PER_SIZE: usize = 1000;
 
-/// How long an abort may take (on an error or a signal) before corank gives up on it.
+/// How long an abort may take (on an error or a signal), tried again, before corank gives
+/// up on it.
 const ABORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The first pause before an abort that failed is sent again.
+const ABORT_PAUSE: Duration = Duration::from_millis(200);
 
 /// The output in a store, being written (the module doc).
 pub(crate) struct Upload {
@@ -219,17 +224,17 @@ impl Upload {
         }
         let shared = self.upload.clone().expect("an upload was created");
         let Some(mut upload) = lock(&shared).take() else { return Err(self.aborted()) };
-        let completed = block_on(async move {
-            match upload.complete().await {
-                Ok(_) => Ok(()),
-                Err(e) => {
-                    let _ = tokio::time::timeout(ABORT_TIMEOUT, upload.abort()).await;
-                    Err(e)
-                }
-            }
-        });
+        let completed = block_on(async move { upload.complete().await.map(drop).map_err(|e| (e, upload)) });
         self.done = true;
-        completed.map_err(|e| store_error(&self.url.text, "completing the upload", e))?;
+        if let Err((e, upload)) = completed {
+            if let Err(why) = abort(upload) {
+                log::warn!(
+                    "{}: the upload could not be aborted ({why}); its parts stay until the bucket's lifecycle rule removes them",
+                    self.url.text
+                );
+            }
+            return Err(store_error(&self.url.text, "completing the upload", e));
+        }
         log::debug!("{}: {} bytes uploaded in {} parts", self.url.text, self.bytes, self.parts);
         Ok(self.bytes)
     }
@@ -281,13 +286,29 @@ impl Drop for Upload {
     }
 }
 
-/// Aborts `upload`, waiting [`ABORT_TIMEOUT`] at most.
+/// Aborts `upload`, trying again for [`ABORT_TIMEOUT`] in all.
+///
+/// An abort often follows a failure of the store itself (a part that failed beyond its
+/// retries, a lost connection): object_store's own retries of the abort (the storage
+/// options' budget, which may be small) are not all it gets. Until the deadline it is sent
+/// again after a pause ([`ABORT_PAUSE`], doubling), so a server back within it still drops
+/// the parts. A missing upload is aborted already (an earlier attempt whose answer was lost).
 fn abort(mut upload: Box<dyn MultipartUpload>) -> std::result::Result<(), String> {
     block_on(async move {
-        match tokio::time::timeout(ABORT_TIMEOUT, upload.abort()).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("no answer in {ABORT_TIMEOUT:?}")),
+        let deadline = tokio::time::Instant::now() + ABORT_TIMEOUT;
+        let mut pause = ABORT_PAUSE;
+        loop {
+            let error = match tokio::time::timeout_at(deadline, upload.abort()).await {
+                Ok(Ok(())) | Ok(Err(object_store::Error::NotFound { .. })) => return Ok(()),
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer in {ABORT_TIMEOUT:?}"),
+            };
+            if tokio::time::Instant::now() + pause >= deadline {
+                return Err(error);
+            }
+            log::debug!("aborting the upload failed ({error}); trying again in {pause:?}");
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
         }
     })
 }

@@ -1,0 +1,344 @@
+//! Object-store faults end to end (docs/object-stores.md, "Faults"): `corank merge` and
+//! `corank sort` talking to moto's S3 through a proxy that injects faults
+//! (`fault_proxy.rs`): 500s, 503 `SlowDown`s and bodies cut off on reads, retried to the
+//! same result, the version check kept by the retries; faults on an upload's requests
+//! retried, or beyond the retry budget an error naming the output with the upload aborted;
+//! the server lost mid-upload; credentials refused. Every test checks that the proxy served
+//! its faults, so none passes without them.
+
+use crate::cli_common::{read_file, text, write_file, Keys};
+use crate::common::moto::{bucket, get, put, servers};
+use crate::fault_proxy::{Fault, FaultProxy, Seen};
+use crate::store::{corank_s3_command, keys_and_uploads, rows_at, s};
+use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow::compute::SortOptions;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Three sorted inputs (`k` Int64 with ties across files, `v` 16 hex digits that do not
+/// compress), 4 row groups of 20,000 rows each: about 1.4 MB a file, so that a reader's
+/// row groups are ranged GETs beyond the footer's 64 KiB.
+fn inputs(dir: &Path) -> Vec<PathBuf> {
+    let keys: Keys = vec![("k".into(), SortOptions { descending: false, nulls_first: false })];
+    ["a", "b", "c"]
+        .iter()
+        .enumerate()
+        .map(|(f, name)| {
+            let groups: Vec<RecordBatch> = (0..4)
+                .map(|g| {
+                    let k: Vec<i64> = (0..20_000).map(|i| (g * 20_000 + i) as i64 * 3 / (f as i64 + 2)).collect();
+                    let v: Vec<String> = (0..20_000u64)
+                        .map(|i| format!("{:016x}", (f as u64 * 1_000_003 + g as u64 * 20_000 + i).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+                        .collect();
+                    RecordBatch::try_from_iter([
+                        ("k", Arc::new(Int64Array::from(k)) as ArrayRef),
+                        ("v", Arc::new(StringArray::from(v)) as ArrayRef),
+                    ])
+                    .unwrap()
+                })
+                .collect();
+            let path = dir.join(format!("{name}.parquet"));
+            write_file(&path, &groups, Some(&keys));
+            path
+        })
+        .collect()
+}
+
+/// Uploads the inputs to `bucket` under `in/` (straight to the server); their URLs.
+fn upload(bucket: &str, paths: &[PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            put(bucket, &format!("in/{name}"), &std::fs::read(p).unwrap());
+            format!("s3://{bucket}/in/{name}")
+        })
+        .collect()
+}
+
+/// `corank ARGS` through `proxy` (its endpoint as a storage option, which wins over the
+/// environment's server).
+fn through(proxy: &FaultProxy, args: &[&str]) -> Output {
+    corank_s3_command().args(args).args(["--storage-option", &proxy.endpoint_option()]).output().expect("the corank binary runs")
+}
+
+fn ok_through(proxy: &FaultProxy, args: &[&str]) {
+    let out = through(proxy, args);
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+}
+
+fn rows(path: &Path) -> RecordBatch {
+    let (batches, _) = read_file(path);
+    arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
+}
+
+/// Whether `seen` is a GET of the object `key` (path-style: `/bucket/key`).
+fn get_of(seen: &Seen, key: &str) -> bool {
+    seen.method == "GET" && seen.target.split('?').next().is_some_and(|p| p.ends_with(key))
+}
+
+/// Whether `seen` is an upload's part `n` (`PUT ...?partNumber=n&uploadId=...`).
+fn part(seen: &Seen, n: usize) -> bool {
+    seen.method == "PUT" && seen.target.contains(&format!("partNumber={n}&"))
+}
+
+/// Rules for each input: its first two GETs without `If-Match` (the footer's, and its
+/// retries) and its first two with (row groups) answered with 500, 503 SlowDown, or the
+/// body cut off halfway: a kind an input.
+fn read_faults(proxy: &FaultProxy) {
+    for (name, fault) in [("a", Fault::InternalError), ("b", Fault::SlowDown), ("c", Fault::CutMidBody)] {
+        let key = format!("in/{name}.parquet");
+        let k = key.clone();
+        proxy.fault(2, fault, move |r| get_of(r, &k) && r.if_match.is_none());
+        proxy.fault(2, fault, move |r| get_of(r, &key) && r.if_match.is_some());
+    }
+}
+
+/// Every faulted GET under `If-Match` was sent again with the same `If-Match`, and that
+/// retry was answered (206).
+fn retries_kept_if_match(seen: &[Seen]) {
+    let mut checked = 0;
+    for (i, faulted) in seen.iter().enumerate().filter(|(_, r)| r.fault.is_some() && r.method == "GET") {
+        let Some(tag) = &faulted.if_match else { continue };
+        let path = faulted.target.split('?').next().unwrap();
+        // A body cut off is read on from where it stopped: a range of its own.
+        let cut = faulted.fault == Some(Fault::CutMidBody);
+        let retried = seen[i + 1..].iter().any(|r| {
+            r.target.split('?').next() == Some(path)
+                && r.if_match.as_ref() == Some(tag)
+                && r.fault.is_none()
+                && r.status == Some(206)
+                && (!cut || r.range != faulted.range)
+        });
+        assert!(retried, "no retry of {faulted:?} with its If-Match");
+        checked += 1;
+    }
+    assert!(checked >= 6, "{checked} faulted GETs under If-Match");
+}
+
+#[test]
+fn reads_are_retried_through_500s_503s_and_cut_bodies() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b = bucket("fault-reads");
+    let paths = inputs(d);
+    let urls = upload(&b, &paths);
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let locals: Vec<&str> = paths.iter().map(|p| s(p)).collect();
+    let proxy = FaultProxy::start(servers().s3);
+
+    // The oracles: the same runs on the local files.
+    let merged = d.join("merged.parquet");
+    let sorted = d.join("sorted.parquet");
+    let out = d.join("out.parquet");
+    ok_through(&proxy, &[&["merge", "-q", "--row-group-size", "7000", "-o", s(&merged)], &locals[..]].concat());
+    ok_through(&proxy, &[&["sort", "-q", "--by", "v DESC", "--row-group-size", "7000", "-o", s(&sorted)], &locals[..]].concat());
+
+    read_faults(&proxy);
+    ok_through(&proxy, &[&["merge", "-q", "--row-group-size", "7000", "-o", s(&out)], &urls[..]].concat());
+    assert_eq!(rows(&out), rows(&merged), "the merge read through faults");
+    let seen = proxy.seen();
+    assert_eq!(seen.iter().filter(|r| r.fault.is_some()).count(), 12, "every fault served");
+    retries_kept_if_match(&seen);
+
+    // The sort (one column at a time: projected reads, then the rest).
+    read_faults(&proxy);
+    let before = seen.len();
+    ok_through(&proxy, &[&["sort", "-q", "--by", "v DESC", "--row-group-size", "7000", "-f", "-o", s(&out)], &urls[..]].concat());
+    assert_eq!(rows(&out), rows(&sorted), "the sort read through faults");
+    let seen = proxy.seen()[before..].to_vec();
+    assert_eq!(seen.iter().filter(|r| r.fault.is_some()).count(), 12, "every fault served");
+    retries_kept_if_match(&seen);
+}
+
+/// An object replaced between a failed ranged GET and its retry: the retry carries the
+/// ETag the footer was read with, the server refuses it (412), and the run fails without
+/// an output, never mixing two versions.
+#[test]
+fn a_retried_read_still_checks_the_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b = bucket("fault-version");
+    let paths = inputs(d);
+    let urls = upload(&b, &paths);
+    let proxy = FaultProxy::start(servers().s3);
+    let replacement = std::fs::read(&paths[1]).unwrap();
+    let bucket_name = b.clone();
+    proxy.fault(1, Fault::InternalError, move |r| {
+        let hit = get_of(r, "in/a.parquet") && r.if_match.is_some();
+        if hit {
+            // Replaced now, before the 500 goes back: the retry finds another version.
+            put(&bucket_name, "in/a.parquet", &replacement);
+        }
+        hit
+    });
+    let out = d.join("out.parquet");
+    let run = through(&proxy, &["merge", "--engine", "cpu", &urls[0], &urls[2], "-o", s(&out)]);
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&urls[0]) && stderr.contains("changed since its footer was read"), "{stderr}");
+    assert!(!out.exists(), "no output");
+    let seen = proxy.seen();
+    let i = seen.iter().position(|r| r.fault.is_some()).expect("the fault was served");
+    let tag = seen[i].if_match.clone().unwrap();
+    assert!(
+        seen[i + 1..].iter().any(|r| get_of(r, "in/a.parquet") && r.if_match.as_ref() == Some(&tag) && r.status == Some(412)),
+        "the retry carried the first ETag and was refused: {seen:?}"
+    );
+}
+
+/// Local inputs merged to `target` through `proxy` with small parts (many of them), two in
+/// flight, and `extra` options; the run's output.
+fn merge_up(proxy: &FaultProxy, paths: &[PathBuf], target: &str, extra: &[&str]) -> Output {
+    let locals: Vec<&str> = paths.iter().map(|p| s(p)).collect();
+    let args = [
+        &["merge", "-q", "--engine", "cpu", "-o", target, "--storage-option", "part_size=64KiB"][..],
+        &["--storage-option", "max_concurrency=2"],
+        extra,
+        &locals[..],
+    ]
+    .concat();
+    through(proxy, &args)
+}
+
+#[test]
+fn upload_requests_are_retried_to_the_same_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b = bucket("fault-uploads");
+    let paths = inputs(d);
+    let proxy = FaultProxy::start(servers().s3);
+    let oracle = d.join("oracle.parquet");
+    let locals: Vec<&str> = paths.iter().map(|p| s(p)).collect();
+    ok_through(&proxy, &[&["merge", "-q", "--engine", "cpu", "-o", s(&oracle)], &locals[..]].concat());
+
+    proxy.fault(1, Fault::SlowDown, |r| r.method == "POST" && r.target.contains("uploads"));
+    proxy.fault(2, Fault::InternalError, |r| part(r, 2));
+    proxy.fault(2, Fault::SlowDown, |r| part(r, 3));
+    proxy.fault(1, Fault::NoAnswer, |r| part(r, 4));
+    proxy.fault(1, Fault::InternalError, |r| r.method == "POST" && r.target.contains("uploadId="));
+    let target = format!("s3://{b}/out/merged.parquet");
+    let run = merge_up(&proxy, &paths, &target, &[]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    assert_eq!(proxy.faults_served().len(), 7, "every fault served: {:?}", proxy.faults_served());
+    let got = d.join("got.parquet");
+    std::fs::write(&got, get(&b, "out/merged.parquet")).unwrap();
+    assert_eq!(rows_at(&got), rows_at(&oracle));
+    let (keys, uploads) = keys_and_uploads(&b);
+    assert_eq!(keys, ["out/merged.parquet"]);
+    assert!(uploads.is_empty(), "no upload left open: {uploads:?}");
+}
+
+/// Asserts a failed upload: exit 1, the output's URL and `needle` on stderr, no object and
+/// no open upload in `bucket`.
+fn failed_cleanly(run: &Output, target: &str, needle: &str, bucket: &str) {
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(target) && stderr.contains(needle), "'{target}', '{needle}' not in: {stderr}");
+    let (keys, uploads) = keys_and_uploads(bucket);
+    assert!(keys.is_empty(), "no object: {keys:?}");
+    assert!(uploads.is_empty(), "no upload left open: {uploads:?}");
+}
+
+#[test]
+fn upload_faults_beyond_the_budget_and_refusals_abort_the_upload() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let paths = inputs(d);
+    let budget = ["--storage-option", "max_retries=2", "--storage-option", "retry_backoff=10ms"];
+
+    // Throttled for good: the part is sent 1 + max_retries times, then the run fails.
+    let b = bucket("fault-budget");
+    let proxy = FaultProxy::start(servers().s3);
+    proxy.fault(usize::MAX, Fault::SlowDown, |r| part(r, 3));
+    let target = format!("s3://{b}/out/never.parquet");
+    let run = merge_up(&proxy, &paths, &target, &budget);
+    failed_cleanly(&run, &target, "SlowDown", &b);
+    assert_eq!(proxy.faults_served().len(), 3, "one try and two retries");
+    assert!(proxy.seen().iter().any(|r| r.method == "DELETE" && r.status == Some(204)), "the upload was aborted");
+
+    // Credentials refused mid-upload (403): not retried.
+    let b = bucket("fault-refused");
+    let proxy = FaultProxy::start(servers().s3);
+    proxy.fault(usize::MAX, Fault::Forbidden, |r| part(r, 2));
+    let target = format!("s3://{b}/out/never.parquet");
+    let run = merge_up(&proxy, &paths, &target, &budget);
+    failed_cleanly(&run, &target, "access denied", &b);
+    assert_eq!(proxy.faults_served().len(), 1, "a 403 is not retried");
+
+    // Credentials the server refuses from the start (it knows no key): the output's check.
+    let endpoint = format!("endpoint=http://127.0.0.1:{}", servers().s3_auth);
+    let refused = "s3://guarded/out.parquet";
+    let run = corank_s3_command()
+        .args(["merge", s(&paths[0]), "-o", refused, "--storage-option", &endpoint])
+        .output()
+        .expect("the corank binary runs");
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(refused) && stderr.contains("access denied"), "{stderr}");
+}
+
+/// Runs `merge_up` in a thread of its own; the proxy goes down at part 3. `back_after`:
+/// when (after it went down) it comes back, if before the run ends.
+fn lose_the_server(b: &str, d: &Path, back_after: Option<Duration>) -> (Output, FaultProxy, String) {
+    let paths = inputs(d);
+    let proxy = FaultProxy::start(servers().s3);
+    proxy.fault(1, Fault::GoDown, |r| part(r, 3));
+    let target = format!("s3://{b}/out/never.parquet");
+    let run = {
+        let (proxy, target) = (proxy.clone(), target.clone());
+        // One retry, soon: the parts fail while the server is away.
+        std::thread::spawn(move || {
+            merge_up(&proxy, &paths, &target, &["--storage-option", "max_retries=1", "--storage-option", "retry_backoff=10ms"])
+        })
+    };
+    if let Some(after) = back_after {
+        let start = Instant::now();
+        let down = loop {
+            if let Some(since) = proxy.down_since() {
+                break since;
+            }
+            assert!(!run.is_finished() && start.elapsed() < Duration::from_secs(30), "the proxy never went down");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        while down.elapsed() < after {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        proxy.set_down(false);
+    }
+    let out = run.join().unwrap();
+    proxy.set_down(false);
+    (out, proxy, target)
+}
+
+/// The server gone after the first parts, back 3 s later: the parts fail (exit 1, the
+/// output named); the abort, tried again for 10 s, reaches the server when it is back: no
+/// object, no parts.
+#[test]
+fn a_server_lost_mid_upload_and_back_gets_the_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bucket("fault-lost");
+    let (run, proxy, target) = lose_the_server(&b, dir.path(), Some(Duration::from_secs(3)));
+    failed_cleanly(&run, &target, "uploading a part", &b);
+    assert!(proxy.seen().iter().any(|r| r.method == "DELETE" && r.status == Some(204)), "the upload was aborted once it was back");
+}
+
+/// The server gone for good (as far as this run can tell): exit 1 once the abort gave up
+/// (10 s), and no object. The parts the server holds stay (an abort cannot reach a server
+/// that is gone): the bucket's lifecycle rule is what removes them.
+#[test]
+fn a_server_lost_for_good_leaves_no_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = bucket("fault-gone");
+    let start = Instant::now();
+    let (run, _proxy, target) = lose_the_server(&b, dir.path(), None);
+    let stderr = text(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&target) && stderr.contains("could not be aborted"), "{stderr}");
+    assert!(start.elapsed() >= Duration::from_secs(9), "the abort was tried for 10 s");
+    let (keys, uploads) = keys_and_uploads(&b);
+    assert!(keys.is_empty(), "no object: {keys:?}");
+    assert_eq!(uploads.len(), 1, "the open upload stays (documented): {uploads:?}");
+}

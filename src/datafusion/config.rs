@@ -54,47 +54,41 @@ pub struct CoRankConfig {
     /// Rows per chunk that CoRankSortExec sorts at a time, each a run of its final merge.
     pub sort_chunk_rows: usize,
     /// The session's cache of the file-order proof (not a setting).
-    file_order_cache: SessionCache,
+    file_order_cache: SessionHeld<FileOrderCache>,
     /// The session's runtime, whose object stores and file metadata cache the file-order
     /// proof reads footers through (not a setting).
-    runtime: SessionRuntime,
+    runtime: SessionHeld<RuntimeEnv>,
 }
 
-/// The runtime of the session a config belongs to, if known. Not a setting, like
-/// [`SessionCache`].
-#[derive(Clone, Default)]
-struct SessionRuntime(Option<Arc<RuntimeEnv>>);
+/// What a session holds in its config that is not a setting (its file-order cache, its
+/// runtime), if anything: every two configs compare equal on it, and it is not among the
+/// entries.
+struct SessionHeld<T>(Option<Arc<T>>);
 
-impl PartialEq for SessionRuntime {
+impl<T> Clone for SessionHeld<T> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<T> Default for SessionHeld<T> {
+    fn default() -> Self {
+        Self(None)
+    }
+}
+
+impl<T> PartialEq for SessionHeld<T> {
     fn eq(&self, _: &Self) -> bool {
         true
     }
 }
 
-impl Eq for SessionRuntime {}
+impl<T> Eq for SessionHeld<T> {}
 
-impl std::fmt::Debug for SessionRuntime {
+impl<T> std::fmt::Debug for SessionHeld<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "RuntimeEnv" } else { "None" })
-    }
-}
-
-/// The file-order cache a session holds, if any. Not a setting: every two configs compare
-/// equal on it, and it is not among the entries.
-#[derive(Clone, Default)]
-struct SessionCache(Option<Arc<FileOrderCache>>);
-
-impl PartialEq for SessionCache {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for SessionCache {}
-
-impl std::fmt::Debug for SessionCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "FileOrderCache" } else { "None" })
+        let name = std::any::type_name::<T>().rsplit("::").next().unwrap_or("held");
+        f.write_str(if self.0.is_some() { name } else { "None" })
     }
 }
 
@@ -110,8 +104,8 @@ impl Default for CoRankConfig {
             check_sorted: false,
             sort: true,
             sort_chunk_rows: DEFAULT_CHUNK_ROWS,
-            file_order_cache: SessionCache::default(),
-            runtime: SessionRuntime::default(),
+            file_order_cache: SessionHeld::default(),
+            runtime: SessionHeld::default(),
         }
     }
 }

@@ -313,23 +313,8 @@ fn footer(file: &PartitionedFile, url: &ObjectStoreUrl, access: &FileAccess) -> 
 
 /// Local path of an object store location (`tmp/a%20b.parquet` → `/tmp/a b.parquet`).
 fn local_path(location: &str) -> std::path::PathBuf {
-    let bytes = location.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len() + 1);
-    out.push(b'/');
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    std::path::PathBuf::from(String::from_utf8_lossy(&out).into_owned())
+    let decoded = crate::parquet::inputs::hive::percent_decode_bytes(location);
+    std::path::PathBuf::from(format!("/{}", String::from_utf8_lossy(&decoded)))
 }
 
 /// Whole files' runs already found, by the file's identity as DataFusion's own file

@@ -29,6 +29,18 @@ pub fn corank(args: &[&str]) -> Output {
     command().args(args).output().expect("the corank binary runs")
 }
 
+/// A path as the `&str` an argument list takes (the tests' paths are UTF-8).
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// `corank ARGS`, which must succeed; its output.
+pub fn ok(args: &[&str]) -> Output {
+    let out = corank(args);
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    out
+}
+
 pub fn text(o: &[u8]) -> String {
     String::from_utf8_lossy(o).into_owned()
 }

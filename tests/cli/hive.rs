@@ -3,7 +3,7 @@
 //! layouts, and merges and sorts by them against the oracle (the stable sort of the
 //! inputs' rows with their partition values). On S3: `store.rs`.
 
-use crate::cli_common::{corank, read_file, text, write_file, Keys};
+use crate::cli_common::{corank, ok, read_file, s, text, write_file, Keys};
 use crate::common::oracle;
 use arrow::array::{new_null_array, ArrayRef, Date32Array, Int64Array, RecordBatch, StringArray};
 use arrow::compute::{concat_batches, take, SortOptions};
@@ -98,16 +98,6 @@ fn layout(root: &Path) -> Vec<RecordBatch> {
     // A directory's files in path order: `k=-2` before `k=10` before `k=3`.
     batches.sort_by(|a, b| a.0.cmp(&b.0));
     batches.into_iter().map(|(_, b)| b).collect()
-}
-
-fn ok(args: &[&str]) -> std::process::Output {
-    let out = corank(args);
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-    out
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 fn names(b: &RecordBatch) -> Vec<String> {

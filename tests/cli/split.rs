@@ -3,22 +3,12 @@
 //! `sorting_columns`, key ranges disjoint and increasing, the files' rows in order the
 //! unsplit output's, the limits kept, and nothing left by a failure.
 
-use crate::cli_common::{command, files_in, read_file, text, write_file, Keys};
+use crate::cli_common::{command, files_in, ok, read_file, s, text, write_file, Keys};
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow::compute::SortOptions;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn ok(args: &[&str]) -> Output {
-    let out = command().args(args).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
-    out
-}
 
 /// A batch of `k` (Int64) and `v` (strings of varied length).
 fn batch(k: Vec<i64>, tag: &str) -> RecordBatch {

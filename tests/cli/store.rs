@@ -4,7 +4,7 @@
 //! `tests/common/object_store_servers.py` (`moto[server]`, which .ci/run installs; `common::moto`). Every test
 //! has a bucket of its own, so they run in parallel.
 
-use crate::cli_common::{command, read_file, text, write_file, Keys};
+use crate::cli_common::{command, read_file, s, text, write_file, Keys};
 use crate::common::moto::{bucket, get, http, put, servers};
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow::compute::SortOptions;
@@ -107,15 +107,16 @@ pub(crate) fn rows_at(path: &Path) -> RecordBatch {
     arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
 }
 
-/// Uploads the inputs to `bucket` under `in/`.
-fn upload(bucket: &str, paths: &[PathBuf]) {
-    for p in paths {
-        put(bucket, &format!("in/{}", p.file_name().unwrap().to_str().unwrap()), &std::fs::read(p).unwrap());
-    }
-}
-
-pub(crate) fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+/// Uploads the inputs to `bucket` under `in/` (straight to the server); their URLs.
+pub(crate) fn upload(bucket: &str, paths: &[PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            put(bucket, &format!("in/{name}"), &std::fs::read(p).unwrap());
+            format!("s3://{bucket}/in/{name}")
+        })
+        .collect()
 }
 
 #[test]

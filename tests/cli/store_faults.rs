@@ -6,10 +6,10 @@
 //! the server lost mid-upload; credentials refused. Every test checks that the proxy served
 //! its faults, so none passes without them.
 
-use crate::cli_common::{read_file, text, write_file, Keys};
+use crate::cli_common::{read_file, s, text, write_file, Keys};
 use crate::common::moto::{bucket, get, put, servers};
 use crate::fault_proxy::{Fault, FaultProxy, Seen};
-use crate::store::{corank_s3_command, keys_and_uploads, rows_at, s};
+use crate::store::{corank_s3_command, keys_and_uploads, rows_at, upload};
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow::compute::SortOptions;
 use std::path::{Path, PathBuf};
@@ -42,18 +42,6 @@ fn inputs(dir: &Path) -> Vec<PathBuf> {
             let path = dir.join(format!("{name}.parquet"));
             write_file(&path, &groups, Some(&keys));
             path
-        })
-        .collect()
-}
-
-/// Uploads the inputs to `bucket` under `in/` (straight to the server); their URLs.
-fn upload(bucket: &str, paths: &[PathBuf]) -> Vec<String> {
-    paths
-        .iter()
-        .map(|p| {
-            let name = p.file_name().unwrap().to_str().unwrap();
-            put(bucket, &format!("in/{name}"), &std::fs::read(p).unwrap());
-            format!("s3://{bucket}/in/{name}")
         })
         .collect()
 }

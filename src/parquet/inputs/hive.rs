@@ -184,6 +184,12 @@ pub(crate) fn path_partitions(path: &Path) -> Vec<(String, Option<String>)> {
 
 /// `%XX` sequences decoded; the text as it is where they do not decode to UTF-8.
 fn percent_decode(text: &str) -> String {
+    String::from_utf8(percent_decode_bytes(text)).unwrap_or_else(|_| text.to_string())
+}
+
+/// The bytes of `text` with its `%XX` sequences decoded (a `%` not followed by two hex
+/// digits stays as it is). Also decodes object-store locations (`file_order`).
+pub(crate) fn percent_decode_bytes(text: &str) -> Vec<u8> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -199,7 +205,7 @@ fn percent_decode(text: &str) -> String {
         out.push(bytes[i]);
         i += 1;
     }
-    String::from_utf8(out).unwrap_or_else(|_| text.to_string())
+    out
 }
 
 /// The partitions of `paths` as `mode` says (see the module doc): `None` where there are

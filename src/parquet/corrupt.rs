@@ -34,7 +34,6 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::ChunkReader;
 use parquet::file::serialized_reader::SerializedPageReader;
 use std::cell::Cell;
-use std::fs::File;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::{Arc, Once};
@@ -440,8 +439,10 @@ fn page_header(bytes: &[u8]) -> std::result::Result<PageHeaderFields, HeaderErro
 /// carry one, without decompressing a page (the bytes of pages without one are not read).
 /// For row groups copied unchanged: the decoder verifies the pages it decodes. The error
 /// names the page (counted from 0, the dictionary page first).
-pub fn verify_page_checksums(file: &File, chunk: &parquet::file::metadata::ColumnChunkMetaData) -> std::result::Result<(), String> {
-    use parquet::file::reader::ChunkReader;
+pub fn verify_page_checksums(
+    file: &impl parquet::file::reader::ChunkReader,
+    chunk: &parquet::file::metadata::ColumnChunkMetaData,
+) -> std::result::Result<(), String> {
     let (start, length) = chunk.byte_range();
     let end = start.checked_add(length).ok_or("a column chunk past any file")?;
     let (mut at, mut page) = (start, 0usize);

@@ -27,3 +27,4 @@ mod sort_hostile;
 pub mod split;
 mod store;
 mod store_faults;
+mod store_passthrough;

@@ -362,10 +362,6 @@ fn check_passthrough_allowed(plan: &MergePlan, mode: Passthrough) -> Off<()> {
     if mode == Passthrough::Never {
         return Err("passthrough is off (never)".into());
     }
-    // Row groups are copied from local files only (for now): an object's are decoded.
-    if let Some(f) = plan.files.iter().find(|f| crate::parquet::store::is_url(&f.path)) {
-        return Err(format!("{} is in an object store, whose row groups are decoded, not copied", f.path.display()));
-    }
     if plan.runs.is_empty() {
         return Err("no rows".into());
     }
@@ -586,9 +582,9 @@ fn block_footers(plan: &MergePlan, blocks: &[Block]) -> Off<Vec<Option<Arc<Parqu
     let mut footers: Vec<Option<Arc<ParquetMetaData>>> = vec![None; plan.files.len()];
     for b in blocks {
         if footers[b.file].is_none() {
-            let path = &plan.files[b.file].path;
+            let (path, opened) = (&plan.files[b.file].path, plan.files[b.file].metadata.metadata());
             let groups: Vec<usize> = blocks.iter().filter(|o| o.file == b.file).map(|o| o.row_group).collect();
-            match read_footer(path).and_then(|m| with_offset_indexes(path, m, &groups)) {
+            match read_footer(path, opened).and_then(|m| with_offset_indexes(path, m, &groups)) {
                 Ok(m) => footers[b.file] = Some(Arc::new(m)),
                 Err(e) => return Err(format!("{}: {e}", path.display())),
             }
@@ -609,7 +605,7 @@ fn with_offset_indexes(path: &Path, footer: ParquetMetaData, groups: &[usize]) -
         return Ok(footer);
     }
     let context = "building the offset index of a row group to copy";
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, context, e))?;
+    let file = crate::parquet::store::open(path, &footer, None).map_err(|e| Error::io(path, context, e))?;
     let mut index = footer.offset_index().cloned().unwrap_or_default();
     index.resize(footer.num_row_groups(), Vec::new());
     for g in missing {
@@ -655,8 +651,10 @@ pub fn split_schedule(plan: &MergePlan, mode: Passthrough) -> Result<Schedule> {
 }
 
 /// A file's footer with its page indexes where it has them.
-fn read_footer(path: &Path) -> Result<ParquetMetaData> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, "reading the footer", e))?;
+/// `opened` is the footer read when the file was opened (an object's version is the one
+/// read then: its ETag is checked on every request).
+fn read_footer(path: &Path, opened: &ParquetMetaData) -> Result<ParquetMetaData> {
+    let file = crate::parquet::store::open(path, opened, None).map_err(|e| Error::io(path, "reading the footer", e))?;
     // Page indexes are read here, not when the file was opened: a corrupt one may panic.
     match crate::parquet::corrupt::catch(|| {
         ParquetMetaDataReader::new().with_page_index_policy(PageIndexPolicy::Optional).parse_and_finish(&file)
@@ -677,7 +675,9 @@ pub fn verify_block(plan: &MergePlan, block: &Block, converter: &RowConverter) -
     let f = &plan.files[block.file];
     let path = &f.path;
     let context = || format!("checking the order of row group {}", block.row_group);
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, context(), e))?;
+    // An object's row group is fetched whole at the first read (every column: the checksums
+    // below read the others' pages), then read from memory.
+    let file = crate::parquet::store::open(path, f.metadata.metadata(), None).map_err(|e| Error::io(path, context(), e))?;
     let schema = f.metadata.schema();
     let roots: Vec<usize> = plan.keys.iter().map(|k| schema.index_of(&k.column)).collect::<std::result::Result<_, _>>()?;
     // The other columns are copied without being decoded: their pages' checksums, where

@@ -224,6 +224,19 @@ pub(crate) fn open(path: &Path, metadata: &ParquetMetaData, leaves: Option<&Proj
     File::open(local_path(path)).map(Source::Local)
 }
 
+/// Opens the file at `path` to read bytes as asked: a local file, or the object (the
+/// version opened before, if it was) read without a plan, a range request per read or a
+/// block at a time when streamed (a large column chunk copied unchanged, bloom filters).
+pub(crate) fn open_streamed(path: &Path) -> std::io::Result<Source> {
+    if is_url(path) {
+        #[cfg(feature = "object-store")]
+        return object::open_streamed(path).map(Source::Remote);
+        #[cfg(not(feature = "object-store"))]
+        return Err(std::io::Error::other(unsupported(path).to_string()));
+    }
+    File::open(local_path(path)).map(Source::Local)
+}
+
 /// A file being read: a local file, or an object in a store read by range requests (the
 /// module doc).
 pub enum Source {

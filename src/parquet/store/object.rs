@@ -137,13 +137,22 @@ pub(crate) fn open_object(path: &Path, keep: bool) -> Result<(Arc<RemoteObject>,
 /// A reader of the object at `path` for the row groups' chunks `leaves` selects (all where
 /// `None`) of the footer `metadata`.
 pub(crate) fn open_rows(path: &Path, metadata: &ParquetMetaData, leaves: Option<&ProjectionMask>) -> std::io::Result<RemoteFile> {
+    Ok(RemoteFile::new(known_object(path)?, Some(Arc::new(Plan::new(metadata, leaves)))))
+}
+
+/// A reader of the object at `path` without a plan: every read fetched as asked.
+pub(crate) fn open_streamed(path: &Path) -> std::io::Result<RemoteFile> {
+    Ok(RemoteFile::new(known_object(path)?, None))
+}
+
+/// The object at `path` as opened before (its version kept), or opened now.
+fn known_object(path: &Path) -> std::io::Result<Arc<RemoteObject>> {
     let text = path.to_string_lossy();
     let known = lock(&OBJECTS).get(text.as_ref()).cloned();
-    let object = match known {
-        Some(object) => object,
-        None => open_object(path, true).map_err(|e| std::io::Error::other(e.to_string()))?.0,
-    };
-    Ok(RemoteFile::new(object, Some(Arc::new(Plan::new(metadata, leaves)))))
+    match known {
+        Some(object) => Ok(object),
+        None => Ok(open_object(path, true).map_err(|e| std::io::Error::other(e.to_string()))?.0),
+    }
 }
 
 impl RemoteObject {

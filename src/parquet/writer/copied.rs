@@ -5,14 +5,15 @@
 use super::pipeline::{row_groups_in_flight, InFlight};
 use super::{SortedParquetWriter, MAX_ROW_GROUPS};
 use crate::error::{Error, Result};
+use crate::parquet::store::{self, Source};
 use bytes::{Buf, Bytes};
 use parquet::bloom_filter::Sbbf;
 use parquet::column::writer::ColumnCloseResult;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::reader::{ChunkReader, Length};
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Receiver;
+use std::sync::Arc;
 
 /// A row group of an input, ready to be copied: its columns' metadata, page indexes and
 /// bloom filters, read when it was queued, and their bytes, read in the background.
@@ -64,9 +65,9 @@ impl ChunkReader for ChunkAt {
     }
 }
 
-/// Reads the byte ranges `(offset, length)` of `source`, each in one read.
-fn read_chunks(source: &Path, ranges: &[(u64, u64)]) -> parquet::errors::Result<Vec<ChunkAt>> {
-    let file = File::open(source)?;
+/// Reads the byte ranges `(offset, length)` of `file`, each in one read (an object's row
+/// group is fetched whole at the first, its spans at once).
+fn read_chunks(file: &Source, ranges: &[(u64, u64)]) -> parquet::errors::Result<Vec<ChunkAt>> {
     ranges.iter().map(|&(offset, length)| Ok(ChunkAt { offset, bytes: file.get_bytes(offset, length as usize)? })).collect()
 }
 
@@ -78,7 +79,7 @@ impl SortedParquetWriter {
     /// not decoded. Its columns must be the
     /// output's ([`parquet_schema`](Self::parquet_schema)). `codec_kept`: its codec is not
     /// the output's (counted for the summary).
-    pub(crate) fn append_row_group(&mut self, source: &Path, footer: &ParquetMetaData, g: usize, codec_kept: bool) -> Result<()> {
+    pub(crate) fn append_row_group(&mut self, source: &Path, footer: &Arc<ParquetMetaData>, g: usize, codec_kept: bool) -> Result<()> {
         crate::cancel::check(self.cancel.as_ref())?;
         self.flush_row_group()?;
         if self.row_groups_started >= MAX_ROW_GROUPS {
@@ -93,7 +94,7 @@ impl SortedParquetWriter {
         // Opened here only for bloom filters; the copy opens the file again when its turn
         // comes, so queued copies hold no file handles.
         let file = match rg.columns().iter().any(|c| c.bloom_filter_offset().is_some()) {
-            true => Some(File::open(source).map_err(|e| Error::io(source, context.clone(), e))?),
+            true => Some(store::open_streamed(source).map_err(|e| Error::io(source, context.clone(), e))?),
             false => None,
         };
         let mut columns = Vec::with_capacity(rg.columns().len());
@@ -114,16 +115,21 @@ impl SortedParquetWriter {
         }
         // The bytes are read on rayon while the row groups before this one are written,
         // unless the row group alone is more than the copies may hold.
-        let (path, ranges): (PathBuf, Vec<(u64, u64)>) = (source.to_path_buf(), columns.iter().map(|c| c.metadata.byte_range()).collect());
+        let ranges: Vec<(u64, u64)> = columns.iter().map(|c| c.metadata.byte_range()).collect();
         let bytes = ranges.iter().map(|&(_, length)| length as usize).sum::<usize>();
         let copy_limit = 2 * self.settings.row_group_bytes;
-        let chunks = (bytes <= copy_limit).then(|| {
-            let (done, chunks) = std::sync::mpsc::sync_channel(1);
-            rayon::spawn(move || {
-                let _ = done.send(read_chunks(&path, &ranges));
-            });
-            chunks
-        });
+        let chunks = match bytes <= copy_limit {
+            true => {
+                let (done, chunks) = std::sync::mpsc::sync_channel(1);
+                let (path, footer) = (source.to_path_buf(), footer.clone());
+                rayon::spawn(move || {
+                    let read = store::open(&path, &footer, None).map_err(parquet::errors::ParquetError::from);
+                    let _ = done.send(read.and_then(|file| read_chunks(&file, &ranges)));
+                });
+                Some(chunks)
+            }
+            false => None,
+        };
         let bytes = if chunks.is_some() { bytes } else { 0 };
         self.in_flight.push_back(InFlight::Copy(CopiedRowGroup {
             source: source.to_path_buf(),
@@ -162,7 +168,7 @@ impl SortedParquetWriter {
                 }
             }
             None => {
-                let file = File::open(&copy.source).map_err(|e| Error::io(&copy.source, context.clone(), e))?;
+                let file = store::open_streamed(&copy.source).map_err(|e| Error::io(&copy.source, context.clone(), e))?;
                 row_group = self.writer.next_row_group().map_err(err)?;
                 for close in copy.columns {
                     // A column chunk at a time, as large as it may be.

@@ -23,6 +23,7 @@
 //! sizes that add up to it, rows that add up to the row group's); anything else is an
 //! error and the row group is merged instead.
 
+use crate::parquet::store::{Source, SourceRead};
 use parquet::column::page::PageReader;
 use parquet::errors::{ParquetError, Result as ParquetResult};
 use parquet::file::metadata::{ColumnChunkMetaData, RowGroupMetaData};
@@ -30,7 +31,6 @@ use parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation}
 use parquet::file::reader::{ChunkReader, Length};
 use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::SchemaDescriptor;
-use std::fs::File;
 use std::io::{BufReader, Seek, SeekFrom};
 use std::sync::{Arc, Mutex};
 
@@ -40,9 +40,10 @@ pub fn buildable(schema: &SchemaDescriptor) -> bool {
     schema.columns().iter().all(|c| c.max_rep_level() == 0)
 }
 
-/// The offset index of every column chunk of `row_group` (of the file `file`), built from
-/// their page headers. An error where the pages do not agree with the metadata.
-pub fn build(file: &File, row_group: &RowGroupMetaData) -> ParquetResult<Vec<OffsetIndexMetaData>> {
+/// The offset index of every column chunk of `row_group` (of the file `file`: local, or an
+/// object whose row group's chunks are fetched together at the first header read), built
+/// from their page headers. An error where the pages do not agree with the metadata.
+pub fn build(file: &Source, row_group: &RowGroupMetaData) -> ParquetResult<Vec<OffsetIndexMetaData>> {
     let rows = row_group.num_rows();
     row_group.columns().iter().map(|c| build_column(file, c, rows)).collect()
 }
@@ -54,7 +55,7 @@ const HEADER_BUFFER: usize = 512;
 /// A [`ChunkReader`] over a file that records the offset of every `get_read` (the page
 /// reader starts one at each page header it parses).
 struct HeaderProbe {
-    file: File,
+    file: Source,
     len: u64,
     starts: Mutex<Vec<u64>>,
 }
@@ -66,13 +67,20 @@ impl Length for HeaderProbe {
 }
 
 impl ChunkReader for HeaderProbe {
-    type T = BufReader<File>;
+    type T = SourceRead;
 
     fn get_read(&self, start: u64) -> ParquetResult<Self::T> {
         self.starts.lock().unwrap_or_else(|e| e.into_inner()).push(start);
-        let mut file = self.file.try_clone()?;
-        file.seek(SeekFrom::Start(start))?;
-        Ok(BufReader::with_capacity(HEADER_BUFFER, file))
+        match &self.file {
+            Source::Local(f) => {
+                let mut file = f.try_clone()?;
+                file.seek(SeekFrom::Start(start))?;
+                Ok(SourceRead::Local(BufReader::with_capacity(HEADER_BUFFER, file)))
+            }
+            // An object's: from the row group fetched at the first header.
+            #[cfg(feature = "object-store")]
+            remote => remote.get_read(start),
+        }
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> ParquetResult<bytes::Bytes> {
@@ -81,14 +89,14 @@ impl ChunkReader for HeaderProbe {
     }
 }
 
-fn build_column(file: &File, column: &ColumnChunkMetaData, rows: i64) -> ParquetResult<OffsetIndexMetaData> {
+fn build_column(file: &Source, column: &ColumnChunkMetaData, rows: i64) -> ParquetResult<OffsetIndexMetaData> {
     let fail = |what: String| ParquetError::General(format!("column {}: {what}", column.column_path()));
     if column.column_descr().max_rep_level() > 0 {
         return Err(fail("a repeated column's v1 pages do not count their rows".into()));
     }
     let (start, length) = column.byte_range();
     let end = start + length;
-    let probe = Arc::new(HeaderProbe { file: file.try_clone()?, len: file.metadata()?.len(), starts: Mutex::new(Vec::new()) });
+    let probe = Arc::new(HeaderProbe { file: file.try_clone()?, len: file.len(), starts: Mutex::new(Vec::new()) });
     let mut pages = SerializedPageReader::new(probe.clone(), column, rows.max(0) as usize, None)?;
     let mut locations: Vec<PageLocation> = Vec::new();
     let mut next_row = 0i64;
@@ -137,6 +145,7 @@ mod tests {
     use parquet::arrow::ArrowWriter;
     use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
     use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
+    use std::fs::File;
     use std::sync::Arc;
 
     fn batch(rows: usize) -> RecordBatch {
@@ -181,7 +190,7 @@ mod tests {
             let expected = a.offset_index().expect("written with an offset index");
             assert_eq!(a.num_row_groups(), 3, "two full row groups and one of 5,001 rows");
             for g in 0..a.num_row_groups() {
-                let built = build(&File::open(&without).unwrap(), b.row_group(g)).unwrap();
+                let built = build(&Source::Local(File::open(&without).unwrap()), b.row_group(g)).unwrap();
                 for (c, (built, expected)) in built.iter().zip(&expected[g]).enumerate() {
                     // Page offsets differ between the files by the column index's absence
                     // (none is in the chunks), so compare them relative to the chunk.
@@ -210,7 +219,7 @@ mod tests {
         write(&path, &[b], WriterVersion::PARQUET_1_0, false);
         let f = footer(&path);
         assert!(!buildable(f.file_metadata().schema_descr()));
-        let err = build(&File::open(&path).unwrap(), f.row_group(0)).unwrap_err().to_string();
+        let err = build(&Source::Local(File::open(&path).unwrap()), f.row_group(0)).unwrap_err().to_string();
         assert!(err.contains("repeated"), "{err}");
     }
 
@@ -222,7 +231,7 @@ mod tests {
         write(&path, &[batch(5000)], WriterVersion::PARQUET_1_0, false);
         let f = footer(&path);
         let rg = f.row_group(0);
-        let file = File::open(&path).unwrap();
+        let file = Source::Local(File::open(&path).unwrap());
         assert_eq!(build_column(&file, rg.column(0), 5000).unwrap().page_locations.len(), 5);
         let err = build_column(&file, rg.column(0), 4999).unwrap_err().to_string();
         assert!(err.contains("pages hold 5000 rows, the row group 4999"), "{err}");

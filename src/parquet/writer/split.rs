@@ -736,7 +736,7 @@ impl OutputWriter {
     pub(crate) fn append_row_group(
         &mut self,
         path: &Path,
-        footer: &parquet::file::metadata::ParquetMetaData,
+        footer: &std::sync::Arc<parquet::file::metadata::ParquetMetaData>,
         row_group: usize,
         codec_kept: bool,
     ) -> Result<()> {

@@ -540,7 +540,15 @@ def _storage_options(storage_options) -> list:
     return pairs
 
 
-def _file_args(inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes, storage_options=None) -> dict:
+def _hive_types(hive_types) -> list:
+    if hive_types is None:
+        return []
+    if not isinstance(hive_types, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in hive_types.items()):
+        raise InvalidOptionError(f"`hive_types` is a dict of partition keys to type names such as {{'date': 'DATE'}}, not {hive_types!r}", setting="hive_types")
+    return list(hive_types.items())
+
+
+def _file_args(inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes, storage_options=None, hive_types=None) -> dict:
     if not isinstance(compression, str):
         raise InvalidOptionError(f"`compression` is a codec name such as \"zstd(3)\", not {compression!r}", setting="compression")
     return {
@@ -554,6 +562,7 @@ def _file_args(inputs, output, by, overwrite, memory_limit, compression, row_gro
         "row_group_bytes": _bytes(row_group_bytes, "row_group_bytes"),
         "union_by_name": bool(union_by_name),
         "hive_partitioning": _hive(hive_partitioning),
+        "hive_types": _hive_types(hive_types),
         "max_file_rows": None if max_file_rows is None else _count(max_file_rows, "max_file_rows"),
         "max_file_bytes": None if max_file_bytes is None else _bytes(max_file_bytes, "max_file_bytes"),
         "storage_options": _storage_options(storage_options),
@@ -578,6 +587,7 @@ def merge_files(
     on_gpu_failure: Optional[str] = None,
     union_by_name: bool = False,
     hive_partitioning: Union[bool, str] = "auto",
+    hive_types: Optional[Mapping[str, str]] = None,
     max_file_rows: Optional[Union[int, str]] = None,
     max_file_bytes: Optional[Union[int, str]] = None,
     storage_options: Optional[Mapping[str, Union[str, int, bool]]] = None,
@@ -608,6 +618,9 @@ def merge_files(
         hive_partitioning: ``"auto"`` (``key=value`` directories of the paths become
             columns where every path has the same keys, as DuckDB detects them), ``True``
             (required) or ``False`` (``--hive-partitioning``).
+        hive_types: partition keys' types instead of inferred ones, as DuckDB's
+            ``hive_types``: ``{"date": "DATE", "k": "INTEGER"}`` (``--hive-types``); a value
+            that does not cast raises InvalidOptionError naming its file.
         max_file_rows, max_file_bytes: split the output into ``output/part-00000.parquet``,
             ... of at most so many rows, or about so many bytes, cut where the key changes
             (``--max-file-rows``, ``--max-file-bytes``); the summary's ``output_files``
@@ -637,7 +650,7 @@ def merge_files(
         2000000
     """
     args = _file_args(
-        inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes, storage_options
+        inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes, storage_options, hive_types
     )
     options = _engine(engine, kernel, devices, gpu_min_rows, on_gpu_failure)
     return _corank.merge_files(args, options, passthrough, _progress(progress, "merging"))
@@ -663,6 +676,7 @@ def sort_files(
     on_gpu_failure: Optional[str] = None,
     union_by_name: bool = False,
     hive_partitioning: Union[bool, str] = "auto",
+    hive_types: Optional[Mapping[str, str]] = None,
     max_file_rows: Optional[Union[int, str]] = None,
     max_file_bytes: Optional[Union[int, str]] = None,
     storage_options: Optional[Mapping[str, Union[str, int, bool]]] = None,
@@ -675,7 +689,7 @@ def sort_files(
     Args:
         inputs, output, by, overwrite, memory_limit, compression, row_group_rows,
             row_group_bytes, engine, kernel, devices, gpu_min_rows, on_gpu_failure,
-            union_by_name, hive_partitioning, max_file_rows, max_file_bytes, storage_options,
+            union_by_name, hive_partitioning, hive_types, max_file_rows, max_file_bytes, storage_options,
             progress: as
             for :func:`merge_files` (``by`` is needed unless the
             inputs declare a common ``sorting_columns``).
@@ -692,7 +706,7 @@ def sort_files(
         'columns'
     """
     args = _file_args(
-        inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes, storage_options
+        inputs, output, by, overwrite, memory_limit, compression, row_group_rows, row_group_bytes, union_by_name, hive_partitioning, max_file_rows, max_file_bytes, storage_options, hive_types
     )
     options = _engine(engine, kernel, devices, gpu_min_rows, on_gpu_failure)
     temp = None if temp_dir is None else os.fspath(temp_dir)

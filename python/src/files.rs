@@ -5,9 +5,9 @@
 use crate::options::{EngineArgs, parse_by};
 use crate::run::{OnInterrupt, Shared, run};
 use corank::parquet::{
-    MergeFilesOptions, MergeSummary, OutputFile, Passthrough, PlanOptions, SortFilesOptions, SortPhase, SortStrategy, SortSummary,
-    SplitFiles, WriterSettings, expand_inputs_excluding, merge_files as merge_parquet, parse_compression, plan_merge_with, plan_sort,
-    show_compression, show_keys, sort_files as sort_parquet,
+    HiveTypes, MergeFilesOptions, MergeSummary, OutputFile, Passthrough, PlanOptions, SortFilesOptions, SortPhase, SortStrategy,
+    SortSummary, SplitFiles, WriterSettings, expand_inputs_excluding, merge_files as merge_parquet, parse_compression, plan_merge_with,
+    plan_sort, show_compression, show_keys, sort_files as sort_parquet,
 };
 use corank::{Error, Result, Setting, SortKey};
 use parquet::basic::Compression;
@@ -31,6 +31,8 @@ pub struct FileArgs {
     pub row_group_bytes: usize,
     pub union_by_name: bool,
     pub hive_partitioning: String,
+    /// `--hive-types`, as `(key, type name)` pairs.
+    pub hive_types: Vec<(String, String)>,
     pub max_file_rows: Option<usize>,
     pub max_file_bytes: Option<u64>,
     /// `--storage-option`s, as `(key, value)` pairs.
@@ -46,7 +48,11 @@ impl FileArgs {
     }
 
     fn plan_options(&self) -> Result<PlanOptions> {
-        Ok(PlanOptions { union_by_name: self.union_by_name, hive_partitioning: self.hive_partitioning.parse()? })
+        let mut hive_types = HiveTypes::default();
+        for (key, name) in &self.hive_types {
+            hive_types.extend(format!("{key}={name}").parse()?);
+        }
+        Ok(PlanOptions { union_by_name: self.union_by_name, hive_partitioning: self.hive_partitioning.parse()?, hive_types })
     }
 
     fn writer(&self, compression: Compression) -> Result<WriterSettings> {

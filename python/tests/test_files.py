@@ -267,3 +267,11 @@ def test_hive_partitions(tmp_path, rng):
     assert s["hive_partitions"] == [] and "date" not in pq.read_table(tmp_path / "plain.parquet").column_names
     with pytest.raises(corank.InvalidOptionError):
         corank.merge_files(tmp_path / "t", tmp_path / "x.parquet", by=by, hive_partitioning="sometimes")
+    # Types by hand, as DuckDB's hive_types.
+    s = corank.merge_files(tmp_path / "t", tmp_path / "typed.parquet", by="date, k", hive_types={"date": "VARCHAR"}, overwrite=True)
+    assert pq.read_table(tmp_path / "typed.parquet").schema.field("date").type == pa.string()
+    with pytest.raises(corank.InvalidOptionError, match="hive partition date=2026-12-01 is not a Int32"):
+        corank.sort_files(tmp_path / "t", tmp_path / "y.parquet", by=by, hive_types={"date": "INTEGER"})
+    with pytest.raises(corank.InvalidOptionError, match="hive_types"):
+        corank.sort_files(tmp_path / "t", tmp_path / "y.parquet", by=by, hive_types=["date"])
+    assert not (tmp_path / "y.parquet").exists()

@@ -5,7 +5,7 @@
 
 use super::units::{group_digits, parse_bytes, parse_count};
 use crate::engine::placement::{self, CpuBecause, PlannedEngine as Planned};
-use crate::parquet::inputs::{expand_inputs_excluding, HivePartitioning, PlanOptions};
+use crate::parquet::inputs::{expand_inputs_excluding, HivePartitioning, HiveTypes, PlanOptions};
 use crate::parquet::{
     available_memory, default_memory_limit, parse_order_by, AvailableMemory, MemorySource, MergePlan, SplitFiles, WriterSettings,
     DEFAULT_MEMORY_SHARE,
@@ -54,6 +54,12 @@ pub struct CommonArgs {
     /// The same as --hive-partitioning=false.
     #[arg(long, conflicts_with = "hive_partitioning")]
     pub no_hive_partitioning: bool,
+    /// Hive partition keys' types, instead of inferred ones (DuckDB's hive_types):
+    /// KEY=TYPE pairs, comma-separated or repeated; TYPE such as BIGINT, INTEGER, DOUBLE,
+    /// DATE, TIMESTAMP, VARCHAR, BOOLEAN, DECIMAL(p,s), or an Arrow type (Int32). A value
+    /// that does not cast is an error naming its file.
+    #[arg(long, value_name = "KEY=TYPE", value_parser = parse_named::<HiveTypes>)]
+    pub hive_types: Vec<HiveTypes>,
     /// Replace OUTPUT if it exists.
     #[arg(short, long)]
     pub force: bool,
@@ -238,7 +244,9 @@ impl CommonArgs {
     /// How the inputs are read: `--union-by-name`, `--hive-partitioning`.
     pub fn plan_options(&self) -> PlanOptions {
         let hive_partitioning = if self.no_hive_partitioning { HivePartitioning::Never } else { self.hive_partitioning };
-        PlanOptions { union_by_name: self.union_by_name, hive_partitioning }
+        let mut hive_types = HiveTypes::default();
+        self.hive_types.iter().for_each(|t| hive_types.extend(t.clone()));
+        PlanOptions { union_by_name: self.union_by_name, hive_partitioning, hive_types }
     }
 
     /// How the output is written.

@@ -73,6 +73,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
             union_by_name: false,
             hive_partitioning: Default::default(),
             no_hive_partitioning: false,
+            hive_types: Vec::new(),
             force: true,
             compression: "zstd(3)".into(),
             row_group_size: 1 << 20,

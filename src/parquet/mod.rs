@@ -66,7 +66,8 @@ pub(crate) mod writer;
 pub use crate::cancel::Cancel;
 pub use inputs::show_keys;
 pub use inputs::{
-    expand_inputs, expand_inputs_excluding, plan_merge, plan_merge_with, HivePartitioning, InputFile, MergePlan, PlanOptions, Run,
+    expand_inputs, expand_inputs_excluding, plan_merge, plan_merge_with, HivePartitioning, HiveTypes, InputFile, MergePlan, PlanOptions,
+    Run,
 };
 pub use interrupt::remove_temp_file_on_signal;
 pub use memory::{default_memory_limit, DEFAULT_MEMORY_SHARE};

@@ -261,3 +261,44 @@ pub fn hive_layout(root: &Path) -> (Vec<PathBuf>, Vec<RecordBatch>) {
     }
     (paths, batches)
 }
+
+#[test]
+fn partition_types_chosen_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t");
+    let batches = layout(&t);
+    let out = dir.path().join("out.parquet");
+    // Repeated or comma-separated: k an Int32, date text; the merge by them as those types.
+    for types in [&["--hive-types", "k=INTEGER", "--hive-types", "date=VARCHAR"][..], &["--hive-types=k=int, date=Utf8"]] {
+        let dry = ok(&[&["merge", "--dry-run", "-f", s(&t), "-o", s(&out), "--by", "date, k, x"], types].concat());
+        assert!(text(&dry.stdout).contains("hive partitions: date (Utf8), k (Int32)\n"), "{}", text(&dry.stdout));
+        ok(&[&["merge", "-q", "-f", s(&t), "-o", s(&out), "--by", "k DESC, date, x"], types].concat());
+        let got = rows_at(&out);
+        assert_eq!((got.column(2).data_type(), got.column(3).data_type()), (&DataType::Utf8, &DataType::Int32));
+        // Cast back to the inferred types, the rows are the inferred merge's.
+        let back: Vec<ArrayRef> = vec![
+            got.column(0).clone(),
+            got.column(1).clone(),
+            arrow::compute::cast(got.column(2), &DataType::Date32).unwrap(),
+            arrow::compute::cast(got.column(3), &DataType::Int64).unwrap(),
+        ];
+        let want = expected(&batches, &[("k", true, true), ("date", false, false), ("x", false, false)]);
+        assert_eq!(RecordBatch::try_new(want.schema(), back).unwrap(), want);
+    }
+    // Values that do not cast, keys that are no partition, unknown types: exit 2, no output.
+    std::fs::remove_file(&out).unwrap();
+    for (types, needle) in [
+        ("k=DATE", "hive partition k=-2 is not a Date32 (--hive-types)"),
+        ("zz=INTEGER", "hive types name 'zz', which is no partition key of the inputs (date, k)"),
+        ("k=NUMBER", "unknown type \"NUMBER\""),
+        ("k", "use key=TYPE"),
+    ] {
+        let e = corank(&["sort", "-q", s(&t), "-o", s(&out), "--by", "x", "--hive-types", types]);
+        let stderr = text(&e.stderr);
+        assert_eq!(e.status.code(), Some(2), "{types}: {stderr}");
+        assert!(stderr.contains(needle), "{types}: {stderr}");
+        assert!(!out.exists());
+    }
+    let e = corank(&["sort", "-q", s(&t), "-o", s(&out), "--by", "x", "--hive-types", "k=INTEGER", "--no-hive-partitioning"]);
+    assert!(text(&e.stderr).contains("hive types name 'k', but Hive partitioning is off"), "{}", text(&e.stderr));
+}

@@ -18,7 +18,10 @@
 //! **Types**, per key over all files, nulls aside: Int64 where every value is an integer as
 //! it prints (`-3`, `42`; not `007` or `+1`, whose text a number would not keep), else
 //! Date32 where every value is an ISO date `YYYY-MM-DD`, else Utf8 (also where every value
-//! is null). A column is nullable where any file's value is null.
+//! is null). A column is nullable where any file's value is null. [`HiveTypes`]
+//! (`--hive-types key=TYPE`, DuckDB's `hive_types`) names a key's type instead: every value
+//! is cast from its text to it (Arrow's cast, which fails rather than yield a null), and a
+//! value that does not cast is an error naming the file.
 //!
 //! **A key that is also a column of the files** replaces that column, in its place, with
 //! the partition's values (DuckDB does the same), and a warning says so.
@@ -92,16 +95,149 @@ impl fmt::Display for HivePartitioning {
     }
 }
 
+/// Partition keys' types chosen by hand ([`PlanOptions::hive_types`](super::PlanOptions::hive_types);
+/// DuckDB's `hive_types`): `key=TYPE` pairs, separated by commas. A TYPE is a SQL name as
+/// DuckDB spells it (`BIGINT`, `INTEGER`, `SMALLINT`, `TINYINT`, `UBIGINT`, `UINTEGER`,
+/// `USMALLINT`, `UTINYINT`, `DOUBLE`, `FLOAT`/`REAL`, `DATE`, `TIMESTAMP`, `VARCHAR`/`TEXT`,
+/// `BOOLEAN`, `DECIMAL(p,s)`), in any case, or an Arrow type as Arrow prints it (`Int32`,
+/// `Timestamp(Millisecond, None)`). Each key must be a partition key of the inputs; the
+/// keys not named are inferred.
+///
+/// ```
+/// use arrow::datatypes::DataType;
+/// use corank::parquet::HiveTypes;
+///
+/// let types: HiveTypes = "date=DATE, price=DECIMAL(10,2), region=Utf8".parse()?;
+/// assert_eq!(types.get("price"), Some(&DataType::Decimal128(10, 2)));
+/// assert_eq!(types.to_string(), "date=Date32,price=Decimal128(10, 2),region=Utf8");
+/// # Ok::<(), corank::Error>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HiveTypes(Vec<(String, DataType)>);
+
+impl HiveTypes {
+    /// The type named for `key`.
+    pub fn get(&self, key: &str) -> Option<&DataType> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, t)| t)
+    }
+
+    /// Whether no type is named.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `self` with `other`'s pairs added (a key named again takes the later type).
+    pub fn extend(&mut self, other: HiveTypes) {
+        for (k, t) in other.0 {
+            self.0.retain(|(own, _)| *own != k);
+            self.0.push((k, t));
+        }
+    }
+
+    /// The keys named, in order.
+    fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| k.as_str())
+    }
+}
+
+impl FromStr for HiveTypes {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let mut types = HiveTypes::default();
+        for pair in split_top_level(s) {
+            let pair = pair.trim();
+            if pair.is_empty() {
+                continue;
+            }
+            let Some((key, name)) = pair.split_once('=') else {
+                return Err(Error::InvalidArgument(format!("hive types \"{pair}\": use key=TYPE")));
+            };
+            let key = key.trim();
+            if key.is_empty() {
+                return Err(Error::InvalidArgument(format!("hive types \"{pair}\": no key before '='")));
+            }
+            types.extend(HiveTypes(vec![(key.to_string(), sql_type(name.trim())?)]));
+        }
+        Ok(types)
+    }
+}
+
+impl fmt::Display for HiveTypes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown: Vec<String> = self.0.iter().map(|(k, t)| format!("{k}={t}")).collect();
+        f.write_str(&shown.join(","))
+    }
+}
+
+/// `text` cut at the commas outside parentheses (`DECIMAL(10,2)` keeps its comma).
+fn split_top_level(text: &str) -> Vec<&str> {
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+/// A type's name as DuckDB spells it, or as Arrow prints it.
+fn sql_type(name: &str) -> Result<DataType> {
+    let upper = name.to_ascii_uppercase();
+    let known = match upper.as_str() {
+        "BIGINT" | "INT8" | "LONG" => Some(DataType::Int64),
+        "INTEGER" | "INT" | "INT4" | "SIGNED" => Some(DataType::Int32),
+        "SMALLINT" | "INT2" | "SHORT" => Some(DataType::Int16),
+        "TINYINT" | "INT1" => Some(DataType::Int8),
+        "UBIGINT" => Some(DataType::UInt64),
+        "UINTEGER" => Some(DataType::UInt32),
+        "USMALLINT" => Some(DataType::UInt16),
+        "UTINYINT" => Some(DataType::UInt8),
+        "DOUBLE" | "FLOAT8" => Some(DataType::Float64),
+        "FLOAT" | "REAL" | "FLOAT4" => Some(DataType::Float32),
+        "DATE" => Some(DataType::Date32),
+        "TIMESTAMP" | "DATETIME" => Some(DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None)),
+        "VARCHAR" | "TEXT" | "STRING" | "CHAR" | "BPCHAR" => Some(DataType::Utf8),
+        "BOOLEAN" | "BOOL" | "LOGICAL" => Some(DataType::Boolean),
+        _ => None,
+    };
+    if let Some(t) = known {
+        return Ok(t);
+    }
+    if let Some(args) = upper.strip_prefix("DECIMAL(").or_else(|| upper.strip_prefix("NUMERIC(")).and_then(|r| r.strip_suffix(')')) {
+        let (p, s) = args.split_once(',').unwrap_or((args, "0"));
+        if let (Ok(p), Ok(s)) = (p.trim().parse::<u8>(), s.trim().parse::<i8>()) {
+            if (1..=38).contains(&p) && s >= 0 && s as u8 <= p {
+                return Ok(DataType::Decimal128(p, s));
+            }
+        }
+        return Err(Error::InvalidArgument(format!("hive types: \"{name}\" is no DECIMAL(precision 1-38, scale 0-precision)")));
+    }
+    DataType::from_str(name).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "hive types: unknown type \"{name}\" (BIGINT, INTEGER, DOUBLE, DATE, TIMESTAMP, VARCHAR, BOOLEAN, DECIMAL(p,s), ... or an Arrow type such as Int32)"
+        ))
+    })
+}
+
 /// What Hive and Spark write for a null partition value.
 const NULL_VALUE: &str = "__HIVE_DEFAULT_PARTITION__";
 
 /// One partition value, typed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Value {
     Null,
     Int(i64),
     Date(i32),
     Text(String),
+    /// A value of a type named in [`HiveTypes`]: an array of one.
+    Cast(ArrayRef),
 }
 
 /// One file's partition columns and its value of each.
@@ -146,6 +282,10 @@ fn constant(data_type: &DataType, value: &Value, rows: usize) -> ArrayRef {
         Value::Int(v) => Arc::new(Int64Array::from_value(*v, rows)),
         Value::Date(d) => Arc::new(Date32Array::from_value(*d, rows)),
         Value::Text(s) => Arc::new(StringArray::from_iter_values(std::iter::repeat_n(s.as_str(), rows))),
+        Value::Cast(one) => {
+            let zeros = arrow::array::UInt32Array::from_value(0, rows);
+            arrow::compute::take(one.as_ref(), &zeros, None).expect("index 0 of an array of one")
+        }
     }
 }
 
@@ -210,13 +350,79 @@ pub(crate) fn percent_decode_bytes(text: &str) -> Vec<u8> {
 
 /// The partitions of `paths` as `mode` says (see the module doc): `None` where there are
 /// none (or `mode` is [`HivePartitioning::Never`]).
-pub(crate) fn detect(paths: &[PathBuf], mode: HivePartitioning) -> Result<Option<Partitions>> {
+/// With `types`, those keys' values are cast to the types named; naming a key that is
+/// no partition (or types where there are no partitions) is an error.
+pub(crate) fn detect(paths: &[PathBuf], mode: HivePartitioning, types: &HiveTypes) -> Result<Option<Partitions>> {
+    let found = detect_untyped(paths, mode)?;
+    let Some(texts) = found else {
+        if let Some(key) = types.keys().next() {
+            let why = match mode {
+                HivePartitioning::Never => "Hive partitioning is off",
+                _ => "the inputs' paths have no Hive partitions (--hive-partitioning=true says why)",
+            };
+            return Err(Error::InvalidArgument(format!("hive types name '{key}', but {why}")));
+        }
+        return Ok(None);
+    };
+    let (keys, texts) = texts;
+    if let Some(key) = types.keys().find(|k| !keys.iter().any(|own| own == k)) {
+        return Err(Error::InvalidArgument(format!(
+            "hive types name '{key}', which is no partition key of the inputs ({})",
+            keys.join(", ")
+        )));
+    }
+    let mut fields = Vec::with_capacity(keys.len());
+    let mut columns: Vec<Vec<Value>> = Vec::with_capacity(keys.len());
+    for (c, key) in keys.iter().enumerate() {
+        let values: Vec<Option<&str>> = texts.iter().map(|t| t[c].as_deref()).collect();
+        let (data_type, typed) = match types.get(key) {
+            Some(named) => (named.clone(), cast_all(key, named, &values, paths)?),
+            None => infer(&values),
+        };
+        let nullable = values.iter().any(Option::is_none);
+        fields.push(Arc::new(Field::new(key.as_str(), data_type, nullable)));
+        columns.push(typed);
+    }
+    let files = (0..paths.len())
+        .map(|f| Arc::new(FilePartition { fields: fields.clone(), values: columns.iter().map(|c| c[f].clone()).collect() }))
+        .collect();
+    Ok(Some(Partitions { fields, files }))
+}
+
+/// Every file's value of `key` cast to `data_type` (nulls stay null); an error names the
+/// file whose value does not cast.
+fn cast_all(key: &str, data_type: &DataType, values: &[Option<&str>], paths: &[PathBuf]) -> Result<Vec<Value>> {
+    let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
+    values
+        .iter()
+        .zip(paths)
+        .map(|(v, path)| match v {
+            None => Ok(Value::Null),
+            Some(text) => {
+                let one = StringArray::from(vec![*text]);
+                match arrow::compute::cast_with_options(&one, data_type, &options) {
+                    Ok(cast) if cast.null_count() == 0 => Ok(Value::Cast(cast)),
+                    _ => Err(Error::InvalidArgument(format!(
+                        "{}: hive partition {key}={text} is not a {data_type} (--hive-types)",
+                        path.display()
+                    ))),
+                }
+            }
+        })
+        .collect()
+}
+
+/// The partition keys (in the first path's order) and each file's value texts, as `mode`
+/// detects them; `None` where there are none.
+#[allow(clippy::type_complexity)]
+fn detect_untyped(paths: &[PathBuf], mode: HivePartitioning) -> Result<Option<(Vec<String>, Vec<Vec<Option<String>>>)>> {
     if mode == HivePartitioning::Never || paths.is_empty() {
         return Ok(None);
     }
     let parsed: Vec<Vec<(String, Option<String>)>> = paths.iter().map(|p| path_partitions(p)).collect();
     let first = &parsed[0];
-    let refuse = |detail: String| -> Result<Option<Partitions>> {
+    #[allow(clippy::type_complexity)]
+    let refuse = |detail: String| -> Result<Option<(Vec<String>, Vec<Vec<Option<String>>>)>> {
         match mode {
             HivePartitioning::Always => Err(Error::InvalidArgument(format!("hive partitioning: {detail}"))),
             _ => {
@@ -251,19 +457,7 @@ pub(crate) fn detect(paths: &[PathBuf], mode: HivePartitioning) -> Result<Option
         }
         texts.push(keys.iter().map(|k| parts.iter().find(|(pk, _)| pk == k).and_then(|(_, v)| v.clone())).collect());
     }
-    let mut fields = Vec::with_capacity(keys.len());
-    let mut columns: Vec<Vec<Value>> = Vec::with_capacity(keys.len());
-    for (c, key) in keys.iter().enumerate() {
-        let values: Vec<Option<&str>> = texts.iter().map(|t| t[c].as_deref()).collect();
-        let (data_type, typed) = infer(&values);
-        let nullable = values.iter().any(Option::is_none);
-        fields.push(Arc::new(Field::new(*key, data_type, nullable)));
-        columns.push(typed);
-    }
-    let files = (0..paths.len())
-        .map(|f| Arc::new(FilePartition { fields: fields.clone(), values: columns.iter().map(|c| c[f].clone()).collect() }))
-        .collect();
-    Ok(Some(Partitions { fields, files }))
+    Ok(Some((keys.iter().map(|k| k.to_string()).collect(), texts)))
 }
 
 /// One key's type over all files' values, and the values as that type (module doc).
@@ -377,6 +571,44 @@ mod tests {
         assert_eq!(infer(&[Some("")]).1, vec![Value::Text(String::new())]);
     }
 
+    #[test]
+    fn types_by_hand_are_parsed_and_cast() {
+        let types: HiveTypes = "a=INTEGER, d=date,p=DECIMAL(10, 2),t=Timestamp(Millisecond, None)".parse().unwrap();
+        assert_eq!(types.get("a"), Some(&DataType::Int32));
+        assert_eq!(types.get("d"), Some(&DataType::Date32));
+        assert_eq!(types.get("p"), Some(&DataType::Decimal128(10, 2)));
+        assert_eq!(types.get("t"), Some(&DataType::Timestamp(arrow::datatypes::TimeUnit::Millisecond, None)));
+        for bad in ["a", "=INT", "a=NUMBER", "a=DECIMAL(40,2)", "a=DECIMAL(5,6)"] {
+            let e = bad.parse::<HiveTypes>().unwrap_err().to_string();
+            assert!(e.contains("hive types"), "{bad}: {e}");
+        }
+        let mut later: HiveTypes = "a=BIGINT".parse().unwrap();
+        later.extend("a=VARCHAR,b=DOUBLE".parse().unwrap());
+        assert_eq!(later.to_string(), "a=Utf8,b=Float64");
+
+        // `007` stays a number where the type says so; the other key is inferred.
+        let files = paths(&["a=007/k=x/f.parquet", "a=__HIVE_DEFAULT_PARTITION__/k=y/f.parquet"]);
+        let p = detect(&files, HivePartitioning::Auto, &"a=SMALLINT".parse().unwrap()).unwrap().unwrap();
+        assert_eq!(p.fields[0].data_type(), &DataType::Int16);
+        assert_eq!(p.fields[1].data_type(), &DataType::Utf8);
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int32, false)]));
+        let column: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![1, 2, 3]));
+        let batch = RecordBatch::try_new(schema, vec![column]).unwrap();
+        let out = p.files[0].apply(batch.clone()).unwrap();
+        assert_eq!(out.column(1).as_ref(), &arrow::array::Int16Array::from(vec![7, 7, 7]) as &dyn arrow::array::Array);
+        assert_eq!(p.files[1].apply(batch).unwrap().column(1).null_count(), 3);
+
+        let e = detect(&files, HivePartitioning::Auto, &"k=INTEGER".parse().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("a=__HIVE_DEFAULT_PARTITION__/k=y/f.parquet") || e.contains("k=x/f.parquet"), "{e}");
+        assert!(e.contains("k=x is not a Int32"), "{e}");
+        let e = detect(&files, HivePartitioning::Auto, &"z=INTEGER".parse().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("'z', which is no partition key of the inputs (a, k)"), "{e}");
+        let e = detect(&paths(&["d/f.parquet"]), HivePartitioning::Auto, &"z=INTEGER".parse().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("no Hive partitions"), "{e}");
+        let e = detect(&files, HivePartitioning::Never, &"a=INTEGER".parse().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("Hive partitioning is off"), "{e}");
+    }
+
     fn paths(list: &[&str]) -> Vec<PathBuf> {
         list.iter().map(PathBuf::from).collect()
     }
@@ -384,11 +616,11 @@ mod tests {
     #[test]
     fn detection_needs_the_same_keys_everywhere() {
         let same = paths(&["d/a=1/b=x/f.parquet", "d/b=y/a=2/f.parquet"]);
-        let p = detect(&same, HivePartitioning::Auto).unwrap().unwrap();
+        let p = detect(&same, HivePartitioning::Auto, &HiveTypes::default()).unwrap().unwrap();
         let names: Vec<&str> = p.fields.iter().map(|f| f.name().as_str()).collect();
         assert_eq!(names, ["a", "b"]);
         assert_eq!(p.files[1].values, vec![Value::Int(2), Value::Text("y".into())]);
-        assert!(detect(&same, HivePartitioning::Never).unwrap().is_none());
+        assert!(detect(&same, HivePartitioning::Never, &HiveTypes::default()).unwrap().is_none());
 
         for odd in [
             &["d/a=1/f.parquet", "d/c=2/f.parquet"][..],
@@ -397,18 +629,25 @@ mod tests {
             &["d/a=1/a=2/f.parquet"],
         ] {
             let odd = paths(odd);
-            assert!(detect(&odd, HivePartitioning::Auto).unwrap().is_none(), "{odd:?}");
-            let e = detect(&odd, HivePartitioning::Always).unwrap_err().to_string();
+            assert!(detect(&odd, HivePartitioning::Auto, &HiveTypes::default()).unwrap().is_none(), "{odd:?}");
+            let e = detect(&odd, HivePartitioning::Always, &HiveTypes::default()).unwrap_err().to_string();
             assert!(e.contains("hive partitioning"), "{e}");
         }
-        let e = detect(&paths(&["d/a=1/f.parquet", "d/c=2/f.parquet"]), HivePartitioning::Always).unwrap_err().to_string();
+        let e = detect(&paths(&["d/a=1/f.parquet", "d/c=2/f.parquet"]), HivePartitioning::Always, &HiveTypes::default())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("d/c=2/f.parquet has the partition keys c but d/a=1/f.parquet has a"), "{e}");
     }
 
     #[test]
     fn partitions_are_applied_to_batches() {
-        let p =
-            detect(&paths(&["a=1/k=x/f.parquet", "a=__HIVE_DEFAULT_PARTITION__/k=y/f.parquet"]), HivePartitioning::Auto).unwrap().unwrap();
+        let p = detect(
+            &paths(&["a=1/k=x/f.parquet", "a=__HIVE_DEFAULT_PARTITION__/k=y/f.parquet"]),
+            HivePartitioning::Auto,
+            &HiveTypes::default(),
+        )
+        .unwrap()
+        .unwrap();
         assert!(p.fields[0].is_nullable() && !p.fields[1].is_nullable());
         let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, false), Field::new("v", DataType::Int32, false)]));
         let column: ArrayRef = Arc::new(arrow::array::Int32Array::from(vec![7, 8]));

@@ -50,7 +50,7 @@ pub mod sizes;
 pub mod types;
 
 pub use cast::{cast_checked, conform};
-pub use hive::HivePartitioning;
+pub use hive::{HivePartitioning, HiveTypes};
 pub use identity::FileIdentity;
 pub use paths::{expand_inputs, expand_inputs_excluding, open_input};
 pub use plan::{plan_merge, plan_merge_with, show_keys};
@@ -149,7 +149,7 @@ pub struct MergePlan {
 
 /// How `plan_merge_with` reads the inputs ([`plan_sort`](crate::parquet::plan_sort) takes
 /// it; [`sort_files`](crate::parquet::sort_files) has an example).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct PlanOptions {
     /// Match columns by name across files (see the module doc); otherwise schemas must be
     /// the same.
@@ -158,4 +158,7 @@ pub struct PlanOptions {
     /// ([`HivePartitioning`]): by default where every path has the same keys, as DuckDB
     /// detects them.
     pub hive_partitioning: HivePartitioning,
+    /// Partition keys' types chosen by hand ([`HiveTypes`], DuckDB's `hive_types`); the
+    /// keys not named are inferred.
+    pub hive_types: HiveTypes,
 }

@@ -42,7 +42,7 @@ pub fn plan_merge_with(paths: &[PathBuf], by: Option<Vec<SortKey>>, options: &Pl
     super::types::settle_int96(&mut files)?;
     let schema = if options.union_by_name { union_schema(&files)? } else { merge_field_metadata(&check_same_schema(&files)?, &files) };
     // Hive partitions: columns from the paths, set on every batch read from a file.
-    let partitions = super::hive::detect(paths, options.hive_partitioning)?;
+    let partitions = super::hive::detect(paths, options.hive_partitioning, &options.hive_types)?;
     let (schema, hive_partitions) = match partitions {
         Some(p) => {
             let shown: Vec<String> = p.fields.iter().map(|f| format!("{} ({})", f.name(), f.data_type())).collect();

@@ -45,6 +45,22 @@ pub struct BenchArgs {
     /// available), as DuckDB and Polars run with theirs.
     #[arg(long)]
     pub memory_limit: Option<String>,
+    /// An S3-compatible endpoint (`http://127.0.0.1:9000`): the datasets are uploaded to
+    /// --s3-bucket and merged (or sorted) from objects to an object by `corank-cpu-s3`
+    /// (`corank-gpu-s3`) and `duckdb-s3`, beside the store's own GET/PUT time
+    /// (`store-floor`) and the local contenders.
+    #[arg(long)]
+    pub s3_endpoint: Option<String>,
+    /// The bucket at --s3-endpoint (it must exist).
+    #[arg(long, default_value = "corank-bench")]
+    pub s3_bucket: String,
+    /// The Python that runs `duckdb-s3` (default: --python).
+    #[arg(long)]
+    pub s3_python: Option<String>,
+    /// DuckDB's httpfs extension file for `duckdb-s3` to load (default: `LOAD httpfs`, which
+    /// needs it installed).
+    #[arg(long, default_value = "httpfs")]
+    pub duckdb_httpfs: String,
 }
 
 /// `datafusion-copy [--no-order] OUT KEY FILE...`: the stock DataFusion contender (and, with

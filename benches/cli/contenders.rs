@@ -73,6 +73,18 @@ pub fn available(args: &BenchArgs) -> Vec<Contender> {
         }
     }
     all.push((FLOOR.into(), "DataFusion 55.2 COPY, no ORDER BY".into()));
+    if args.s3_endpoint.is_some() {
+        if all.iter().any(|(n, _)| n == "corank-gpu") {
+            all.push(("corank-gpu-s3".into(), "S3 to S3".into()));
+        }
+        all.push(("corank-cpu-s3".into(), "S3 to S3".into()));
+        let python = args.s3_python.as_deref().unwrap_or(&args.python);
+        match python_has(python, "duckdb") {
+            Some(v) => all.push(("duckdb-s3".into(), format!("{v}, httpfs, S3 to S3"))),
+            None => eprintln!("duckdb-s3 skipped: `{python} -c 'import duckdb'` failed"),
+        }
+        all.push((super::store::STORE_FLOOR.into(), "GET every input once + PUT the output's size".into()));
+    }
     all.push((FLOOR_CORANK.into(), "corank merge, 1 sorted input, no passthrough".into()));
     all.retain(|(name, _)| args.only.is_empty() || args.only.iter().any(|o| o == name));
     all
@@ -83,9 +95,9 @@ pub fn command_for(contender: &str, args: &BenchArgs, programs: &Programs, files
     let (command, key) = if args.sort { ("sort", args.sort_key.as_str()) } else { ("merge", LINEITEM_KEY) };
     let mut cmd;
     match contender {
-        "corank-gpu" | "corank-cpu" => {
+        "corank-gpu" | "corank-cpu" | "corank-gpu-s3" | "corank-cpu-s3" => {
             cmd = Command::new(&programs.corank);
-            cmd.args([command, "-q", "--force", "--by", key, "--engine", &contender[7..], "--compression", "zstd(3)"]);
+            cmd.args([command, "-q", "--force", "--by", key, "--engine", &contender[7..10], "--compression", "zstd(3)"]);
             if let Some(limit) = &args.memory_limit {
                 cmd.args(["--memory-limit", limit]);
             }
@@ -110,6 +122,10 @@ pub fn command_for(contender: &str, args: &BenchArgs, programs: &Programs, files
             cmd.arg("-o");
             cmd.arg(output);
             cmd.args(files);
+        }
+        "duckdb-s3" => {
+            cmd = Command::new(args.s3_python.as_deref().unwrap_or(&args.python));
+            cmd.args(["-c", super::store::DUCKDB_S3, &args.duckdb_httpfs]).arg(output).arg(key).args(files);
         }
         other => {
             cmd = Command::new(&args.python);

@@ -54,6 +54,7 @@ mod datagen;
 mod measure;
 mod png;
 mod session;
+mod store;
 mod table;
 #[path = "../../src/cli/units.rs"]
 mod units;

@@ -6,6 +6,7 @@ use super::check::check_output;
 use super::contenders::{available, command_for, Contender, Programs, FLOOR, FLOOR_CORANK};
 use super::datagen::{write_dataset, Dataset, LINEITEM_KEY};
 use super::measure::{run_measured, Measurement};
+use super::store::{S3, STORE_FLOOR};
 use super::units::group_digits;
 use super::{chart, table};
 use corank::{Error, Result};
@@ -43,13 +44,14 @@ pub fn measure_all(args: &BenchArgs, programs: &Programs) -> Result<(Vec<Measure
     if contenders.iter().any(|(name, _)| name == "corank-gpu") {
         warm_gpu_kernel_cache(args, programs)?;
     }
+    let s3 = args.s3_endpoint.as_deref().map(|endpoint| S3::connect(endpoint, &args.s3_bucket)).transpose()?;
     let mut results: Vec<Measurement> = Vec::new();
     let mut datasets = args.datasets.clone();
     datasets.dedup();
     for &dataset in &datasets {
         for &rows in &args.sizes {
             let files = generate(args, dataset, rows)?;
-            results.extend(bench_one(args, programs, &contenders, dataset, &files)?);
+            results.extend(bench_one(args, programs, &contenders, dataset, &files, s3.as_ref())?);
         }
     }
     Ok((results, contenders))
@@ -96,33 +98,69 @@ fn generate_once(dir: &Path, dataset: Dataset, files: usize, per_file: usize, se
 }
 
 /// Every contender on `files`, one run each, its output checked. The first corank output is
-/// kept as floor-corank's one sorted input.
+/// kept as floor-corank's one sorted input (and gives the size store-floor uploads). With
+/// `s3`, the files are uploaded first and the `-s3` contenders read and write objects.
 fn bench_one(
     args: &BenchArgs,
     programs: &Programs,
     contenders: &[Contender],
     dataset: Dataset,
     files: &[PathBuf],
+    s3: Option<&S3>,
 ) -> Result<Vec<Measurement>> {
     let key = if args.sort { args.sort_key.as_str() } else { LINEITEM_KEY };
     let input = check_output(files, key)?;
+    let urls = match s3 {
+        Some(s3) => s3.upload(&format!("{}-{}x{}", dataset.name(), files.len(), input.rows), files)?,
+        None => Vec::new(),
+    };
     let sorted_input = args.dir.join("sorted-input.parquet");
     let _ = std::fs::remove_file(&sorted_input);
     let mut have_sorted_input = false;
     let mut results = Vec::new();
     for (name, _) in contenders {
+        let remote = s3.filter(|_| name.ends_with("-s3") || name == STORE_FLOOR);
+        if let (Some(s3), true) = (remote, name == STORE_FLOOR) {
+            let Ok(output_bytes) = sorted_input.metadata().map(|m| m.len()) else {
+                eprintln!("{name} skipped: it uploads the size of a corank contender's output");
+                continue;
+            };
+            let (get_s, put_s) = s3.floor(&urls, output_bytes)?;
+            let m = Measurement {
+                dataset: dataset.name().into(),
+                rows: input.rows,
+                contender: name.clone(),
+                seconds: get_s + put_s,
+                peak_rss: None,
+            };
+            results.push(m);
+            continue;
+        }
         let inputs = match name.as_str() {
             FLOOR_CORANK if !have_sorted_input => {
                 eprintln!("{name} skipped: it needs a corank contender's output as its input");
                 continue;
             }
             FLOOR_CORANK => vec![sorted_input.clone()],
+            _ if remote.is_some() => urls.clone(),
             _ => files.to_vec(),
         };
         let output = args.dir.join(format!("out-{name}.parquet"));
         let _ = std::fs::remove_file(&output);
+        let target = match remote {
+            Some(s3) => {
+                let url = s3.url(&format!("out/{name}.parquet"));
+                s3.delete(&url);
+                url
+            }
+            None => output.clone(),
+        };
+        let mut command = command_for(name, args, programs, &inputs, &target);
+        if let Some(s3) = remote {
+            s3.set_env(&mut command);
+        }
         let t = Instant::now();
-        let run = run_measured(command_for(name, args, programs, &inputs, &output));
+        let run = run_measured(command);
         let seconds = t.elapsed().as_secs_f64();
         let peak_rss = match run {
             Ok((true, rss)) => rss,
@@ -131,6 +169,10 @@ fn bench_one(
                 continue;
             }
         };
+        // An object's output is checked as a local copy (fetched after the clock stopped).
+        if let Some(s3) = remote {
+            s3.fetch_and_delete(&target, &output)?;
+        }
         let out = check_output(std::slice::from_ref(&output), key)?;
         // The floor writes the rows in scan order: its order is not checked.
         let sorted = out.sorted || name == FLOOR;

@@ -22,6 +22,8 @@ mod measure;
 mod png;
 #[path = "../../benches/cli/session.rs"]
 mod session;
+#[path = "../../benches/cli/store.rs"]
+mod store;
 #[path = "../../benches/cli/table.rs"]
 mod table;
 #[path = "../../src/cli/units.rs"]
@@ -68,6 +70,31 @@ fn a_small_comparison_checks_every_output_and_draws_its_table_and_chart() {
     let chart = d.path().join("chart.png");
     chart::draw(&chart, "Merging", &results).unwrap();
     assert_eq!(&std::fs::read(&chart).unwrap()[1..4], b"PNG");
+}
+
+#[test]
+fn the_s3_comparison_merges_from_objects_and_measures_the_store() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_str().unwrap();
+    let bucket = crate::common::moto::bucket("bench-s3");
+    let endpoint = format!("http://127.0.0.1:{}", crate::common::moto::servers().s3);
+    let only = "corank-cpu,corank-cpu-s3,store-floor";
+    let argv = ["cli", "--sizes", "20k", "--files", "4", "--datasets", "lineitem", "--only", only, "--dir", dir];
+    let args = args::BenchArgs::parse_from(argv.into_iter().chain(["--s3-endpoint", &endpoint, "--s3-bucket", &bucket]));
+    let (results, contenders) = session::measure_all(&args, &contenders::Programs::here()).unwrap();
+    let table = table::render(&results, &contenders);
+    // corank-cpu-s3's output was fetched and checked (rows, order, checksum) like the
+    // others; store-floor timed the objects' GET and one PUT.
+    for contender in ["corank-cpu", "corank-cpu-s3", "store-floor"] {
+        let row = table.lines().find(|l| l.starts_with(&format!("| lineitem | 20,000 | {contender} |")));
+        let row = row.unwrap_or_else(|| panic!("no {contender} row in\n{table}"));
+        let seconds: f64 = row.split('|').map(str::trim).nth(5).unwrap().parse().unwrap();
+        assert!(seconds > 0.0, "{row}");
+    }
+    // The inputs stay in the bucket (reused by the next run); the outputs are gone.
+    let (keys, uploads) = crate::store::keys_and_uploads(&bucket);
+    assert_eq!(keys.len(), 4, "{keys:?}");
+    assert!(keys.iter().all(|k| k.starts_with("lineitem-4x")) && uploads.is_empty(), "{keys:?} {uploads:?}");
 }
 
 #[test]

@@ -13,7 +13,8 @@
 //! - `SET corank.engine = 'cpu'` in the client reaches the scheduler's plan (the node's
 //!   `engine=cpu`) and each executor's task context (the executors' logs);
 //! - a client asking for Ballista's adaptive planner (`SET ballista.planner.adaptive.enabled
-//!   = true`) still gets the static planner, corank's nodes and the oracle's rows;
+//!   = true`) still gets the static planner, corank's nodes and the oracle's rows, and so
+//!   does a stock Ballista client (`SessionContext::remote`), with corank's defaults;
 //! - an executor without corank's codec: the job fails with an error, no rows;
 //! - an executor killed mid-query: the rows equal the oracle's or the query fails with an
 //!   error, never wrong or missing rows.
@@ -399,6 +400,22 @@ async fn adaptive_planner_request_still_plans_with_corank() {
     }
     let log = cluster.processes[0].log();
     assert!(log.contains("asks for Ballista's adaptive planner; planning with the static planner"), "the scheduler says so:\n{log}");
+
+    // A stock Ballista client (no corank in its session, the adaptive planner its default)
+    // gets corank's merge with the default settings: the scheduler's session has them.
+    let stock = SessionContext::remote(&format!("df://127.0.0.1:{}", cluster.port)).await.unwrap();
+    let (name, runs, options) = &tables[1];
+    let ddl = format!(
+        "CREATE EXTERNAL TABLE {name} STORED AS PARQUET LOCATION '{}/' WITH ORDER ({})",
+        data.path().join(name).display(),
+        order_by(options)
+    );
+    stock.sql(&ddl).await.unwrap();
+    let sql = format!("SELECT * FROM {name} ORDER BY {}", order_by(options));
+    let (got, executed) = run(&stock, &sql).await;
+    assert_eq!(got, expected(runs, &[("k0", options[0]), ("k1", options[1])], None), "{sql}: rows differ from the oracle\n{executed}");
+    assert!(executed.contains("CoRankMergeExec") && executed.contains("engine=auto"), "{sql}: corank's merge ran\n{executed}");
+    assert!(stock.sql("SET corank.engine = 'cpu'").await.is_err(), "a stock client has no corank.* settings");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

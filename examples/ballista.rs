@@ -4,9 +4,14 @@
 //! corank's session (`corank::datafusion::ballista`), writes four sorted Parquet files, runs
 //! an ORDER BY over them, and prints the first rows and the plan the executor ran, with its
 //! metrics: `CoRankMergeExec` where DataFusion would have run `SortPreservingMergeExec`.
-//! A cluster of separate processes uses the same three pieces: see the README, "Ballista".
 //!
 //!   cargo run --release --features ballista --example ballista
+//!
+//! With a scheduler's URL it is a client of a cluster of separate processes instead
+//! (`corank-ballista scheduler` and `executor`, docs/ballista.md); the files go to the
+//! temporary directory, which the scheduler and executors must see at the same path:
+//!
+//!   cargo run --release --features ballista --example ballista -- df://127.0.0.1:50050
 
 #[path = "../src/cli/datagen.rs"]
 mod datagen;
@@ -28,9 +33,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         w.close()?;
     }
     // 2. The scheduler and executor, with corank's codec, rules and settings (the engine is
-    //    set here: a standalone scheduler keeps the session it was started with).
+    //    set here: a standalone scheduler keeps the session it was started with), or a
+    //    client of a cluster, whose settings travel with each query.
     let config = corank::datafusion::with_corank_config(SessionConfig::new().with_target_partitions(4)).set_str("corank.engine", "auto");
-    let ctx = corank::datafusion::ballista::standalone(config).await?;
+    let ctx = match std::env::args().nth(1) {
+        Some(url) => {
+            use ballista::prelude::SessionContextExt;
+            let ctx = SessionContext::remote_with_state(&url, corank::datafusion::ballista::session_state(config)?).await?;
+            ctx.sql("SET corank.engine = 'cpu'").await?;
+            ctx
+        }
+        None => corank::datafusion::ballista::standalone(config).await?,
+    };
     let ddl = format!("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}/' WITH ORDER (k ASC NULLS LAST)", dir.display());
     ctx.sql(&ddl).await?;
     // 3. The query runs on the cluster; its executed plan comes back from the scheduler.

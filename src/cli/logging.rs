@@ -148,7 +148,13 @@ impl Log for StderrLogger {
 /// cannot be read are reported on stderr, once each, and ignored.
 pub fn init(verbose: u8) {
     let rust_log = std::env::var("RUST_LOG").ok();
-    let (filter, bad) = filter_for(rust_log.as_deref(), verbose);
+    install(filter_for(rust_log.as_deref(), verbose));
+}
+
+/// Installs the logger with a filter from [`filter_for`] (once; later calls change nothing),
+/// reporting the directives it could not read. `corank-ballista` (which shares this file)
+/// passes its `--log-level-setting`.
+pub fn install((filter, bad): (Filter, Vec<String>)) {
     for b in bad {
         tell!("corank: warning: RUST_LOG: ignoring '{b}' (use LEVEL or MODULE=LEVEL, comma-separated; levels off, error, warn, info, debug, trace)");
     }

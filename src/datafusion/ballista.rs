@@ -8,9 +8,11 @@
 //!    through Ballista's codec. [`physical_codec`] composes the two; scheduler and executors
 //!    must use the same one.
 //! 2. **The static planner.** Ballista's adaptive planner (on by default) plans the physical
-//!    plan itself and cuts stages only at DataFusion's own merge; [`session_config`] turns it
-//!    off (`ballista.planner.adaptive.enabled = false`), so the scheduler plans with the
-//!    session's physical optimizer rules, [`super::CoRankRule`] among them.
+//!    plan with its own rules, not the session's: corank's nodes would not run. So
+//!    [`session_config`] turns it off (`ballista.planner.adaptive.enabled = false`), and a
+//!    scheduler's [`session_builder`] keeps it off whatever a client's session says, so the
+//!    scheduler plans with the session's physical optimizer rules, [`super::CoRankRule`]
+//!    among them.
 //! 3. **One task reads every input partition.** Ballista's static planner gives each task of a
 //!    stage only its own partitions of the stage's leaves, except below a
 //!    `SortPreservingMergeExec`, a `CoalescePartitionsExec` or an operator that requires a
@@ -25,6 +27,10 @@
 //! the signature of Ballista's `SessionBuilder` for a scheduler built with
 //! `SchedulerConfig::override_session_builder`, and [`standalone`] starts an in-process
 //! scheduler and executor (Ballista's standalone mode) with them.
+//!
+//! A cluster of separate processes: the `corank-ballista` binary (`scheduler` and
+//! `executor` subcommands, `src/bin/corank-ballista/`) sets these up through Ballista's
+//! config overrides; docs/ballista.md says how to start one and what must match.
 //!
 //! [`standalone`] has an example; `examples/ballista.rs` runs an `ORDER BY` over sorted
 //! Parquet files this way (`cargo run --features ballista --example ballista`).
@@ -53,8 +59,11 @@ pub fn physical_codec() -> Arc<dyn PhysicalExtensionCodec> {
 }
 
 /// `config` made a Ballista config (its settings kept) with the `corank.*` settings,
-/// [`physical_codec`] and Ballista's static planner. [`session_state`] uses it; the
-/// module doc has the examples.
+/// [`physical_codec`] and Ballista's static planner. [`session_state`] uses it; a
+/// scheduler's config producer returns it (over Ballista's default config), so that the
+/// `corank.*` settings a client sends are kept (Ballista applies them to the producer's
+/// config and drops the keys of extensions it does not hold). The module doc has the
+/// examples.
 pub fn session_config(config: SessionConfig) -> SessionConfig {
     super::with_corank_config(config.upgrade_for_ballista())
         .with_ballista_physical_extension_codec(physical_codec())
@@ -63,7 +72,9 @@ pub fn session_config(config: SessionConfig) -> SessionConfig {
 
 /// A Ballista scheduler's session (Ballista's default session builder) over
 /// [`session_config`]`(config)`, with corank's rules: [`super::CoRankRule`] before
-/// `SanityCheckPlan` and [`ReadAllPartitionsRule`] last. [`standalone`] has an example.
+/// `SanityCheckPlan` and [`ReadAllPartitionsRule`] last. Clients use it too
+/// (`SessionContext::remote_with_state`): their settings travel with each query.
+/// [`standalone`] has an example.
 pub fn session_state(config: SessionConfig) -> Result<SessionState> {
     let state = ballista_core::utils::default_session_builder(session_config(config))?;
     let builder = SessionStateBuilder::new_from_existing(state).with_corank();
@@ -71,8 +82,17 @@ pub fn session_state(config: SessionConfig) -> Result<SessionState> {
 }
 
 /// [`session_state`] with the signature of Ballista's scheduler `SessionBuilder`
-/// (`SchedulerConfig::override_session_builder`). The module doc has the examples.
+/// (`SchedulerConfig::override_session_builder`), for the config of a client's session.
+/// The planner is always the static one: a client that asks for Ballista's adaptive
+/// planner (its default; `ballista.planner.adaptive.enabled = true`) gets the static one,
+/// which the scheduler logs at info. The adaptive planner plans without the session's
+/// physical rules: corank's nodes would not run, and files of overlapping sorted row
+/// groups would come out mis-ordered (DataFusion trusts their `sorting_columns`;
+/// docs/ballista.md). The module doc has the examples.
 pub fn session_builder(config: SessionConfig) -> Result<SessionState> {
+    if config.ballista_adaptive_query_planner_enabled() {
+        log::info!("corank: the session asks for Ballista's adaptive planner; planning with the static planner, which runs corank's rules");
+    }
     session_state(config)
 }
 

@@ -21,11 +21,11 @@ use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::WriterProperties;
 use std::path::Path;
 
-const KEY_TYPES: [DataType; 2] = [DataType::Int32, DataType::Utf8];
+pub(crate) const KEY_TYPES: [DataType; 2] = [DataType::Int32, DataType::Utf8];
 
 /// Writes `runs` as one file, each run a row group (or, with `row_groups_per_run`, the run
 /// cut into that many row groups), every row group saying it is sorted by (k0, k1).
-fn write_file(path: &Path, runs: &[RecordBatch], options: &[SortOptions], row_groups_per_run: usize) {
+pub(crate) fn write_file(path: &Path, runs: &[RecordBatch], options: &[SortOptions], row_groups_per_run: usize) {
     let sorting = options.iter().enumerate().map(|(i, o)| SortingColumn {
         column_idx: i as i32,
         descending: o.descending,
@@ -44,7 +44,7 @@ fn write_file(path: &Path, runs: &[RecordBatch], options: &[SortOptions], row_gr
 }
 
 /// The `ORDER BY` list for (k0, k1) in `options`.
-fn order_by(options: &[SortOptions]) -> String {
+pub(crate) fn order_by(options: &[SortOptions]) -> String {
     let one = |i: usize, o: &SortOptions| {
         format!("k{i} {} NULLS {}", if o.descending { "DESC" } else { "ASC" }, if o.nulls_first { "FIRST" } else { "LAST" })
     };
@@ -54,7 +54,7 @@ fn order_by(options: &[SortOptions]) -> String {
 /// A table of sorted inputs under `dir`: `files` files, each holding `runs_per_file` sorted
 /// runs (as row groups). With one run per file the files are sorted; with more, only their
 /// row groups are. Returns the runs in file and row-group order (ids number them so).
-fn write_table(dir: &Path, rng: &mut Rng, files: usize, runs_per_file: usize, options: &[SortOptions]) -> Vec<RecordBatch> {
+pub(crate) fn write_table(dir: &Path, rng: &mut Rng, files: usize, runs_per_file: usize, options: &[SortOptions]) -> Vec<RecordBatch> {
     std::fs::create_dir_all(dir).unwrap();
     let mut all = vec![];
     let mut id = 0;
@@ -73,13 +73,13 @@ fn write_table(dir: &Path, rng: &mut Rng, files: usize, runs_per_file: usize, op
     all
 }
 
-fn ids(batches: &[RecordBatch]) -> Vec<u64> {
+pub(crate) fn ids(batches: &[RecordBatch]) -> Vec<u64> {
     batches.iter().flat_map(|b| b.column_by_name("id").unwrap().as_any().downcast_ref::<UInt64Array>().unwrap().values().to_vec()).collect()
 }
 
 /// The metric `name` of the first line of `plan` that names `node`, as Ballista renders the
 /// executed plan (one section per stage, metrics on each line, counts human-readable: "1.77 K").
-fn metric<'a>(plan: &'a str, node: &str, name: &str) -> Option<&'a str> {
+pub(crate) fn metric<'a>(plan: &'a str, node: &str, name: &str) -> Option<&'a str> {
     let line = plan.lines().find(|l| l.trim_start().starts_with(&format!("{node}:")))?;
     let at = [format!("[{name}="), format!(" {name}=")].iter().find_map(|m| line.find(m.as_str()))? + name.len() + 2;
     line[at..].split([',', ']']).next()

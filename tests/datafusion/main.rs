@@ -10,6 +10,8 @@ mod datagen;
 
 #[cfg(feature = "ballista")]
 mod ballista;
+#[cfg(feature = "ballista")]
+mod ballista_cluster;
 mod exec;
 mod foreign_rule;
 mod many_runs;

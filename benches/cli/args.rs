@@ -45,6 +45,11 @@ pub struct BenchArgs {
     /// available), as DuckDB and Polars run with theirs.
     #[arg(long)]
     pub memory_limit: Option<String>,
+    /// Give DuckDB the same memory limit as corank (`SET memory_limit`, from
+    /// --memory-limit, which it needs): the comparison at equal memory. Polars has no such
+    /// setting and runs as it does.
+    #[arg(long, requires = "memory_limit")]
+    pub equal_memory: bool,
     /// An S3-compatible endpoint (`http://127.0.0.1:9000`): the datasets are uploaded to
     /// --s3-bucket and merged (or sorted) from objects to an object by `corank-cpu-s3`
     /// (`corank-gpu-s3`) and `duckdb-s3`, beside the store's own GET/PUT time

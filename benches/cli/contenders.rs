@@ -33,10 +33,12 @@ impl Programs {
 
 /// DuckDB's COPY .. ORDER BY, run as `python -c DUCKDB OUT KEY FILE...`.
 const DUCKDB: &str = r#"
-import sys, duckdb
+import os, sys, duckdb
 out, key, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 con = duckdb.connect()
 con.execute("SET enable_progress_bar = false")
+if "DUCKDB_MEMORY_LIMIT" in os.environ:
+    con.execute(f"SET memory_limit = '{os.environ['DUCKDB_MEMORY_LIMIT']}'")
 con.execute(f"COPY (SELECT * FROM read_parquet({files!r}) ORDER BY {key}) TO '{out}' (FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 3)")
 "#;
 
@@ -130,6 +132,11 @@ pub fn command_for(contender: &str, args: &BenchArgs, programs: &Programs, files
         other => {
             cmd = Command::new(&args.python);
             cmd.args(["-c", if other == "duckdb" { DUCKDB } else { POLARS }]).arg(output).arg(key).args(files);
+        }
+    }
+    if contender.starts_with("duckdb") && args.equal_memory {
+        if let Some(bytes) = args.memory_limit.as_deref().and_then(|l| super::units::parse_bytes(l).ok()) {
+            cmd.env("DUCKDB_MEMORY_LIMIT", format!("{}MiB", bytes >> 20));
         }
     }
     cmd

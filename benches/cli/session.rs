@@ -19,6 +19,9 @@ pub fn run(args: &BenchArgs, programs: &Programs) -> Result<()> {
     if args.sort {
         println!("sort by {} (corank sort, --memory-limit {})", args.sort_key, table::memory_limit_shown(args));
     }
+    if args.equal_memory {
+        println!("DuckDB's memory_limit: corank's --memory-limit {}", table::memory_limit_shown(args));
+    }
     print!("{}", table::render(&results, &contenders));
     if let Some(line) = table::memory_bound(&results, args) {
         println!("{line}");

@@ -175,6 +175,8 @@ import os, sys, duckdb
 httpfs, out, key, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 con = duckdb.connect()
 con.execute("SET enable_progress_bar = false")
+if "DUCKDB_MEMORY_LIMIT" in os.environ:
+    con.execute(f"SET memory_limit = '{os.environ['DUCKDB_MEMORY_LIMIT']}'")
 con.execute(f"LOAD '{httpfs}'" if httpfs != "httpfs" else "LOAD httpfs")
 con.execute(f"""CREATE SECRET bench (TYPE s3, KEY_ID '{os.environ["AWS_ACCESS_KEY_ID"]}', SECRET '{os.environ["AWS_SECRET_ACCESS_KEY"]}',
     REGION '{os.environ["AWS_REGION"]}', ENDPOINT '{os.environ["S3_ENDPOINT"]}', URL_STYLE 'path', USE_SSL false)""")

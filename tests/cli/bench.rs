@@ -98,6 +98,19 @@ fn the_s3_comparison_merges_from_objects_and_measures_the_store() {
 }
 
 #[test]
+fn duckdb_gets_corank_memory_limit_only_when_asked() {
+    let limit_of = |extra: &[&str]| {
+        let args = args::BenchArgs::parse_from(["cli", "--memory-limit", "2GiB"].iter().chain(extra));
+        let cmd = contenders::command_for("duckdb", &args, &contenders::Programs::here(), &[], Path::new("out.parquet"));
+        let env = cmd.get_envs().find(|(k, _)| *k == "DUCKDB_MEMORY_LIMIT").and_then(|(_, v)| v.map(|v| v.to_owned()));
+        env.map(|v| v.to_string_lossy().into_owned())
+    };
+    assert_eq!(limit_of(&["--equal-memory"]), Some("2048MiB".into()));
+    assert_eq!(limit_of(&[]), None);
+    assert!(args::BenchArgs::try_parse_from(["cli", "--equal-memory"]).is_err(), "--equal-memory needs --memory-limit");
+}
+
+#[test]
 fn the_datafusion_contender_and_the_floor_keep_every_row() {
     let d = tempfile::tempdir().unwrap();
     let files = write_dataset(&d.path().join("in"), Dataset::Time, 3, 10_000, 4_000, 5).unwrap();

@@ -24,9 +24,12 @@ pub struct Programs {
 }
 
 impl Programs {
-    /// The package's `corank` binary, as cargo built it for this target, and this executable.
+    /// The package's `corank` binary, as cargo built it for this target (or the one
+    /// `CORANK_BENCH_CORANK` names: the harness run away from its build, as on the GPU
+    /// machine), and this executable.
     pub fn here() -> Self {
-        let corank = PathBuf::from(env!("CARGO_BIN_EXE_corank"));
+        let built = PathBuf::from(env!("CARGO_BIN_EXE_corank"));
+        let corank = std::env::var_os("CORANK_BENCH_CORANK").map_or(built, PathBuf::from);
         Programs { harness: std::env::current_exe().unwrap_or_else(|_| corank.clone()), corank }
     }
 }

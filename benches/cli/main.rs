@@ -35,7 +35,8 @@
 //! chart of rows/s by contender and input size, one panel per dataset.
 //!
 //! The `corank` binary is the package's own (`CARGO_BIN_EXE_corank`, built by `cargo bench`
-//! with the bench's profile). The DataFusion contenders run in this executable, started
+//! with the bench's profile; `CORANK_BENCH_CORANK` names another, for a harness run away
+//! from its build, as on the GPU machine). The DataFusion contenders run in this executable, started
 //! again as a child with [`contenders::DATAFUSION_COPY`] as its first argument, so their
 //! peak RSS is their own. The harness is not part of the shipped binary: the chart's
 //! plotting library and font are dev-dependencies.

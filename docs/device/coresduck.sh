@@ -19,6 +19,7 @@
 # Recorded: docs/log/2026-12-performance-log.md, stop 49 ("How the host's CPUs scale",
 # "Against DuckDB on the same host").
 set -u
+. docs/device/bench_cli.sh
 [ -n "${CORANK:-}" ] || { bash .gpu/remote run corank --version >/dev/null || exit 1; CORANK=/tmp/corank-bundle/bin/bin-corank; }
 SIZE=${SIZE:-20M}; WHEELS=${WHEELS:-.whl}
 for n in ${LOOPS:-1 8 16}; do
@@ -31,7 +32,7 @@ ls "$WHEELS"/duckdb-*.whl >/dev/null 2>&1 || { echo "no DuckDB wheel under $WHEE
 mkdir -p /tmp/py && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/py "$WHEELS"/*.whl 2>&1 | tail -1
 ROWS=$(awk -v s="$SIZE" 'BEGIN { m = 1; c = substr(s, length(s)); if (c ~ /[kK]/) m = 1e3; else if (c ~ /[mM]/) m = 1e6; else if (c ~ /[gG]/) m = 1e9; if (m > 1) s = substr(s, 1, length(s) - 1); printf "%d", s * m + 0.5 }')
 D=${DATA:-/tmp/cb}; mkdir -p "$D"; IN=$D/lineitem-16x$ROWS
-[ -f "$IN/.complete" ] || "$CORANK" bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
+[ -f "$IN/.complete" ] || corank_bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
 cat > /tmp/duck.py <<'PY'
 import sys, duckdb
 out, key, files = sys.argv[1], sys.argv[2], sys.argv[3:]

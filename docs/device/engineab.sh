@@ -20,11 +20,12 @@
 # `--engine auto` without the GPU's start-up wait; that stop also set an experiment build's
 # switch, CORANK_AB_CPU_GATHER, which no build reads now).
 set -u
+. docs/device/bench_cli.sh
 [ -n "${CORANK:-}" ] || { bash .gpu/remote run corank --version >/dev/null || exit 1; CORANK=/tmp/corank-bundle/bin/bin-corank; }
 SIZE=${SIZE:-20M}; VARIANTS=${VARIANTS:-cpu gpu}
 ROWS=$(awk -v s="$SIZE" 'BEGIN { m = 1; c = substr(s, length(s)); if (c ~ /[kK]/) m = 1e3; else if (c ~ /[mM]/) m = 1e6; else if (c ~ /[gG]/) m = 1e9; if (m > 1) s = substr(s, 1, length(s) - 1); printf "%d", s * m + 0.5 }')
 D=${DATA:-/tmp/cb}; mkdir -p "$D"; IN=$D/lineitem-16x$ROWS
-[ -f "$IN/.complete" ] || "$CORANK" bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
+[ -f "$IN/.complete" ] || corank_bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
 if [ -n "${SORT:-}" ]; then CMD=sort; BY=l_partkey; else CMD=merge; BY=l_orderkey; fi
 ms() { grep -oE "$1 [0-9.]+(ms|s|µs)" /tmp/m.log | awk '{v=$NF; u=v; sub(/[0-9.]+/,"",u); sub(/[a-zµ]+$/,"",v); if (u=="s") v*=1000; if (u=="µs") v/=1000; s+=v} END {printf "%.0f", s}'; }
 for round in $(seq "${ROUNDS:-3}"); do i=0; for V in $VARIANTS; do

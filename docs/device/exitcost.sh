@@ -15,6 +15,7 @@
 # Recorded: docs/log/2026-12-performance-log.md, stop 32 ("where the GPU engine's process
 # ends").
 set -u
+. docs/device/bench_cli.sh
 nvcc -O2 -o /tmp/exitcost "$(dirname "$0")/exitcost.c" -lcuda 2>&1 | tail -3
 for m in ${MODES:-release return _exit release return _exit}; do
   for sz in ${MIBS:-0:0 2048:256}; do
@@ -25,7 +26,7 @@ done
 SIZE=${SIZE:-20M}
 ROWS=$(awk -v s="$SIZE" 'BEGIN { m = 1; c = substr(s, length(s)); if (c ~ /[kK]/) m = 1e3; else if (c ~ /[mM]/) m = 1e6; else if (c ~ /[gG]/) m = 1e9; if (m > 1) s = substr(s, 1, length(s) - 1); printf "%d", s * m + 0.5 }')
 D=${DATA:-/tmp/cb}; mkdir -p "$D"; IN=$D/lineitem-16x$ROWS
-[ -f "$IN/.complete" ] || "$CORANK" bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
+[ -f "$IN/.complete" ] || corank_bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
 for e in ${ENGINES:-cpu gpu cpu gpu cpu gpu}; do
   s=$(date +%s%N)
   RUST_LOG=debug "$CORANK" merge "$IN"/*.parquet -o /tmp/o.parquet -f -q -v --by l_orderkey --engine "$e" --compression 'zstd(3)' > /tmp/out-$e.txt 2>/tmp/log-$e.txt

@@ -20,6 +20,7 @@
 # Recorded: docs/log/2026-12-performance-log.md, stop 31 (few files); stop 38 (16 files,
 # lineitem and time at 20M and 100M, then the sort, then run by dictbench.sh).
 set -u
+. docs/device/bench_cli.sh
 [ -n "${CORANK:-}" ] || { bash .gpu/remote run corank --version >/dev/null || exit 1; CORANK=/tmp/corank-bundle/bin/bin-corank; }
 ONLY=${ONLY:-corank-cpu,corank-gpu,duckdb,floor-corank}; WHEELS=${WHEELS:-.whl}
 if [[ ",$ONLY," == *,duckdb,* ]]; then
@@ -29,6 +30,6 @@ fi
 D=${DATA:-/tmp/cb}; mkdir -p "$D"
 for b in $(seq "${BENCH:-1}"); do
   for f in ${FILES:-2 4 16}; do
-    PYTHONPATH=/tmp/py "$CORANK" bench --dir "$D" --files "$f" --sizes "${SIZES:-20M}" --datasets "${DATASETS:-lineitem}" --only "$ONLY" ${SORT:+--sort} ${EXTRA:-} --chart /tmp/c.png 2>&1 | grep "^|"
+    PYTHONPATH=/tmp/py corank_bench --dir "$D" --files "$f" --sizes "${SIZES:-20M}" --datasets "${DATASETS:-lineitem}" --only "$ONLY" ${SORT:+--sort} ${EXTRA:-} --chart /tmp/c.png 2>&1 | grep "^|"
   done
 done

@@ -14,11 +14,12 @@
 # CORANK    the binary (default: the pack's); DATA the datasets' folder (default /tmp/cb)
 # Recorded: docs/log/2026-12-performance-log.md, stop 48 ("Two knobs tried without a rebuild").
 set -u
+. docs/device/bench_cli.sh
 [ -n "${CORANK:-}" ] || { bash .gpu/remote run corank --version >/dev/null || exit 1; CORANK=/tmp/corank-bundle/bin/bin-corank; }
 SIZE=${SIZE:-20M}
 ROWS=$(awk -v s="$SIZE" 'BEGIN { m = 1; c = substr(s, length(s)); if (c ~ /[kK]/) m = 1e3; else if (c ~ /[mM]/) m = 1e6; else if (c ~ /[gG]/) m = 1e9; if (m > 1) s = substr(s, 1, length(s) - 1); printf "%d", s * m + 0.5 }')
 D=${DATA:-/tmp/cb}; mkdir -p "$D"; IN=$D/lineitem-16x$ROWS
-[ -f "$IN/.complete" ] || "$CORANK" bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
+[ -f "$IN/.complete" ] || corank_bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
 for round in $(seq "${ROUNDS:-2}"); do
   for v in ${VARIANTS:-2GiB 4GiB 8GiB 2GiB/24}; do
     limit=${v%/*}; threads=; [ "$limit" = "$v" ] || threads=${v#*/}

@@ -18,13 +18,14 @@
 # Recorded: docs/log/2026-12-performance-log.md, stop 40 ("`corank sort` of 100M rows by
 # columns, given the memory") and stop 48 ("Against DuckDB").
 set -u
+. docs/device/bench_cli.sh
 [ -n "${CORANK:-}" ] || { bash .gpu/remote run corank --version >/dev/null || exit 1; CORANK=/tmp/corank-bundle/bin/bin-corank; }
 SIZE=${SIZE:-100M}; LIMIT=${LIMIT:-16GiB}; WHEELS=${WHEELS:-.whl}
 ls "$WHEELS"/duckdb-*.whl >/dev/null 2>&1 || { echo "no DuckDB wheel under $WHEELS (docs/device/README.md)" >&2; exit 2; }
 mkdir -p /tmp/py && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/py "$WHEELS"/*.whl 2>&1 | tail -1
 ROWS=$(awk -v s="$SIZE" 'BEGIN { m = 1; c = substr(s, length(s)); if (c ~ /[kK]/) m = 1e3; else if (c ~ /[mM]/) m = 1e6; else if (c ~ /[gG]/) m = 1e9; if (m > 1) s = substr(s, 1, length(s) - 1); printf "%d", s * m + 0.5 }')
 D=${DATA:-/tmp/cb}; mkdir -p "$D"; IN=$D/lineitem-16x$ROWS
-[ -f "$IN/.complete" ] || "$CORANK" bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
+[ -f "$IN/.complete" ] || corank_bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
 rm -f /tmp/s100-*.parquet
 "$CORANK" sort "$IN"/*.parquet -o /tmp/plan.parquet --by l_partkey --memory-limit "$LIMIT" --dry-run | grep strategy
 for e in ${ENGINES:-cpu gpu}; do
@@ -43,4 +44,4 @@ if files:
     print("ordered:", con.execute(f"SELECT bool_and(l_partkey >= prev) FROM (SELECT l_partkey, lag(l_partkey, 1, l_partkey) OVER (ORDER BY file_row_number) prev FROM read_parquet('{files[0]}', file_row_number=true))").fetchall())
 PY
 rm -f /tmp/s100-*.parquet
-[ "${BENCH:-1}" = 0 ] || PYTHONPATH=/tmp/py "$CORANK" bench --dir "$D" --files 16 --sort --sizes "$SIZE" --datasets lineitem --only corank-cpu,duckdb --chart /tmp/c.png 2>&1 | grep "^|"
+[ "${BENCH:-1}" = 0 ] || PYTHONPATH=/tmp/py corank_bench --dir "$D" --files 16 --sort --sizes "$SIZE" --datasets lineitem --only corank-cpu,duckdb --chart /tmp/c.png 2>&1 | grep "^|"

@@ -19,11 +19,12 @@
 # Recorded: docs/log/2026-12-performance-log.md, stop 48 ("Where the time went", "Against
 # DuckDB").
 set -u
+. docs/device/bench_cli.sh
 [ -n "${CORANK:-}" ] || { bash .gpu/remote run corank --version >/dev/null || exit 1; CORANK=/tmp/corank-bundle/bin/bin-corank; }
 SIZE=${SIZE:-20M}; WHEELS=${WHEELS:-.whl}
 ROWS=$(awk -v s="$SIZE" 'BEGIN { m = 1; c = substr(s, length(s)); if (c ~ /[kK]/) m = 1e3; else if (c ~ /[mM]/) m = 1e6; else if (c ~ /[gG]/) m = 1e9; if (m > 1) s = substr(s, 1, length(s) - 1); printf "%d", s * m + 0.5 }')
 D=${DATA:-/tmp/cb}; mkdir -p "$D"; IN=$D/lineitem-16x$ROWS
-[ -f "$IN/.complete" ] || "$CORANK" bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
+[ -f "$IN/.complete" ] || corank_bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
 du -sh "$IN"; nproc; df -h /tmp | tail -1
 for bs in 1M 8M; do echo "dd bs=$bs 480 MiB: $(dd if=/dev/zero of=/tmp/ddtest bs=$bs count=$((480 >> $([ $bs = 8M ] && echo 3 || echo 0))) 2>&1 | tail -1)"; rm -f /tmp/ddtest; done
 t0=$(date +%s.%N); for i in 0 1 2 3; do dd if=/dev/zero of=/tmp/ddtest bs=1M count=120 seek=$((i * 120)) conv=notrunc 2>/dev/null & done; wait
@@ -43,7 +44,7 @@ ls -l /tmp/s-*.parquet 2>/dev/null | awk '{print $5, $9}'
 ls "$WHEELS"/duckdb-*.whl >/dev/null 2>&1 || { echo "no DuckDB wheel under $WHEELS: no comparison"; exit 0; }
 mkdir -p /tmp/py && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/py "$WHEELS"/*.whl 2>&1 | tail -1
 for b in $(seq "${BENCH:-1}"); do
-  PYTHONPATH=/tmp/py "$CORANK" bench --dir "$D" --files 16 --sort --sizes "$SIZE" --datasets lineitem --only corank-cpu,duckdb --chart /tmp/c.png 2>&1 | grep "^|"
+  PYTHONPATH=/tmp/py corank_bench --dir "$D" --files 16 --sort --sizes "$SIZE" --datasets lineitem --only corank-cpu,duckdb --chart /tmp/c.png 2>&1 | grep "^|"
 done
 # DuckDB's own cores: the bench's COPY, timed by /usr/bin/time.
 cat > /tmp/duck.py <<'PY'

@@ -17,11 +17,12 @@
 # costs by itself") and stop 61 ("The driver's start on the H100 host"); docs/performance.md,
 # target 22.
 set -u
+. docs/device/bench_cli.sh
 [ -n "${CORANK:-}" ] || { bash .gpu/remote run corank --version >/dev/null || exit 1; CORANK=/tmp/corank-bundle/bin/bin-corank; }
 nvcc -O2 -o /tmp/startup "$(dirname "$0")/startup.c" -lcuda 2>&1 | tail -3
 for mb in ${MIBS:-64 0 1 64}; do s=$(date +%s%N); /tmp/startup "$mb"; e=$(date +%s%N); echo "  process $(( (e - s) / 1000000 )) ms"; done
 ROWS=${ROWS:-2000}
-"$CORANK" bench --dir /tmp/sb --files 4 --sizes "$ROWS" --datasets lineitem --only corank-cpu --chart /tmp/c.png >/dev/null 2>&1
+corank_bench --dir /tmp/sb --files 4 --sizes "$ROWS" --datasets lineitem --only corank-cpu --chart /tmp/c.png >/dev/null 2>&1
 F=$(ls /tmp/sb/lineitem-4x$ROWS/*.parquet)
 for e in ${ENGINES:-cpu gpu cpu gpu cpu gpu}; do
   s=$(date +%s%N); RUST_LOG=debug "$CORANK" merge $F -o /tmp/so.parquet -f -q --by l_orderkey --engine "$e" 2>/tmp/log-$e; e2=$(date +%s%N)

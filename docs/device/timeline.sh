@@ -13,13 +13,14 @@
 # Recorded: docs/log/2026-12-performance-log.md, stop 31 ("Where the GPU engine's extra time
 # goes at 20M rows").
 set -u
+. docs/device/bench_cli.sh
 [ -n "${CORANK:-}" ] || { bash .gpu/remote run corank --version >/dev/null || exit 1; CORANK=/tmp/corank-bundle/bin/bin-corank; }
 SIZE=${SIZE:-20M}
 ROWS=$(awk -v s="$SIZE" 'BEGIN { m = 1; c = substr(s, length(s)); if (c ~ /[kK]/) m = 1e3; else if (c ~ /[mM]/) m = 1e6; else if (c ~ /[gG]/) m = 1e9; if (m > 1) s = substr(s, 1, length(s) - 1); printf "%d", s * m + 0.5 }')
 D=${DATA:-/tmp/cb}; mkdir -p "$D"; IN=$D/lineitem-16x$ROWS
-[ -f "$IN/.complete" ] || "$CORANK" bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
+[ -f "$IN/.complete" ] || corank_bench --dir "$D" --files 16 --sizes "$SIZE" --datasets lineitem --only floor --chart /tmp/c.png >/dev/null 2>&1
 # The kernels compiled into the cache by a small GPU run first, so no timed run compiles them.
-"$CORANK" bench --dir /tmp/sb --files 4 --sizes 2000 --datasets lineitem --only corank-gpu --chart /tmp/c.png >/dev/null 2>&1
+corank_bench --dir /tmp/sb --files 4 --sizes 2000 --datasets lineitem --only corank-gpu --chart /tmp/c.png >/dev/null 2>&1
 for e in ${ENGINES:-cpu gpu cpu gpu}; do
   s=$(date +%s%N)
   RUST_LOG=${RUST_LOG:-debug} "$CORANK" merge "$IN"/*.parquet -o /tmp/o.parquet -f -q -v --by l_orderkey --engine "$e" --compression 'zstd(3)' > /tmp/out-$e.txt 2>/tmp/log-$e.txt

@@ -1,9 +1,9 @@
 //! A fault-injecting HTTP proxy in front of the test S3 server (moto), for
 //! `store_faults.rs`: it forwards every request, one request a connection, and answers the
 //! ones the test's rules pick with a fault instead: a 500 `InternalError`, a 503 `SlowDown`
-//! (S3's XML error bodies), a 403 `SignatureDoesNotMatch`, the answer's body cut off
-//! halfway (the connection closed mid-body), or no answer at all (closed after the request
-//! was read). It can also go down (every connection closed as soon as it is accepted, the
+//! (S3's XML error bodies), a 403 `SignatureDoesNotMatch`, a 404 `NoSuchUpload`, the answer's body cut off
+//! halfway (the connection closed mid-body), no answer at all (closed after the request
+//! was read), or the server's answer lost (forwarded, answered, then closed). It can also go down (every connection closed as soon as it is accepted, the
 //! server gone for the client) and come back. It records every request it saw, with its
 //! `Range` and `If-Match` headers and the fault served, so a test can show that the faults
 //! were served and what the retries carried.
@@ -26,10 +26,15 @@ pub enum Fault {
     SlowDown,
     /// `403 Forbidden`, S3's `SignatureDoesNotMatch` body (credentials refused).
     Forbidden,
+    /// `404 Not Found`, S3's `NoSuchUpload` body (the multipart upload is gone).
+    NoSuchUpload,
     /// The server's answer, its body cut off halfway: the connection closed mid-body.
     CutMidBody,
     /// The request read, then the connection closed with no answer (a reset).
     NoAnswer,
+    /// The request forwarded and answered by the server, then the connection closed
+    /// without that answer: the server did the work, the client never hears of it.
+    LoseAnswer,
     /// As `NoAnswer`, and the proxy goes down: every later connection is closed at once
     /// until [`FaultProxy::set_down`] brings it back.
     GoDown,
@@ -220,8 +225,9 @@ fn serve(client: TcpStream, upstream: u16, state: &Mutex<State>) -> std::io::Res
         Some(Fault::InternalError) => return client.write_all(&error_answer("500 Internal Server Error", "InternalError")),
         Some(Fault::SlowDown) => return client.write_all(&error_answer("503 Slow Down", "SlowDown")),
         Some(Fault::Forbidden) => return client.write_all(&error_answer("403 Forbidden", "SignatureDoesNotMatch")),
+        Some(Fault::NoSuchUpload) => return client.write_all(&error_answer("404 Not Found", "NoSuchUpload")),
         Some(Fault::NoAnswer | Fault::GoDown) => return client.shutdown(std::net::Shutdown::Both),
-        Some(Fault::CutMidBody) | None => {}
+        Some(Fault::CutMidBody | Fault::LoseAnswer) | None => {}
     }
     // Forward, one request a connection, and read the whole answer.
     let mut server = TcpStream::connect(("127.0.0.1", upstream))?;
@@ -236,6 +242,9 @@ fn serve(client: TcpStream, upstream: u16, state: &Mutex<State>) -> std::io::Res
     let mut from_server = BufReader::new(server);
     let Some((answer, answer_body)) = read_message(&mut from_server, true, method == "HEAD")? else { return Ok(()) };
     lock(state).seen[index].status = answer[0].split(' ').nth(1).and_then(|c| c.parse().ok());
+    if seen.fault == Some(Fault::LoseAnswer) {
+        return client.shutdown(std::net::Shutdown::Both);
+    }
     // The answer as it came, but for its framing: the body whole, and the connection closed.
     let mut out = Vec::new();
     out.extend_from_slice(answer[0].as_bytes());

@@ -219,6 +219,62 @@ fn upload_requests_are_retried_to_the_same_object() {
     assert!(uploads.is_empty(), "no upload left open: {uploads:?}");
 }
 
+#[test]
+fn a_completion_whose_answer_is_lost_still_succeeds() {
+    // The server completes the object, the answer never arrives, object_store sends the
+    // completion again and the server (moto, as S3) says the upload is no more: the object
+    // is there, whole, and the merge must say so, not fail.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b = bucket("fault-lost-completion");
+    let paths = inputs(d);
+    let proxy = FaultProxy::start(servers().s3);
+    let oracle = d.join("oracle.parquet");
+    let locals: Vec<&str> = paths.iter().map(|p| s(p)).collect();
+    ok_through(&proxy, &[&["merge", "-q", "--engine", "cpu", "-o", s(&oracle)], &locals[..]].concat());
+    let completion = |r: &Seen| r.method == "POST" && r.target.contains("uploadId=");
+    // The retry answered as moto answers it, then as S3 may (`NoSuchUpload`); both with an
+    // object there before (`--force`: another object, whose ETag differs).
+    // k 2 overwrites k 1's object with other bytes (snappy): another ETag.
+    let cases: [(&str, Option<Fault>, &[&str]); 3] = [
+        ("m0", None, &[]),
+        ("m1", Some(Fault::NoSuchUpload), &[]),
+        ("m1", Some(Fault::NoSuchUpload), &["--force", "--compression", "snappy"]),
+    ];
+    for (name, answer, extra) in cases {
+        let before = proxy.seen().len();
+        proxy.fault(1, Fault::LoseAnswer, completion);
+        if let Some(fault) = answer {
+            proxy.fault(1, fault, completion);
+        }
+        let key = format!("out/{name}.parquet");
+        let run = merge_up(&proxy, &paths, &format!("s3://{b}/{key}"), extra);
+        assert!(run.status.success(), "{name} {answer:?}: {}", text(&run.stderr));
+        let completions: Vec<Seen> = proxy.seen()[before..].iter().filter(|r| completion(r)).cloned().collect();
+        assert_eq!(completions.len(), 2, "the completion sent again: {completions:?}");
+        assert_eq!((completions[0].fault, completions[1].fault), (Some(Fault::LoseAnswer), answer));
+        let got = d.join("got.parquet");
+        std::fs::write(&got, get(&b, &key)).unwrap();
+        assert_eq!(rows_at(&got), rows_at(&oracle));
+        let (_, uploads) = keys_and_uploads(&b);
+        assert!(uploads.is_empty(), "no upload left open: {uploads:?}");
+    }
+    // A completion refused outright (`NoSuchUpload` without the server completing it):
+    // exit 1, no object, the upload aborted. With --force the old object stays as it was.
+    proxy.fault(usize::MAX, Fault::NoSuchUpload, completion);
+    let target = format!("s3://{b}/out/other.parquet");
+    let run = merge_up(&proxy, &paths, &target, &[]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+    assert!(text(&run.stderr).contains("completing the upload"), "{}", text(&run.stderr));
+    let old = get(&b, "out/m1.parquet");
+    let run = merge_up(&proxy, &paths, &format!("s3://{b}/out/m1.parquet"), &["--force"]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+    assert_eq!(get(&b, "out/m1.parquet"), old, "the old object untouched");
+    let (keys, uploads) = keys_and_uploads(&b);
+    assert_eq!(keys, ["out/m0.parquet", "out/m1.parquet"]);
+    assert!(uploads.is_empty(), "no upload left open: {uploads:?}");
+}
+
 /// Asserts a failed upload: exit 1, the output's URL and `needle` on stderr, no object and
 /// no open upload in `bucket`.
 fn failed_cleanly(run: &Output, target: &str, needle: &str, bucket: &str) {

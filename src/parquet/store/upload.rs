@@ -18,6 +18,13 @@
 //! that signal; a second signal ends it at once. A process killed outright (SIGKILL) leaves
 //! the parts of an open upload until the bucket's lifecycle rule removes them (S3's
 //! `AbortIncompleteMultipartUpload`).
+//!
+//! **A completion whose answer is lost** (the store completed the object, the connection
+//! dropped before its answer) is sent again by object_store; S3 may answer that retry with
+//! `NoSuchUpload`. An object at the location then, of the upload's size and not the one there
+//! before the completion (another ETag, or last modified at another time), is the completed
+//! upload: success. An overwrite with the same bytes within the store's timestamp resolution
+//! cannot be told apart, and is reported as the error.
 
 use super::config::{settings, store_for};
 use super::location::ObjectUrl;
@@ -194,14 +201,7 @@ impl Upload {
     /// `overwrite`, then made to appear whole. Returns the object's bytes. On an error the
     /// upload is aborted (as the dropped `Upload` goes).
     pub(crate) fn complete(mut self, overwrite: bool) -> Result<u64> {
-        let exists_now = |u: &Upload| -> Result<bool> {
-            let (store, location) = (u.store.clone(), u.url.location.clone());
-            match block_on(async move { store.head(&location).await }) {
-                Ok(_) => Ok(true),
-                Err(object_store::Error::NotFound { .. }) => Ok(false),
-                Err(e) => Err(store_error(&u.url.text, "checking the output", e)),
-            }
-        };
+        let exists_now = |u: &Upload| -> Result<bool> { Ok(u.object_now()?.is_some()) };
         if self.upload.is_none() {
             // Smaller than a part: one request.
             if !overwrite && exists_now(&self)? {
@@ -219,7 +219,10 @@ impl Upload {
         while !self.tasks.is_empty() {
             self.wait_oldest()?;
         }
-        if !overwrite && exists_now(&self)? {
+        // What is there before the completion: an error of the completion is then told
+        // from a completion whose answer was lost (below).
+        let before = self.object_now()?;
+        if !overwrite && before.is_some() {
             return Err(Error::OutputExists { path: self.url.text.clone().into() });
         }
         let shared = self.upload.clone().expect("an upload was created");
@@ -227,16 +230,46 @@ impl Upload {
         let completed = block_on(async move { upload.complete().await.map(drop).map_err(|e| (e, upload)) });
         self.done = true;
         if let Err((e, upload)) = completed {
+            // The store may have completed the object and its answer been lost: object_store
+            // sent the completion again, and S3 answers that with `NoSuchUpload`. An object
+            // of this upload's size that was not there before (another ETag) is this one.
+            if let Ok(Some(now)) = self.object_now() {
+                let new = before.as_ref().is_none_or(|b| match (&b.e_tag, &now.e_tag) {
+                    (Some(_), Some(_)) => b.e_tag != now.e_tag,
+                    _ => b.last_modified != now.last_modified,
+                });
+                if new && now.size == self.bytes {
+                    log::info!("{}: the store completed the upload but its answer was lost ({e}); the object is there", self.url.text);
+                    drop(upload); // complete: nothing to abort
+                    return Ok(self.bytes);
+                }
+            }
             if let Err(why) = abort(upload) {
                 log::warn!(
                     "{}: the upload could not be aborted ({why}); its parts stay until the bucket's lifecycle rule removes them",
                     self.url.text
                 );
             }
+            if matches!(e, object_store::Error::NotFound { .. }) {
+                let detail = "completing the upload: the store has no such upload (NoSuchUpload); nothing written".to_string();
+                return Err(Error::File { path: self.url.text.clone().into(), detail });
+            }
             return Err(store_error(&self.url.text, "completing the upload", e));
         }
         log::debug!("{}: {} bytes uploaded in {} parts", self.url.text, self.bytes, self.parts);
         Ok(self.bytes)
+    }
+}
+
+impl Upload {
+    /// The object at the output's location now, if there is one.
+    fn object_now(&self) -> Result<Option<object_store::ObjectMeta>> {
+        let (store, location) = (self.store.clone(), self.url.location.clone());
+        match block_on(async move { store.head(&location).await }) {
+            Ok(meta) => Ok(Some(meta)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(store_error(&self.url.text, "checking the output", e)),
+        }
     }
 }
 

@@ -84,7 +84,9 @@ def test_sql_on_the_gpu(tmp_path):
     test_sql._sorted_files(tmp_path, rows=250_000)
     ours, stock = test_sql._contexts(tmp_path, engine="gpu")
     merge = test_sql.metrics(ours, "SELECT * FROM t ORDER BY k", "CoRankMergeExec")
-    assert int(merge["rounds_gpu"]) > 0 and merge["rounds_cpu"] == "0", merge
+    # The node's first round (about one batch) merges on the CPU for its latency
+    # (docs/datafusion.md); every later one on the device.
+    assert int(merge["rounds_gpu"]) > 0 and merge["rounds_cpu"] in ("0", "1"), merge
     sort = test_sql.metrics(ours, "SELECT * FROM t ORDER BY v, id", "CoRankSortExec")
     assert sort["gpu_bytes_up"] not in ("0", "0.0 B"), sort
     for sql, key in [("SELECT * FROM t ORDER BY k", "k"), ("SELECT * FROM t ORDER BY v DESC, id", "id"), ("SELECT * FROM t ORDER BY k LIMIT 9", "k")]:

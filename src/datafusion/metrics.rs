@@ -87,6 +87,9 @@ pub(super) fn record_round(metrics: &MergeMetrics, chunk: &MergedChunk, elapsed:
 pub struct SortMetrics {
     pub merge: MergeMetrics,
     pub runs: Count,
+    /// Runs the device sorted: chunks, or the whole input at once (`gpu_bytes_up` and
+    /// `gpu_time` count the merges' rounds only).
+    pub runs_gpu: Count,
     pub sort_time: Time,
     pub merge_fan_in: Gauge,
     /// Levels of merges in between (`MAX_MERGE_FAN_IN`).
@@ -98,6 +101,7 @@ impl SortMetrics {
         Self {
             merge: MergeMetrics::new(set, partition),
             runs: MetricBuilder::new(set).counter("runs", partition),
+            runs_gpu: MetricBuilder::new(set).counter("runs_gpu", partition),
             sort_time: MetricBuilder::new(set).subset_time("sort_time", partition),
             merge_fan_in: MetricBuilder::new(set).gauge("merge_fan_in", partition),
             merge_passes: MetricBuilder::new(set).counter("merge_passes", partition),

@@ -72,16 +72,18 @@ pub const PIECE_ROWS: usize = 8192;
 ///   run gathered from the sorted pieces, each read front to back: no read at random over
 ///   the chunk's memory.
 /// - GPU: the chunk sorted as a whole on the device, gathered from its input batches.
+///
+/// Also returns whether the device sorted it (the `runs_gpu` metric).
 pub(super) fn sort_chunk(
     batches: Vec<RecordBatch>,
     expr: &LexOrdering,
     specs: &[SortKey],
     options: &SortBatchesOptions,
-) -> Result<Vec<RecordBatch>> {
+) -> Result<(Vec<RecordBatch>, bool)> {
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     if !placement::chunk_on_cpu(&options.engine, rows) {
         let perm = sort_columns(&key_columns(&batches, expr)?, specs, options).map_err(to_datafusion)?;
-        return gathered(&batches, &perm, options.batch_size);
+        return Ok((gathered(&batches, &perm, options.batch_size)?, perm.engine == Engine::Gpu));
     }
     let cpu = options.clone().with_engine(Engine::Cpu);
     let pieces: Vec<RecordBatch> = batches
@@ -107,7 +109,7 @@ pub(super) fn sort_chunk(
         orders.push(Indices::U32((0..b.num_rows() as u32).collect()));
     }
     let perm = merge_sorted_chunks(&key_columns(&sorted, expr)?, specs, &offsets, &orders, &cpu).map_err(to_datafusion)?;
-    gathered(&sorted, &perm, options.batch_size)
+    Ok((gathered(&sorted, &perm, options.batch_size)?, false))
 }
 
 /// Rows gathered into batches of `batch_size` rows in the order of `perm`.

@@ -111,6 +111,7 @@ impl Runs {
                 self.sort_time.add_duration(started.elapsed());
                 self.elapsed_compute.add_duration(started.elapsed());
                 self.runs_count.add(1);
+                self.runs_gpu.add(1);
                 let in_bytes: usize = self.pending.iter_mut().map(|c| std::mem::take(c).bytes).sum();
                 self.reservation.shrink(in_bytes.min(self.reservation.size()));
                 Ok(Some(out))

@@ -28,7 +28,7 @@ pub(super) type RunKey = (usize, usize);
 
 /// A chunk sorted on a blocking thread: its key, the memory its input was counted at, its
 /// sorted batches, the time the sort took.
-pub(super) type Sorted = (RunKey, usize, Result<Vec<RecordBatch>>, Duration);
+pub(super) type Sorted = (RunKey, usize, Result<(Vec<RecordBatch>, bool)>, Duration);
 
 /// The ingest state: chunks being filled, chunks being sorted, the runs.
 pub(super) struct Runs {
@@ -53,6 +53,8 @@ pub(super) struct Runs {
     /// The keys of the runs in memory (a spill writes these, not every run so far).
     pub(super) memory_runs: Vec<RunKey>,
     pub(super) runs_count: Count,
+    /// Runs the device sorted (chunks, or the whole input at once).
+    pub(super) runs_gpu: Count,
     pub(super) sort_time: Time,
     pub(super) elapsed_compute: Time,
 }
@@ -68,9 +70,9 @@ impl Runs {
         chunk_rows: usize,
         reservation: MemoryReservation,
         spill: Option<SpillManager>,
-        metrics: (Count, Time, Time),
+        metrics: (Count, Count, Time, Time),
     ) -> Self {
-        let (runs_count, sort_time, elapsed_compute) = metrics;
+        let (runs_count, runs_gpu, sort_time, elapsed_compute) = metrics;
         let defer = placement::sorts_whole_on_device(&options.engine, schema.fields().iter().map(|f| f.data_type()));
         Self {
             expr: expr.clone(),
@@ -88,6 +90,7 @@ impl Runs {
             runs: BTreeMap::new(),
             memory_runs: Vec::new(),
             runs_count,
+            runs_gpu,
             sort_time,
             elapsed_compute,
         }
@@ -174,7 +177,8 @@ impl Runs {
         let (key, in_bytes, sorted, elapsed) = done.map_err(|e| DataFusionError::External(Box::new(e)))?;
         self.sort_time.add_duration(elapsed);
         self.elapsed_compute.add_duration(elapsed);
-        let batches = sorted?;
+        let (batches, on_device) = sorted?;
+        self.runs_gpu.add(usize::from(on_device));
         let bytes = batches.iter().map(get_record_batch_memory_size).sum::<usize>();
         self.reservation.shrink(in_bytes.min(self.reservation.size()));
         let fits = self.reservation.try_grow(bytes).is_ok();

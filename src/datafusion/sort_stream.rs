@@ -110,11 +110,12 @@ impl SortTask {
     /// all are sent or the receiver was dropped.
     pub async fn run(self, tx: Sender<Result<RecordBatch>>) -> Result<()> {
         let SortTask { inputs, schema, expr, settings, chunk_rows, batch_size, reservation, merge_reservation, spill, metrics } = self;
-        let SortMetrics { merge: merge_metrics, runs: runs_count, sort_time, merge_fan_in, merge_passes } = metrics;
+        let SortMetrics { merge: merge_metrics, runs: runs_count, runs_gpu, sort_time, merge_fan_in, merge_passes } = metrics;
         let n = inputs.len();
         let options = SortBatchesOptions { engine: settings.engine, batch_size: batch_size.max(1) };
         let elapsed_compute = merge_metrics.baseline.elapsed_compute().clone();
-        let mut state = Runs::new((n, &schema), &expr, options, chunk_rows, reservation, spill, (runs_count, sort_time, elapsed_compute));
+        let mut state =
+            Runs::new((n, &schema), &expr, options, chunk_rows, reservation, spill, (runs_count, runs_gpu, sort_time, elapsed_compute));
         // 1. Read every partition at once, sorting chunks as they fill.
         state.ingest(inputs).await?;
         // 1b. Chunks deferred to the end (nothing spilled): the whole input sorted on the

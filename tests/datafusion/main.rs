@@ -10,6 +10,8 @@ mod datagen;
 
 #[cfg(feature = "ballista")]
 mod ballista;
+#[cfg(feature = "distributed")]
+mod distributed;
 mod exec;
 mod foreign_rule;
 mod many_runs;

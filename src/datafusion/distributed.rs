@@ -6,11 +6,11 @@
 //! Why the rule cannot simply run where it does in one process: datafusion-distributed plans in
 //! its query planner, *after* the physical optimizer rules, and cuts a plan into stages only
 //! under DataFusion's own `SortPreservingMergeExec` and `CoalescePartitionsExec`. A plan in
-//! which [`CoRankRule`](super::CoRankRule) already put its node in place of the merge has no
+//! which [`CoRankRule`] already put its node in place of the merge has no
 //! place to cut: the scans under corank's node would silently stay on the coordinator. So the
 //! coordinator plans in three steps:
 //!
-//! 1. The physical optimizer rules, [`CoRankRule`](super::CoRankRule) among them, as in one
+//! 1. The physical optimizer rules, [`CoRankRule`] among them, as in one
 //!    process: the merge's input is proven or repaired (files split into row-group runs, or a
 //!    sort of each partition), and sorts become [`CoRankSortExec`]. Then `CoRankStageCut`
 //!    (the rule after it) gives the distributed planner its cut back: each `CoRankMergeExec`

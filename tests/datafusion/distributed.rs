@@ -6,7 +6,7 @@
 //! a network boundary of two tasks; each worker's task log (`--log-tasks`) shows the scan (and
 //! the `CoRankSortExec`) it ran. A `corank.*` setting changed in the coordinator's session is
 //! in the workers' plans and sessions; a stock worker (no corank codec) and a worker killed
-//! mid-query end the query in an error, never in wrong or missing rows.
+//! once it has taken its task end the query in an error, never in wrong or missing rows.
 //!
 //! Worker processes are killed when their guard drops, also when a test fails.
 
@@ -303,6 +303,7 @@ async fn a_worker_without_the_codec_fails_the_query() {
     let err = run(&ctx, "SELECT * FROM t ORDER BY k1, id").await.expect_err("a worker without corank's codec must fail the query");
     let message = err.to_string();
     assert!(message.contains("CoRankSortExec") || message.to_lowercase().contains("codec"), "not a clear error: {message}");
+    eprintln!("stock worker: {message}");
     server.abort();
 }
 

@@ -15,6 +15,8 @@
 pub mod ballista;
 mod codec;
 mod config;
+#[cfg(feature = "distributed")]
+pub mod distributed;
 mod error;
 mod exec;
 mod file_order;

@@ -12,6 +12,8 @@ mod datagen;
 mod ballista;
 #[cfg(feature = "ballista")]
 mod ballista_cluster;
+#[cfg(feature = "distributed")]
+mod distributed;
 mod exec;
 mod foreign_rule;
 mod many_runs;

@@ -412,17 +412,18 @@ fn cast_all(key: &str, data_type: &DataType, values: &[Option<&str>], paths: &[P
         .collect()
 }
 
-/// The partition keys (in the first path's order) and each file's value texts, as `mode`
-/// detects them; `None` where there are none.
-#[allow(clippy::type_complexity)]
-fn detect_untyped(paths: &[PathBuf], mode: HivePartitioning) -> Result<Option<(Vec<String>, Vec<Vec<Option<String>>>)>> {
+/// The partition keys (in the first path's order) and, per file, its value text of each.
+type KeyTexts = (Vec<String>, Vec<Vec<Option<String>>>);
+
+/// The partition keys and each file's value texts, as `mode` detects them; `None` where
+/// there are none.
+fn detect_untyped(paths: &[PathBuf], mode: HivePartitioning) -> Result<Option<KeyTexts>> {
     if mode == HivePartitioning::Never || paths.is_empty() {
         return Ok(None);
     }
     let parsed: Vec<Vec<(String, Option<String>)>> = paths.iter().map(|p| path_partitions(p)).collect();
     let first = &parsed[0];
-    #[allow(clippy::type_complexity)]
-    let refuse = |detail: String| -> Result<Option<(Vec<String>, Vec<Vec<Option<String>>>)>> {
+    let refuse = |detail: String| -> Result<Option<KeyTexts>> {
         match mode {
             HivePartitioning::Always => Err(Error::InvalidArgument(format!("hive partitioning: {detail}"))),
             _ => {

@@ -582,9 +582,9 @@ fn block_footers(plan: &MergePlan, blocks: &[Block]) -> Off<Vec<Option<Arc<Parqu
     let mut footers: Vec<Option<Arc<ParquetMetaData>>> = vec![None; plan.files.len()];
     for b in blocks {
         if footers[b.file].is_none() {
-            let (path, opened) = (&plan.files[b.file].path, plan.files[b.file].metadata.metadata());
+            let path = &plan.files[b.file].path;
             let groups: Vec<usize> = blocks.iter().filter(|o| o.file == b.file).map(|o| o.row_group).collect();
-            match read_footer(path, opened).and_then(|m| with_offset_indexes(path, m, &groups)) {
+            match read_footer(path).and_then(|m| with_offset_indexes(path, m, &groups)) {
                 Ok(m) => footers[b.file] = Some(Arc::new(m)),
                 Err(e) => return Err(format!("{}: {e}", path.display())),
             }
@@ -651,10 +651,9 @@ pub fn split_schedule(plan: &MergePlan, mode: Passthrough) -> Result<Schedule> {
 }
 
 /// A file's footer with its page indexes where it has them.
-/// `opened` is the footer read when the file was opened (an object's version is the one
-/// read then: its ETag is checked on every request).
-fn read_footer(path: &Path, opened: &ParquetMetaData) -> Result<ParquetMetaData> {
-    let file = crate::parquet::store::open(path, opened, None).map_err(|e| Error::io(path, "reading the footer", e))?;
+/// An object is read as the version opened with the plan (its ETag checked on every request).
+fn read_footer(path: &Path) -> Result<ParquetMetaData> {
+    let file = crate::parquet::store::open_streamed(path).map_err(|e| Error::io(path, "reading the footer", e))?;
     // Page indexes are read here, not when the file was opened: a corrupt one may panic.
     match crate::parquet::corrupt::catch(|| {
         ParquetMetaDataReader::new().with_page_index_policy(PageIndexPolicy::Optional).parse_and_finish(&file)
@@ -677,7 +676,8 @@ pub fn verify_block(plan: &MergePlan, block: &Block, converter: &RowConverter) -
     let context = || format!("checking the order of row group {}", block.row_group);
     // An object's row group is fetched whole at the first read (every column: the checksums
     // below read the others' pages), then read from memory.
-    let file = crate::parquet::store::open(path, f.metadata.metadata(), None).map_err(|e| Error::io(path, context(), e))?;
+    let file =
+        crate::parquet::store::open_row_group(path, f.metadata.metadata(), block.row_group).map_err(|e| Error::io(path, context(), e))?;
     let schema = f.metadata.schema();
     let roots: Vec<usize> = plan.keys.iter().map(|k| schema.index_of(&k.column)).collect::<std::result::Result<_, _>>()?;
     // The other columns are copied without being decoded: their pages' checksums, where

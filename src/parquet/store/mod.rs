@@ -224,6 +224,19 @@ pub(crate) fn open(path: &Path, metadata: &ParquetMetaData, leaves: Option<&Proj
     File::open(local_path(path)).map(Source::Local)
 }
 
+/// [`open`] for the chunks of row group `g` alone (every leaf): an object's plan holds that
+/// row group only, not the whole file's, for a reader that reads one row group.
+pub(crate) fn open_row_group(path: &Path, metadata: &ParquetMetaData, g: usize) -> std::io::Result<Source> {
+    if is_url(path) {
+        #[cfg(feature = "object-store")]
+        return object::open_row_group(path, metadata, g).map(Source::Remote);
+        #[cfg(not(feature = "object-store"))]
+        return Err(std::io::Error::other(unsupported(path).to_string()));
+    }
+    let _ = (metadata, g);
+    File::open(local_path(path)).map(Source::Local)
+}
+
 /// Opens the file at `path` to read bytes as asked: a local file, or the object (the
 /// version opened before, if it was) read without a plan, a range request per read or a
 /// block at a time when streamed (a large column chunk copied unchanged, bloom filters).

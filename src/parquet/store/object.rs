@@ -140,6 +140,11 @@ pub(crate) fn open_rows(path: &Path, metadata: &ParquetMetaData, leaves: Option<
     Ok(RemoteFile::new(known_object(path)?, Some(Arc::new(Plan::new(metadata, leaves)))))
 }
 
+/// A reader of the object at `path` for row group `g`'s chunks (all leaves) of `metadata`.
+pub(crate) fn open_row_group(path: &Path, metadata: &ParquetMetaData, g: usize) -> std::io::Result<RemoteFile> {
+    Ok(RemoteFile::new(known_object(path)?, Some(Arc::new(Plan::of_row_group(metadata, g)))))
+}
+
 /// A reader of the object at `path` without a plan: every read fetched as asked.
 pub(crate) fn open_streamed(path: &Path) -> std::io::Result<RemoteFile> {
     Ok(RemoteFile::new(known_object(path)?, None))
@@ -244,8 +249,17 @@ impl Plan {
     fn new(metadata: &ParquetMetaData, leaves: Option<&ProjectionMask>) -> Plan {
         let columns = metadata.file_metadata().schema_descr().num_columns();
         let leaves: Option<Vec<usize>> = leaves.map(|mask| (0..columns).filter(|&c| mask.leaf_included(c)).collect());
+        Plan::of_groups(metadata, leaves, 0..metadata.num_row_groups())
+    }
+
+    /// Row group `g`'s chunks, every leaf (a row group copied unchanged, or checked).
+    fn of_row_group(metadata: &ParquetMetaData, g: usize) -> Plan {
+        Plan::of_groups(metadata, None, g..g + 1)
+    }
+
+    fn of_groups(metadata: &ParquetMetaData, leaves: Option<Vec<usize>>, groups: std::ops::Range<usize>) -> Plan {
         let mut chunks = Vec::new();
-        for (g, rg) in metadata.row_groups().iter().enumerate() {
+        for (g, rg) in metadata.row_groups().iter().enumerate().take(groups.end).skip(groups.start) {
             for (c, chunk) in rg.columns().iter().enumerate() {
                 if leaves.as_ref().is_none_or(|l| l.contains(&c)) {
                     let (start, length) = chunk.byte_range();

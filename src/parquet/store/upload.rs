@@ -11,7 +11,8 @@
 //! **Abort.** An upload not completed (an error anywhere, the writer dropped) is aborted as
 //! it is dropped: its parts sent or in flight are discarded, the store keeps neither an
 //! object nor parts. The abort is tried again for 10 s (a store that failed a part may be
-//! back by then); a store unreachable all that time keeps the parts (never an object). Where the program installed corank's signal handlers
+//! back by then); a store unreachable all that time keeps the parts (never an object).
+//! Where the program installed corank's signal handlers
 //! ([`crate::parquet::remove_temp_file_on_signal`]), a signal (Ctrl-C) while an upload is
 //! open is handed to a thread of this module, which aborts the open uploads (10 s at most
 //! each), removes the local temporary files as the handler would, and ends the process with
@@ -201,10 +202,9 @@ impl Upload {
     /// `overwrite`, then made to appear whole. Returns the object's bytes. On an error the
     /// upload is aborted (as the dropped `Upload` goes).
     pub(crate) fn complete(mut self, overwrite: bool) -> Result<u64> {
-        let exists_now = |u: &Upload| -> Result<bool> { Ok(u.object_now()?.is_some()) };
         if self.upload.is_none() {
             // Smaller than a part: one request.
-            if !overwrite && exists_now(&self)? {
+            if !overwrite && self.object_now()?.is_some() {
                 return Err(Error::OutputExists { path: self.url.text.clone().into() });
             }
             let (store, location, payload) =

@@ -123,7 +123,7 @@ impl SortedParquetWriter {
                 let (done, chunks) = std::sync::mpsc::sync_channel(1);
                 let (path, footer) = (source.to_path_buf(), footer.clone());
                 rayon::spawn(move || {
-                    let read = store::open(&path, &footer, None).map_err(parquet::errors::ParquetError::from);
+                    let read = store::open_row_group(&path, &footer, g).map_err(parquet::errors::ParquetError::from);
                     let _ = done.send(read.and_then(|file| read_chunks(&file, &ranges)));
                 });
                 Some(chunks)

@@ -10,12 +10,17 @@ by the key:
 - ``pyarrow``: ``pa.concat_tables(runs).sort_by("l_orderkey")`` (a stable sort);
 - ``polars-sort``: ``pl.concat(frames).sort("l_orderkey", maintain_order=True)``;
 - ``polars-merge_sorted``: ``merge_sorted`` folded over the runs;
-- ``duckdb``: ``ORDER BY l_orderkey`` over the Arrow tables, ``.arrow()`` out.
+- ``duckdb``: ``ORDER BY l_orderkey`` over the Arrow tables, ``.arrow()`` out;
+- ``floor-copy``: no merge, the runs copied into one contiguous table (Polars'
+  ``pl.concat(frames, rechunk=True)``, pyarrow's ``concat_tables(runs).combine_chunks()``
+  without Polars): every value written once, as any merge that returns a table must; not a
+  contender, the last column says how far each is from it.
 
 A time counts only once the output is checked: equal to pyarrow's stable sort (corank,
 Polars); DuckDB's ORDER BY is not stable, so its keys must be in order and its rows the
-same multiset (by the unique ``id`` column). Medians of ``--reps`` after one warm-up; the
-ratio column is the fastest other contender's time over each corank engine's.
+same multiset (by the unique ``id`` column), and the floor's rows the same multiset. Medians of ``--reps`` after one warm-up; the
+"fastest other / this" column is the fastest other contender's time over each corank
+engine's; "this / floor" each time over the floor's.
 
 Then the GPU's second small merge in one process: 100k rows merged on the GPU engine after
 a first GPU merge has started the device, against the same merge on the CPU engine (the
@@ -91,8 +96,11 @@ def contenders(only):
             return merged
 
         out.append(("polars-merge_sorted", lambda runs: [pl.from_arrow(t) for t in runs], fold, "stable"))
+        out.append(("floor-copy", lambda runs: [pl.from_arrow(t) for t in runs],
+                    lambda frames: pl.concat(frames, rechunk=True), "copy"))
     except ImportError as e:
         print(f"polars missing: {e}", file=sys.stderr)
+        out.append(("floor-copy", lambda runs: runs, lambda runs: pa.concat_tables(runs).combine_chunks(), "copy"))
     try:
         import duckdb
 
@@ -124,13 +132,18 @@ def as_table(result):
 
 def check(name, kind, got, want):
     got = as_table(got).select(want.column_names)
-    if kind == "stable":
+    if kind == "copy":
+        if len(got) != len(want):
+            raise AssertionError(f"{name}: {len(got)} rows, not {len(want)}")
+    elif kind == "stable":
         if not got.cast(want.schema).equals(want):
             raise AssertionError(f"{name}: output differs from the stable sort")
         return
-    keys = got.column(KEY)
-    if len(keys) != len(want) or not pc.all(pc.greater_equal(keys[1:], keys[:-1])).as_py():
-        raise AssertionError(f"{name}: keys not in order")
+    else:
+        keys = got.column(KEY)
+        if len(keys) != len(want) or not pc.all(pc.greater_equal(keys[1:], keys[:-1])).as_py():
+            raise AssertionError(f"{name}: keys not in order")
+
     def ids(t):
         a = t.column("id")
         return pc.take(a, pc.sort_indices(a))
@@ -170,8 +183,8 @@ def main():
     args = p.parse_args()
     only = {o for o in args.only.split(",") if o}
     rows_list = [parse_count(r) for r in args.rows.split(",")]
-    print("| rows | contender | median s | Mrows/s | fastest other / this |")
-    print("|---:|---|---:|---:|---:|")
+    print("| rows | contender | median s | Mrows/s | fastest other / this | this / floor |")
+    print("|---:|---|---:|---:|---:|---:|")
     for rows in rows_list:
         runs = lineitem_runs(rows, args.runs)
         want = pa.concat_tables(runs).sort_by(KEY)
@@ -185,11 +198,13 @@ def main():
                 continue
             results[name] = time_it(run, state, args.reps)
             del state
-        others = [t for n, t in results.items() if not n.startswith("corank")]
+        others = [t for n, t in results.items() if not n.startswith(("corank", "floor"))]
         best_other = min(others) if others else None
+        floor = results.get("floor-copy")
         for name, t in results.items():
             ratio = f"{best_other / t:.2f}x" if best_other and name.startswith("corank") else ""
-            print(f"| {rows:,} | {name} | {t:.3f} | {rows / t / 1e6:.1f} | {ratio} |", flush=True)
+            to_floor = f"{t / floor:.2f}x" if floor and name != "floor-copy" else ""
+            print(f"| {rows:,} | {name} | {t:.3f} | {rows / t / 1e6:.1f} | {ratio} | {to_floor} |", flush=True)
         del runs, want
     if not args.no_small and (not only or "corank-gpu" in only):
         try:

@@ -13,6 +13,12 @@
 //! spills, order-preserving repartitions) are not plan nodes and stay as they are.
 //! With `corank.enabled = false` the rule does nothing (stock DataFusion).
 //!
+//! Each merge's scans read their files in their groups' order ([`preserve_file_order`]):
+//! under an `ORDER BY … LIMIT`, DataFusion's `LimitPushdown` marks a scan order-insensitive,
+//! and its partitions then trade files at run time (`enable_file_stream_work_stealing`), so
+//! a partition would be another's file, or two files one after the other: ties out of file
+//! order, a run that is not sorted.
+//!
 //! Sorts (`corank.sort`, on by default): `SortPreservingMergeExec(SortExec(preserve_partitioning,
 //! input))` becomes one [`CoRankSortExec`]`(input)`, and a `SortExec` with one output partition
 //! (not preserving partitioning, or over one partition) becomes a `CoRankSortExec`, where the
@@ -27,7 +33,7 @@ use super::sort_exec::CoRankSortExec;
 use super::stream::to_datafusion;
 use crate::keys::is_supported;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
+use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::common::Result;
 use datafusion::physical_expr::LexOrdering;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -61,6 +67,23 @@ fn sorted_input(
         Repair::Split(split) if split.equivalence_properties().ordering_satisfy(expr.clone())? => split,
         Repair::Split(_) | Repair::Sort => sort()?,
     })
+}
+
+/// `plan` with every scan whose order reaches its root told to keep its files' order
+/// (`ExecutionPlan::with_preserve_order(true)`): each partition reads the files of its own
+/// group, in order, whatever `LimitPushdown` decided (the module doc says why). The walk stops
+/// at a node that does not keep its input's order (a sort, a repartition): below it, file
+/// order means nothing to the merge.
+fn preserve_file_order(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    plan.transform_down(|node| {
+        let below =
+            if node.maintains_input_order().iter().all(|&kept| kept) { TreeNodeRecursion::Continue } else { TreeNodeRecursion::Jump };
+        Ok(match node.with_preserve_order(true) {
+            Some(kept) => Transformed::new(kept, true, below),
+            None => Transformed::new(node, false, below),
+        })
+    })
+    .data()
 }
 
 /// Whether corank encodes every key of `expr` over `schema`.
@@ -127,7 +150,7 @@ impl PhysicalOptimizerRule for CoRankRule {
             let Some(spm) = node.downcast_ref::<SortPreservingMergeExec>() else {
                 return Ok(Transformed::no(node));
             };
-            let input = sorted_input(spm.input(), spm.expr(), spm.fetch(), &access)?;
+            let input = preserve_file_order(sorted_input(spm.input(), spm.expr(), spm.fetch(), &access)?)?;
             let schema = spm.input().schema();
             let supported = keys_supported(spm.expr(), &schema);
             if !supported {

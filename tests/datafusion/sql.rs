@@ -211,3 +211,45 @@ async fn explain_shows_the_node_and_settings_switch_it() {
     let err = ctx.sql("SET corank.engine = 'tpu'").await.unwrap_err();
     assert!(err.to_string().contains("unknown engine 'tpu'"), "{err}");
 }
+
+/// `ORDER BY … LIMIT` over sorted files: DataFusion's limit pushdown marks the scan
+/// order-insensitive, which lets its partitions trade files at run time; the rule keeps
+/// each partition on its own file, so ties come in file order every time (and no partition
+/// reads two files one after the other). Small files and many partitions make the trade
+/// likely on every run without the rule's fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_limit_keeps_ties_in_file_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(5);
+    let o = SortOptions { descending: false, nulls_first: false };
+    let sizes = [40; 16];
+    write_files(dir.path(), &mut rng, &sizes, &DataType::Int64, o, o, 0.0, 40);
+    // The files in name order, concatenated, sorted stably by k1: the ids every run must give.
+    let mut rows: Vec<(i64, i64)> = Vec::new();
+    for f in 0..sizes.len() {
+        let file = std::fs::File::open(dir.path().join(format!("part-{f:03}.parquet"))).unwrap();
+        for batch in parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(file, 1024).unwrap() {
+            let batch = batch.unwrap();
+            let k = batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            let id = batch.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
+            rows.extend(k.values().iter().zip(id.values()).map(|(&k, &id)| (k, id)));
+        }
+    }
+    rows.sort_by_key(|&(k, _)| k); // stable
+    let want: Vec<i64> = rows.iter().take(300).map(|&(_, id)| id).collect();
+    for round in 0..10 {
+        let ctx = context(false, 16).await;
+        ctx.sql(&format!(
+            "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}' WITH ORDER (k1 ASC NULLS LAST, k2 ASC NULLS LAST)",
+            dir.path().display()
+        ))
+        .await
+        .unwrap();
+        let plan = ctx.sql("SELECT id FROM t ORDER BY k1 LIMIT 300").await.unwrap().create_physical_plan().await.unwrap();
+        let text = displayable(plan.as_ref()).indent(true).to_string();
+        assert_eq!(count_nodes(&plan, "CoRankMergeExec"), 1, "{text}");
+        let got = collect(plan, ctx.task_ctx()).await.unwrap();
+        let ids: Vec<i64> = got.iter().flat_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec()).collect();
+        assert_eq!(ids, want, "round {round}: ties not in file order\n{text}");
+    }
+}

@@ -102,6 +102,9 @@ struct Args {
     /// Leave the cluster out: the one-process cases only.
     #[arg(long)]
     no_cluster: bool,
+    /// Make (or find) the dataset, then stop: no case runs.
+    #[arg(long)]
+    data_only: bool,
 }
 
 /// Where a case runs.
@@ -157,14 +160,34 @@ async fn run_once(case: &Case, sql: &str, limited: bool, digest: bool, cluster: 
     let plan = case.ctx.sql(sql).await.map_err(err)?.create_physical_plan().await.map_err(err)?;
     let mut stream = datafusion::physical_plan::execute_stream(Arc::clone(&plan), case.ctx.task_ctx()).map_err(err)?;
     let (mut rows, mut d, mut kept) = (0, Digest::default(), vec![]);
+    // The rows' order-free hash on rayon's threads, a batch a job, at most IN_FLIGHT
+    // batches held (100M rows take a core minutes to hash; the time of a digesting run does
+    // not count).
+    const IN_FLIGHT: usize = 64;
+    let (tx, hashes) = std::sync::mpsc::channel::<u64>();
+    let mut in_flight = 0;
     while let Some(batch) = stream.next().await {
         let batch = batch.map_err(err)?;
         rows += batch.num_rows();
         match (digest, limited) {
-            (true, false) => d.add(&batch, 0),
+            (true, false) => {
+                d.add_keys(&batch, 0);
+                let tx = tx.clone();
+                rayon::spawn(move || {
+                    let _ = tx.send(digest::rows_hash(&batch));
+                });
+                in_flight += 1;
+                while in_flight >= IN_FLIGHT {
+                    d.rows_any_order = d.rows_any_order.wrapping_add(hashes.recv().map_err(|e| e.to_string())?);
+                    in_flight -= 1;
+                }
+            }
             (true, true) => kept.push(batch),
             (false, _) => {}
         }
+    }
+    for _ in 0..in_flight {
+        d.rows_any_order = d.rows_any_order.wrapping_add(hashes.recv().map_err(|e| e.to_string())?);
     }
     let time = t.elapsed();
     drop(stream);
@@ -381,6 +404,10 @@ fn run(args: &Args) -> Result<bool, String> {
     let files = dataset(&dir, args.files, args.rows)?;
     let table_dir = files[0].parent().ok_or("the dataset's folder")?.to_path_buf();
     let bytes: u64 = files.iter().filter_map(|f| f.metadata().ok()).map(|m| m.len()).sum();
+    if args.data_only {
+        println!("{}: {} files, {:.1} MiB", table_dir.display(), files.len(), bytes as f64 / (1 << 20) as f64);
+        return Ok(true);
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let vcores = args.vcores.unwrap_or((cores / 2).max(1));
     // The processes are started from this (the main) thread: their PR_SET_PDEATHSIG is tied

@@ -7,8 +7,10 @@
 # output checked against stock's before a time counts (benches/cluster/main.rs).
 #
 # Pack (here):   PACK_PROFILE=quick PACK_FEATURES=ballista ../shared/gpu/pack --bench cluster --bin corank-ballista
-#                (cargo also builds and packs the `corank` binary for the bench; about 47 MiB of
-#                xz from the quick profile, see docs/ballista.md "Performance")
+#                (cargo also builds and packs the `corank` binary for the bench: about 47 MiB of
+#                xz from the quick profile, estimated from each binary's xz size; the tree's
+#                ~5 MB fits beside it. PACK_PROFILE=release, where a release build with
+#                `ballista` exists, times both sides as the operator bench's recorded figures did)
 # Run (there):   STEP=data bash docs/device/cluster.sh     (carry .gpu; one call: the dataset)
 #                bash docs/device/cluster.sh               (the next call, same warm host: the bench)
 #   ENGINES=cpu RUNS=1 bash docs/device/cluster.sh

@@ -86,7 +86,8 @@ struct Args {
     /// Timed runs per case (the median counts), after one warm-up run that checks outputs.
     #[arg(long, default_value_t = 3)]
     runs: usize,
-    /// The LIMIT of the second query (0: no such query).
+    /// The LIMIT of the second query (0: no such query); the warm-up run holds its output
+    /// in memory for the check.
     #[arg(long, default_value_t = 10_000)]
     limit: usize,
     /// corank's engines (`corank.engine`), comma-separated (default: cpu, and gpu where one

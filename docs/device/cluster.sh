@@ -11,6 +11,11 @@
 #                xz from the quick profile, estimated from each binary's xz size; the tree's
 #                ~5 MB fits beside it. PACK_PROFILE=release, where a release build with
 #                `ballista` exists, times both sides as the operator bench's recorded figures did)
+#   or the two binaries alone by hand (39.3 MiB from the quick build with --all-features):
+#                mkdir -p .gpu/bin && cp "$CARGO_TARGET_DIR"/quick/deps/cluster-<hash> .gpu/bin/bench-cluster &&
+#                cp "$CARGO_TARGET_DIR"/quick/corank-ballista .gpu/bin/bin-corank-ballista && strip .gpu/bin/* &&
+#                cp ../shared/gpu/remote .gpu/ && tar -C .gpu -cf - bin | xz -T0 -6 > .gpu/bundle.tar.xz && rm -r .gpu/bin
+#                (the bench's executable: `cargo bench --profile quick --all-features --bench cluster --no-run`)
 # Run (there):   STEP=data bash docs/device/cluster.sh     (carry .gpu; one call: the dataset)
 #                bash docs/device/cluster.sh               (the next call, same warm host: the bench)
 #   ENGINES=cpu RUNS=1 bash docs/device/cluster.sh

@@ -51,7 +51,6 @@
 //! at 12.6M rows: `CORANK_BENCH_SQL=sort cargo bench --bench operator -- 0 12582912 3 0`.
 
 use arrow::array::{ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray, UInt64Array};
-use arrow::row::{RowConverter, SortField};
 use corank::datafusion::{session_context, CoRankMergeExec, CoRankSortExec, MergeSettings};
 use corank::{Devices, Engine, EngineOptions};
 use datafusion::physical_plan::sorts::sort::SortExec;
@@ -59,6 +58,7 @@ use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMerge
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use datafusion::prelude::*;
 use datagen::{sorted_runs, KeyShape};
+use digest::Digest;
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use parquet::arrow::ArrowWriter;
@@ -69,6 +69,8 @@ use std::time::{Duration, Instant};
 
 #[path = "../src/cli/datagen.rs"]
 mod datagen;
+#[path = "common/digest.rs"]
+mod digest;
 #[path = "common/spm.rs"]
 mod spm;
 
@@ -91,40 +93,6 @@ struct Measured {
     first_rows: usize,
     /// The first batches' times, run by run (the paired ratios to the baseline's).
     firsts: Vec<Duration>,
-}
-
-/// A case's output, digested: rows, a hash of the key column (column 0, or the column
-/// `measure` names) in output order, and the wrapping sum of every row's hash (equal for the
-/// same rows in any order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct Digest {
-    rows: usize,
-    keys_in_order: u64,
-    rows_any_order: u64,
-}
-
-fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
-
-impl Digest {
-    fn add(&mut self, batch: &RecordBatch, key: usize) {
-        let fields = batch.schema().fields().iter().map(|f| SortField::new(f.data_type().clone())).collect();
-        let converter = RowConverter::new(fields).unwrap();
-        let rows = converter.convert_columns(batch.columns()).unwrap();
-        let keys = RowConverter::new(vec![SortField::new(batch.column(key).data_type().clone())]).unwrap();
-        let key_rows = keys.convert_columns(&batch.columns()[key..key + 1]).unwrap();
-        for r in 0..batch.num_rows() {
-            self.keys_in_order = fnv1a(self.keys_in_order, key_rows.row(r).as_ref());
-            // Mixed so that a sum of row hashes does not cancel out.
-            let h = fnv1a(0xcbf2_9ce4_8422_2325, rows.row(r).as_ref());
-            self.rows_any_order = self.rows_any_order.wrapping_add(h.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (h >> 29));
-        }
-        self.rows += batch.num_rows();
-    }
 }
 
 /// Runs per case that stop at the first batch, for the first-batch medians.

@@ -12,6 +12,9 @@ mod args;
 mod chart;
 #[path = "../../benches/cli/check.rs"]
 mod check;
+// The cluster bench's (`benches/cluster`) reading of Ballista's stages, for its unit tests.
+#[path = "../../benches/cluster/stages.rs"]
+mod cluster_stages;
 #[path = "../../benches/cli/contenders.rs"]
 mod contenders;
 #[path = "../../benches/cli/datafusion_copy.rs"]

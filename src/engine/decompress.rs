@@ -6,9 +6,9 @@
 //! The caller lays the image and the output out (`parquet/device/decompress.rs` for the
 //! pages of Parquet column chunks); the device checks the layout before any work is queued:
 //! spans inside both buffers, no two outputs overlapping, every decompressed span's input and
-//! output offsets multiples of [`SPAN_ALIGN`] (nvCOMP 6 asks for 8-byte input alignment for
-//! zstd, 4 for LZ4, 1 for snappy; the library's own answer is checked against this constant
-//! at load).
+//! output offsets multiples of [`SPAN_ALIGN`] (nvCOMP 6's headers name 8-byte input alignment
+//! for zstd, 4 for LZ4, 1 for snappy; the library's own answer at run time, 1 in 6.0.0.12, is
+//! checked against this constant at load).
 
 /// The alignment of every decompressed span's input and output offset.
 pub(crate) const SPAN_ALIGN: usize = 16;

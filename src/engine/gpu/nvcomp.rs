@@ -662,7 +662,8 @@ mod tests {
                 eprintln!("{what}");
                 let nv = nvcomp().unwrap();
                 assert_eq!(nv.version / 1000, 6);
-                for c in &nv.codecs {
+                for (name, c) in DeviceCodec::ALL.iter().zip(&nv.codecs) {
+                    eprintln!("{}: alignments {:?}", name.name(), c.alignments);
                     assert!(
                         SPAN_ALIGN.is_multiple_of(c.alignments.input) && SPAN_ALIGN.is_multiple_of(c.alignments.output),
                         "{:?}",

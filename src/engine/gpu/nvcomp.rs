@@ -9,10 +9,11 @@
 //!    load, nvCOMP is unavailable (what the user named is not silently replaced);
 //! 2. a copy already loaded in the process (the Python package loads the wheel's, as it
 //!    loads NVRTC's);
-//! 3. the pip package in the Python environments a user expects: `$PYTHONPATH`'s folders,
-//!    `$VIRTUAL_ENV` and `$CONDA_PREFIX` (`lib/python3.*/site-packages`), the user's
-//!    `~/.local/lib/python3.*/site-packages`, and `/usr/local/lib` and `/usr/lib`'s
-//!    `python3*/{site,dist}-packages`;
+//! 3. the pip package in the Python environments a user expects: `$PYTHONPATH`'s folders;
+//!    the running interpreter's (where this process is Python: the Python package, and the
+//!    `corank` command pip installs), `$VIRTUAL_ENV`'s and `$CONDA_PREFIX`'s
+//!    `lib/python3*/{site,dist}-packages`; the user's `~/.local/lib/python3*/site-packages`;
+//!    `/usr/local/lib` and `/usr/lib`'s `python3*/{site,dist}-packages`;
 //! 4. the loader's search path (`dlopen("libnvcomp.so.6")`: `LD_LIBRARY_PATH`, the cache).
 //!
 //! Absent, the Parquet work stays on the CPU: the first caller that asks logs one line
@@ -221,16 +222,23 @@ fn python_dirs(lib: &Path, kinds: &[&str]) -> Vec<PathBuf> {
     pythons.into_iter().flat_map(|p| kinds.iter().map(move |k| p.join(k))).collect()
 }
 
-/// The pip package's library in the Python environments of the module doc, in that order.
-fn pip_candidates() -> Vec<PathBuf> {
+/// The prefix of the Python interpreter this process is (the Python package's extension,
+/// and the `corank` command pip installs, which runs in Python): `PREFIX/bin/python3.X`.
+fn running_python_prefix() -> Option<PathBuf> {
+    let exe = std::fs::read_link("/proc/self/exe").ok()?;
+    let name = exe.file_name()?.to_string_lossy().into_owned();
+    name.starts_with("python").then(|| exe.parent()?.parent().map(Path::to_path_buf)).flatten()
+}
+
+/// The Python folders where the pip package may be, in the module doc's order.
+fn site_dirs() -> Vec<PathBuf> {
     let mut sites: Vec<PathBuf> = Vec::new();
     if let Some(pp) = std::env::var_os("PYTHONPATH") {
         sites.extend(std::env::split_paths(&pp));
     }
-    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
-        if let Some(prefix) = std::env::var_os(var) {
-            sites.extend(python_dirs(&Path::new(&prefix).join("lib"), &["site-packages"]));
-        }
+    let prefixes = ["VIRTUAL_ENV", "CONDA_PREFIX"].iter().filter_map(|v| std::env::var_os(v).map(PathBuf::from));
+    for prefix in running_python_prefix().into_iter().chain(prefixes) {
+        sites.extend(python_dirs(&prefix.join("lib"), &["site-packages", "dist-packages"]));
     }
     if let Some(home) = std::env::var_os("HOME") {
         sites.extend(python_dirs(&Path::new(&home).join(".local/lib"), &["site-packages"]));
@@ -238,6 +246,11 @@ fn pip_candidates() -> Vec<PathBuf> {
     for lib in ["/usr/local/lib", "/usr/lib"] {
         sites.extend(python_dirs(Path::new(lib), &["site-packages", "dist-packages"]));
     }
+    sites
+}
+
+/// The pip package's library in each of `sites` that holds it.
+fn pip_libraries(sites: Vec<PathBuf>) -> Vec<PathBuf> {
     sites.into_iter().map(|s| s.join("nvidia/libnvcomp/lib64").join(SONAME)).filter(|p| p.is_file()).collect()
 }
 
@@ -255,7 +268,7 @@ fn load(named: Option<std::ffi::OsString>) -> std::result::Result<Nvcomp, String
         return bind(h, format!("{SONAME} (already loaded)"));
     }
     let mut tried = Vec::new();
-    for p in pip_candidates() {
+    for p in pip_libraries(site_dirs()) {
         let shown = p.display().to_string();
         match dlopen(&shown, flags) {
             Ok(h) => return bind(h, shown),
@@ -606,6 +619,22 @@ mod tests {
         let sp = |input, output, len| Span { codec: None, input, input_len: len, output, output_len: len };
         let job = DecompressJob { image_len: 100, spans: vec![sp(10, 0, 5), sp(0, 50, 10), sp(15, 5, 5), sp(30, 20, 5)], output_len: 100 };
         assert_eq!(merged_copies(&job), vec![(0, 50, 10), (10, 0, 10), (30, 20, 5)]);
+    }
+
+    /// The pip package's layout is found under a prefix's `lib/python3.*/site-packages`.
+    #[test]
+    fn finds_the_pip_package_layout() {
+        let root = std::env::temp_dir().join(format!("corank-nvcomp-{}", std::process::id()));
+        let lib64 = root.join("lib/python3.12/site-packages/nvidia/libnvcomp/lib64");
+        std::fs::create_dir_all(&lib64).unwrap();
+        std::fs::create_dir_all(root.join("lib/python3.11/site-packages")).unwrap();
+        std::fs::write(lib64.join(SONAME), b"").unwrap();
+        let sites = python_dirs(&root.join("lib"), &["site-packages"]);
+        assert_eq!(sites.len(), 2, "{sites:?}");
+        assert_eq!(pip_libraries(sites), vec![lib64.join(SONAME)]);
+        assert_eq!(in_folder(&root.join("lib/python3.12/site-packages")), lib64.join(SONAME));
+        assert_eq!(in_folder(lib64.parent().unwrap()), lib64.join(SONAME));
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     /// A library `CORANK_NVCOMP` names that does not load makes nvCOMP unavailable, saying

@@ -10,6 +10,9 @@
 //! for zstd, 4 for LZ4, 1 for snappy; the library's own answer at run time, 1 in 6.0.0.12, is
 //! checked against this constant at load).
 
+// Its one caller is the Parquet reader (`parquet/device/`): unused in builds without it.
+#![cfg_attr(not(feature = "parquet"), allow(dead_code))]
+
 /// The alignment of every decompressed span's input and output offset.
 pub(crate) const SPAN_ALIGN: usize = 16;
 

@@ -134,8 +134,10 @@ pub fn gather_all_on_device(batches: &[RecordBatch], perm: &Permutation, options
     }
 }
 
+// The nvCOMP entries' one caller is the Parquet reader (`parquet/device/`).
 /// Whether nvCOMP loads here (no GPU needed): where it was found, or why not (without the
 /// `gpu` feature: not on this build). The first call that finds it absent logs one line.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
 pub fn nvcomp_availability() -> std::result::Result<String, String> {
     #[cfg(feature = "gpu")]
     return super::gpu::nvcomp::availability();
@@ -144,13 +146,16 @@ pub fn nvcomp_availability() -> std::result::Result<String, String> {
 }
 
 #[cfg(feature = "gpu")]
+#[cfg_attr(not(feature = "parquet"), allow(unused_imports))]
 pub(crate) use super::gpu::nvcomp::{Decompressed, DeviceOutput};
 
 /// A decompression's output on the device (none without the `gpu` feature).
 #[cfg(not(feature = "gpu"))]
+#[allow(dead_code)] // never made: without the `gpu` feature nothing runs on a device
 pub(crate) struct DeviceOutput(std::convert::Infallible);
 
 #[cfg(not(feature = "gpu"))]
+#[allow(dead_code)] // as above
 impl DeviceOutput {
     /// The output's length in bytes.
     pub fn len(&self) -> usize {
@@ -165,6 +170,7 @@ impl DeviceOutput {
 
 /// A decompression's result (never made without the `gpu` feature).
 #[cfg(not(feature = "gpu"))]
+#[allow(dead_code)] // as above
 pub(crate) struct Decompressed {
     pub output: DeviceOutput,
     pub statuses: Vec<super::decompress::SpanStatus>,
@@ -176,6 +182,7 @@ pub(crate) struct Decompressed {
 /// `device` through nvCOMP: `fill` writes the upload image. Call it off rayon's workers
 /// (it may wait on a device). `Error::GpuUnavailable` without nvCOMP, a GPU or the `gpu`
 /// feature.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
 pub(crate) fn decompress_on_device(
     device: usize,
     job: &super::decompress::DecompressJob,

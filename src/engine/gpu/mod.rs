@@ -42,7 +42,7 @@
 //!   there are copied by DMA, with no staging copy ([`merge_gpu_into`]);
 //! - `gather`: the payload gather on the device (plan, launch sequence, drain, cost rule);
 //! - `nvcomp`: NVIDIA nvCOMP loaded at run time, and the batched decompression of Parquet
-//!   pages with it (a [`crate::engine::decompress::DecompressJob`]);
+//!   pages with it (a `DecompressJob` of `engine/decompress.rs`);
 //! - `runtime`: all process-wide GPU state in one value (contexts, warm-ups, the gather's
 //!   pinned pool and device buffers, registered ranges, peer access, tuning overrides).
 //!

@@ -43,6 +43,9 @@
 //! the Parquet caller checks the pages' headers, sizes and offsets first, and a stream that
 //! lies is caught by the size check only as far as nvCOMP reports it.
 
+// Its one caller is the Parquet reader (`parquet/device/`): unused in builds without it.
+#![cfg_attr(not(feature = "parquet"), allow(dead_code))]
+
 use super::context::{gpu, gpu_err, DevBuf};
 use crate::engine::decompress::{DecompressJob, DeviceCodec, SpanStatus, SPAN_ALIGN};
 use crate::{Error, Result};

@@ -500,15 +500,23 @@ pub(crate) fn decompress(device: usize, job: &DecompressJob, fill: &mut dyn FnMu
 
     let mut staging = STAGING.lock().unwrap_or_else(|p| p.into_inner());
     if staging.as_ref().is_none_or(|p| p.len < upload_len) {
-        *staging = None; // freed before the larger one is pinned
-                         // SAFETY: a plain pinned allocation in the context bound to this thread.
-        let p = unsafe { result::malloc_host(upload_len.max(1), 0) }.map_err(gpu_err("pinning nvCOMP's upload buffer"))?;
-        *staging = Some(Pinned { ptr: p as *mut u8, len: upload_len.max(1) });
+        // The smaller buffer is freed before the larger one is pinned.
+        *staging = None;
+        let len = upload_len.max(1);
+        // SAFETY: a plain pinned allocation in the context bound to this thread, of `len`
+        // bytes, every one written here: later calls see initialized memory (the padding
+        // between spans keeps whatever an earlier call left, and is never read as data).
+        let p = unsafe {
+            let p = result::malloc_host(len, 0).map_err(gpu_err("pinning nvCOMP's upload buffer"))? as *mut u8;
+            std::ptr::write_bytes(p, 0, len);
+            p
+        };
+        *staging = Some(Pinned { ptr: p, len });
     }
     let pinned = staging.as_mut().expect("allocated above");
-    // SAFETY: `pinned` holds at least `upload_len` bytes, owned by this call under the mutex.
+    // SAFETY: `pinned` holds at least `upload_len` initialized bytes, owned by this call
+    // under the mutex.
     let host = unsafe { std::slice::from_raw_parts_mut(pinned.ptr, upload_len) };
-    host[..meta_at].fill(0);
     fill(&mut host[..job.image_len]);
     let mut meta: Vec<u64> = Vec::with_capacity(meta_words);
     for (_, idx) in &groups {

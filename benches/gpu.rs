@@ -28,6 +28,16 @@
 //! sort from host memory split across them (one piece a device, the sorted pieces merged on
 //! the first), each against one GPU in the same run.
 //!
+//! Parquet pages decompressed on the device (`nvcomp`, issue 69 stage 1; not in the default
+//! sections, and the only one run when named alone: `CORANK_BENCH_SECTIONS=nvcomp`): every
+//! column chunk of lineitem files written by arrow-rs with zstd (`CORANK_NVCOMP_FILES` files
+//! of `CORANK_NVCOMP_ROWS` rows, default 16 x 1M, row groups of 1M rows; or the `*.parquet`
+//! files of `CORANK_NVCOMP_DIR`) read into memory, then decompressed by nvCOMP in one call
+//! (upload included, and the device's time alone) and by parquet-rs's page reader on every
+//! core (rayon over the column chunks). GB/s count the column chunks' bytes as stored
+//! (compressed, headers included). The device's pages are checked equal to the CPU's before
+//! a time counts. Needs nvCOMP (`CORANK_NVCOMP`, docs/gpu.md).
+//!
 //! `CORANK_KERNEL_SOURCES=DIR` compiles the kernels from DIR's copies of `cuda/` (kernel
 //! variants measured without a Rust build).
 //!
@@ -49,6 +59,9 @@ use std::time::Instant;
 
 #[path = "common/spm.rs"]
 mod spm;
+
+#[path = "../src/cli/datagen.rs"]
+mod datagen;
 
 fn median(mut v: Vec<f32>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -88,6 +101,12 @@ fn main() {
     }
     let sections = std::env::var("CORANK_BENCH_SECTIONS").unwrap_or_else(|_| "2way,kway,host,spm,gather,multi,sort".into());
     let run = |s: &str| sections.split(',').any(|x| x.trim() == s);
+    if run("nvcomp") {
+        nvcomp_section();
+        if sections.split(',').all(|x| x.trim() == "nvcomp") {
+            return;
+        }
+    }
     let reps = 7;
     let n = 1usize << 28;
     let device = gpu::device_name(0).unwrap();
@@ -150,6 +169,61 @@ fn main() {
     }
     for line in gather_table.into_iter().chain(multi_table) {
         println!("{line}");
+    }
+}
+
+/// The decode-alone table (the file's header says what it measures).
+fn nvcomp_section() {
+    let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let reps = env("CORANK_NVCOMP_REPS", 5);
+    let _keep;
+    let files: Vec<std::path::PathBuf> = match std::env::var("CORANK_NVCOMP_DIR") {
+        Ok(dir) => {
+            let mut v: Vec<_> = std::fs::read_dir(&dir)
+                .expect("CORANK_NVCOMP_DIR")
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+                .collect();
+            v.sort();
+            v
+        }
+        Err(_) => {
+            let (n, rows) = (env("CORANK_NVCOMP_FILES", 16), env("CORANK_NVCOMP_ROWS", 1_000_000));
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let t = Instant::now();
+            let files = datagen::write_lineitem_files(dir.path(), n, rows, 1 << 20, datagen::FileLayout::Sorted, 69)
+                .expect("writing lineitem files");
+            println!("wrote {n} lineitem zstd files of {rows} rows in {:.1?}", t.elapsed());
+            _keep = dir;
+            files
+        }
+    };
+    let m = corank::__bench::nvcomp::decode_alone(&files, 0, reps).unwrap_or_else(|e| panic!("nvcomp: {e}"));
+    let ms = |v: Vec<f64>| median(v.into_iter().map(|x| x as f32).collect());
+    let wall = ms(m.device_wall.iter().map(|d| d.as_secs_f64() * 1e3).collect());
+    let upload = ms(m.device_upload_ms.iter().map(|&x| x as f64).collect());
+    let device = ms(m.device_ms.iter().map(|&x| x as f64).collect());
+    let cpu = ms(m.cpu_wall.iter().map(|d| d.as_secs_f64() * 1e3).collect());
+    let gbs = |ms: f64| m.chunk_bytes as f64 / ms / 1e6;
+    println!(
+        "\nParquet pages decompressed (decode alone), {} files, {} column chunks, {} pages: {:.1} MB stored, {:.1} MB decompressed; \
+         median of {reps}, outputs checked equal; {} CPU threads",
+        files.len(),
+        m.chunks,
+        m.pages,
+        m.chunk_bytes as f64 / 1e6,
+        m.uncompressed_bytes as f64 / 1e6,
+        rayon::current_num_threads()
+    );
+    println!("| path | ms | GB/s of stored chunk bytes | ratio to the CPU |");
+    println!("|---|---:|---:|---:|");
+    for (name, t) in [
+        ("device: nvCOMP, upload included (wall: layout, image, upload, decompress, statuses)", wall),
+        ("device: upload alone (CUDA events)", upload),
+        ("device: decompression and copies alone (CUDA events)", device),
+        ("CPU: parquet-rs page reader, every core (rayon over column chunks)", cpu),
+    ] {
+        println!("| {name} | {t:.2} | {:.2} | {:.2} |", gbs(t), cpu / t);
     }
 }
 

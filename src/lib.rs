@@ -100,5 +100,8 @@ pub mod __bench {
     pub use crate::engine::gpu;
     pub use crate::engine::sort::sort_cpu;
     pub use crate::keys::{encode_runs, KeyColumn};
+    /// Parquet pages decompressed on the device against the CPU (`benches/gpu.rs`, `nvcomp`).
+    #[cfg(feature = "parquet")]
+    pub use crate::parquet::device::bench as nvcomp;
     pub use crate::permutation::RunLocator;
 }

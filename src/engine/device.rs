@@ -1,6 +1,7 @@
 //! The device-side work that callers above the engine ask for, in builds with and without
-//! the `gpu` feature: the gather of a merged round's fixed-width columns on the GPU and the
-//! pieces of a whole-input sort on the device. Without the feature every function here
+//! the `gpu` feature: the gather of a merged round's fixed-width columns on the GPU, the
+//! pieces of a whole-input sort on the device, and a batched decompression through nvCOMP
+//! ([`decompress_on_device`], for Parquet pages). Without the feature every function here
 //! answers "not on this build" (`None`, `false`, or `Error::GpuUnavailable`), so the
 //! frontier and the DataFusion nodes carry no `cfg(feature = "gpu")` and no `engine::gpu`
 //! path of their own. Whether device work is done at all is decided in
@@ -129,6 +130,69 @@ pub fn gather_all_on_device(batches: &[RecordBatch], perm: &Permutation, options
     #[cfg(not(feature = "gpu"))]
     {
         let _ = (batches, perm, options);
+        Err(not_built())
+    }
+}
+
+// The nvCOMP entries' one caller is the Parquet reader (`parquet/device/`).
+/// Whether nvCOMP loads here (no GPU needed): where it was found, or why not (without the
+/// `gpu` feature: not on this build). The first call that finds it absent logs one line.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+pub fn nvcomp_availability() -> std::result::Result<String, String> {
+    #[cfg(feature = "gpu")]
+    return super::gpu::nvcomp::availability();
+    #[cfg(not(feature = "gpu"))]
+    Err(not_built().to_string())
+}
+
+#[cfg(feature = "gpu")]
+#[cfg_attr(not(feature = "parquet"), allow(unused_imports))]
+pub(crate) use super::gpu::nvcomp::{Decompressed, DeviceOutput};
+
+/// A decompression's output on the device (none without the `gpu` feature).
+#[cfg(not(feature = "gpu"))]
+#[allow(dead_code)] // never made: without the `gpu` feature nothing runs on a device
+pub(crate) struct DeviceOutput(std::convert::Infallible);
+
+#[cfg(not(feature = "gpu"))]
+#[allow(dead_code)] // as above
+impl DeviceOutput {
+    /// The output's length in bytes.
+    pub fn len(&self) -> usize {
+        match self.0 {}
+    }
+
+    /// The output copied to host memory.
+    pub fn to_host(&self) -> Result<Vec<u8>> {
+        match self.0 {}
+    }
+}
+
+/// A decompression's result (never made without the `gpu` feature).
+#[cfg(not(feature = "gpu"))]
+#[allow(dead_code)] // as above
+pub(crate) struct Decompressed {
+    pub output: DeviceOutput,
+    pub statuses: Vec<super::decompress::SpanStatus>,
+    pub upload_ms: f32,
+    pub device_ms: f32,
+}
+
+/// Runs a batched decompression ([`super::decompress::DecompressJob`]) on CUDA device
+/// `device` through nvCOMP: `fill` writes the upload image. Call it off rayon's workers
+/// (it may wait on a device). `Error::GpuUnavailable` without nvCOMP, a GPU or the `gpu`
+/// feature.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+pub(crate) fn decompress_on_device(
+    device: usize,
+    job: &super::decompress::DecompressJob,
+    fill: &mut dyn FnMut(&mut [u8]),
+) -> Result<Decompressed> {
+    #[cfg(feature = "gpu")]
+    return super::gpu::nvcomp::decompress(device, job, fill);
+    #[cfg(not(feature = "gpu"))]
+    {
+        let _ = (device, job, fill);
         Err(not_built())
     }
 }

@@ -3,7 +3,8 @@
 //! feature `gpu`), and above them the one place that decides between them
 //! ([`placement`]: every CPU-or-GPU rule, [`auto`]'s choice per round among them) and the
 //! device work callers above the engine may ask for ([`device`]: a round's device gather,
-//! a whole sort's pieces; "not on this build" without the `gpu` feature).
+//! a whole sort's pieces, a batched decompression described by [`decompress`]; "not on
+//! this build" without the `gpu` feature).
 //!
 //! [`merge_keys`] and [`sort::sort_keys`] run one job on the engine
 //! `placement::choose_engine` picks, with the fallback of [`OnGpuFailure`]. Both engines
@@ -12,6 +13,7 @@
 pub mod auto;
 pub mod co_rank;
 pub mod cpu;
+pub mod decompress;
 pub mod device;
 #[cfg(feature = "gpu")]
 pub mod gpu;

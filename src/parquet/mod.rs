@@ -49,6 +49,7 @@
 #[cfg(test)]
 mod cancel_tests;
 pub(crate) mod corrupt;
+pub(crate) mod device;
 pub(crate) mod inputs;
 pub(crate) mod interrupt;
 pub(crate) mod leftovers;

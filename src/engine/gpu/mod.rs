@@ -41,6 +41,8 @@
 //! - `pinned`: host memory registered with the driver ([`Registered`]): keys and outputs
 //!   there are copied by DMA, with no staging copy ([`merge_gpu_into`]);
 //! - `gather`: the payload gather on the device (plan, launch sequence, drain, cost rule);
+//! - `nvcomp`: NVIDIA nvCOMP loaded at run time, and the batched decompression of Parquet
+//!   pages with it (a `DecompressJob` of `engine/decompress.rs`);
 //! - `runtime`: all process-wide GPU state in one value (contexts, warm-ups, the gather's
 //!   pinned pool and device buffers, registered ranges, peer access, tuning overrides).
 //!
@@ -57,6 +59,7 @@ mod launch;
 mod manifest;
 mod merge;
 mod multi;
+pub(crate) mod nvcomp;
 mod nvrtc;
 mod pinned;
 mod plan;

@@ -1,0 +1,60 @@
+//! The Parquet work of issue 69 moved onto the device, stage 1: column chunks' pages
+//! decompressed by nvCOMP on the GPU.
+//!
+//! The data flow, for one or more column chunks of a file:
+//!
+//! 1. the chunk's bytes are read from its `ColumnChunkMetaData` byte range ([`chunk_bytes`]);
+//! 2. its page table is read on the CPU ([`page_table`], the headers by [`thrift`]): each
+//!    page's kind, header and body offsets, sizes, value count, encodings, a v2 page's level
+//!    bytes and `is_compressed` flag;
+//! 3. the chunks are laid out and decompressed on the device ([`decompress`]): one upload,
+//!    one batched nvCOMP call per codec (zstd, snappy, LZ4_RAW; the engine's
+//!    `engine/gpu/nvcomp.rs`), every page's body in one device buffer, each page's status
+//!    checked.
+//!
+//! Not yet (issue 69's later stages): decoding the pages on the device, `corank merge` and
+//! `corank sort` reading through this path, encoding on the device. Nothing outside the
+//! tests and the benchmark calls it yet, so the CPU path is unchanged.
+
+#[doc(hidden)]
+pub mod bench;
+pub(crate) mod decompress;
+pub(crate) mod page_table;
+pub(crate) mod thrift;
+
+#[cfg(test)]
+mod tests;
+
+use crate::error::{Error, Result};
+use page_table::{read_page_table, PageTable};
+use parquet::file::metadata::ColumnChunkMetaData;
+use std::path::Path;
+
+/// The byte range of a column chunk in its file: (start, length).
+pub(crate) fn chunk_range(meta: &ColumnChunkMetaData) -> (u64, u64) {
+    meta.byte_range()
+}
+
+/// Reads a column chunk's bytes from `file`.
+pub(crate) fn chunk_bytes(file: &std::fs::File, path: &Path, meta: &ColumnChunkMetaData) -> Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let (start, len) = chunk_range(meta);
+    let len = usize::try_from(len).map_err(|_| Error::File { path: path.into(), detail: format!("a column chunk of {len} bytes") })?;
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, start).map_err(|e| Error::Io {
+        path: Some(path.into()),
+        context: format!("reading column chunk {} ({len} bytes at {start})", meta.column_path().string()),
+        source: e,
+    })?;
+    Ok(bytes)
+}
+
+/// The page table of a column chunk's `bytes` (as [`chunk_bytes`] reads them), checked
+/// against its footer entry; an error names the file, row group and column.
+pub(crate) fn page_table_of(path: &Path, row_group: usize, meta: &ColumnChunkMetaData, bytes: &[u8]) -> Result<PageTable> {
+    let values = u64::try_from(meta.num_values()).ok();
+    read_page_table(bytes, meta.compression(), values).map_err(|e| Error::File {
+        path: path.into(),
+        detail: format!("row group {row_group}, column {}: {e}", meta.column_path().string()),
+    })
+}

@@ -73,7 +73,12 @@ impl<'a> RunReader<'a> {
             skip -= self.run.row_group_rows[first];
             first += 1;
         }
-        let file = crate::parquet::store::open_groups(self.path, self.metadata.metadata(), &self.run.row_groups[first..])
+        // The most row groups a batch of the reader reaches over, from wherever it starts:
+        // the decoder reads each column of a batch across all of them in turn.
+        let rest = &self.run.row_group_rows[first..];
+        let smallest = rest.iter().copied().filter(|&r| r > 0).min().unwrap_or(1);
+        let at_once = (self.batch_rows.div_ceil(smallest) + 1).min(rest.len());
+        let file = crate::parquet::store::open_groups(self.path, self.metadata.metadata(), &self.run.row_groups[first..], at_once)
             .map_err(|e| Error::io(self.path, self.context(), e))?;
         let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
             .with_row_groups(self.run.row_groups[first..].to_vec())

@@ -226,17 +226,18 @@ pub(crate) fn open(path: &Path, metadata: &ParquetMetaData, leaves: Option<&Proj
     File::open(local_path(path)).map(Source::Local)
 }
 
-/// [`open`] for the row groups `groups` (every leaf), read in that order: an object's
-/// reader starts fetching the first at once and fetches the next ones ahead (a run's
+/// [`open`] for the row groups `groups` (every leaf), read in that order, up to `at_once`
+/// of them at once (a batch spanning several): an object's reader starts fetching the
+/// first at once, fetches the next ones ahead and keeps the `at_once` it reads (a run's
 /// reader; `object`'s module doc).
-pub(crate) fn open_groups(path: &Path, metadata: &ParquetMetaData, groups: &[usize]) -> std::io::Result<Source> {
+pub(crate) fn open_groups(path: &Path, metadata: &ParquetMetaData, groups: &[usize], at_once: usize) -> std::io::Result<Source> {
     if is_url(path) {
         #[cfg(feature = "object-store")]
-        return object::open_groups(path, metadata, groups).map(Source::Remote);
+        return object::open_groups(path, metadata, groups, at_once).map(Source::Remote);
         #[cfg(not(feature = "object-store"))]
         return Err(std::io::Error::other(unsupported(path).to_string()));
     }
-    let _ = (metadata, groups);
+    let _ = (metadata, groups, at_once);
     File::open(local_path(path)).map(Source::Local)
 }
 

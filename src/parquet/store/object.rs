@@ -27,8 +27,11 @@
 //! **Sharing.** Fetched row groups, and those being fetched, are shared by the readers of
 //! the object: a reader that wants a row group being fetched waits for that fetch, never
 //! starts another (each planned range is fetched once, unless the row group was dropped
-//! before a reader came back to it). Row groups read are kept while readers may want them
-//! (two per open reader, the least recently used dropped first). Bytes outside the plan (a
+//! before a reader came back to it). Row groups read are kept while readers may want them:
+//! as many as each open reader may read at once (two, or all those a run's batch spans:
+//! the decoder reads every column of a batch in turn, each across those row groups, so
+//! keeping fewer would fetch them again column after column), the least recently used
+//! dropped first. Bytes outside the plan (a
 //! bloom filter, a chunk not projected) are fetched as asked; the object's last
 //! [`TAIL_BYTES`] come with it when it is opened.
 //!
@@ -194,7 +197,8 @@ pub(crate) struct RemoteObject {
     tail: Bytes,
     max_concurrency: usize,
     cache: Mutex<Cache>,
-    /// Readers open (their fetched row groups are kept, two per reader).
+    /// Row groups the open readers keep (two per reader, or as many as a reader's batch
+    /// spans): how many row groups read the cache holds.
     readers: AtomicUsize,
 }
 
@@ -285,9 +289,10 @@ pub(crate) fn open_rows(path: &Path, metadata: &ParquetMetaData, leaves: Option<
 }
 
 /// A reader of the object at `path` for the row groups `groups` (every leaf) of `metadata`,
-/// read in that order: the first started at once, the next fetched ahead (a run's reader).
-pub(crate) fn open_groups(path: &Path, metadata: &ParquetMetaData, groups: &[usize]) -> std::io::Result<RemoteFile> {
-    Ok(RemoteFile::new(known_object(path)?, Some(Arc::new(Plan::of_order(metadata, groups)))))
+/// read in that order, up to `at_once` of them at once (a batch spanning several): the
+/// first started at once, the next fetched ahead (a run's reader).
+pub(crate) fn open_groups(path: &Path, metadata: &ParquetMetaData, groups: &[usize], at_once: usize) -> std::io::Result<RemoteFile> {
+    Ok(RemoteFile::new(known_object(path)?, Some(Arc::new(Plan::of_order(metadata, groups, at_once)))))
 }
 
 /// A reader of the object at `path` for row group `g`'s chunks (all leaves) of `metadata`.
@@ -401,6 +406,9 @@ pub(crate) struct Plan {
     order: Vec<usize>,
     /// Whether the reader starts its first row group as it opens (a run's reader).
     start_at_open: bool,
+    /// Row groups the reader may read at once (a batch spanning several: every column
+    /// reads each of them in turn), kept in the object's cache while it is open.
+    keep: usize,
 }
 
 impl Plan {
@@ -416,9 +424,9 @@ impl Plan {
     }
 
     /// The chunks of the row groups `order` (every leaf), read in that order, the first
-    /// started at open.
-    fn of_order(metadata: &ParquetMetaData, order: &[usize]) -> Plan {
-        Plan::of_groups(metadata, None, order.to_vec(), true)
+    /// started at open, up to `at_once` of them read at once.
+    fn of_order(metadata: &ParquetMetaData, order: &[usize], at_once: usize) -> Plan {
+        Plan { keep: at_once.max(2), ..Plan::of_groups(metadata, None, order.to_vec(), true) }
     }
 
     fn of_groups(metadata: &ParquetMetaData, leaves: Option<Vec<usize>>, order: Vec<usize>, start_at_open: bool) -> Plan {
@@ -437,7 +445,7 @@ impl Plan {
             }
         }
         chunks.sort_unstable();
-        Plan { chunks, leaves, order, start_at_open }
+        Plan { chunks, leaves, order, start_at_open, keep: 2 }
     }
 
     /// Bytes of row group `g`'s spans.
@@ -531,9 +539,10 @@ impl Cache {
 }
 
 impl RemoteObject {
-    /// Row groups read kept in the cache: two per open reader.
+    /// Row groups read kept in the cache: those the open readers may read at once (two
+    /// per reader at least), two where none is open.
     fn keep(&self) -> usize {
-        (2 * self.readers.load(Ordering::Relaxed)).max(2)
+        self.readers.load(Ordering::Relaxed).max(2)
     }
 
     /// Starts fetching row group `g` of `plan` on the stores' runtime (counted in
@@ -623,12 +632,13 @@ impl RemoteObject {
     }
 }
 
-/// Counts an open reader of an object while it lives (its clones share it).
-struct ReaderCount(Arc<RemoteObject>);
+/// Counts an open reader of an object, by the row groups it keeps, while it lives (its
+/// clones share it).
+struct ReaderCount(Arc<RemoteObject>, usize);
 
 impl Drop for ReaderCount {
     fn drop(&mut self) {
-        self.0.readers.fetch_sub(1, Ordering::Relaxed);
+        self.0.readers.fetch_sub(self.1, Ordering::Relaxed);
         let keep = self.0.keep();
         lock(&self.0.cache).trim(keep);
     }
@@ -646,8 +656,9 @@ pub struct RemoteFile {
 
 impl RemoteFile {
     pub(crate) fn new(object: Arc<RemoteObject>, plan: Option<Arc<Plan>>) -> RemoteFile {
-        object.readers.fetch_add(1, Ordering::Relaxed);
-        let count = Arc::new(ReaderCount(object.clone()));
+        let keep = plan.as_ref().map_or(2, |p| p.keep);
+        object.readers.fetch_add(keep, Ordering::Relaxed);
+        let count = Arc::new(ReaderCount(object.clone(), keep));
         if let Some(plan) = plan.as_ref().filter(|p| p.start_at_open) {
             object.read_ahead(plan, 0);
         }
@@ -764,6 +775,7 @@ mod tests {
             leaves: None,
             order: vec![0, 1],
             start_at_open: false,
+            keep: 2,
         };
         assert_eq!(plan.spans(0), vec![4..400, 200_000..300_000]);
         assert_eq!(plan.spans(1), vec![300_000..300_010]);

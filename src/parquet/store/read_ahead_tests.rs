@@ -174,10 +174,22 @@ fn store_with_file(bucket: &str, groups: usize) -> (Arc<Counting>, String, Arc<P
 
 /// Reads the row groups `groups` through a run's reader of the object.
 fn read(url: &str, metadata: &Arc<ParquetMetaData>, groups: &[usize]) -> parquet::errors::Result<Vec<RecordBatch>> {
+    read_batches(url, metadata, groups, 1024, 1)
+}
+
+/// [`read`] in batches of `rows`, the reader keeping `at_once` row groups.
+fn read_batches(
+    url: &str,
+    metadata: &Arc<ParquetMetaData>,
+    groups: &[usize],
+    rows: usize,
+    at_once: usize,
+) -> parquet::errors::Result<Vec<RecordBatch>> {
     let (_, _) = object::open_object(Path::new(url), true).expect("opened");
-    let file = object::open_groups(Path::new(url), metadata, groups).expect("a reader");
+    let file = object::open_groups(Path::new(url), metadata, groups, at_once).expect("a reader");
     let meta = ArrowReaderMetadata::try_new(metadata.clone(), ArrowReaderOptions::default())?;
-    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta).with_row_groups(groups.to_vec()).build()?;
+    let reader =
+        ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta).with_row_groups(groups.to_vec()).with_batch_size(rows).build()?;
     reader.map(|b| b.map_err(parquet::errors::ParquetError::from)).collect()
 }
 
@@ -189,7 +201,7 @@ fn span_of(metadata: &ParquetMetaData, g: usize) -> Range<u64> {
     start..end
 }
 
-fn rows(batches: &[RecordBatch]) -> RecordBatch {
+fn rows_of(batches: &[RecordBatch]) -> RecordBatch {
     arrow::compute::concat_batches(&batches[0].schema(), batches).expect("one schema")
 }
 
@@ -204,7 +216,7 @@ fn read_ahead_fetches_each_planned_range_once_within_the_bound() {
     set_read_ahead_limit(bound);
     object::reset_read_ahead_peak();
     let got = read(&url, &metadata, &[0, 1, 2, 3, 4, 5]).expect("read");
-    assert_eq!(rows(&got), rows(&expected), "the rows of the file");
+    assert_eq!(rows_of(&got), rows_of(&expected), "the rows of the file");
     let peak = object::read_ahead_peak();
     assert!(peak > 0, "nothing was fetched ahead");
     assert!(peak <= bound, "{peak} bytes ahead, over the bound of {bound}");
@@ -218,6 +230,24 @@ fn read_ahead_fetches_each_planned_range_once_within_the_bound() {
     assert_eq!(read_ahead_running(), 0);
 }
 
+/// A batch spanning three row groups reads every column across the three in turn: the
+/// reader keeps them all (as `RunReader` asks, from its batch size), so none is fetched
+/// again column after column.
+#[test]
+fn batches_across_row_groups_fetch_each_once() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (store, url, metadata, expected) = store_with_file("ra-test-span", 6);
+    set_read_ahead_limit(super::DEFAULT_READ_AHEAD_LIMIT);
+    // Batches of 2.5 row groups, starting mid-group: up to 4 row groups each.
+    let rows = 4096 * 5 / 2;
+    let got = read_batches(&url, &metadata, &[0, 1, 2, 3, 4, 5], rows, rows.div_ceil(4096) + 1).expect("read");
+    assert_eq!(rows_of(&got), rows_of(&expected));
+    let mut log = store.log.lock().unwrap().clone();
+    log.sort_by_key(|r| r.start);
+    assert_eq!(log, (0..6).map(|g| span_of(&metadata, g)).collect::<Vec<_>>(), "every row group fetched once");
+    stop_read_ahead();
+}
+
 #[test]
 fn no_read_ahead_beyond_a_zero_bound_and_the_same_rows() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -225,7 +255,7 @@ fn no_read_ahead_beyond_a_zero_bound_and_the_same_rows() {
     set_read_ahead_limit(0);
     object::reset_read_ahead_peak();
     let got = read(&url, &metadata, &[0, 1, 2, 3]).expect("read");
-    assert_eq!(rows(&got), rows(&expected));
+    assert_eq!(rows_of(&got), rows_of(&expected));
     assert_eq!(object::read_ahead_peak(), 0, "a zero bound fetches nothing ahead");
     assert_eq!(store.log.lock().unwrap().len(), 4, "each row group fetched once, as its reader reached it");
     set_read_ahead_limit(super::DEFAULT_READ_AHEAD_LIMIT);
@@ -240,7 +270,7 @@ fn a_failed_read_ahead_is_fetched_again_by_its_reader() {
     let failing = span_of(&metadata, 2);
     store.faults.lock().unwrap().0.fail.insert(failing.start, 1);
     let got = read(&url, &metadata, &[0, 1, 2, 3, 4]).expect("read despite the fault");
-    assert_eq!(rows(&got), rows(&expected), "the rows of the file, none lost or doubled");
+    assert_eq!(rows_of(&got), rows_of(&expected), "the rows of the file, none lost or doubled");
     let log = store.log.lock().unwrap().clone();
     assert_eq!(log.iter().filter(|r| **r == failing).count(), 2, "the failed range fetched once more: {log:?}");
     for g in [0, 1, 3, 4] {
@@ -269,7 +299,7 @@ fn stopping_the_read_ahead_leaves_no_request_running() {
     store.faults.lock().unwrap().0.hold = true;
     let (_, _) = object::open_object(Path::new(&url), true).expect("opened");
     // A run's reader starts its first row groups as it opens; they wait in the store.
-    let reader = object::open_groups(Path::new(&url), &metadata, &[0, 1, 2, 3]).expect("a reader");
+    let reader = object::open_groups(Path::new(&url), &metadata, &[0, 1, 2, 3], 1).expect("a reader");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while store.in_flight.load(Ordering::SeqCst) == 0 {
         assert!(std::time::Instant::now() < deadline, "the read-ahead never reached the store");

@@ -25,7 +25,12 @@
 //!   `NEXT_PHASE_AHEAD` + 1 batches (a quarter window each); a run in both phases holds
 //!   its window and those batches at once (and its decoders twice), so a pair of phases
 //!   sharing every run can take up to 3R/16 more than the windows above, out of the slack;
-//! - the rest (R/4) is slack for the allocator and everything not counted.
+//! - **read-ahead** (inputs in object stores): R/16 for the row groups fetched ahead of
+//!   their readers and not read yet (their compressed bytes, in flight or arrived; the
+//!   bound of `store::object`'s read-ahead, set by the merge while it runs). A run's row
+//!   group being read is its decoders' (as a local file's pages in the page cache are not
+//!   counted, its compressed bytes are not counted either);
+//! - the rest (3R/16) is slack for the allocator and everything not counted.
 //!
 //! A limit whose R cannot hold every run's smallest window, or smaller than 2D, is refused
 //! up front with the limit that would do. Peak resident memory then stays within the limit

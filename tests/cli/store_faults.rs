@@ -141,6 +141,66 @@ fn reads_are_retried_through_500s_503s_and_cut_bodies() {
     retries_kept_if_match(&seen);
 }
 
+/// A merge from objects reads each row group ahead of its decoder, once: every ranged GET of
+/// a row group (under `If-Match`) asks for a range no other asked for, each input's four
+/// row groups one GET each. With one row group's GETs failing for good (beyond a retry
+/// budget of one) the read-ahead and its reader's own fetch both fail: exit 1, the object
+/// named, no output.
+#[test]
+fn read_ahead_fetches_each_row_group_once_and_a_failed_one_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b = bucket("read-ahead");
+    let paths = inputs(d);
+    let urls = upload(&b, &paths);
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let locals: Vec<&str> = paths.iter().map(|p| s(p)).collect();
+    let proxy = FaultProxy::start(servers().s3);
+    let merged = d.join("merged.parquet");
+    let out = d.join("out.parquet");
+    let args = ["merge", "-q", "--passthrough", "never", "--row-group-size", "7000"];
+    ok_through(&proxy, &[&args[..], &["-o", s(&merged)], &locals[..]].concat());
+    let before = proxy.seen().len();
+    ok_through(&proxy, &[&args[..], &["-o", s(&out)], &urls[..]].concat());
+    assert_eq!(rows(&out), rows(&merged), "the merge from objects");
+    let ranged: Vec<(String, String)> = proxy.seen()[before..]
+        .iter()
+        .filter(|r| r.method == "GET" && r.if_match.is_some())
+        .map(|r| (r.target.clone(), r.range.clone().unwrap_or_default()))
+        .collect();
+    let mut unique = ranged.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), ranged.len(), "a range fetched twice: {ranged:?}");
+    for name in ["a", "b", "c"] {
+        let n = ranged.iter().filter(|(t, _)| t.split('?').next().unwrap().ends_with(&format!("in/{name}.parquet"))).count();
+        assert_eq!(n, 4, "{name}: one GET per row group: {ranged:?}");
+    }
+
+    // b's third row group fails for good: its read-ahead, then its reader's fetch.
+    let third = ranged
+        .iter()
+        .filter(|(t, _)| t.split('?').next().unwrap().ends_with("in/b.parquet"))
+        .map(|(_, range)| range.clone())
+        .collect::<std::collections::BTreeSet<String>>();
+    let mut starts: Vec<(u64, String)> =
+        third.iter().map(|r| (r.trim_start_matches("bytes=").split('-').next().unwrap().parse::<u64>().unwrap(), r.clone())).collect();
+    starts.sort();
+    let failing = starts[2].1.clone();
+    let f = failing.clone();
+    proxy.fault(usize::MAX, Fault::InternalError, move |r| get_of(r, "in/b.parquet") && r.range.as_deref() == Some(f.as_str()));
+    let fail_out = d.join("failed.parquet");
+    let budget = ["--storage-option", "max_retries=1", "--storage-option", "retry_backoff=10ms"];
+    let got = through(&proxy, &[&args[..], &budget[..], &["-o", s(&fail_out)], &urls[..]].concat());
+    assert_eq!(got.status.code(), Some(1), "{}", text(&got.stderr));
+    let stderr = text(&got.stderr);
+    assert!(stderr.contains(&format!("s3://{b}/in/b.parquet")), "the object named: {stderr}");
+    assert!(!fail_out.exists(), "no output after a failed read");
+    let served = proxy.faults_served().iter().filter(|r| r.range.as_deref() == Some(failing.as_str())).count();
+    // The read-ahead's request and its retry, then the reader's request and its retry.
+    assert_eq!(served, 4, "the failed row group fetched by the read-ahead and once more by its reader");
+}
+
 /// An object replaced between a failed ranged GET and its retry: the retry carries the
 /// ETag the footer was read with, the server refuses it (412), and the run fails without
 /// an output, never mixing two versions.

@@ -73,8 +73,13 @@ impl<'a> RunReader<'a> {
             skip -= self.run.row_group_rows[first];
             first += 1;
         }
-        let file =
-            crate::parquet::store::open(self.path, self.metadata.metadata(), None).map_err(|e| Error::io(self.path, self.context(), e))?;
+        // The most row groups a batch of the reader reaches over, from wherever it starts:
+        // the decoder reads each column of a batch across all of them in turn.
+        let rest = &self.run.row_group_rows[first..];
+        let smallest = rest.iter().copied().filter(|&r| r > 0).min().unwrap_or(1);
+        let at_once = (self.batch_rows.div_ceil(smallest) + 1).min(rest.len());
+        let file = crate::parquet::store::open_groups(self.path, self.metadata.metadata(), &self.run.row_groups[first..], at_once)
+            .map_err(|e| Error::io(self.path, self.context(), e))?;
         let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
             .with_row_groups(self.run.row_groups[first..].to_vec())
             .with_batch_size(self.batch_rows);
@@ -114,10 +119,9 @@ impl<'a> RunReader<'a> {
                 self.reader = None; // close the file as soon as the run is done
                 return Ok(None);
             }
-            if self.reader.as_ref().is_some_and(|(_, rows)| *rows != self.batch_rows) {
-                self.reader = None; // reopen where it stopped, with the new batch size
-            }
-            if self.reader.is_none() {
+            // Opened, or reopened where it stopped with the new batch size (the reader it
+            // replaces is dropped after: an object's row groups fetched stay shared).
+            if self.reader.as_ref().is_none_or(|(_, rows)| *rows != self.batch_rows) {
                 self.open()?;
             }
             // A panic of the decoder (corrupt pages) is an error like the others.

@@ -38,6 +38,8 @@ mod location;
 #[cfg(feature = "object-store")]
 mod object;
 // Also DataFusion's: its optimizer rule reads footers of files in object stores.
+#[cfg(all(test, feature = "object-store", feature = "datafusion"))]
+mod read_ahead_tests;
 #[cfg(any(feature = "object-store", feature = "datafusion"))]
 pub(crate) mod runtime;
 #[cfg(feature = "object-store")]
@@ -222,6 +224,52 @@ pub(crate) fn open(path: &Path, metadata: &ParquetMetaData, leaves: Option<&Proj
     }
     let _ = (metadata, leaves);
     File::open(local_path(path)).map(Source::Local)
+}
+
+/// [`open`] for the row groups `groups` (every leaf), read in that order, up to `at_once`
+/// of them at once (a batch spanning several): an object's reader starts fetching the
+/// first at once, fetches the next ones ahead and keeps the `at_once` it reads (a run's
+/// reader; `object`'s module doc).
+pub(crate) fn open_groups(path: &Path, metadata: &ParquetMetaData, groups: &[usize], at_once: usize) -> std::io::Result<Source> {
+    if is_url(path) {
+        #[cfg(feature = "object-store")]
+        return object::open_groups(path, metadata, groups, at_once).map(Source::Remote);
+        #[cfg(not(feature = "object-store"))]
+        return Err(std::io::Error::other(unsupported(path).to_string()));
+    }
+    let _ = (metadata, groups, at_once);
+    File::open(local_path(path)).map(Source::Local)
+}
+
+/// The bound on bytes fetched ahead from object stores and not yet read, all objects
+/// together, where no merge set one (a sort, the DataFusion nodes).
+pub(crate) const DEFAULT_READ_AHEAD_LIMIT: u64 = 64 << 20;
+
+/// Reading ahead from object stores for one merge or sort: sets the bound on the bytes
+/// fetched ahead and not yet read (all objects together) while it lives, and as it is
+/// dropped (the work done, failed or cancelled) aborts the row groups fetched ahead that no
+/// reader took and waits for their requests to end. Nothing without the `object-store`
+/// feature.
+pub(crate) struct ReadAhead(());
+
+impl ReadAhead {
+    pub(crate) fn new(limit_bytes: u64) -> ReadAhead {
+        #[cfg(feature = "object-store")]
+        object::set_read_ahead_limit(limit_bytes);
+        #[cfg(not(feature = "object-store"))]
+        let _ = limit_bytes;
+        ReadAhead(())
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        #[cfg(feature = "object-store")]
+        {
+            object::stop_read_ahead();
+            object::set_read_ahead_limit(DEFAULT_READ_AHEAD_LIMIT);
+        }
+    }
 }
 
 /// [`open`] for the chunks of row group `g` alone (every leaf): an object's plan holds that

@@ -1,15 +1,45 @@
 //! An object read by range requests: opened with its last bytes (the footer), its row
-//! groups fetched a row group at a time for the decoders, which read them from memory.
+//! groups fetched a row group at a time for the decoders, which read them from memory, the
+//! next ones fetched while the decoders read the one before (read-ahead).
 //!
 //! A reader ([`RemoteFile`]) knows which column chunks it will read (a plan: every chunk of
-//! the file, or the leaves of a projection). The first time a decoder asks for a byte of a
-//! planned chunk, every planned chunk of that row group is fetched: neighbouring chunks
-//! (gaps up to [`COALESCE_GAP`]) as one span, every span in pieces of at most
-//! [`PIECE_BYTES`], `max_concurrency` pieces at once. Fetched row groups are shared by the
-//! readers of the object (a reader reopened where it stopped finds its row group still
-//! there) and kept while readers may want them: two per open reader, the least recently
-//! used dropped first. Bytes outside the plan (a bloom filter, a chunk not projected) are
-//! fetched as asked; the object's last [`TAIL_BYTES`] come with it when it is opened.
+//! the file, or the leaves of a projection) and in which order it reads the row groups
+//! (every row group of the file in file order, or those of a run, [`open_groups`]). A row
+//! group's planned chunks are fetched together: neighbouring chunks (gaps up to
+//! [`COALESCE_GAP`]) as one span, every span in pieces of at most [`PIECE_BYTES`],
+//! `max_concurrency` pieces at once, as one task on the stores' runtime.
+//!
+//! **Read-ahead.** When a reader first reads a row group, the next row groups of its order
+//! are started too, until [`READ_AHEAD_BYTES`] of planned chunks (at least one row group)
+//! are fetched or being fetched ahead of it; a reader opened for a run starts its first row
+//! group at once, so the runs of a merge all fetch their first row groups together as they
+//! open. So a reader decodes one row group while the next are on the way, and waits only
+//! where the store is slower than its decoder.
+//!
+//! **Memory.** The bytes of row groups fetched ahead and not yet read by a reader (in
+//! flight or arrived) count against one bound for the whole process,
+//! [`set_read_ahead_limit`] ([`DEFAULT_READ_AHEAD_LIMIT`] unless set; a merge sets it to its
+//! budget's share, `crate::parquet::memory`): a row group that would pass it is not fetched
+//! ahead (its reader fetches it when it reaches it). A row group counts from the moment its
+//! fetch starts, for its planned bytes, until a reader first reads it: it is then that
+//! reader's current row group, which the decoders' share holds.
+//!
+//! **Sharing.** Fetched row groups, and those being fetched, are shared by the readers of
+//! the object: a reader that wants a row group being fetched waits for that fetch, never
+//! starts another (each planned range is fetched once, unless the row group was dropped
+//! before a reader came back to it). Row groups read are kept while readers may want them:
+//! as many as each open reader may read at once (two, or all those a run's batch spans:
+//! the decoder reads every column of a batch in turn, each across those row groups, so
+//! keeping fewer would fetch them again column after column), the least recently used
+//! dropped first. Bytes outside the plan (a
+//! bloom filter, a chunk not projected) are fetched as asked; the object's last
+//! [`TAIL_BYTES`] come with it when it is opened.
+//!
+//! **Faults and cancellation.** A read-ahead that failed (after object_store's retries) is
+//! fetched once more when its reader reaches it, whose error, if it fails again, is the
+//! reader's. [`stop_read_ahead`] (a merge calls it as it ends: done, failed or cancelled)
+//! aborts the row groups fetched ahead that no reader took and waits for their tasks to end:
+//! no request of a finished merge is left running.
 //!
 //! Every request carries the ETag the object was opened with (`If-Match`): an object
 //! replaced since is an error ("changed since its footer was read"), not rows of another
@@ -18,10 +48,11 @@
 
 use super::config::{settings, store_for};
 use super::location::ObjectUrl;
-use super::runtime::block_on;
+use super::runtime::{block_on, runtime};
 use super::ObjectVersion;
 use crate::error::{Error, Result};
 use bytes::{Buf, Bytes, BytesMut};
+use futures::future::{BoxFuture, FutureExt, Shared};
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
@@ -32,8 +63,9 @@ use parquet::file::reader::Length;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
+use tokio::task::AbortHandle;
 
 /// Bytes at an object's end fetched when it is opened: the footer of most files, and the
 /// bytes its identity's fingerprint hashes (as a local file's).
@@ -45,6 +77,116 @@ pub(crate) const PIECE_BYTES: u64 = 8 << 20;
 /// Chunks this close are fetched as one span (the gap's bytes are cheaper than a request).
 pub(crate) const COALESCE_GAP: u64 = 64 << 10;
 
+/// Bytes of planned chunks a reader keeps fetched (or being fetched) ahead of the row group
+/// it reads: at least one row group, the next ones while they are fewer bytes than this.
+pub(crate) const READ_AHEAD_BYTES: u64 = PIECE_BYTES;
+
+/// The bound on bytes fetched ahead and not yet read, all objects together, unless
+/// [`set_read_ahead_limit`] set another.
+pub(crate) const DEFAULT_READ_AHEAD_LIMIT: u64 = super::DEFAULT_READ_AHEAD_LIMIT;
+
+/// Bytes of row groups fetched ahead that no reader took yet (in flight or arrived).
+static AHEAD_HELD: AtomicU64 = AtomicU64::new(0);
+
+/// The most [`AHEAD_HELD`] may reach.
+static AHEAD_LIMIT: AtomicU64 = AtomicU64::new(DEFAULT_READ_AHEAD_LIMIT);
+
+/// Read-ahead tasks whose future is still alive (running, or aborted and not yet dropped).
+static AHEAD_RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// The most [`AHEAD_HELD`] ever held (what the tests check against the bound).
+#[cfg(test)]
+static AHEAD_PEAK: AtomicU64 = AtomicU64::new(0);
+
+/// Sets the bound on the bytes of row groups fetched ahead of their readers and not yet
+/// read, all objects together (0: no read-ahead).
+pub(crate) fn set_read_ahead_limit(bytes: u64) {
+    AHEAD_LIMIT.store(bytes, Ordering::Relaxed);
+}
+
+/// Read-ahead tasks still alive: 0 once [`stop_read_ahead`] returned and no reader is open.
+#[cfg(test)]
+pub(crate) fn read_ahead_running() -> usize {
+    AHEAD_RUNNING.load(Ordering::SeqCst)
+}
+
+/// The most bytes ever held ahead since [`reset_read_ahead_peak`].
+#[cfg(test)]
+pub(crate) fn read_ahead_peak() -> u64 {
+    AHEAD_PEAK.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+pub(crate) fn reset_read_ahead_peak() {
+    AHEAD_PEAK.store(AHEAD_HELD.load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
+/// Bytes of a row group fetched ahead, counted in [`AHEAD_HELD`] while this lives.
+struct Held(u64);
+
+impl Held {
+    /// `bytes` more ahead, if the bound allows them.
+    fn try_new(bytes: u64) -> Option<Held> {
+        let limit = AHEAD_LIMIT.load(Ordering::Relaxed);
+        let mut held = AHEAD_HELD.load(Ordering::Relaxed);
+        loop {
+            if held + bytes > limit {
+                return None;
+            }
+            match AHEAD_HELD.compare_exchange_weak(held, held + bytes, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => held = now,
+            }
+        }
+        #[cfg(test)]
+        AHEAD_PEAK.fetch_max(held + bytes, Ordering::Relaxed);
+        Some(Held(bytes))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        AHEAD_HELD.fetch_sub(self.0, Ordering::AcqRel);
+    }
+}
+
+/// Counts a read-ahead task in [`AHEAD_RUNNING`] while its future lives.
+struct Running;
+
+impl Running {
+    fn new() -> Running {
+        AHEAD_RUNNING.fetch_add(1, Ordering::SeqCst);
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        AHEAD_RUNNING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Aborts the row groups fetched ahead that no reader took, in every object opened, and
+/// waits for their tasks to end (the module doc). Readers still open fetch what they reach
+/// on demand.
+pub(crate) fn stop_read_ahead() {
+    let objects: Vec<Arc<RemoteObject>> = lock(&OBJECTS).values().cloned().collect();
+    let mut stopped = Vec::new();
+    for object in objects {
+        let mut cache = lock(&object.cache);
+        let (ahead, taken): (Vec<Entry>, Vec<Entry>) = cache.entries.drain(..).partition(|e| e.ahead.is_some());
+        cache.entries = taken;
+        for e in &ahead {
+            e.abort.abort();
+        }
+        stopped.extend(ahead.into_iter().map(|e| e.fetch));
+    }
+    // An aborted task resolves once its future (its requests) is dropped.
+    for fetch in stopped {
+        let _ = futures::executor::block_on(fetch);
+    }
+}
+
 /// An object opened: its store, size, ETag, last bytes, and the row groups its readers
 /// fetched.
 pub(crate) struct RemoteObject {
@@ -55,7 +197,8 @@ pub(crate) struct RemoteObject {
     tail: Bytes,
     max_concurrency: usize,
     cache: Mutex<Cache>,
-    /// Readers open (their fetched row groups are kept, two per reader).
+    /// Row groups the open readers keep (two per reader, or as many as a reader's batch
+    /// spans): how many row groups read the cache holds.
     readers: AtomicUsize,
 }
 
@@ -69,7 +212,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// An object_store error as corank's, about `url`: a missing object, denied access and a
 /// changed object in words, anything else as object_store says it.
 pub(crate) fn store_error(url: &str, doing: &str, e: object_store::Error) -> Error {
-    let detail = match &e {
+    store_error_of(url, doing, &e)
+}
+
+/// [`store_error`] of an error shared by the readers that waited for one fetch.
+fn store_error_of(url: &str, doing: &str, e: &object_store::Error) -> Error {
+    let detail = match e {
         object_store::Error::NotFound { .. } => {
             "no such object (or no such bucket); a prefix's objects are read with a URL that ends in /".to_string()
         }
@@ -140,6 +288,13 @@ pub(crate) fn open_rows(path: &Path, metadata: &ParquetMetaData, leaves: Option<
     Ok(RemoteFile::new(known_object(path)?, Some(Arc::new(Plan::new(metadata, leaves)))))
 }
 
+/// A reader of the object at `path` for the row groups `groups` (every leaf) of `metadata`,
+/// read in that order, up to `at_once` of them at once (a batch spanning several): the
+/// first started at once, the next fetched ahead (a run's reader).
+pub(crate) fn open_groups(path: &Path, metadata: &ParquetMetaData, groups: &[usize], at_once: usize) -> std::io::Result<RemoteFile> {
+    Ok(RemoteFile::new(known_object(path)?, Some(Arc::new(Plan::of_order(metadata, groups, at_once)))))
+}
+
 /// A reader of the object at `path` for row group `g`'s chunks (all leaves) of `metadata`.
 pub(crate) fn open_row_group(path: &Path, metadata: &ParquetMetaData, g: usize) -> std::io::Result<RemoteFile> {
     Ok(RemoteFile::new(known_object(path)?, Some(Arc::new(Plan::of_row_group(metadata, g)))))
@@ -181,11 +336,14 @@ impl RemoteObject {
         let (store, location, e_tag, concurrency) =
             (self.store.clone(), self.url.location.clone(), self.e_tag.clone(), self.max_concurrency);
         let fetched = block_on(fetch_ranges(store, location, e_tag, ranges.clone(), concurrency));
-        fetched.map_err(|e| {
-            let (first, last) = (ranges.first().map_or(0, |r| r.start), ranges.last().map_or(0, |r| r.end));
-            let doing = format!("{} (bytes {first}..{last})", super::READ_FAILED);
-            ParquetError::External(Box::new(store_error(&self.url.text, &doing, e)))
-        })
+        fetched.map_err(|e| self.read_error(&ranges, &e))
+    }
+
+    /// The error of a failed read of `ranges`, naming the object and the bytes.
+    fn read_error(&self, ranges: &[Range<u64>], e: &object_store::Error) -> ParquetError {
+        let (first, last) = (ranges.first().map_or(0, |r| r.start), ranges.last().map_or(0, |r| r.end));
+        let doing = format!("{} (bytes {first}..{last})", super::READ_FAILED);
+        ParquetError::External(Box::new(store_error_of(&self.url.text, &doing, e)))
     }
 
     fn fetch_one(&self, range: Range<u64>) -> std::result::Result<Bytes, ParquetError> {
@@ -238,29 +396,46 @@ async fn fetch_ranges(
         .collect())
 }
 
-/// The column chunks a reader will read: `(start, end, row group)`, by start.
+/// The column chunks a reader will read: `(start, end, row group)`, by start, and the order
+/// it reads their row groups in.
 pub(crate) struct Plan {
     chunks: Vec<(u64, u64, usize)>,
     /// Which leaves (all where `None`): part of a fetched row group's key.
     leaves: Option<Vec<usize>>,
+    /// The row groups the reader reads, in its order: what it fetches ahead.
+    order: Vec<usize>,
+    /// Whether the reader starts its first row group as it opens (a run's reader).
+    start_at_open: bool,
+    /// Row groups the reader may read at once (a batch spanning several: every column
+    /// reads each of them in turn), kept in the object's cache while it is open.
+    keep: usize,
 }
 
 impl Plan {
     fn new(metadata: &ParquetMetaData, leaves: Option<&ProjectionMask>) -> Plan {
         let columns = metadata.file_metadata().schema_descr().num_columns();
         let leaves: Option<Vec<usize>> = leaves.map(|mask| (0..columns).filter(|&c| mask.leaf_included(c)).collect());
-        Plan::of_groups(metadata, leaves, 0..metadata.num_row_groups())
+        Plan::of_groups(metadata, leaves, (0..metadata.num_row_groups()).collect(), false)
     }
 
     /// Row group `g`'s chunks, every leaf (a row group copied unchanged, or checked).
     fn of_row_group(metadata: &ParquetMetaData, g: usize) -> Plan {
-        Plan::of_groups(metadata, None, g..g + 1)
+        Plan::of_groups(metadata, None, vec![g], false)
     }
 
-    fn of_groups(metadata: &ParquetMetaData, leaves: Option<Vec<usize>>, groups: std::ops::Range<usize>) -> Plan {
+    /// The chunks of the row groups `order` (every leaf), read in that order, the first
+    /// started at open, up to `at_once` of them read at once.
+    fn of_order(metadata: &ParquetMetaData, order: &[usize], at_once: usize) -> Plan {
+        Plan { keep: at_once.max(2), ..Plan::of_groups(metadata, None, order.to_vec(), true) }
+    }
+
+    fn of_groups(metadata: &ParquetMetaData, leaves: Option<Vec<usize>>, order: Vec<usize>, start_at_open: bool) -> Plan {
         let mut chunks = Vec::new();
-        for (g, rg) in metadata.row_groups().iter().enumerate().take(groups.end).skip(groups.start) {
-            for (c, chunk) in rg.columns().iter().enumerate() {
+        let mut order: Vec<usize> = order.into_iter().filter(|&g| g < metadata.num_row_groups()).collect();
+        let mut seen = std::collections::HashSet::new();
+        order.retain(|&g| seen.insert(g));
+        for &g in &order {
+            for (c, chunk) in metadata.row_group(g).columns().iter().enumerate() {
                 if leaves.as_ref().is_none_or(|l| l.contains(&c)) {
                     let (start, length) = chunk.byte_range();
                     if length > 0 {
@@ -270,7 +445,12 @@ impl Plan {
             }
         }
         chunks.sort_unstable();
-        Plan { chunks, leaves }
+        Plan { chunks, leaves, order, start_at_open, keep: 2 }
+    }
+
+    /// Bytes of row group `g`'s spans.
+    fn group_bytes(&self, g: usize) -> u64 {
+        self.spans(g).iter().map(|s| s.end - s.start).sum()
     }
 
     /// The planned chunk holding `start..end`.
@@ -299,7 +479,6 @@ impl Plan {
 /// A row group's planned chunks, fetched: spans of the object, by start.
 struct Fetched {
     group: usize,
-    leaves: Option<Vec<usize>>,
     spans: Vec<(u64, Bytes)>,
 }
 
@@ -318,47 +497,150 @@ impl Fetched {
     }
 }
 
-/// The row groups an object's readers fetched, least recently used first.
-#[derive(Default)]
-struct Cache {
-    entries: Vec<Arc<Fetched>>,
+/// A row group's fetch, shared by the readers that wait for it.
+type Fetch = Shared<BoxFuture<'static, std::result::Result<Arc<Fetched>, Arc<object_store::Error>>>>;
+
+/// A row group of an object, fetched or being fetched.
+struct Entry {
+    group: usize,
+    leaves: Option<Vec<usize>>,
+    fetch: Fetch,
+    abort: AbortHandle,
+    /// Fetched ahead and not taken by a reader yet: its bytes, counted against the bound.
+    ahead: Option<Held>,
 }
 
-impl RemoteObject {
-    /// Row group `g` of `plan`, fetched now unless a reader did before.
-    fn row_group(&self, plan: &Plan, g: usize) -> std::result::Result<Arc<Fetched>, ParquetError> {
-        {
-            let mut cache = lock(&self.cache);
-            if let Some(i) = cache.entries.iter().position(|f| f.group == g && f.leaves == plan.leaves) {
-                let hit = cache.entries.remove(i);
-                cache.entries.push(hit.clone());
-                return Ok(hit);
+/// The row groups an object's readers fetched or are fetching, least recently used first
+/// (a row group fetched ahead counts as used when it is started).
+#[derive(Default)]
+struct Cache {
+    entries: Vec<Entry>,
+}
+
+impl Cache {
+    fn position(&self, g: usize, leaves: &Option<Vec<usize>>) -> Option<usize> {
+        self.entries.iter().position(|e| e.group == g && &e.leaves == leaves)
+    }
+
+    /// Drops the least recently used row groups that readers took beyond `keep` (those
+    /// fetched ahead stay: the bound on read-ahead holds them).
+    fn trim(&mut self, keep: usize) {
+        let mut taken = self.entries.iter().filter(|e| e.ahead.is_none()).count();
+        let mut i = 0;
+        while taken > keep && i < self.entries.len() {
+            if self.entries[i].ahead.is_none() {
+                self.entries.remove(i);
+                taken -= 1;
+            } else {
+                i += 1;
             }
         }
-        let spans = plan.spans(g);
-        let bytes = self.fetch(spans.clone())?;
-        let fetched =
-            Arc::new(Fetched { group: g, leaves: plan.leaves.clone(), spans: spans.iter().map(|s| s.start).zip(bytes).collect() });
-        let mut cache = lock(&self.cache);
-        let keep = (2 * self.readers.load(Ordering::Relaxed)).max(2);
-        while cache.entries.len() >= keep {
-            cache.entries.remove(0);
-        }
-        cache.entries.push(fetched.clone());
-        Ok(fetched)
     }
 }
 
-/// Counts an open reader of an object while it lives (its clones share it).
-struct ReaderCount(Arc<RemoteObject>);
+impl RemoteObject {
+    /// Row groups read kept in the cache: those the open readers may read at once (two
+    /// per reader at least), two where none is open.
+    fn keep(&self) -> usize {
+        self.readers.load(Ordering::Relaxed).max(2)
+    }
+
+    /// Starts fetching row group `g` of `plan` on the stores' runtime (counted in
+    /// [`AHEAD_RUNNING`] where `ahead`).
+    fn start(&self, plan: &Plan, g: usize, ahead: bool) -> (Fetch, AbortHandle) {
+        let spans = plan.spans(g);
+        let (store, location, e_tag, concurrency) =
+            (self.store.clone(), self.url.location.clone(), self.e_tag.clone(), self.max_concurrency);
+        let running = ahead.then(Running::new);
+        let task = runtime().spawn(async move {
+            let _running = running;
+            let bytes = fetch_ranges(store, location, e_tag, spans.clone(), concurrency).await?;
+            Ok(Arc::new(Fetched { group: g, spans: spans.iter().map(|s| s.start).zip(bytes).collect() }))
+        });
+        let abort = task.abort_handle();
+        let fetch = async move {
+            match task.await {
+                Ok(fetched) => fetched.map_err(Arc::new),
+                Err(e) => Err(Arc::new(object_store::Error::Generic { store: "corank", source: Box::new(e) })),
+            }
+        };
+        (fetch.boxed().shared(), abort)
+    }
+
+    /// Row group `g` of `plan`: taken from the cache (waiting for its fetch if it is on the
+    /// way), or fetched now.
+    fn row_group(&self, plan: &Plan, g: usize) -> std::result::Result<Arc<Fetched>, ParquetError> {
+        let mut retried = false;
+        loop {
+            let (fetch, was_ahead) = {
+                let mut cache = lock(&self.cache);
+                let (fetch, was_ahead) = match cache.position(g, &plan.leaves) {
+                    Some(i) => {
+                        let mut entry = cache.entries.remove(i);
+                        let was_ahead = entry.ahead.take().is_some();
+                        let fetch = entry.fetch.clone();
+                        cache.entries.push(entry);
+                        (fetch, was_ahead)
+                    }
+                    None => {
+                        let (fetch, abort) = self.start(plan, g, false);
+                        cache.entries.push(Entry { group: g, leaves: plan.leaves.clone(), fetch: fetch.clone(), abort, ahead: None });
+                        (fetch, false)
+                    }
+                };
+                cache.trim(self.keep());
+                (fetch, was_ahead)
+            };
+            match futures::executor::block_on(fetch.clone()) {
+                Ok(fetched) => return Ok(fetched),
+                Err(e) => {
+                    // Not kept: the next reader of the row group fetches it again.
+                    let mut cache = lock(&self.cache);
+                    if let Some(i) = cache.entries.iter().position(|e| e.fetch.ptr_eq(&fetch)) {
+                        cache.entries.remove(i);
+                    }
+                    drop(cache);
+                    // A read-ahead that failed is fetched once more by its reader.
+                    if was_ahead && !retried {
+                        retried = true;
+                        continue;
+                    }
+                    return Err(self.read_error(&plan.spans(g), &e));
+                }
+            }
+        }
+    }
+
+    /// Starts the row groups of `plan.order` from its `from`th that are not fetched or on
+    /// the way, until [`READ_AHEAD_BYTES`] (at least one row group) are ahead, within the
+    /// bound (the module doc).
+    fn read_ahead(&self, plan: &Plan, from: usize) {
+        let mut ahead = 0;
+        let mut cache = lock(&self.cache);
+        for &g in plan.order.iter().skip(from) {
+            if ahead >= READ_AHEAD_BYTES {
+                break;
+            }
+            let bytes = plan.group_bytes(g);
+            if cache.position(g, &plan.leaves).is_none() {
+                let Some(held) = Held::try_new(bytes) else { break };
+                let (fetch, abort) = self.start(plan, g, true);
+                cache.entries.push(Entry { group: g, leaves: plan.leaves.clone(), fetch, abort, ahead: Some(held) });
+            }
+            ahead += bytes;
+        }
+    }
+}
+
+/// Counts an open reader of an object, by the row groups it keeps, while it lives (its
+/// clones share it).
+struct ReaderCount(Arc<RemoteObject>, usize);
 
 impl Drop for ReaderCount {
     fn drop(&mut self) {
-        self.0.readers.fetch_sub(1, Ordering::Relaxed);
-        let keep = (2 * self.0.readers.load(Ordering::Relaxed)).max(2);
-        let mut cache = lock(&self.0.cache);
-        let excess = cache.entries.len().saturating_sub(keep);
-        cache.entries.drain(..excess);
+        self.0.readers.fetch_sub(self.1, Ordering::Relaxed);
+        let keep = self.0.keep();
+        lock(&self.0.cache).trim(keep);
     }
 }
 
@@ -374,8 +656,12 @@ pub struct RemoteFile {
 
 impl RemoteFile {
     pub(crate) fn new(object: Arc<RemoteObject>, plan: Option<Arc<Plan>>) -> RemoteFile {
-        object.readers.fetch_add(1, Ordering::Relaxed);
-        let count = Arc::new(ReaderCount(object.clone()));
+        let keep = plan.as_ref().map_or(2, |p| p.keep);
+        object.readers.fetch_add(keep, Ordering::Relaxed);
+        let count = Arc::new(ReaderCount(object.clone(), keep));
+        if let Some(plan) = plan.as_ref().filter(|p| p.start_at_open) {
+            object.read_ahead(plan, 0);
+        }
         RemoteFile { object, plan, current: Default::default(), _count: count }
     }
 
@@ -389,6 +675,10 @@ impl RemoteFile {
         }
         let fetched = self.object.row_group(plan, g)?;
         *current = Some(fetched.clone());
+        // The next row groups come while this one is decoded.
+        if let Some(at) = plan.order.iter().position(|&o| o == g) {
+            self.object.read_ahead(plan, at + 1);
+        }
         Ok(Some(fetched))
     }
 
@@ -480,14 +770,19 @@ mod tests {
 
     #[test]
     fn planned_chunks_join_into_spans() {
-        let plan =
-            Plan { chunks: vec![(4, 100, 0), (100, 200, 0), (300, 400, 0), (200_000, 300_000, 0), (300_000, 300_010, 1)], leaves: None };
+        let plan = Plan {
+            chunks: vec![(4, 100, 0), (100, 200, 0), (300, 400, 0), (200_000, 300_000, 0), (300_000, 300_010, 1)],
+            leaves: None,
+            order: vec![0, 1],
+            start_at_open: false,
+            keep: 2,
+        };
         assert_eq!(plan.spans(0), vec![4..400, 200_000..300_000]);
         assert_eq!(plan.spans(1), vec![300_000..300_010]);
         assert_eq!(plan.chunk(150, 160), Some((100, 200, 0)));
         assert_eq!(plan.chunk(150, 250), None, "across two chunks: not one planned chunk");
         assert_eq!(plan.chunk(0, 2), None);
-        let f = Fetched { group: 0, leaves: None, spans: vec![(4, Bytes::from(vec![7u8; 396]))] };
+        let f = Fetched { group: 0, spans: vec![(4, Bytes::from(vec![7u8; 396]))] };
         assert_eq!(f.slice(10, 20).map(|b| b.len()), Some(10));
         assert_eq!(f.slice(390, 401), None);
         assert_eq!(f.rest(399).map(|b| b.len()), Some(1));

@@ -19,11 +19,14 @@
 //! copied; gzip, brotli, LZO and Parquet's legacy LZ4 (the Hadoop framing) are not covered
 //! ([`device_codec`] says so; a caller decompresses those chunks on the CPU).
 //!
-//! After the device ran, every decompressed span's nvCOMP status and size is checked: the
+//! Before the upload, every compressed stream that states its decompressed size (snappy,
+//! zstd) is checked against its page header ([`super::stream_header`]); after the device
+//! ran, every decompressed span's nvCOMP status and size is checked: the
 //! first failure is an error naming the file, row group, column and page ([`run`]), never
 //! garbage handed on.
 
 use super::page_table::{PageKind, PageTable};
+use super::stream_header::check_declared_size;
 use crate::engine::decompress::{DecompressJob, DeviceCodec, Span, SPAN_ALIGN};
 use crate::engine::device::{decompress_on_device, DeviceOutput};
 use crate::error::{Error, Result};
@@ -138,6 +141,11 @@ pub(crate) fn plan(chunks: &[ColumnChunk<'_>]) -> Result<Plan> {
                                 detail: format!("{}: no compressed bytes for {ulen} uncompressed bytes", place(c, Some(pi))),
                             });
                         }
+                        let stream = c.bytes.get(values_at..values_at + clen).unwrap_or_default();
+                        check_declared_size(codec, stream, ulen).map_err(|detail| Error::File {
+                            path: c.file.clone(),
+                            detail: format!("{} ({}): {detail}", place(c, Some(pi)), codec.name()),
+                        })?;
                         image = align(image);
                         pieces.push((values_at, clen, image));
                         span(&mut job, Span { codec: Some(codec), input: image, input_len: clen, output: values_out, output_len: ulen });

@@ -10,7 +10,8 @@
 //! 3. the chunks are laid out and decompressed on the device ([`decompress`]): one upload,
 //!    one batched nvCOMP call per codec (zstd, snappy, LZ4_RAW; the engine's
 //!    `engine/gpu/nvcomp.rs`), every page's body in one device buffer, each page's status
-//!    checked.
+//!    checked; before that, each compressed stream's own stated size is checked against
+//!    its page header on the host ([`stream_header`]: nvCOMP does not survive a damaged one).
 //!
 //! Not yet (issue 69's later stages): decoding the pages on the device, `corank merge` and
 //! `corank sort` reading through this path, encoding on the device. Nothing outside the
@@ -20,6 +21,7 @@
 pub mod bench;
 pub(crate) mod decompress;
 pub(crate) mod page_table;
+pub(crate) mod stream_header;
 pub(crate) mod thrift;
 
 #[cfg(test)]

@@ -5,15 +5,21 @@
 # served by s3s-fs (an S3 server over a directory; built here with
 # `cargo install s3s-fs@0.14.1 --features binary`) on 127.0.0.1.
 #
-# Pack (here): PACK_PROFILE=quick PACK_FEATURES=ballista ../shared/gpu/pack --bench cli --bin corank
-#   (drop bin-corank-ballista from the bundle to save room), and in .probe/s3/:
-#   s3s-fs.xz (the binary, xz), d15.tar.xz (`pip install --target site duckdb==1.5.5
-#   duckdb-extension-httpfs==1.5.5`, .so stripped, tar | xz: httpfs is not on PyPI for
+# Pack (here): PACK_FEATURES=ballista,distributed ../shared/gpu/pack --bench cli --bin corank
+#   (release; keep only bench-cli and bin-corank in the bundle: cargo builds every binary of
+#   the package for a bench, and the rest does not fit beside .probe/s3), and in .probe/s3/:
+#   s3s-fs.xz (the binary, xz), d15.tar.xz (DuckDB 1.5.5 + httpfs for the GPU host's Python
+#   3.12: `pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp
+#   --platform manylinux_2_28_x86_64 duckdb==1.5.5 duckdb-extension-httpfs==1.5.5`, each wheel
+#   unzipped into site/, .so stripped, tar | xz; a site/ for another Python fails `import
+#   duckdb` there and both DuckDB contenders are skipped: httpfs is not on PyPI for
 #   DuckDB 2.0, and the GPU machine cannot download it; the extension file is DuckDB's
 #   signed one, loaded with signature checks on).
 # Run (there): bash docs/device/s3bench.sh with carry [".gpu", ".probe/s3"].
 # SIZES (default 20M,100M), ONLY (corank-cpu,duckdb,corank-cpu-s3,duckdb-s3,store-floor),
 # DATA (default /tmp/cb), EXTRA (more bench flags). Both DuckDB contenders are 1.5.5.
+# Recorded: stop 75 (2026-12-07, H200 host, 20M rows; DuckDB skipped: the site/ then was
+# for Python 3.11), docs/log/2026-12-performance-log.md.
 set -u
 . docs/device/bench_cli.sh
 mkdir -p /tmp/s3b && xz -dc .probe/s3/s3s-fs.xz > /tmp/s3b/s3s-fs && chmod +x /tmp/s3b/s3s-fs

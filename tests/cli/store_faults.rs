@@ -251,6 +251,15 @@ fn merge_up(proxy: &FaultProxy, paths: &[PathBuf], target: &str, extra: &[&str])
     through(proxy, &args)
 }
 
+/// The local merge of `paths` into `d/oracle.parquet`, through `proxy` (no fault armed yet):
+/// what every upload must hold.
+fn local_oracle(proxy: &FaultProxy, d: &Path, paths: &[PathBuf]) -> PathBuf {
+    let oracle = d.join("oracle.parquet");
+    let locals: Vec<&str> = paths.iter().map(|p| s(p)).collect();
+    ok_through(proxy, &[&["merge", "-q", "--engine", "cpu", "-o", s(&oracle)], &locals[..]].concat());
+    oracle
+}
+
 #[test]
 fn upload_requests_are_retried_to_the_same_object() {
     let dir = tempfile::tempdir().unwrap();
@@ -258,9 +267,7 @@ fn upload_requests_are_retried_to_the_same_object() {
     let b = bucket("fault-uploads");
     let paths = inputs(d);
     let proxy = FaultProxy::start(servers().s3);
-    let oracle = d.join("oracle.parquet");
-    let locals: Vec<&str> = paths.iter().map(|p| s(p)).collect();
-    ok_through(&proxy, &[&["merge", "-q", "--engine", "cpu", "-o", s(&oracle)], &locals[..]].concat());
+    let oracle = local_oracle(&proxy, d, &paths);
 
     proxy.fault(1, Fault::SlowDown, |r| r.method == "POST" && r.target.contains("uploads"));
     proxy.fault(2, Fault::InternalError, |r| part(r, 2));
@@ -289,9 +296,7 @@ fn a_completion_whose_answer_is_lost_still_succeeds() {
     let b = bucket("fault-lost-completion");
     let paths = inputs(d);
     let proxy = FaultProxy::start(servers().s3);
-    let oracle = d.join("oracle.parquet");
-    let locals: Vec<&str> = paths.iter().map(|p| s(p)).collect();
-    ok_through(&proxy, &[&["merge", "-q", "--engine", "cpu", "-o", s(&oracle)], &locals[..]].concat());
+    let oracle = local_oracle(&proxy, d, &paths);
     let completion = |r: &Seen| r.method == "POST" && r.target.contains("uploadId=");
     // The retry answered as moto answers it, then as S3 may (`NoSuchUpload`); both with an
     // object there before (`--force`: another object, whose ETag differs).

@@ -2,6 +2,7 @@
 //! path. Not a stable API. Everything runs on device 0 unless it takes devices.
 
 use super::context::{gpu, gpu_err, DevBuf};
+use super::event::Event;
 use super::manifest::{Family, MANIFEST};
 use super::merge::{key_bytes, prepare, run_levels};
 use super::nvrtc::ModuleSpec;
@@ -19,38 +20,6 @@ const DEVICE: usize = 0;
 /// The kernel `kernel` runs as for `nruns` non-empty runs (`Auto` resolved).
 pub fn resolved(kernel: Kernel, nruns: usize) -> Kernel {
     resolve(kernel, nruns).kernel()
-}
-
-/// A timing event, destroyed on drop.
-struct Event(sys::CUevent);
-
-impl Event {
-    fn new() -> Result<Event> {
-        result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map(Event).map_err(gpu_err("creating an event"))
-    }
-
-    fn record(&self, stream: sys::CUstream) -> Result<()> {
-        // SAFETY: a live event and a stream of the context bound to this thread.
-        unsafe { result::event::record(self.0, stream) }.map_err(gpu_err("recording an event"))
-    }
-
-    /// Milliseconds from `self` to `end`, once `end` has completed.
-    fn until(&self, end: &Event) -> Result<f32> {
-        // SAFETY: live events, both recorded on one stream.
-        unsafe {
-            result::event::synchronize(end.0).map_err(gpu_err("waiting for an event"))?;
-            result::event::elapsed(self.0, end.0).map_err(gpu_err("timing events"))
-        }
-    }
-}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        // SAFETY: created by Event::new, destroyed once.
-        unsafe {
-            let _ = result::event::destroy(self.0);
-        }
-    }
 }
 
 /// Milliseconds of each of `reps` merges of `keys` already on the device (uploaded once;

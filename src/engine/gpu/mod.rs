@@ -53,6 +53,7 @@
 //! never panics.
 
 mod context;
+mod event;
 pub mod gather;
 mod kernel_cache;
 mod launch;

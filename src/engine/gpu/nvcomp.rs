@@ -47,6 +47,7 @@
 #![cfg_attr(not(feature = "parquet"), allow(dead_code))]
 
 use super::context::{gpu, gpu_err, DevBuf};
+use super::event::Event;
 use crate::engine::decompress::{DecompressJob, DeviceCodec, SpanStatus, SPAN_ALIGN};
 use crate::{Error, Result};
 use cudarc::driver::{result, sys};
@@ -415,39 +416,6 @@ pub(crate) struct Decompressed {
     pub device_ms: f32,
 }
 
-fn align(v: usize) -> usize {
-    v.div_ceil(SPAN_ALIGN) * SPAN_ALIGN
-}
-
-/// A timing event, destroyed on drop.
-struct Event(sys::CUevent);
-
-impl Event {
-    fn new() -> Result<Event> {
-        result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map(Event).map_err(gpu_err("creating an event"))
-    }
-
-    fn record(&self, stream: sys::CUstream) -> Result<()> {
-        // SAFETY: a live event and a stream of the context bound to this thread.
-        unsafe { result::event::record(self.0, stream) }.map_err(gpu_err("recording an event"))
-    }
-
-    /// Milliseconds from `self` to `end` (both completed).
-    fn until(&self, end: &Event) -> Result<f32> {
-        // SAFETY: live events, both recorded on one stream that has been synchronized.
-        unsafe { result::event::elapsed(self.0, end.0) }.map_err(gpu_err("timing events"))
-    }
-}
-
-impl Drop for Event {
-    fn drop(&mut self) {
-        // SAFETY: created by Event::new, destroyed once.
-        unsafe {
-            let _ = result::event::destroy(self.0);
-        }
-    }
-}
-
 /// Runs `job` on CUDA device `device`: `fill` writes the image (its `job.image_len` bytes,
 /// in pinned memory) before the upload. Span failures are in the result's statuses; an
 /// `Err` is a failure of the device or of nvCOMP's calls themselves (or nvCOMP absent).
@@ -468,7 +436,7 @@ pub(crate) fn decompress(device: usize, job: &DecompressJob, fill: &mut dyn FnMu
         .filter(|(_, v)| !v.is_empty())
         .collect();
     let spans_decompressed: usize = groups.iter().map(|(_, v)| v.len()).sum();
-    let meta_at = align(job.image_len);
+    let meta_at = job.image_len.next_multiple_of(SPAN_ALIGN);
     let meta_words = 4 * spans_decompressed;
     let upload_len = meta_at + meta_words * 8;
     let results_len = spans_decompressed * 8 + spans_decompressed * 4;

@@ -36,7 +36,7 @@
 # to make (its own call); the bench's cluster cases take the most (every row goes through
 # the executors' IPC files and the client's fetch). If a call may pass its 10 minutes, split
 # it: ENGINES=cpu in one call, ENGINES=gpu in the next (each with its own stock baselines).
-# Recorded: not yet run on the GPU host.
+# Recorded: stop 76 (2026-12-07, H100 host, 100M, ENGINES=cpu RUNS=1 STEP=all), docs/ballista.md.
 set -u
 # BUNDLE: a folder holding bench-cluster and bin-corank-ballista instead of the pack's
 # (how the script was tried on the dev VM).

@@ -18,8 +18,8 @@
 # Run (there): bash docs/device/s3bench.sh with carry [".gpu", ".probe/s3"].
 # SIZES (default 20M,100M), ONLY (corank-cpu,duckdb,corank-cpu-s3,duckdb-s3,store-floor),
 # DATA (default /tmp/cb), EXTRA (more bench flags). Both DuckDB contenders are 1.5.5.
-# Recorded: stop 75 (2026-12-07, H200 host, 20M rows; DuckDB skipped: the site/ then was
-# for Python 3.11), docs/log/2026-12-performance-log.md.
+# Recorded: stop 76 (2026-12-07, H100 host, 20M and 100M, one call each; stop 75's H200 run
+# skipped DuckDB), docs/log/2026-12-performance-log.md and docs/performance.md row 30.
 set -u
 . docs/device/bench_cli.sh
 mkdir -p /tmp/s3b && xz -dc .probe/s3/s3s-fs.xz > /tmp/s3b/s3s-fs && chmod +x /tmp/s3b/s3s-fs

@@ -10,6 +10,8 @@
 # Run (there):  bash docs/device/sort68.sh        with carry [".gpu", ".wheels/d.tar.xz"]
 # SIZES (default 20M,100M), EQUAL_SIZE (100M), LIMITS ("2GiB 8GiB"), ONLY (corank-cpu,
 # corank-gpu,duckdb), DATA (default /tmp/cb: the generated datasets, reused).
+# Recorded: stop 76 (2026-12-07, H100 host: SIZES=100M ONLY=corank-cpu,duckdb, then SIZES=20M
+# LIMITS=" "), docs/performance.md rows 25 and 31.
 set -u
 . docs/device/bench_cli.sh
 mkdir -p /tmp/s && tar -C /tmp/s -xJf .wheels/d.tar.xz

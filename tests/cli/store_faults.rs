@@ -603,3 +603,38 @@ fn ctrl_c_during_a_read_ahead_leaves_nothing() {
         assert!(files.is_empty(), "{}: {files:?} left behind", left.display());
     }
 }
+
+/// An upload's parts over plain HTTP carry their SHA-256 in the signature by default (the
+/// only check of the body there); `unsigned_payload=true` sends them unsigned, as corank
+/// does over HTTPS (config.rs's unit test), and the object is the same.
+#[test]
+fn upload_parts_are_signed_over_plain_http_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b = bucket("payload-signing");
+    let paths = inputs(d);
+    let urls = upload(&b, &paths);
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let proxy = FaultProxy::start(servers().s3);
+    let mut objects = Vec::new();
+    for (name, extra) in [("signed", None), ("unsigned", Some("unsigned_payload=true"))] {
+        let before = proxy.seen().len();
+        let target = format!("s3://{b}/out/{name}.parquet");
+        let mut args: Vec<&str> = vec!["merge", "-q", "--storage-option", "part_size=256KiB", "-o", &target];
+        if let Some(option) = extra {
+            args.extend(["--storage-option", option]);
+        }
+        ok_through(&proxy, &[&args[..], &urls[..]].concat());
+        let parts: Vec<Seen> = proxy.seen()[before..].iter().filter(|r| part(r, 1) || part(r, 2)).cloned().collect();
+        assert_eq!(parts.len(), 2, "{name}: parts 1 and 2 seen");
+        for p in &parts {
+            let hash = p.content_sha256.as_deref().unwrap_or_default();
+            match extra {
+                None => assert!(hash.len() == 64 && hash.bytes().all(|c| c.is_ascii_hexdigit()), "{name}: {hash}"),
+                Some(_) => assert_eq!(hash, "UNSIGNED-PAYLOAD", "{name}"),
+            }
+        }
+        objects.push(get(&b, &format!("out/{name}.parquet")));
+    }
+    assert_eq!(objects[0], objects[1], "the same object either way");
+}

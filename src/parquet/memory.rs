@@ -27,9 +27,10 @@
 //!   sharing every run can take up to 3R/16 more than the windows above, out of the slack;
 //! - **read-ahead** (inputs in object stores): R/16 for the row groups fetched ahead of
 //!   their readers and not read yet (their compressed bytes, in flight or arrived; the
-//!   bound of `store::object`'s read-ahead, set by the merge while it runs). A run's row
-//!   group being read is its decoders' (as a local file's pages in the page cache are not
-//!   counted, its compressed bytes are not counted either);
+//!   bound of `store::object`'s read-ahead, set by the merge while it runs), and the row
+//!   groups checked for a copy unchanged and kept for it. A run's row groups being read
+//!   are its decoders': for an object, [`decoder_bytes`] counts two row groups'
+//!   compressed bytes (the one read, fetched whole, and the one before, kept);
 //! - the rest (3R/16) is slack for the allocator and everything not counted.
 //!
 //! A limit whose R cannot hold every run's smallest window, or smaller than 2D, is refused
@@ -44,7 +45,10 @@
 //! [`SORT_BYTES_PER_ROW`] a row for the key words and the permutation), R/8 for the row
 //! groups decoding ahead of it (half for their batches, half for their decoders beyond the
 //! first: fewer threads where the decoders would not fit), R/16 for a piece of the sorted
-//! chunk gathered for the writer, R/4 for the row groups being encoded; the rest is slack.
+//! chunk gathered for the writer, R/4 for the row groups being encoded, R/16 for the
+//! inputs' row groups fetched ahead from object stores (`SortPlan::piece_bytes`, the
+//! bound the sort sets while it runs); the rest is slack. D counts an object's row groups
+//! as a merge's decoders do.
 //! The merge of the spilled runs keeps to the merge's budget above. (The sort one column at
 //! a time plans its own memory: `sort_by_columns::plan_columns`.)
 

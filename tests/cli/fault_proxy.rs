@@ -3,7 +3,8 @@
 //! ones the test's rules pick with a fault instead: a 500 `InternalError`, a 503 `SlowDown`
 //! (S3's XML error bodies), a 403 `SignatureDoesNotMatch`, a 404 `NoSuchUpload`, the answer's body cut off
 //! halfway (the connection closed mid-body), no answer at all (closed after the request
-//! was read), or the server's answer lost (forwarded, answered, then closed). It can also go down (every connection closed as soon as it is accepted, the
+//! was read), the request held unanswered (a stall), or the server's answer lost
+//! (forwarded, answered, then closed). It can also go down (every connection closed as soon as it is accepted, the
 //! server gone for the client) and come back. It records every request it saw, with its
 //! `Range` and `If-Match` headers and the fault served, so a test can show that the faults
 //! were served and what the retries carried.
@@ -38,7 +39,13 @@ pub enum Fault {
     /// As `NoAnswer`, and the proxy goes down: every later connection is closed at once
     /// until [`FaultProxy::set_down`] brings it back.
     GoDown,
+    /// The request read, then no answer for [`STALL`]: a request on its way that the
+    /// client must give up (then closed, as `NoAnswer`).
+    Stall,
 }
+
+/// How long a [`Fault::Stall`] holds its request.
+pub const STALL: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// A request as the proxy saw it.
 #[derive(Debug, Clone)]
@@ -48,6 +55,8 @@ pub struct Seen {
     pub target: String,
     pub range: Option<String>,
     pub if_match: Option<String>,
+    /// Its `x-amz-content-sha256`: the body's SHA-256 (signed) or `UNSIGNED-PAYLOAD`.
+    pub content_sha256: Option<String>,
     /// The fault it was answered with; `None`: forwarded.
     pub fault: Option<Fault>,
     /// The server's status, where it was forwarded and answered.
@@ -202,6 +211,7 @@ fn serve(client: TcpStream, upstream: u16, state: &Mutex<State>) -> std::io::Res
         target,
         range: header_of(&head, "range").map(str::to_string),
         if_match: header_of(&head, "if-match").map(str::to_string),
+        content_sha256: header_of(&head, "x-amz-content-sha256").map(str::to_string),
         fault: None,
         status: None,
     };
@@ -227,6 +237,10 @@ fn serve(client: TcpStream, upstream: u16, state: &Mutex<State>) -> std::io::Res
         Some(Fault::Forbidden) => return client.write_all(&error_answer("403 Forbidden", "SignatureDoesNotMatch")),
         Some(Fault::NoSuchUpload) => return client.write_all(&error_answer("404 Not Found", "NoSuchUpload")),
         Some(Fault::NoAnswer | Fault::GoDown) => return client.shutdown(std::net::Shutdown::Both),
+        Some(Fault::Stall) => {
+            std::thread::sleep(STALL);
+            return client.shutdown(std::net::Shutdown::Both);
+        }
         Some(Fault::CutMidBody | Fault::LoseAnswer) | None => {}
     }
     // Forward, one request a connection, and read the whole answer.

@@ -451,3 +451,190 @@ fn a_server_lost_for_good_leaves_no_object() {
     assert!(keys.is_empty(), "no object: {keys:?}");
     assert_eq!(uploads.len(), 1, "the open upload stays (documented): {uploads:?}");
 }
+
+/// Four inputs laid out by time, as daily partitions are: each file's keys follow the one
+/// before, but for its first row group, which overlaps the last of the file before. Most
+/// row groups are copied unchanged (passthrough), the rest merged.
+fn time_partitioned(dir: &Path) -> Vec<PathBuf> {
+    let keys: Keys = vec![("k".into(), SortOptions { descending: false, nulls_first: false })];
+    (0..4u64)
+        .map(|f| {
+            let groups: Vec<RecordBatch> = (0..4u64)
+                .map(|g| {
+                    // File f's keys from f*80,000 - 2,000 (into the file before) on.
+                    let from = (f * 80_000 + g * 20_000) as i64 - if f > 0 && g == 0 { 2_000 } else { 0 };
+                    let to = (f * 80_000 + (g + 1) * 20_000) as i64 - if f > 0 && g == 0 { 2_000 } else { 0 };
+                    let k: Vec<i64> = (from..to).collect();
+                    let v: Vec<String> =
+                        k.iter().map(|&i| format!("{:016x}", (i as u64 ^ f).wrapping_mul(0x9E37_79B9_7F4A_7C15))).collect();
+                    RecordBatch::try_from_iter([
+                        ("k", Arc::new(Int64Array::from(k)) as ArrayRef),
+                        ("v", Arc::new(StringArray::from(v)) as ArrayRef),
+                    ])
+                    .unwrap()
+                })
+                .collect();
+            let path = dir.join(format!("day{f}.parquet"));
+            write_file(&path, &groups, Some(&keys));
+            path
+        })
+        .collect()
+}
+
+/// `bytes=a-b` (inclusive) as `a..b+1`.
+fn byte_range(header: &str) -> std::ops::Range<u64> {
+    let (a, b) = header.trim_start_matches("bytes=").split_once('-').expect("a bounded range");
+    a.parse().unwrap()..b.parse::<u64>().unwrap() + 1
+}
+
+/// A merge that copies most row groups unchanged fetches every byte of the inputs' row
+/// groups once: the row groups copied are fetched once (for the order check and the copy
+/// together), those merged once, and no two ranged GETs of an object overlap (counted at
+/// the proxy, so at the server).
+#[test]
+fn a_passthrough_merge_fetches_each_byte_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b = bucket("passthrough-once");
+    let paths = time_partitioned(d);
+    let urls = upload(&b, &paths);
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let locals: Vec<&str> = paths.iter().map(|p| s(p)).collect();
+    let proxy = FaultProxy::start(servers().s3);
+    let merged = d.join("merged.parquet");
+    ok_through(&proxy, &[&["merge", "-q", "--passthrough", "never", "-o", s(&merged)], &locals[..]].concat());
+    let before = proxy.seen().len();
+    let target = format!("s3://{b}/out/merged.parquet");
+    let out = corank_s3_command()
+        // Any codec copied (the inputs' is not the output's).
+        .args([&["merge", "-q", "--json", "--passthrough", "always", "-o", &target], &urls[..]].concat())
+        .args(["--storage-option", &proxy.endpoint_option()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let copied = v["passthrough_row_groups"].as_u64().unwrap();
+    assert!(copied >= 8, "most row groups copied unchanged: {v}");
+    let got = d.join("got.parquet");
+    std::fs::write(&got, get(&b, "out/merged.parquet")).unwrap();
+    assert_eq!(rows(&got), rows(&merged), "the merge with passthrough");
+    for (name, path) in ["day0", "day1", "day2", "day3"].iter().zip(&paths) {
+        let key = format!("in/{name}.parquet");
+        let mut ranges: Vec<std::ops::Range<u64>> = proxy.seen()[before..]
+            .iter()
+            .filter(|r| get_of(r, &key) && r.if_match.is_some())
+            .map(|r| byte_range(r.range.as_deref().expect("a ranged GET")))
+            .collect();
+        ranges.sort_by_key(|r| r.start);
+        for pair in ranges.windows(2) {
+            assert!(pair[0].end <= pair[1].start, "{key}: bytes fetched twice: {ranges:?}");
+        }
+        let fetched: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+        let size = std::fs::metadata(path).unwrap().len();
+        assert!(fetched <= size, "{key}: {fetched} bytes fetched of {size}");
+        assert!(ranges.len() >= 4, "{key}: its row groups fetched: {ranges:?}");
+    }
+}
+
+/// Ctrl-C while a merge S3 → S3 waits for its read-ahead: the inputs' first three row groups
+/// answered, their last stalled at the proxy (fetched ahead, never answered). The binary
+/// ends by the signal at once (not after the stalled requests, nor their retries), with no
+/// object written, no multipart upload left open and no file left in its working or
+/// temporary directory. (Whether an upload is open by then is not up to the test: the
+/// encoders share rayon's threads with the readers waiting for the stalled row groups.)
+#[test]
+fn ctrl_c_during_a_read_ahead_leaves_nothing() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b = bucket("interrupted-read");
+    let paths = inputs(d);
+    let urls = upload(&b, &paths);
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let proxy = FaultProxy::start(servers().s3);
+    for (name, path) in ["a", "b", "c"].iter().zip(&paths) {
+        let footer = parquet::file::metadata::ParquetMetaDataReader::new().parse_and_finish(&std::fs::File::open(path).unwrap()).unwrap();
+        let last = footer.row_group(3).columns().iter().map(|c| c.byte_range().0).min().unwrap();
+        let key = format!("in/{name}.parquet");
+        proxy.fault(usize::MAX, Fault::Stall, move |r| {
+            get_of(r, &key) && r.if_match.is_some() && r.range.as_deref().is_some_and(|h| byte_range(h).start >= last)
+        });
+    }
+    let (work, tmp) = (d.join("work"), d.join("tmp"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let target = format!("s3://{b}/out/interrupted.parquet");
+    let mut child = corank_s3_command()
+        .current_dir(&work)
+        .env("TMPDIR", &tmp)
+        // Windows of a few thousand rows: rounds merge what the first three row groups of
+        // each input hold before the readers wait (a large limit's first window waits).
+        .args(
+            [&["merge", "-q", "--engine", "cpu", "--memory-limit", "16MiB", "--row-group-size", "7000", "-o", &target], &urls[..]].concat(),
+        )
+        .args(["--storage-option", &proxy.endpoint_option(), "--storage-option", "part_size=64KiB"])
+        .spawn()
+        .expect("the corank binary runs");
+    let start = Instant::now();
+    loop {
+        if proxy.faults_served().iter().any(|r| r.fault == Some(Fault::Stall)) {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the merge ended with its row groups stalled");
+        assert!(start.elapsed() < Duration::from_secs(60), "no stalled read-ahead after 60 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: kill(2) with the pid of our own child; no memory is involved.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    // Well before the stalled requests end (or time out): the signal does not wait for them.
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(start.elapsed() < crate::fault_proxy::STALL / 2, "the merge did not end on Ctrl-C");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(status.signal(), Some(libc::SIGINT), "ended by the signal: {status}");
+    let (keys, uploads) = keys_and_uploads(&b);
+    assert!(keys.iter().all(|k| k.starts_with("in/")), "no object written: {keys:?}");
+    assert!(uploads.is_empty(), "no upload left open: {uploads:?}");
+    for left in [&work, &tmp] {
+        let files: Vec<_> = std::fs::read_dir(left).unwrap().collect();
+        assert!(files.is_empty(), "{}: {files:?} left behind", left.display());
+    }
+}
+
+/// An upload's parts over plain HTTP carry their SHA-256 in the signature by default (the
+/// only check of the body there); `unsigned_payload=true` sends them unsigned, as corank
+/// does over HTTPS (config.rs's unit test), and the object is the same.
+#[test]
+fn upload_parts_are_signed_over_plain_http_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b = bucket("payload-signing");
+    let paths = inputs(d);
+    let urls = upload(&b, &paths);
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let proxy = FaultProxy::start(servers().s3);
+    let mut objects = Vec::new();
+    for (name, extra) in [("signed", None), ("unsigned", Some("unsigned_payload=true"))] {
+        let before = proxy.seen().len();
+        let target = format!("s3://{b}/out/{name}.parquet");
+        let mut args: Vec<&str> = vec!["merge", "-q", "--storage-option", "part_size=256KiB", "-o", &target];
+        if let Some(option) = extra {
+            args.extend(["--storage-option", option]);
+        }
+        ok_through(&proxy, &[&args[..], &urls[..]].concat());
+        let parts: Vec<Seen> = proxy.seen()[before..].iter().filter(|r| part(r, 1) || part(r, 2)).cloned().collect();
+        assert_eq!(parts.len(), 2, "{name}: parts 1 and 2 seen");
+        for p in &parts {
+            let hash = p.content_sha256.as_deref().unwrap_or_default();
+            match extra {
+                None => assert!(hash.len() == 64 && hash.bytes().all(|c| c.is_ascii_hexdigit()), "{name}: {hash}"),
+                Some(_) => assert_eq!(hash, "UNSIGNED-PAYLOAD", "{name}"),
+            }
+        }
+        objects.push(get(&b, &format!("out/{name}.parquet")));
+    }
+    assert_eq!(objects[0], objects[1], "the same object either way");
+}

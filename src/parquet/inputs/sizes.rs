@@ -42,7 +42,21 @@ pub const DECODER_BYTES_PER_COLUMN: u64 = 128 << 10;
 /// cut pages at 1 MiB or 20,000 rows) and [`DECODER_BYTES_PER_COLUMN`], an estimate checked
 /// against measured runs (docs/performance.md); it is what a run costs before any of its rows
 /// is buffered, so many runs of wide files need a larger memory limit.
+///
+/// An input in an object store adds [`REMOTE_ROW_GROUPS_HELD`] times the row group's
+/// compressed bytes: its reader holds the row group it reads in memory, fetched whole, and
+/// keeps the one before (a local file's pages stay in the page cache, not counted).
 pub fn decoder_bytes(input: &InputFile, g: usize) -> u64 {
     let rg = input.metadata.metadata().row_group(g);
-    rg.columns().iter().map(|c| (c.uncompressed_size().max(0) as u64).min(1 << 20) / 2 + DECODER_BYTES_PER_COLUMN).sum()
+    let decoders: u64 =
+        rg.columns().iter().map(|c| (c.uncompressed_size().max(0) as u64).min(1 << 20) / 2 + DECODER_BYTES_PER_COLUMN).sum();
+    let fetched = match crate::parquet::store::is_url(&input.path) {
+        true => REMOTE_ROW_GROUPS_HELD * rg.columns().iter().map(|c| c.byte_range().1).sum::<u64>(),
+        false => 0,
+    };
+    decoders + fetched
 }
+
+/// Row groups an object's reader holds fetched while it decodes: the one it reads and the
+/// one before (the reader's cache keeps two, `store::object`).
+pub const REMOTE_ROW_GROUPS_HELD: u64 = 2;

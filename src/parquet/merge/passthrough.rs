@@ -675,9 +675,9 @@ pub fn verify_block(plan: &MergePlan, block: &Block, converter: &RowConverter) -
     let path = &f.path;
     let context = || format!("checking the order of row group {}", block.row_group);
     // An object's row group is fetched whole at the first read (every column: the checksums
-    // below read the others' pages), then read from memory.
-    let file =
-        crate::parquet::store::open_row_group(path, f.metadata.metadata(), block.row_group).map_err(|e| Error::io(path, context(), e))?;
+    // below read the others' pages), then read from memory, and kept for its copy.
+    let file = crate::parquet::store::open_row_group(path, f.metadata.metadata(), block.row_group, true)
+        .map_err(|e| Error::io(path, context(), e))?;
     let schema = f.metadata.schema();
     let roots: Vec<usize> = plan.keys.iter().map(|k| schema.index_of(&k.column)).collect::<std::result::Result<_, _>>()?;
     // The other columns are copied without being decoded: their pages' checksums, where

@@ -346,9 +346,9 @@ pub fn sort_files(
     let start = Instant::now();
     let inputs = &plan.inputs;
     crate::cancel::check(options.cancel.as_ref())?;
-    // Inputs in object stores read ahead within the default bound (not yet counted in the
-    // sort's budget); what no reader took is stopped as the sort ends.
-    let _read_ahead = crate::parquet::store::ReadAhead::new(crate::parquet::store::DEFAULT_READ_AHEAD_LIMIT);
+    // Inputs in object stores read ahead within R/16 of the sort's budget (out of its
+    // slack, as a merge's); what no reader took is stopped as the sort ends.
+    let _read_ahead = crate::parquet::store::ReadAhead::new(plan.piece_bytes as u64);
     if crate::engine::placement::warm_up_pays(&options.engine, inputs.total_rows) {
         crate::engine::warm_up_gpu(&options.engine, inputs.total_rows);
     }

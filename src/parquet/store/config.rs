@@ -185,6 +185,24 @@ fn keys_of<'a, T: FromStr + 'a>(options: &'a [(String, String)]) -> impl Iterato
     options.iter().filter_map(|(k, v)| T::from_str(&k.to_ascii_lowercase()).ok().map(|key| (key, v.as_str())))
 }
 
+/// **Payload signing** (S3): unless the user chose (`unsigned_payload`, or
+/// `AWS_UNSIGNED_PAYLOAD`), an upload's parts are sent with `UNSIGNED-PAYLOAD` over HTTPS
+/// and signed (their SHA-256 in the signature) over plain HTTP, as the AWS SDKs do: TLS
+/// already guards the body's integrity, so hashing every byte again costs CPU for nothing;
+/// over plain HTTP the signature is the only check that the body the server got is the one
+/// sent. The headers and the request are signed either way.
+fn payload_signing(builder: AmazonS3Builder, options: &[(String, String)], plain_url: bool) -> AmazonS3Builder {
+    let chosen = std::env::var_os("AWS_UNSIGNED_PAYLOAD").is_some()
+        || keys_of::<AmazonS3ConfigKey>(options).any(|(k, _)| k == AmazonS3ConfigKey::UnsignedPayload);
+    if chosen {
+        return builder;
+    }
+    // No endpoint: AWS's own, over HTTPS (or the object's `http://` URL's host).
+    let endpoint = builder.get_config_value(&AmazonS3ConfigKey::Endpoint);
+    let plain_http = plain_url || endpoint.is_some_and(|e| e.to_ascii_lowercase().starts_with("http://"));
+    builder.with_unsigned_payload(!plain_http)
+}
+
 fn build(url: &ObjectUrl, options: &[(String, String)], settings: &Settings) -> object_store::Result<Arc<dyn ObjectStore>> {
     let retry = settings.retry();
     // A store's own URL, or (https forms) the object's: the builders read bucket, account
@@ -197,7 +215,9 @@ fn build(url: &ObjectUrl, options: &[(String, String)], settings: &Settings) -> 
     Ok(match url.scheme {
         ObjectStoreScheme::AmazonS3 => {
             let builder = AmazonS3Builder::from_env().with_url(builder_url).with_retry(retry);
-            Arc::new(keys_of::<AmazonS3ConfigKey>(options).fold(builder, |b, (k, v)| b.with_config(k, v)).build()?)
+            let builder = keys_of::<AmazonS3ConfigKey>(options).fold(builder, |b, (k, v)| b.with_config(k, v));
+            let plain_url = url.text.to_ascii_lowercase().starts_with("http://");
+            Arc::new(payload_signing(builder, options, plain_url).build()?)
         }
         ObjectStoreScheme::GoogleCloudStorage => {
             let builder = GoogleCloudStorageBuilder::from_env().with_url(builder_url).with_retry(retry);
@@ -276,5 +296,32 @@ mod tests {
         // A longest wait below the first is the first.
         let s = Settings { retry_backoff: Duration::from_secs(2), retry_max_backoff: Duration::from_secs(1), ..Settings::default() };
         assert_eq!(s.retry().backoff.max_backoff, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn payloads_are_signed_over_plain_http_only_unless_chosen() {
+        // The environment's choice wins over the default: not testable where it is set.
+        if std::env::var_os("AWS_UNSIGNED_PAYLOAD").is_some() {
+            return;
+        }
+        let unsigned = |endpoint: Option<&str>, options: &[(&str, &str)], plain_url: bool| {
+            let options: Vec<(String, String)> = options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            let builder = AmazonS3Builder::new().with_bucket_name("b");
+            let builder = match endpoint {
+                Some(e) => builder.with_endpoint(e),
+                None => builder,
+            };
+            let builder = keys_of::<AmazonS3ConfigKey>(&options).fold(builder, |b, (k, v)| b.with_config(k, v));
+            payload_signing(builder, &options, plain_url).get_config_value(&AmazonS3ConfigKey::UnsignedPayload)
+        };
+        let yes = Some("true".to_string());
+        let no = Some("false".to_string());
+        assert_eq!(unsigned(None, &[], false), yes, "AWS's endpoint: HTTPS");
+        assert_eq!(unsigned(Some("https://minio.example:9000"), &[], false), yes);
+        assert_eq!(unsigned(Some("http://127.0.0.1:9000"), &[], false), no);
+        assert_eq!(unsigned(Some("HTTP://127.0.0.1:9000"), &[], false), no);
+        assert_eq!(unsigned(None, &[], true), no, "an http:// object URL");
+        assert_eq!(unsigned(Some("http://127.0.0.1:9000"), &[("unsigned_payload", "true")], false), yes, "chosen");
+        assert_eq!(unsigned(None, &[("aws_unsigned_payload", "false")], false), no, "chosen");
     }
 }

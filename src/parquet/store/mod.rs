@@ -242,7 +242,7 @@ pub(crate) fn open_groups(path: &Path, metadata: &ParquetMetaData, groups: &[usi
 }
 
 /// The bound on bytes fetched ahead from object stores and not yet read, all objects
-/// together, where no merge set one (a sort, the DataFusion nodes).
+/// together, where no merge or sort set one (the DataFusion nodes, the library's readers).
 pub(crate) const DEFAULT_READ_AHEAD_LIMIT: u64 = 64 << 20;
 
 /// Reading ahead from object stores for one merge or sort: sets the bound on the bytes
@@ -250,15 +250,22 @@ pub(crate) const DEFAULT_READ_AHEAD_LIMIT: u64 = 64 << 20;
 /// dropped (the work done, failed or cancelled) aborts the row groups fetched ahead that no
 /// reader took and waits for their requests to end. Nothing without the `object-store`
 /// feature.
-pub(crate) struct ReadAhead(());
+/// The bound set before is set again as it is dropped (a sort's merge of its spilled runs
+/// inside the sort).
+pub(crate) struct ReadAhead {
+    #[cfg_attr(not(feature = "object-store"), allow(dead_code))]
+    before: u64,
+}
 
 impl ReadAhead {
     pub(crate) fn new(limit_bytes: u64) -> ReadAhead {
         #[cfg(feature = "object-store")]
-        object::set_read_ahead_limit(limit_bytes);
+        return ReadAhead { before: object::set_read_ahead_limit(limit_bytes) };
         #[cfg(not(feature = "object-store"))]
-        let _ = limit_bytes;
-        ReadAhead(())
+        {
+            let _ = limit_bytes;
+            ReadAhead { before: DEFAULT_READ_AHEAD_LIMIT }
+        }
     }
 }
 
@@ -267,22 +274,36 @@ impl Drop for ReadAhead {
         #[cfg(feature = "object-store")]
         {
             object::stop_read_ahead();
-            object::set_read_ahead_limit(DEFAULT_READ_AHEAD_LIMIT);
+            object::set_read_ahead_limit(self.before);
         }
     }
 }
 
 /// [`open`] for the chunks of row group `g` alone (every leaf): an object's plan holds that
-/// row group only, not the whole file's, for a reader that reads one row group.
-pub(crate) fn open_row_group(path: &Path, metadata: &ParquetMetaData, g: usize) -> std::io::Result<Source> {
+/// row group only, not the whole file's, for a reader that reads one row group. Where
+/// `kept` (a row group checked before it is copied unchanged), an object's row group stays
+/// fetched for the next reader of it, within the read-ahead's bound (`object`'s module
+/// doc), so the copy fetches nothing again.
+pub(crate) fn open_row_group(path: &Path, metadata: &ParquetMetaData, g: usize, kept: bool) -> std::io::Result<Source> {
     if is_url(path) {
         #[cfg(feature = "object-store")]
-        return object::open_row_group(path, metadata, g).map(Source::Remote);
+        return object::open_row_group(path, metadata, g, kept).map(Source::Remote);
         #[cfg(not(feature = "object-store"))]
         return Err(std::io::Error::other(unsupported(path).to_string()));
     }
-    let _ = (metadata, g);
+    let _ = (metadata, g, kept);
     File::open(local_path(path)).map(Source::Local)
+}
+
+/// Lets go of row group `g` of the object at `path` that a reader kept for its copy
+/// ([`open_row_group`]'s `kept`) where the copy streams it instead. Nothing for a local file.
+pub(crate) fn release_kept(path: &Path, g: usize) {
+    #[cfg(feature = "object-store")]
+    if is_url(path) {
+        object::release_kept(path, g);
+    }
+    #[cfg(not(feature = "object-store"))]
+    let _ = (path, g);
 }
 
 /// Opens the file at `path` to read bytes as asked: a local file, or the object (the

@@ -22,7 +22,9 @@
 //! budget's share, `crate::parquet::memory`): a row group that would pass it is not fetched
 //! ahead (its reader fetches it when it reaches it). A row group counts from the moment its
 //! fetch starts, for its planned bytes, until a reader first reads it: it is then that
-//! reader's current row group, which the decoders' share holds.
+//! reader's current row group, which the decoders' share holds (an object's run counts
+//! two row groups' compressed bytes in its decoders' estimate,
+//! `crate::parquet::inputs::decoder_bytes`, as many as its reader keeps).
 //!
 //! **Sharing.** Fetched row groups, and those being fetched, are shared by the readers of
 //! the object: a reader that wants a row group being fetched waits for that fetch, never
@@ -37,9 +39,13 @@
 //!
 //! **Faults and cancellation.** A read-ahead that failed (after object_store's retries) is
 //! fetched once more when its reader reaches it, whose error, if it fails again, is the
-//! reader's. [`stop_read_ahead`] (a merge calls it as it ends: done, failed or cancelled)
-//! aborts the row groups fetched ahead that no reader took and waits for their tasks to end:
-//! no request of a finished merge is left running.
+//! reader's. A reader dropped (its run done, a DataFusion stream or a library reader
+//! dropped, an error) aborts the row groups it fetched ahead that no reader took and waits
+//! for their tasks to end; a reader opened again where another stopped (a run reopened for
+//! another batch size) takes over those the other fetched ahead first, so none is fetched
+//! twice. [`stop_read_ahead`] (a merge or a sort calls it as it ends: done, failed or
+//! cancelled) aborts every row group fetched ahead that no reader took: no request of a
+//! finished merge is left running.
 //!
 //! Every request carries the ETag the object was opened with (`If-Match`): an object
 //! replaced since is an error ("changed since its footer was read"), not rows of another
@@ -94,14 +100,26 @@ static AHEAD_LIMIT: AtomicU64 = AtomicU64::new(DEFAULT_READ_AHEAD_LIMIT);
 /// Read-ahead tasks whose future is still alive (running, or aborted and not yet dropped).
 static AHEAD_RUNNING: AtomicUsize = AtomicUsize::new(0);
 
+/// Bytes of every row group in the objects' caches (fetched ahead, or taken by a reader
+/// and kept), from the start of its fetch until it leaves the cache.
+static CACHED: AtomicU64 = AtomicU64::new(0);
+
+/// The most [`CACHED`] ever held (what the tests check against the budget).
+#[cfg(test)]
+static CACHED_PEAK: AtomicU64 = AtomicU64::new(0);
+
+/// Readers opened in this process: each one's id, the owner of the row groups it fetches
+/// ahead.
+static READER_IDS: AtomicUsize = AtomicUsize::new(1);
+
 /// The most [`AHEAD_HELD`] ever held (what the tests check against the bound).
 #[cfg(test)]
 static AHEAD_PEAK: AtomicU64 = AtomicU64::new(0);
 
 /// Sets the bound on the bytes of row groups fetched ahead of their readers and not yet
-/// read, all objects together (0: no read-ahead).
-pub(crate) fn set_read_ahead_limit(bytes: u64) {
-    AHEAD_LIMIT.store(bytes, Ordering::Relaxed);
+/// read, all objects together (0: no read-ahead); returns the bound it replaces.
+pub(crate) fn set_read_ahead_limit(bytes: u64) -> u64 {
+    AHEAD_LIMIT.swap(bytes, Ordering::Relaxed)
 }
 
 /// Read-ahead tasks still alive: 0 once [`stop_read_ahead`] returned and no reader is open.
@@ -119,6 +137,38 @@ pub(crate) fn read_ahead_peak() -> u64 {
 #[cfg(test)]
 pub(crate) fn reset_read_ahead_peak() {
     AHEAD_PEAK.store(AHEAD_HELD.load(Ordering::Relaxed), Ordering::Relaxed);
+    CACHED_PEAK.store(CACHED.load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
+/// The most bytes of row groups the caches ever held (ahead or taken) since
+/// [`reset_read_ahead_peak`].
+#[cfg(test)]
+pub(crate) fn cached_peak() -> u64 {
+    CACHED_PEAK.load(Ordering::Relaxed)
+}
+
+/// Bytes of row groups the caches hold now.
+#[cfg(test)]
+pub(crate) fn cached_now() -> u64 {
+    CACHED.load(Ordering::Relaxed)
+}
+
+/// Bytes of a row group in an object's cache, counted in [`CACHED`] while this lives.
+struct Cached(u64);
+
+impl Cached {
+    fn new(bytes: u64) -> Cached {
+        let _now = CACHED.fetch_add(bytes, Ordering::AcqRel) + bytes;
+        #[cfg(test)]
+        CACHED_PEAK.fetch_max(_now, Ordering::Relaxed);
+        Cached(bytes)
+    }
+}
+
+impl Drop for Cached {
+    fn drop(&mut self) {
+        CACHED.fetch_sub(self.0, Ordering::AcqRel);
+    }
 }
 
 /// Bytes of a row group fetched ahead, counted in [`AHEAD_HELD`] while this lives.
@@ -167,14 +217,18 @@ impl Drop for Running {
 }
 
 /// Aborts the row groups fetched ahead that no reader took, in every object opened, and
-/// waits for their tasks to end (the module doc). Readers still open fetch what they reach
-/// on demand.
+/// waits for their tasks to end (the module doc); drops the row groups kept of the objects
+/// no reader has open. Readers still open fetch what they reach on demand.
 pub(crate) fn stop_read_ahead() {
     let objects: Vec<Arc<RemoteObject>> = lock(&OBJECTS).values().cloned().collect();
     let mut stopped = Vec::new();
     for object in objects {
         let mut cache = lock(&object.cache);
-        let (ahead, taken): (Vec<Entry>, Vec<Entry>) = cache.entries.drain(..).partition(|e| e.ahead.is_some());
+        let (ahead, mut taken): (Vec<Entry>, Vec<Entry>) = cache.entries.drain(..).partition(|e| e.ahead.is_some());
+        // Row groups read and kept for readers: gone with the last reader of the object.
+        if object.readers.load(Ordering::Relaxed) == 0 {
+            taken.clear();
+        }
         cache.entries = taken;
         for e in &ahead {
             e.abort.abort();
@@ -295,9 +349,11 @@ pub(crate) fn open_groups(path: &Path, metadata: &ParquetMetaData, groups: &[usi
     Ok(RemoteFile::new(known_object(path)?, Some(Arc::new(Plan::of_order(metadata, groups, at_once)))))
 }
 
-/// A reader of the object at `path` for row group `g`'s chunks (all leaves) of `metadata`.
-pub(crate) fn open_row_group(path: &Path, metadata: &ParquetMetaData, g: usize) -> std::io::Result<RemoteFile> {
-    Ok(RemoteFile::new(known_object(path)?, Some(Arc::new(Plan::of_row_group(metadata, g)))))
+/// A reader of the object at `path` for row group `g`'s chunks (all leaves) of `metadata`;
+/// where `kept`, the row group stays in the cache for the next reader of it (held as if
+/// fetched ahead: a row group checked now and copied later, fetched once for both).
+pub(crate) fn open_row_group(path: &Path, metadata: &ParquetMetaData, g: usize, kept: bool) -> std::io::Result<RemoteFile> {
+    Ok(RemoteFile::new(known_object(path)?, Some(Arc::new(Plan { kept, ..Plan::of_row_group(metadata, g) }))))
 }
 
 /// A reader of the object at `path` without a plan: every read fetched as asked.
@@ -409,6 +465,9 @@ pub(crate) struct Plan {
     /// Row groups the reader may read at once (a batch spanning several: every column
     /// reads each of them in turn), kept in the object's cache while it is open.
     keep: usize,
+    /// Whether the row groups it fetches stay in the cache, counted against the
+    /// read-ahead's bound, for the next reader of them (`open_row_group`).
+    kept: bool,
 }
 
 impl Plan {
@@ -445,7 +504,7 @@ impl Plan {
             }
         }
         chunks.sort_unstable();
-        Plan { chunks, leaves, order, start_at_open, keep: 2 }
+        Plan { chunks, leaves, order, start_at_open, keep: 2, kept: false }
     }
 
     /// Bytes of row group `g`'s spans.
@@ -508,6 +567,10 @@ struct Entry {
     abort: AbortHandle,
     /// Fetched ahead and not taken by a reader yet: its bytes, counted against the bound.
     ahead: Option<Held>,
+    /// The reader whose read-ahead wants it (stopped when that reader is dropped).
+    owner: usize,
+    /// Its planned bytes, counted in [`CACHED`] while it is in the cache.
+    cached: Cached,
 }
 
 /// The row groups an object's readers fetched or are fetching, least recently used first
@@ -578,13 +641,22 @@ impl RemoteObject {
                     Some(i) => {
                         let mut entry = cache.entries.remove(i);
                         let was_ahead = entry.ahead.take().is_some();
+                        if plan.kept {
+                            entry.ahead = Held::try_new(entry.cached.0);
+                            entry.owner = 0;
+                        }
                         let fetch = entry.fetch.clone();
                         cache.entries.push(entry);
                         (fetch, was_ahead)
                     }
                     None => {
+                        // Room made first: the cache never holds more than it keeps.
+                        cache.trim(self.keep().saturating_sub(1));
                         let (fetch, abort) = self.start(plan, g, false);
-                        cache.entries.push(Entry { group: g, leaves: plan.leaves.clone(), fetch: fetch.clone(), abort, ahead: None });
+                        let bytes = plan.group_bytes(g);
+                        let (cached, ahead) = (Cached::new(bytes), plan.kept.then(|| Held::try_new(bytes)).flatten());
+                        let leaves = plan.leaves.clone();
+                        cache.entries.push(Entry { group: g, leaves, fetch: fetch.clone(), abort, ahead, owner: 0, cached });
                         (fetch, false)
                     }
                 };
@@ -613,8 +685,9 @@ impl RemoteObject {
 
     /// Starts the row groups of `plan.order` from its `from`th that are not fetched or on
     /// the way, until [`READ_AHEAD_BYTES`] (at least one row group) are ahead, within the
-    /// bound (the module doc).
-    fn read_ahead(&self, plan: &Plan, from: usize) {
+    /// bound (the module doc), for the reader `owner`; those already fetched ahead become
+    /// its own (a run's reader reopened takes over what the one it replaces started).
+    fn read_ahead(&self, plan: &Plan, from: usize, owner: usize) {
         let mut ahead = 0;
         let mut cache = lock(&self.cache);
         for &g in plan.order.iter().skip(from) {
@@ -622,22 +695,64 @@ impl RemoteObject {
                 break;
             }
             let bytes = plan.group_bytes(g);
-            if cache.position(g, &plan.leaves).is_none() {
-                let Some(held) = Held::try_new(bytes) else { break };
-                let (fetch, abort) = self.start(plan, g, true);
-                cache.entries.push(Entry { group: g, leaves: plan.leaves.clone(), fetch, abort, ahead: Some(held) });
+            match cache.position(g, &plan.leaves) {
+                Some(i) => {
+                    if cache.entries[i].ahead.is_some() {
+                        cache.entries[i].owner = owner;
+                    }
+                }
+                None => {
+                    let Some(held) = Held::try_new(bytes) else { break };
+                    let (fetch, abort) = self.start(plan, g, true);
+                    let (leaves, cached) = (plan.leaves.clone(), Cached::new(bytes));
+                    cache.entries.push(Entry { group: g, leaves, fetch, abort, ahead: Some(held), owner, cached });
+                }
             }
             ahead += bytes;
         }
     }
+
+    /// Aborts the row groups the reader `owner` fetched ahead that no reader took, and
+    /// waits for their tasks to end (the reader was dropped: nobody will read them).
+    fn stop_ahead_of(&self, owner: usize) {
+        let stopped: Vec<Fetch> = {
+            let mut cache = lock(&self.cache);
+            let (ahead, kept): (Vec<Entry>, Vec<Entry>) = cache.entries.drain(..).partition(|e| e.ahead.is_some() && e.owner == owner);
+            cache.entries = kept;
+            ahead.iter().for_each(|e| e.abort.abort());
+            ahead.into_iter().map(|e| e.fetch).collect()
+        };
+        // An aborted task resolves once its future (its requests) is dropped, on the
+        // stores' runtime, never on a reader's thread.
+        for fetch in stopped {
+            let _ = futures::executor::block_on(fetch);
+        }
+    }
+}
+
+/// Lets go of row group `g` (every leaf) of the object at `path` where a reader kept it
+/// for the next (`open_row_group`'s `kept`) and none will take it (a copy too large to
+/// hold, streamed instead): no longer held against the bound, dropped as the cache trims.
+pub(crate) fn release_kept(path: &Path, g: usize) {
+    let Some(object) = lock(&OBJECTS).get(path.to_string_lossy().as_ref()).cloned() else { return };
+    let mut cache = lock(&object.cache);
+    if let Some(i) = cache.position(g, &None) {
+        if cache.entries[i].owner == 0 {
+            cache.entries[i].ahead = None;
+        }
+    }
+    let keep = object.keep();
+    cache.trim(keep);
 }
 
 /// Counts an open reader of an object, by the row groups it keeps, while it lives (its
-/// clones share it).
-struct ReaderCount(Arc<RemoteObject>, usize);
+/// clones share it), and names it (`2`: its id, the owner of its read-aheads). As it is
+/// dropped, the row groups it fetched ahead that no reader took are stopped.
+struct ReaderCount(Arc<RemoteObject>, usize, usize);
 
 impl Drop for ReaderCount {
     fn drop(&mut self) {
+        self.0.stop_ahead_of(self.2);
         self.0.readers.fetch_sub(self.1, Ordering::Relaxed);
         let keep = self.0.keep();
         lock(&self.0.cache).trim(keep);
@@ -651,18 +766,20 @@ pub struct RemoteFile {
     plan: Option<Arc<Plan>>,
     /// The row group read last (no lock on the object's cache for every page).
     current: Arc<Mutex<Option<Arc<Fetched>>>>,
-    _count: Arc<ReaderCount>,
+    count: Arc<ReaderCount>,
 }
 
 impl RemoteFile {
     pub(crate) fn new(object: Arc<RemoteObject>, plan: Option<Arc<Plan>>) -> RemoteFile {
-        let keep = plan.as_ref().map_or(2, |p| p.keep);
+        // A reader without a plan caches nothing: it keeps no row group.
+        let keep = plan.as_ref().map_or(0, |p| p.keep);
         object.readers.fetch_add(keep, Ordering::Relaxed);
-        let count = Arc::new(ReaderCount(object.clone(), keep));
+        let id = READER_IDS.fetch_add(1, Ordering::Relaxed);
+        let count = Arc::new(ReaderCount(object.clone(), keep, id));
         if let Some(plan) = plan.as_ref().filter(|p| p.start_at_open) {
-            object.read_ahead(plan, 0);
+            object.read_ahead(plan, 0, id);
         }
-        RemoteFile { object, plan, current: Default::default(), _count: count }
+        RemoteFile { object, plan, current: Default::default(), count }
     }
 
     /// The fetched row group holding the planned chunk `start..end`, if it is one.
@@ -677,7 +794,7 @@ impl RemoteFile {
         *current = Some(fetched.clone());
         // The next row groups come while this one is decoded.
         if let Some(at) = plan.order.iter().position(|&o| o == g) {
-            self.object.read_ahead(plan, at + 1);
+            self.object.read_ahead(plan, at + 1, self.count.2);
         }
         Ok(Some(fetched))
     }
@@ -776,6 +893,7 @@ mod tests {
             order: vec![0, 1],
             start_at_open: false,
             keep: 2,
+            kept: false,
         };
         assert_eq!(plan.spans(0), vec![4..400, 200_000..300_000]);
         assert_eq!(plan.spans(1), vec![300_000..300_010]);

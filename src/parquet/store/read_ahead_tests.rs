@@ -314,3 +314,144 @@ fn stopping_the_read_ahead_leaves_no_request_running() {
     store.faults.lock().unwrap().0.hold = false;
     store.gate.add_permits(64);
 }
+
+/// A reader dropped with row groups still on the way (a DataFusion stream or a library
+/// reader dropped early) stops them: no task, no request left, without `stop_read_ahead`.
+#[test]
+fn dropping_a_reader_stops_its_read_ahead() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (store, url, metadata, _) = store_with_file("ra-test-drop", 4);
+    set_read_ahead_limit(super::DEFAULT_READ_AHEAD_LIMIT);
+    store.faults.lock().unwrap().0.hold = true;
+    let (_, _) = object::open_object(Path::new(&url), true).expect("opened");
+    let reader = object::open_groups(Path::new(&url), &metadata, &[0, 1, 2, 3], 1).expect("a reader");
+    // A clone shares the reader: dropping one of them stops nothing.
+    let clone = reader.clone();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while store.in_flight.load(Ordering::SeqCst) == 0 {
+        assert!(std::time::Instant::now() < deadline, "the read-ahead never reached the store");
+        std::thread::yield_now();
+    }
+    let running = read_ahead_running();
+    assert!(running > 0);
+    drop(clone);
+    assert_eq!(read_ahead_running(), running, "a clone dropped stopped its reader's read-ahead");
+    drop(reader);
+    assert_eq!(read_ahead_running(), 0, "a read-ahead task outlived its reader");
+    assert_eq!(store.in_flight.load(Ordering::SeqCst), 0, "a request outlived its reader");
+    store.faults.lock().unwrap().0.hold = false;
+    store.gate.add_permits(64);
+}
+
+/// A run's reader reopened where another stopped (a new batch size) takes over the row
+/// groups the other fetched ahead: dropping the old one stops none of them, and each row
+/// group is fetched once.
+#[test]
+fn a_reader_reopened_takes_over_the_read_ahead() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (store, url, metadata, expected) = store_with_file("ra-test-reopen", 4);
+    set_read_ahead_limit(super::DEFAULT_READ_AHEAD_LIMIT);
+    let (_, _) = object::open_object(Path::new(&url), true).expect("opened");
+    let first = object::open_groups(Path::new(&url), &metadata, &[0, 1, 2, 3], 2).expect("a reader");
+    let second = object::open_groups(Path::new(&url), &metadata, &[0, 1, 2, 3], 2).expect("a reader");
+    drop(first);
+    let meta = ArrowReaderMetadata::try_new(metadata.clone(), ArrowReaderOptions::default()).expect("metadata");
+    let got: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::new_with_metadata(second, meta)
+        .with_batch_size(1024)
+        .build()
+        .expect("a reader")
+        .collect::<Result<_, _>>()
+        .expect("read");
+    assert_eq!(rows_of(&got), rows_of(&expected));
+    let mut log = store.log.lock().unwrap().clone();
+    log.sort_by_key(|r| r.start);
+    assert_eq!(log, (0..4).map(|g| span_of(&metadata, g)).collect::<Vec<_>>(), "every row group fetched once");
+    stop_read_ahead();
+}
+
+/// A file of `groups` row groups of 4096 rows whose keys are `k * files + f`: the files
+/// interleave row for row, so a merge copies no row group and reads every one.
+fn interleaved(f: i64, files: i64, groups: usize) -> Bytes {
+    use parquet::file::metadata::SortingColumn;
+    let rows = groups as i64 * 4096;
+    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false), Field::new("s", DataType::Utf8, false)]));
+    let ids: Vec<i64> = (0..rows).map(|k| k * files + f).collect();
+    let strings: Vec<String> = ids.iter().map(|i| format!("{:0>64}", (*i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))).collect();
+    let batch =
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(ids)), Arc::new(StringArray::from(strings))]).expect("a batch");
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(4096))
+        .set_dictionary_enabled(false)
+        .set_sorting_columns(Some(vec![SortingColumn { column_idx: 0, descending: false, nulls_first: false }]))
+        .build();
+    let mut out = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut out, schema, Some(props)).expect("a writer");
+    writer.write(&batch).expect("written");
+    writer.close().expect("closed");
+    Bytes::from(out)
+}
+
+/// A merge of objects holds their fetched row groups within its memory budget: those its
+/// runs read (two a run, in the decoders' share) and those fetched ahead (R/16), counted by
+/// the readers' caches; the same bytes with a small limit and the default. A sort too.
+#[test]
+fn a_merge_and_a_sort_hold_fetched_row_groups_within_their_budget() {
+    use crate::parquet::{merge_files, plan_merge, plan_sort, sort_files, MergeFilesOptions, Passthrough, SortFilesOptions};
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let store = Arc::new(Counting {
+        inner: InMemory::new(),
+        log: Mutex::default(),
+        faults: Mutex::default(),
+        in_flight: Arc::default(),
+        gate: tokio::sync::Semaphore::new(0),
+    });
+    register_object_store("s3://ra-test-budget", store.clone()).expect("registered");
+    // Nothing other tests left fetched ahead.
+    stop_read_ahead();
+    let files = 4;
+    let mut paths = Vec::new();
+    for f in 0..files {
+        let (s, b) = (store.clone(), interleaved(f, files, 6));
+        let key = format!("in/{f}.parquet");
+        super::runtime::block_on(async move { s.inner.put(&ObjectPath::from(key.as_str()), b.into()).await }).expect("put");
+        paths.push(std::path::PathBuf::from(format!("s3://ra-test-budget/in/{f}.parquet")));
+    }
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let plan = plan_merge(&paths, None).expect("a plan");
+    // Two row groups a run, in the decoders' estimate (per decoder).
+    let largest = |f: &crate::parquet::inputs::InputFile| {
+        let m = f.metadata.metadata();
+        (0..m.num_row_groups()).map(|g| m.row_group(g).columns().iter().map(|c| c.byte_range().1).sum::<u64>()).max().unwrap_or(0)
+    };
+    let held: u64 = plan.files.iter().map(|f| 2 * largest(f)).sum();
+    for limit in [24usize << 20, crate::parquet::default_memory_limit()] {
+        let options = MergeFilesOptions { memory_limit: limit, passthrough: Passthrough::Never, ..Default::default() };
+        let budget = crate::parquet::memory::merge_budget(&plan, limit, options.writer.row_group_bytes).expect("a budget");
+        assert!(budget.read.decoder_bytes as u64 >= held, "{} of decoders count {held} of fetched row groups", budget.read.decoder_bytes);
+        // What other tests' objects still cache stays as it is meanwhile (one test at a time).
+        object::reset_read_ahead_peak();
+        let before = object::cached_now();
+        let out = dir.path().join(format!("m{limit}.parquet"));
+        let summary = merge_files(&plan, &out, &options, &|_| {}).expect("merged");
+        assert_eq!(summary.rows, 4 * 6 * 4096);
+        assert_eq!(object::cached_now(), before, "the merge's row groups dropped as it ended");
+        let (peak, ahead) = (object::cached_peak() - before, object::read_ahead_peak());
+        assert!(ahead > 0 && ahead <= budget.piece_bytes as u64, "{ahead} bytes ahead, bound {}", budget.piece_bytes);
+        assert!(peak <= held + budget.piece_bytes as u64, "{peak} bytes of row groups held, budget {held} + {}", budget.piece_bytes);
+        assert_eq!(read_ahead_running(), 0, "the merge left a read-ahead running");
+    }
+    // A sort reads ahead within R/16 of its own budget, not the fixed default.
+    let limit = 24usize << 20;
+    let options = SortFilesOptions { memory_limit: limit, ..Default::default() };
+    let out = dir.path().join("sorted.parquet");
+    let by = crate::parquet::parse_order_by("s").expect("keys");
+    let sort = plan_sort(&paths, Some(by), &Default::default(), &out, &options).expect("a sort plan");
+    assert!((sort.piece_bytes as u64) < super::DEFAULT_READ_AHEAD_LIMIT / 2, "{} is R/16 of a small limit", sort.piece_bytes);
+    object::reset_read_ahead_peak();
+    let summary = sort_files(&sort, &out, &options, &|_, _| {}).expect("sorted");
+    assert_eq!(summary.rows, 4 * 6 * 4096);
+    let ahead = object::read_ahead_peak();
+    assert!(ahead <= sort.piece_bytes as u64, "{ahead} bytes ahead in a sort, bound {}", sort.piece_bytes);
+    assert_eq!(read_ahead_running(), 0, "the sort left a read-ahead running");
+    assert_eq!(object::set_read_ahead_limit(super::DEFAULT_READ_AHEAD_LIMIT), super::DEFAULT_READ_AHEAD_LIMIT, "the bound set back");
+}

@@ -123,7 +123,7 @@ impl SortedParquetWriter {
                 let (done, chunks) = std::sync::mpsc::sync_channel(1);
                 let (path, footer) = (source.to_path_buf(), footer.clone());
                 rayon::spawn(move || {
-                    let read = store::open_row_group(&path, &footer, g).map_err(parquet::errors::ParquetError::from);
+                    let read = store::open_row_group(&path, &footer, g, false).map_err(parquet::errors::ParquetError::from);
                     let _ = done.send(read.and_then(|file| read_chunks(&file, &ranges)));
                 });
                 Some(chunks)
@@ -168,6 +168,9 @@ impl SortedParquetWriter {
                 }
             }
             None => {
+                // Too large to hold: streamed, a column chunk at a time (an object's row group
+                // kept since its check is let go: it would be held to the end).
+                store::release_kept(&copy.source, copy.row_group);
                 let file = store::open_streamed(&copy.source).map_err(|e| Error::io(&copy.source, context.clone(), e))?;
                 row_group = self.writer.next_row_group().map_err(err)?;
                 for close in copy.columns {

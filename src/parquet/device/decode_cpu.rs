@@ -1,0 +1,193 @@
+//! The CPU reference of the page decode kernels (`cuda/parquet_decode.cu`): the same
+//! [`DecodePlan`], the same per-page algorithm, the same faults, in Rust, so CI checks the
+//! algorithm against parquet-rs's arrow reader where there is no GPU, and the GPU tests
+//! check the kernels against both.
+//!
+//! One data page, its values `n` (nulls included), its body decompressed:
+//!
+//! 1. the definition levels: none (every value defined), or the hybrid of bit width 1
+//!    after a v1 page's 4-byte length, or at a v2 page's stated place; walked run by run
+//!    ([`super::hybrid`]), each of the first `n` levels read from its run;
+//! 2. each defined value's rank among the page's defined values (a prefix count; the
+//!    kernel's block scan);
+//! 3. the value of rank `k`: PLAIN, the `k`-th stored value after the levels; dictionary,
+//!    index `k` of the hybrid after the bit-width byte, then that dictionary entry;
+//! 4. written at output row `first_row + i`, widened as the plan says; a null's slot stays
+//!    zero and its validity bit clear;
+//! 5. a v2 page's nulls checked against its header's count.
+//!
+//! The output: one values buffer of `rows * out_width` bytes and, for a nullable column, a
+//! validity bitmap of `rows` bits (Arrow's layout: bit `r % 8` of byte `r / 8`).
+
+use super::decode_fault::Fault;
+use super::decode_plan::{DataPage, DecodePlan, Levels, Values, Widen};
+use super::hybrid::{value, Walker};
+use arrow::array::ArrayData;
+use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
+
+/// A column chunk decoded: its values and validity, in Arrow's layouts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DecodedChunk {
+    pub rows: usize,
+    pub values: Vec<u8>,
+    /// `rows` bits; `None` for a column of maximum definition level 0.
+    pub validity: Option<Vec<u8>>,
+}
+
+impl DecodedChunk {
+    /// The chunk as Arrow array data of `plan`'s type.
+    pub fn to_array_data(&self, plan: &DecodePlan) -> arrow::error::Result<ArrayData> {
+        let nulls = self.validity.as_ref().map(|v| NullBuffer::new(BooleanBuffer::new(Buffer::from(v.as_slice()), 0, self.rows)));
+        ArrayData::builder(plan.data_type.clone())
+            .len(self.rows)
+            .add_buffer(Buffer::from(self.values.as_slice()))
+            .nulls(nulls)
+            .align_buffers(true)
+            .build()
+    }
+}
+
+/// A page's part of the output: its values' bytes and, where nullable, the chunk's whole
+/// bitmap (a page's rows need not start on a byte).
+struct Out<'a> {
+    values: &'a mut [u8],
+    validity: Option<&'a mut [u8]>,
+}
+
+/// Decodes a chunk: `bodies[i]` is the body of page `i` of its table once decompressed
+/// (`None` for a page the plan does not read), `dictionary` the dictionary page's body.
+/// `Err` is the first failing page's index in the table and its fault.
+pub(crate) fn decode_chunk(plan: &DecodePlan, bodies: &[Option<&[u8]>]) -> Result<DecodedChunk, (usize, Fault)> {
+    let rows = usize::try_from(plan.rows).map_err(|_| (0, Fault::Launch))?;
+    let mut values = vec![0u8; rows * plan.out_width];
+    let mut validity = plan.nullable.then(|| vec![0u8; rows.div_ceil(8)]);
+    let dictionary: &[u8] = match plan.dictionary {
+        Some(d) => bodies.get(d.page).copied().flatten().filter(|b| b.len() == d.body_len).ok_or((d.page, Fault::Launch))?,
+        None => &[],
+    };
+    for p in &plan.pages {
+        let body = bodies.get(p.page).copied().flatten().ok_or((p.page, Fault::Launch))?;
+        let first = p.first_row as usize;
+        let out = Out {
+            values: &mut values[first * plan.out_width..(first + p.values as usize) * plan.out_width],
+            validity: validity.as_deref_mut(),
+        };
+        decode_page(plan, p, body, dictionary, out).map_err(|f| (p.page, f))?;
+    }
+    Ok(DecodedChunk { rows, values, validity })
+}
+
+/// One data page (the module doc's steps).
+fn decode_page(plan: &DecodePlan, p: &DataPage, body: &[u8], dictionary: &[u8], out: Out<'_>) -> Result<(), Fault> {
+    if body.len() != p.body_len {
+        return Err(Fault::Launch);
+    }
+    let n = p.values as usize;
+    // 1. The levels, and where the values start.
+    let (levels, values_at): (Option<&[u8]>, usize) = match p.levels {
+        Levels::None => (None, p.values_at),
+        Levels::Prefixed => {
+            let len = body.get(..4).ok_or(Fault::LevelsLength)?;
+            let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+            if len > body.len() - 4 {
+                return Err(Fault::LevelsLength);
+            }
+            (Some(&body[4..4 + len]), 4 + len)
+        }
+        Levels::Stated { at, len } => {
+            let stream = at.checked_add(len).and_then(|end| body.get(at..end)).ok_or(Fault::LevelsLength)?;
+            (Some(stream), p.values_at)
+        }
+    };
+    let mut defined = vec![true; n];
+    if let Some(stream) = levels {
+        let mut w = Walker::new(stream, 1);
+        let mut i = 0u64;
+        while (i as usize) < n {
+            let run = w.next_run(1, Fault::LevelsEnd, Fault::LevelValue)?.ok_or(Fault::LevelsEnd)?;
+            let end = (run.start + run.count).min(n as u64);
+            while i < end {
+                defined[i as usize] = value(stream, &run, i, 1, Fault::LevelsEnd)? == 1;
+                i += 1;
+            }
+        }
+    }
+    // 2. Ranks: the prefix count of defined values.
+    let count = defined.iter().filter(|&&d| d).count();
+    // 3. The values by rank.
+    let width = plan.physical.bytes();
+    let stored = body.get(values_at..).ok_or(Fault::ValuesEnd)?;
+    let mut entries = vec![0u32; count];
+    match p.encoding {
+        Values::Plain => {
+            if count * width > stored.len() {
+                return Err(Fault::ValuesEnd);
+            }
+        }
+        Values::Dictionary => {
+            let (&bw, stream) = stored.split_first().ok_or(Fault::BitWidth)?;
+            let bw = u32::from(bw);
+            if bw > 32 {
+                return Err(Fault::BitWidth);
+            }
+            let entries_n = plan.dictionary.map_or(0, |d| d.entries);
+            let mut w = Walker::new(stream, bw);
+            let mut k = 0u64;
+            while (k as usize) < count {
+                let run = w.next_run(u32::MAX, Fault::IndicesEnd, Fault::IndexRange)?.ok_or(Fault::IndicesEnd)?;
+                let end = (run.start + run.count).min(count as u64);
+                while k < end {
+                    let e = value(stream, &run, k, bw, Fault::IndicesEnd)?;
+                    if e >= entries_n {
+                        return Err(Fault::IndexRange);
+                    }
+                    entries[k as usize] = e;
+                    k += 1;
+                }
+            }
+        }
+    }
+    // 4. Written at their rows.
+    let Out { values, mut validity } = out;
+    let mut rank = 0usize;
+    for (i, &d) in defined.iter().enumerate() {
+        if !d {
+            continue;
+        }
+        let src = match p.encoding {
+            Values::Plain => &stored[rank * width..(rank + 1) * width],
+            Values::Dictionary => {
+                let e = entries[rank] as usize;
+                &dictionary[e * width..(e + 1) * width]
+            }
+        };
+        write_value(plan.widen, src, &mut values[i * plan.out_width..(i + 1) * plan.out_width]);
+        if let Some(bits) = validity.as_deref_mut() {
+            let r = p.first_row as usize + i;
+            bits[r / 8] |= 1 << (r % 8);
+        }
+        rank += 1;
+    }
+    // 5. A v2 page's header's null count.
+    if let Some(nulls) = p.nulls {
+        if n - count != nulls as usize {
+            return Err(Fault::NullCount);
+        }
+    }
+    Ok(())
+}
+
+/// One value, stored bytes `src`, to its output slot `dst`.
+fn write_value(widen: Widen, src: &[u8], dst: &mut [u8]) {
+    match widen {
+        Widen::Copy => dst.copy_from_slice(src),
+        Widen::SignExtend16 => {
+            let v: i128 = if src.len() == 4 {
+                i32::from_le_bytes(src.try_into().expect("4 bytes")).into()
+            } else {
+                i64::from_le_bytes(src.try_into().expect("8 bytes")).into()
+            };
+            dst.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+}

@@ -67,3 +67,49 @@ impl fmt::Display for Fault {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Fault;
+    use crate::engine::decode_job as job;
+
+    /// `#define NAME <n>u` of the kernel's source.
+    fn defined(name: &str) -> u32 {
+        let src = include_str!("../../../cuda/parquet_decode.cu");
+        let line = src.lines().find(|l| l.split_whitespace().nth(1) == Some(name)).unwrap_or_else(|| panic!("{name} is not defined"));
+        let v = line.split_whitespace().nth(2).unwrap().trim_end_matches('u');
+        if let Some(hex) = v.strip_prefix("0x") {
+            u32::from_str_radix(hex, 16).unwrap()
+        } else {
+            v.parse().unwrap()
+        }
+    }
+
+    /// The kernel's fault codes and flags are the host's.
+    #[test]
+    fn codes_match_the_kernel() {
+        let names = [
+            "FAULT_LEVELS_LENGTH",
+            "FAULT_LEVELS_END",
+            "FAULT_LEVEL_VALUE",
+            "FAULT_RUN_HEADER",
+            "FAULT_VALUES_END",
+            "FAULT_BIT_WIDTH",
+            "FAULT_INDICES_END",
+            "FAULT_INDEX_RANGE",
+            "FAULT_NULL_COUNT",
+            "FAULT_LAUNCH",
+        ];
+        for (f, name) in Fault::ALL.iter().zip(names) {
+            assert_eq!(defined(name), *f as u32, "{name}");
+            assert_eq!(Fault::from_code(*f as u32), Some(*f));
+        }
+        assert_eq!(Fault::from_code(0), None);
+        assert_eq!(defined("LEVELS_NONE"), job::LEVELS_NONE);
+        assert_eq!(defined("LEVELS_PREFIXED"), job::LEVELS_PREFIXED);
+        assert_eq!(defined("LEVELS_STATED"), job::LEVELS_STATED);
+        assert_eq!(defined("FLAG_DICTIONARY"), job::FLAG_DICTIONARY);
+        assert_eq!(defined("FLAG_SIGN_EXTEND"), job::FLAG_SIGN_EXTEND);
+        assert_eq!(defined("NULLS_UNCHECKED"), job::NULLS_UNCHECKED);
+    }
+}

@@ -316,17 +316,7 @@ fn device_layouts_are_consistent() {
     let meta = metadata(&path);
     let cs = cases(&path, &meta);
     let covered: Vec<&Case<'_>> = cs.iter().filter(|c| c.plan.is_some()).collect();
-    let chunks: Vec<ColumnChunk<'_>> = covered
-        .iter()
-        .map(|c| ColumnChunk {
-            file: c.chunk.file.clone(),
-            row_group: c.chunk.row_group,
-            rows: c.chunk.rows,
-            meta: c.chunk.meta,
-            bytes: c.chunk.bytes.clone(),
-            table: c.chunk.table.clone(),
-        })
-        .collect();
+    let chunks: Vec<ColumnChunk<'_>> = covered.iter().map(|c| c.chunk.clone_chunk()).collect();
     let stage1 = layout_pages(&chunks).unwrap();
     let plans: Vec<&DecodePlan> = covered.iter().map(|c| c.plan.as_ref().unwrap()).collect();
     let (job, outs) = layout(&plans, &stage1.pages).unwrap();
@@ -368,17 +358,7 @@ fn device_decode_matches_parquet_rs() {
             let meta = metadata(&path);
             let cs: Vec<Case<'_>> = cases(&path, &meta).into_iter().filter(|c| c.plan.is_some()).collect();
             let plans: Vec<&DecodePlan> = cs.iter().map(|c| c.plan.as_ref().unwrap()).collect();
-            let chunks: Vec<ColumnChunk<'_>> = cs
-                .iter()
-                .map(|c| ColumnChunk {
-                    file: c.chunk.file.clone(),
-                    row_group: c.chunk.row_group,
-                    rows: c.chunk.rows,
-                    meta: c.chunk.meta,
-                    bytes: c.chunk.bytes.clone(),
-                    table: c.chunk.table.clone(),
-                })
-                .collect();
+            let chunks: Vec<ColumnChunk<'_>> = cs.iter().map(|c| c.chunk.clone_chunk()).collect();
             let done = decode_on_device(0, &chunks, &plans).unwrap_or_else(|e| panic!("{s:?}: {e}"));
             for ((got, c), plan) in done.to_host().unwrap().iter().zip(&cs).zip(&plans) {
                 let at = format!("{s:?}, row group {}, {}", c.chunk.row_group, c.chunk.meta.column_path().string());
@@ -433,4 +413,90 @@ fn device_names_a_damaged_page() {
     for msg in [&cpu, &e] {
         assert!(msg.contains(&name) && msg.contains(&Fault::BitWidth.to_string()), "{msg}");
     }
+}
+
+/// Files pyarrow writes (where `python3 -c "import pyarrow"` works; else skipped with a
+/// line): the CPU reference against parquet-rs's arrow reader, and the device where there is
+/// one. pyarrow's own choices: PLAIN_DICTIONARY / RLE_DICTIONARY, its page sizes, decimals
+/// stored as integers when asked.
+#[test]
+fn pyarrow_files_decode() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+import sys, datetime, decimal
+import pyarrow as pa, pyarrow.parquet as pq
+out = sys.argv[1]
+n = 5000
+def v(i, s): return ((i * 2654435761) ^ (s * 40503)) % 1000003
+t = pa.table({
+    "i32": pa.array([v(i, 1) - 500000 for i in range(n)], pa.int32()),
+    "i64": pa.array([None if v(i, 2) % 4 == 0 else v(i, 3) * 1000003 for i in range(n)], pa.int64()),
+    "f32": pa.array([v(i, 4) / 7 for i in range(n)], pa.float32()),
+    "f64": pa.array([None if v(i, 5) % 3 == 0 else v(i, 6) % 50 / 4 for i in range(n)], pa.float64()),
+    "date": pa.array([datetime.date(1995, 1, 1) + datetime.timedelta(days=v(i, 7) % 2000) for i in range(n)], pa.date32()),
+    "dec32": pa.array([decimal.Decimal(v(i, 8) - 500000).scaleb(-2) for i in range(n)], pa.decimal128(7, 2)),
+    "dec64": pa.array([None if v(i, 9) % 5 == 0 else decimal.Decimal(v(i, 10) * 997).scaleb(-2) for i in range(n)], pa.decimal128(15, 2)),
+    "none": pa.array([None] * n, pa.int32()),
+})
+k = 0
+for version in ["1.0", "2.0"]:
+    for codec in ["zstd", "snappy", "none"]:
+        for dictionary in [True, False]:
+            pq.write_table(t, f"{out}/p{k}.parquet", data_page_version=version, compression=codec,
+                           use_dictionary=dictionary, store_decimal_as_integer=True,
+                           data_page_size=2048, dictionary_pagesize_limit=4096, row_group_size=3000)
+            k += 1
+"#;
+    let ran = std::process::Command::new("python3").arg("-c").arg(script).arg(dir.path()).output();
+    match ran {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            if err.contains("No module named") {
+                eprintln!("pyarrow_files_decode: skipped, no pyarrow: {}", err.lines().last().unwrap_or(""));
+                return;
+            }
+            panic!("pyarrow failed: {err}");
+        }
+        Err(e) => {
+            eprintln!("pyarrow_files_decode: skipped, no python3: {e}");
+            return;
+        }
+    }
+    let device = crate::engine::gpu_availability().is_ok() && crate::engine::device::nvcomp_availability().is_ok();
+    let mut checked = 0;
+    for k in 0..12 {
+        let path = dir.path().join(format!("p{k}.parquet"));
+        let meta = metadata(&path);
+        let schema = meta.file_metadata().schema_descr();
+        let types = arrow_types(schema, meta.file_metadata().key_value_metadata());
+        let n = schema.num_columns();
+        let mut covered = Vec::new();
+        for (i, chunk) in chunks(&path, &meta).into_iter().enumerate() {
+            let leaf = i % n;
+            let at = format!("p{k}, row group {}, {}", chunk.row_group, schema.column(leaf).path().string());
+            let plan = match plan_chunk(&chunk, types[leaf].as_ref()).unwrap() {
+                Planned::Covered(p) => p,
+                Planned::NotCovered(why) => {
+                    // pyarrow's v2 pages without a dictionary are PLAIN: everything here is covered.
+                    panic!("{at}: not covered: {why}");
+                }
+            };
+            let want = arrow_read(&path, chunk.row_group, &[leaf]).unwrap().remove(0);
+            let got = decode_on_cpu(&chunk, &plan).unwrap_or_else(|e| panic!("{at}: {e}"));
+            assert_eq!(got.to_array_data(&plan).unwrap(), want.to_data(), "{at}");
+            checked += 1;
+            covered.push((chunk, plan, want));
+        }
+        if device {
+            let plans: Vec<&DecodePlan> = covered.iter().map(|c| &c.1).collect();
+            let chunks: Vec<ColumnChunk<'_>> = covered.iter().map(|c| c.0.clone_chunk()).collect();
+            let done = decode_on_device(0, &chunks, &plans).unwrap_or_else(|e| panic!("p{k}: {e}"));
+            for (got, (c, plan, want)) in done.to_host().unwrap().iter().zip(&covered) {
+                assert_eq!(got.to_array_data(plan).unwrap(), want.to_data(), "p{k} on the device: {}", c.meta.column_path().string());
+            }
+        }
+    }
+    assert_eq!(checked, 12 * 2 * 8);
+    eprintln!("pyarrow_files_decode: {checked} chunks equal{}", if device { ", on the device too" } else { "" });
 }

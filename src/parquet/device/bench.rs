@@ -124,7 +124,7 @@ pub struct DecompressDecode {
     pub chunk_bytes: usize,
     /// Per repetition: the device's wall time (stage 1's call, then the decode launch and
     /// its fault check), its decode launch alone, and parquet-rs's arrow reader on every
-    /// core (rayon over the files' row groups, the same columns).
+    /// core (rayon over the files' row groups, the same columns, the files in memory).
     pub device_wall: Vec<Duration>,
     pub device_decode: Vec<Duration>,
     /// Stage 1's call alone (upload and decompression).
@@ -132,30 +132,57 @@ pub struct DecompressDecode {
     pub cpu_wall: Vec<Duration>,
 }
 
-/// parquet-rs's arrow reader over row group `g` of `path`, leaves `leaves`: one batch.
-pub(crate) fn arrow_read(path: &std::path::Path, g: usize, leaves: &[usize]) -> Result<Vec<arrow::array::ArrayRef>> {
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    use parquet::arrow::ProjectionMask;
-    let err = |e: parquet::errors::ParquetError| Error::Parquet { path: Some(path.into()), context: format!("row group {g}"), source: e };
-    let f = std::fs::File::open(path).map_err(|e| Error::Io { path: Some(path.into()), context: "opening".into(), source: e })?;
-    let b = ParquetRecordBatchReaderBuilder::try_new(f).map_err(err)?;
-    let rows = b.metadata().row_group(g).num_rows() as usize;
-    let mask = ProjectionMask::leaves(b.parquet_schema(), leaves.iter().copied());
-    let reader = b.with_row_groups(vec![g]).with_projection(mask).with_batch_size(rows.max(1)).build().map_err(err)?;
-    let mut columns: Vec<Vec<arrow::array::ArrayRef>> = vec![Vec::new(); leaves.len()];
-    for batch in reader {
-        let batch = batch.map_err(|e| Error::Internal(format!("{}: {e}", path.display())))?;
-        for (k, c) in batch.columns().iter().enumerate() {
-            columns[k].push(c.clone());
-        }
+/// A file held in memory for parquet-rs's arrow reader, its footer read once.
+pub(crate) struct InMemory {
+    path: PathBuf,
+    bytes: bytes::Bytes,
+    meta: parquet::arrow::arrow_reader::ArrowReaderMetadata,
+}
+
+impl InMemory {
+    pub fn load(path: &std::path::Path) -> Result<InMemory> {
+        let bytes = std::fs::read(path).map_err(|e| Error::Io { path: Some(path.into()), context: "reading".into(), source: e })?;
+        let bytes = bytes::Bytes::from(bytes);
+        let meta = parquet::arrow::arrow_reader::ArrowReaderMetadata::load(&bytes, Default::default()).map_err(|e| Error::Parquet {
+            path: Some(path.into()),
+            context: "reading the footer".into(),
+            source: e,
+        })?;
+        Ok(InMemory { path: path.into(), bytes, meta })
     }
-    columns
-        .into_iter()
-        .map(|parts| {
-            let refs: Vec<&dyn arrow::array::Array> = parts.iter().map(|a| a.as_ref()).collect();
-            arrow::compute::concat(&refs).map_err(|e| Error::Internal(format!("{}: {e}", path.display())))
-        })
-        .collect()
+
+    /// parquet-rs's arrow reader over row group `g`, leaves `leaves`: one array a leaf.
+    pub fn read(&self, g: usize, leaves: &[usize]) -> Result<Vec<arrow::array::ArrayRef>> {
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        use parquet::arrow::ProjectionMask;
+        let path = &self.path;
+        let err =
+            |e: parquet::errors::ParquetError| Error::Parquet { path: Some(path.clone()), context: format!("row group {g}"), source: e };
+        let b = ParquetRecordBatchReaderBuilder::new_with_metadata(self.bytes.clone(), self.meta.clone());
+        let rows = b.metadata().row_group(g).num_rows() as usize;
+        let mask = ProjectionMask::leaves(b.parquet_schema(), leaves.iter().copied());
+        let reader = b.with_row_groups(vec![g]).with_projection(mask).with_batch_size(rows.max(1)).build().map_err(err)?;
+        let mut columns: Vec<Vec<arrow::array::ArrayRef>> = vec![Vec::new(); leaves.len()];
+        for batch in reader {
+            let batch = batch.map_err(|e| Error::Internal(format!("{}: {e}", path.display())))?;
+            for (k, c) in batch.columns().iter().enumerate() {
+                columns[k].push(c.clone());
+            }
+        }
+        columns
+            .into_iter()
+            .map(|parts| {
+                let refs: Vec<&dyn arrow::array::Array> = parts.iter().map(|a| a.as_ref()).collect();
+                arrow::compute::concat(&refs).map_err(|e| Error::Internal(format!("{}: {e}", path.display())))
+            })
+            .collect()
+    }
+}
+
+/// parquet-rs's arrow reader over row group `g` of `path`, leaves `leaves` (the tests').
+#[cfg(test)]
+pub(crate) fn arrow_read(path: &std::path::Path, g: usize, leaves: &[usize]) -> Result<Vec<arrow::array::ArrayRef>> {
+    InMemory::load(path)?.read(g, leaves)
 }
 
 /// Measures "decompress + decode" of the columns of `files` the device path covers
@@ -218,8 +245,10 @@ pub fn decompress_and_decode(files: &[PathBuf], device: usize, reps: usize) -> R
     // The checked run.
     let groups: Vec<(usize, usize)> =
         files.iter().enumerate().flat_map(|(fi, _)| (0..metas[fi].num_row_groups()).map(move |g| (fi, g))).collect();
+    // The CPU's files in memory too, as the device's chunks are, footers read once.
+    let in_memory: Vec<InMemory> = files.iter().map(|p| InMemory::load(p)).collect::<Result<_>>()?;
     let cpu_read = || -> Result<Vec<Vec<arrow::array::ArrayRef>>> {
-        groups.par_iter().map(|&(fi, g)| arrow_read(&files[fi], g, &leaves_of[fi])).collect()
+        groups.par_iter().map(|&(fi, g)| in_memory[fi].read(g, &leaves_of[fi])).collect()
     };
     let cpu = cpu_read()?;
     let done = decode_on_device(device, &chunks, &plan_refs)?;

@@ -3,25 +3,30 @@
 //! algorithm against parquet-rs's arrow reader where there is no GPU, and the GPU tests
 //! check the kernels against both.
 //!
-//! One data page, its values `n` (nulls included), its body decompressed:
+//! One data page, its values `n` (nulls included), its body decompressed: first its set-up
+//! (where the definition levels are: none, every value defined, or the hybrid of bit width
+//! 1 after a v1 page's 4-byte length or at a v2 page's stated place; where the values
+//! start; a dictionary page's bit-width byte), then tiles of [`TILE`] values, each:
 //!
-//! 1. the definition levels: none (every value defined), or the hybrid of bit width 1
-//!    after a v1 page's 4-byte length, or at a v2 page's stated place; walked run by run
-//!    ([`super::hybrid`]), each of the first `n` levels read from its run;
+//! 1. the window of level runs made to cover the tile ([`super::hybrid::Window`], the
+//!    kernel's shared-memory window, of the same capacity), each level read from its run;
 //! 2. each defined value's rank among the page's defined values (a prefix count; the
 //!    kernel's block scan);
-//! 3. the value of rank `k`: PLAIN, the `k`-th stored value after the levels; dictionary,
-//!    index `k` of the hybrid after the bit-width byte, then that dictionary entry;
-//! 4. written at output row `first_row + i`, widened as the plan says; a null's slot stays
-//!    zero and its validity bit clear;
-//! 5. a v2 page's nulls checked against its header's count.
+//! 3. dictionary pages: the window of index runs made to cover the tile's ranks;
+//! 4. the value of rank `k` (PLAIN: the `k`-th stored value; dictionary: the entry of
+//!    index `k`) written at output row `first_row + i`, widened as the plan says; a null's
+//!    slot stays zero and its validity bit clear;
+//!
+//! then a v2 page's nulls checked against its header's count. The faults are the kernel's,
+//! found in the same order, except that among the threads of one step the kernel keeps
+//! whichever fault it met first where this keeps the lowest value's.
 //!
 //! The output: one values buffer of `rows * out_width` bytes and, for a nullable column, a
 //! validity bitmap of `rows` bits (Arrow's layout: bit `r % 8` of byte `r / 8`).
 
 use super::decode_fault::Fault;
 use super::decode_plan::{DataPage, DecodePlan, Levels, Values, Widen};
-use super::hybrid::{value, Walker};
+use super::hybrid::Window;
 use arrow::array::ArrayData;
 use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer};
 
@@ -77,13 +82,17 @@ pub(crate) fn decode_chunk(plan: &DecodePlan, bodies: &[Option<&[u8]>]) -> Resul
     Ok(DecodedChunk { rows, values, validity })
 }
 
-/// One data page (the module doc's steps).
+/// Values a tile: the kernel's block size (`THREADS`, tuning.rs; a test checks).
+pub(crate) const TILE: usize = 256;
+
+/// One data page (the module doc's steps), tile by tile as the kernel goes.
 fn decode_page(plan: &DecodePlan, p: &DataPage, body: &[u8], dictionary: &[u8], out: Out<'_>) -> Result<(), Fault> {
     if body.len() != p.body_len {
         return Err(Fault::Launch);
     }
     let n = p.values as usize;
-    // 1. The levels, and where the values start.
+    // Set-up (the kernel's thread 0 before the tiles): the levels, where the values start,
+    // a dictionary page's bit width.
     let (levels, values_at): (Option<&[u8]>, usize) = match p.levels {
         Levels::None => (None, p.values_at),
         Levels::Prefixed => {
@@ -99,78 +108,65 @@ fn decode_page(plan: &DecodePlan, p: &DataPage, body: &[u8], dictionary: &[u8], 
             (Some(stream), p.values_at)
         }
     };
-    let mut defined = vec![true; n];
-    if let Some(stream) = levels {
-        let mut w = Walker::new(stream, 1);
-        let mut i = 0u64;
-        while (i as usize) < n {
-            let run = w.next_run(1, Fault::LevelsEnd, Fault::LevelValue)?.ok_or(Fault::LevelsEnd)?;
-            let end = (run.start + run.count).min(n as u64);
-            while i < end {
-                defined[i as usize] = value(stream, &run, i, 1, Fault::LevelsEnd)? == 1;
-                i += 1;
-            }
-        }
-    }
-    // 2. Ranks: the prefix count of defined values.
-    let count = defined.iter().filter(|&&d| d).count();
-    // 3. The values by rank.
-    let width = plan.physical.bytes();
     let stored = body.get(values_at..).ok_or(Fault::ValuesEnd)?;
-    let mut entries = vec![0u32; count];
-    match p.encoding {
-        Values::Plain => {
-            if count * width > stored.len() {
-                return Err(Fault::ValuesEnd);
-            }
+    let width = plan.physical.bytes();
+    let (indices, bw): (&[u8], u32) = match p.encoding {
+        Values::Plain => (&[], 0),
+        Values::Dictionary => match stored.split_first() {
+            Some((&bw, rest)) if bw <= 32 => (rest, u32::from(bw)),
+            _ => return Err(Fault::BitWidth),
+        },
+    };
+    let entries = plan.dictionary.map_or(0, |d| d.entries);
+    let mut level_runs = Window::new(levels.unwrap_or_default(), 1, TILE + 1);
+    let mut index_runs = Window::new(indices, bw, TILE + 1);
+    let Out { values, mut validity } = out;
+    let mut rank_base = 0u64;
+    let mut defined = [false; TILE];
+    for from in (0..n).step_by(TILE) {
+        let to = (from + TILE).min(n);
+        // 1. The tile's levels.
+        if levels.is_some() {
+            level_runs.cover(from as u64, to as u64, 1, Fault::LevelsEnd, Fault::LevelValue)?;
         }
-        Values::Dictionary => {
-            let (&bw, stream) = stored.split_first().ok_or(Fault::BitWidth)?;
-            let bw = u32::from(bw);
-            if bw > 32 {
-                return Err(Fault::BitWidth);
+        for i in from..to {
+            defined[i - from] = levels.is_none() || level_runs.value(i as u64, Fault::LevelsEnd)? == 1;
+        }
+        // 2. Ranks (the kernel's block scan).
+        let tile_defined = defined[..to - from].iter().filter(|&&d| d).count() as u64;
+        // 3. The tile's dictionary indices.
+        if p.encoding == Values::Dictionary && tile_defined > 0 {
+            index_runs.cover(rank_base, rank_base + tile_defined, u32::MAX, Fault::IndicesEnd, Fault::IndexRange)?;
+        }
+        // 4. Each defined value to its row.
+        let mut rank = rank_base;
+        for i in from..to {
+            if !defined[i - from] {
+                continue;
             }
-            let entries_n = plan.dictionary.map_or(0, |d| d.entries);
-            let mut w = Walker::new(stream, bw);
-            let mut k = 0u64;
-            while (k as usize) < count {
-                let run = w.next_run(u32::MAX, Fault::IndicesEnd, Fault::IndexRange)?.ok_or(Fault::IndicesEnd)?;
-                let end = (run.start + run.count).min(count as u64);
-                while k < end {
-                    let e = value(stream, &run, k, bw, Fault::IndicesEnd)?;
-                    if e >= entries_n {
+            let k = rank as usize;
+            let src = match p.encoding {
+                Values::Plain => stored.get(k * width..(k + 1) * width).ok_or(Fault::ValuesEnd)?,
+                Values::Dictionary => {
+                    let e = index_runs.value(rank, Fault::IndicesEnd)?;
+                    if e >= entries {
                         return Err(Fault::IndexRange);
                     }
-                    entries[k as usize] = e;
-                    k += 1;
+                    &dictionary[e as usize * width..(e as usize + 1) * width]
                 }
+            };
+            write_value(plan.widen, src, &mut values[i * plan.out_width..(i + 1) * plan.out_width]);
+            if let Some(bits) = validity.as_deref_mut() {
+                let r = p.first_row as usize + i;
+                bits[r / 8] |= 1 << (r % 8);
             }
+            rank += 1;
         }
-    }
-    // 4. Written at their rows.
-    let Out { values, mut validity } = out;
-    let mut rank = 0usize;
-    for (i, &d) in defined.iter().enumerate() {
-        if !d {
-            continue;
-        }
-        let src = match p.encoding {
-            Values::Plain => &stored[rank * width..(rank + 1) * width],
-            Values::Dictionary => {
-                let e = entries[rank] as usize;
-                &dictionary[e * width..(e + 1) * width]
-            }
-        };
-        write_value(plan.widen, src, &mut values[i * plan.out_width..(i + 1) * plan.out_width]);
-        if let Some(bits) = validity.as_deref_mut() {
-            let r = p.first_row as usize + i;
-            bits[r / 8] |= 1 << (r % 8);
-        }
-        rank += 1;
+        rank_base = rank;
     }
     // 5. A v2 page's header's null count.
     if let Some(nulls) = p.nulls {
-        if n - count != nulls as usize {
+        if n as u64 - rank_base != u64::from(nulls) {
             return Err(Fault::NullCount);
         }
     }

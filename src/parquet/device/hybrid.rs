@@ -106,6 +106,45 @@ impl<'a> Walker<'a> {
     }
 }
 
+/// The runs of a stream that cover the values a tile needs, as the kernel keeps them in
+/// shared memory (`hybrid_cover`, `hybrid_value`): at most `capacity` runs; covering
+/// `[from, to)` drops the runs that end at or before `from`, then reads run headers until
+/// the last run reaches `to`. A tile of `t` values needs at most `t + 1` runs (one kept
+/// from before, then each run read covers at least one value of the tile); running out of
+/// room is [`Fault::Launch`] (a bug of this bound, never the file's).
+pub(crate) struct Window<'a> {
+    pub walker: Walker<'a>,
+    pub runs: Vec<Run>,
+    pub capacity: usize,
+}
+
+impl<'a> Window<'a> {
+    pub fn new(stream: &'a [u8], bit_width: u32, capacity: usize) -> Window<'a> {
+        Window { walker: Walker::new(stream, bit_width), runs: Vec::with_capacity(capacity), capacity }
+    }
+
+    /// Makes the window cover values `[from, to)` (`from < to`).
+    pub fn cover(&mut self, from: u64, to: u64, max_value: u32, end: Fault, bad_value: Fault) -> Result<(), Fault> {
+        self.runs.retain(|r| r.start + r.count > from);
+        while self.runs.last().is_none_or(|r| r.start + r.count < to) {
+            let run = self.walker.next_run(max_value, end, bad_value)?.ok_or(end)?;
+            if self.runs.len() == self.capacity {
+                return Err(Fault::Launch);
+            }
+            self.runs.push(run);
+        }
+        Ok(())
+    }
+
+    /// Value `i` from the run that holds it (a binary search, as the kernel's): `Err(end)`
+    /// where no run holds it or its bits are missing.
+    pub fn value(&self, i: u64, end: Fault) -> Result<u32, Fault> {
+        let k = self.runs.partition_point(|r| r.start <= i);
+        let run = k.checked_sub(1).map(|k| &self.runs[k]).filter(|r| i < r.start + r.count).ok_or(end)?;
+        value(self.walker.stream, run, i, self.walker.bit_width, end)
+    }
+}
+
 /// Value `i` of the stream (`run.start <= i < run.start + run.count`), read from its run:
 /// `Err(end)` where a bit-packed value's bits lie past the stream's end.
 pub(crate) fn value(stream: &[u8], run: &Run, i: u64, bit_width: u32, end: Fault) -> Result<u32, Fault> {
@@ -219,6 +258,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The window's bound holds at its tightest: RLE runs of one value each (a tile needs
+    /// all its runs plus the one kept), and runs that straddle the tiles.
+    #[test]
+    fn windows_hold_a_tile_of_single_value_runs() {
+        const TILE: u64 = 256;
+        for run_len in [1u64, 3, 8, 255, 257] {
+            let n = 2000u64;
+            let mut stream = Vec::new();
+            let mut want = Vec::new();
+            let mut i = 0;
+            while i < n {
+                let len = run_len.min(n - i);
+                let v = ((i / run_len) % 2) as u8;
+                uleb(&mut stream, len << 1);
+                stream.push(v);
+                want.extend(std::iter::repeat_n(u32::from(v), len as usize));
+                i += len;
+            }
+            let mut w = Window::new(&stream, 1, TILE as usize + 1);
+            for from in (0..n).step_by(TILE as usize) {
+                let to = (from + TILE).min(n);
+                w.cover(from, to, 1, Fault::LevelsEnd, Fault::LevelValue).unwrap();
+                assert!(w.runs.len() <= TILE as usize + 1);
+                for i in from..to {
+                    assert_eq!(w.value(i, Fault::LevelsEnd), Ok(want[i as usize]), "runs of {run_len}, value {i}");
+                }
+            }
+            // A window one run smaller cannot hold single-value runs past the first tile.
+            if run_len == 1 {
+                let mut small = Window::new(&stream, 1, TILE as usize);
+                small.cover(0, TILE, 1, Fault::LevelsEnd, Fault::LevelValue).unwrap();
+                assert_eq!(small.cover(TILE - 1, 2 * TILE, 1, Fault::LevelsEnd, Fault::LevelValue), Err(Fault::Launch));
+            }
+        }
+    }
+
+    #[cfg(feature = "gpu")]
+    #[test]
+    fn tiles_are_the_kernel_block() {
+        assert_eq!(super::super::decode_cpu::TILE as u32, crate::engine::gpu::tuning::THREADS);
     }
 
     #[test]

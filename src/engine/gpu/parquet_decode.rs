@@ -81,9 +81,11 @@ pub(crate) fn decode_pages(device: usize, input: sys::CUdeviceptr, input_len: us
     // `bytes` outlive the synchronize below; the memsets and copies run on `s` before the
     // launch.
     unsafe {
-        result::memset_d8_async(out.ptr, 0, job.output_len, s).map_err(gpu_err("clearing the decode output"))?;
-        result::memset_d8_async(errors.ptr, 0, n * 4, s).map_err(gpu_err("clearing the decode faults"))?;
+        if job.output_len > 0 {
+            result::memset_d8_async(out.ptr, 0, job.output_len, s).map_err(gpu_err("clearing the decode output"))?;
+        }
         if n > 0 {
+            result::memset_d8_async(errors.ptr, 0, n * 4, s).map_err(gpu_err("clearing the decode faults"))?;
             result::memcpy_htod_async(descs.ptr, bytes, s).map_err(gpu_err("uploading the decode pages"))?;
         }
     }

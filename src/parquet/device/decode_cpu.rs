@@ -187,3 +187,72 @@ fn write_value(widen: Widen, src: &[u8], dst: &mut [u8]) {
         }
     }
 }
+
+/// One block of the kernel from its launch arguments alone: `arg` (offsets in `input` and
+/// in `output`, as a `DecodeJob` holds them) decoded from `input` (stage 1's buffer) into
+/// `output` (the job's buffer). The tests run a whole job through it, which checks that the
+/// arguments carry everything the plan says (`decode::layout`).
+#[cfg(test)]
+pub(crate) fn decode_arg(arg: &crate::engine::decode_job::DecodePageArg, input: &[u8], output: &mut [u8]) -> Result<(), Fault> {
+    use super::decode_plan::{Dictionary, Physical};
+    use crate::engine::decode_job as job;
+    let slice = |at: u64, len: u64| -> Result<&[u8], Fault> {
+        let end = at.checked_add(len).filter(|&e| e <= input.len() as u64).ok_or(Fault::Launch)?;
+        Ok(&input[at as usize..end as usize])
+    };
+    let body = slice(arg.body, arg.body_len.into())?;
+    let dictionary = arg.flags & job::FLAG_DICTIONARY != 0;
+    let dict = if dictionary { slice(arg.dict, arg.dict_len.into())? } else { &[] };
+    let physical = match arg.widths & 0xff {
+        4 => Physical::Four,
+        8 => Physical::Eight,
+        _ => return Err(Fault::Launch),
+    };
+    let out_width = ((arg.widths >> 8) & 0xff) as usize;
+    let plan = DecodePlan {
+        data_type: arrow::datatypes::DataType::Null,
+        physical,
+        widen: if arg.flags & job::FLAG_SIGN_EXTEND != 0 { Widen::SignExtend16 } else { Widen::Copy },
+        out_width,
+        nullable: arg.out_valid != job::NO_VALIDITY,
+        rows: arg.chunk_rows,
+        dictionary: dictionary.then_some(Dictionary { page: 0, entries: arg.dict_entries, body_len: dict.len() }),
+        pages: Vec::new(),
+    };
+    if dictionary && arg.dict_entries as usize * physical.bytes() > dict.len() {
+        return Err(Fault::Launch);
+    }
+    let levels = match arg.flags & 3 {
+        job::LEVELS_NONE => Levels::None,
+        job::LEVELS_PREFIXED => Levels::Prefixed,
+        job::LEVELS_STATED => Levels::Stated { at: arg.levels_at as usize, len: arg.levels_len as usize },
+        _ => return Err(Fault::Launch),
+    };
+    let page = DataPage {
+        page: 0,
+        values: arg.num_values,
+        first_row: arg.first_row,
+        body_len: body.len(),
+        levels,
+        values_at: arg.values_at as usize,
+        encoding: if dictionary { Values::Dictionary } else { Values::Plain },
+        nulls: (arg.nulls != job::NULLS_UNCHECKED).then_some(arg.nulls),
+    };
+    let rows = arg.chunk_rows as usize;
+    let (first, n) = (arg.first_row as usize, arg.num_values as usize);
+    if first + n > rows {
+        return Err(Fault::Launch);
+    }
+    let values_at = arg.out_values as usize;
+    let valid_at = plan.nullable.then_some(arg.out_valid as usize);
+    // The values and the validity words are apart in the output (decode::layout).
+    let (values, validity) = match valid_at {
+        Some(v) if v >= values_at + rows * out_width => {
+            let (head, tail) = output.split_at_mut(v);
+            (&mut head[values_at + first * out_width..values_at + (first + n) * out_width], Some(&mut tail[..rows.div_ceil(32) * 4]))
+        }
+        Some(_) => return Err(Fault::Launch),
+        None => (&mut output[values_at + first * out_width..values_at + (first + n) * out_width], None),
+    };
+    decode_page(&plan, &page, body, dict, Out { values, validity })
+}

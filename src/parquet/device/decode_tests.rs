@@ -500,3 +500,53 @@ for version in ["1.0", "2.0"]:
     assert_eq!(checked, 12 * 2 * 8);
     eprintln!("pyarrow_files_decode: {checked} chunks equal{}", if device { ", on the device too" } else { "" });
 }
+
+/// A whole device job run on the CPU block by block from its launch arguments
+/// (`decode_cpu::decode_arg`), over stage 1's buffer as the device lays it out (each page's
+/// body, decompressed by parquet-rs, at its `PageOut`): every chunk's region of the output
+/// equal to the CPU reference's buffers. This checks the layout and the arguments, which the
+/// kernel reads and nothing else does, without a GPU.
+#[test]
+fn device_jobs_run_on_the_cpu() {
+    use super::decode_cpu::decode_arg;
+    let dir = tempfile::tempdir().unwrap();
+    let mut pages = 0;
+    for s in shapes(2000).into_iter().step_by(3) {
+        let path = write(dir.path(), s);
+        let meta = metadata(&path);
+        let cs: Vec<Case<'_>> = cases(&path, &meta).into_iter().filter(|c| c.plan.is_some()).collect();
+        let chunks: Vec<ColumnChunk<'_>> = cs.iter().map(|c| c.chunk.clone_chunk()).collect();
+        let plans: Vec<&DecodePlan> = cs.iter().map(|c| c.plan.as_ref().unwrap()).collect();
+        let stage1 = layout_pages(&chunks).unwrap();
+        // Stage 1's output, as the device writes it.
+        let mut input = vec![0u8; stage1.job.output_len];
+        for (c, outs) in chunks.iter().zip(&stage1.pages) {
+            let mut bodies = decompress_on_cpu(c).unwrap().into_iter();
+            for (t, o) in c.table.pages.iter().zip(outs) {
+                if t.kind != PageKind::Index {
+                    input[o.offset..o.offset + o.len].copy_from_slice(&bodies.next().unwrap());
+                }
+            }
+        }
+        let (job, outs) = layout(&plans, &stage1.pages).unwrap();
+        let mut output = vec![0u8; job.output_len];
+        for a in &job.pages {
+            decode_arg(a, &input, &mut output).unwrap_or_else(|f| panic!("{s:?}: {f}"));
+            pages += 1;
+        }
+        for ((c, plan), o) in cs.iter().zip(&plans).zip(&outs) {
+            let want = decode_on_cpu(&c.chunk, plan).unwrap();
+            let at = format!("{s:?}, row group {}, {}", c.chunk.row_group, c.chunk.meta.column_path().string());
+            assert_eq!(&output[o.values..o.values + o.values_len], &want.values[..], "{at}");
+            match (o.validity, &want.validity) {
+                (Some(v), Some(bits)) => {
+                    assert_eq!(&output[v..v + bits.len()], &bits[..], "{at}");
+                    assert!(output[v + bits.len()..v + o.rows.div_ceil(32) * 4].iter().all(|&b| b == 0), "{at}");
+                }
+                (None, None) => {}
+                other => panic!("{at}: validity {other:?}"),
+            }
+        }
+    }
+    assert!(pages > 1000, "{pages} pages");
+}

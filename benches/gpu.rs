@@ -36,7 +36,10 @@
 //! (upload included, and the device's time alone) and by parquet-rs's page reader on every
 //! core (rayon over the column chunks). GB/s count the column chunks' bytes as stored
 //! (compressed, headers included). The device's pages are checked equal to the CPU's before
-//! a time counts. Needs nvCOMP (`CORANK_NVCOMP`, docs/gpu.md).
+//! a time counts. Then (issue 69 stage 2) the columns the device decode covers, decompressed
+//! and decoded into Arrow buffers on the device against parquet-rs's arrow reader on every
+//! core (rayon over row groups, the same columns), each array checked equal first. Needs
+//! nvCOMP (`CORANK_NVCOMP`, docs/gpu.md).
 //!
 //! `CORANK_KERNEL_SOURCES=DIR` compiles the kernels from DIR's copies of `cuda/` (kernel
 //! variants measured without a Rust build).
@@ -222,6 +225,31 @@ fn nvcomp_section() {
         ("device: upload alone (CUDA events)", upload),
         ("device: decompression and copies alone (CUDA events)", device),
         ("CPU: parquet-rs page reader, every core (rayon over column chunks)", cpu),
+    ] {
+        println!("| {name} | {t:.2} | {:.2} | {:.2} |", gbs(t), cpu / t);
+    }
+
+    // Issue 69 stage 2: the covered columns decompressed and decoded into Arrow buffers.
+    let d = corank::__bench::nvcomp::decompress_and_decode(&files, 0, reps).unwrap_or_else(|e| panic!("nvcomp decode: {e}"));
+    let ms_of = |v: &[std::time::Duration]| ms(v.iter().map(|d| d.as_secs_f64() * 1e3).collect());
+    let (wall, decompress, decode, cpu) = (ms_of(&d.device_wall), ms_of(&d.device_decompress), ms_of(&d.device_decode), ms_of(&d.cpu_wall));
+    let gbs = |ms: f64| d.chunk_bytes as f64 / ms / 1e6;
+    println!(
+        "\nDecompress + decode of the covered columns ({}), {} column chunks, {} rows, {:.1} MB stored; median of {reps}, \
+         every array checked equal to parquet-rs's (and the CPU reference's) first; {} CPU threads",
+        d.columns.join(", "),
+        d.chunks,
+        d.rows,
+        d.chunk_bytes as f64 / 1e6,
+        rayon::current_num_threads()
+    );
+    println!("| path | ms | GB/s of stored chunk bytes | ratio to the CPU |");
+    println!("|---|---:|---:|---:|");
+    for (name, t) in [
+        ("device: decompress + decode, upload included (wall; buffers stay on the device)", wall),
+        ("device: of which stage 1's decompression call (wall)", decompress),
+        ("device: of which the decode launch and its fault check (wall)", decode),
+        ("CPU: parquet-rs arrow reader, same columns, every core (rayon over row groups)", cpu),
     ] {
         println!("| {name} | {t:.2} | {:.2} | {:.2} |", gbs(t), cpu / t);
     }

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Issue 69 stage 1 on the GPU machine: Parquet pages decompressed by nvCOMP.
+# Issue 69 stages 1 and 2 on the GPU machine: Parquet pages decompressed by nvCOMP, and the
+# covered flat columns' pages decoded into Arrow buffers by cuda/parquet_decode.cu (the
+# library tests under parquet::device::decode_tests, the bench's "decompress + decode").
 #
 # Runs the packed library tests with the GPU and nvCOMP required (the page table, every page
 # of zstd / snappy / LZ4_RAW / uncompressed files from arrow-rs decompressed on the device

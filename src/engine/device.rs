@@ -196,3 +196,38 @@ pub(crate) fn decompress_on_device(
         Err(not_built())
     }
 }
+
+#[cfg(feature = "gpu")]
+#[cfg_attr(not(feature = "parquet"), allow(unused_imports))]
+pub(crate) use super::gpu::parquet_decode::DecodedOnDevice;
+
+/// Decoded pages on the device (none without the `gpu` feature).
+#[cfg(not(feature = "gpu"))]
+#[allow(dead_code)] // never made: without the `gpu` feature nothing runs on a device
+pub(crate) struct DecodedOnDevice {
+    never: std::convert::Infallible,
+    pub faults: Vec<u32>,
+}
+
+#[cfg(not(feature = "gpu"))]
+#[allow(dead_code)] // as above
+impl DecodedOnDevice {
+    /// The output copied to host memory.
+    pub fn to_host(&self) -> Result<Vec<u8>> {
+        match self.never {}
+    }
+}
+
+/// Decodes Parquet data pages on CUDA device `device` ([`super::decode_job::DecodeJob`],
+/// `cuda/parquet_decode.cu`) from `input`, a decompression's output on that device.
+/// `Error::GpuUnavailable` without a GPU or the `gpu` feature.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+pub(crate) fn decode_on_device(device: usize, input: &DeviceOutput, job: &super::decode_job::DecodeJob) -> Result<DecodedOnDevice> {
+    #[cfg(feature = "gpu")]
+    return super::gpu::parquet_decode::decode_pages(device, input.ptr(), input.len(), job);
+    #[cfg(not(feature = "gpu"))]
+    {
+        let _ = (device, input, job);
+        Err(not_built())
+    }
+}

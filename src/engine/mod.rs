@@ -13,6 +13,7 @@
 pub mod auto;
 pub mod co_rank;
 pub mod cpu;
+pub(crate) mod decode_job;
 pub mod decompress;
 pub mod device;
 #[cfg(feature = "gpu")]

@@ -81,6 +81,10 @@ pub(crate) enum Args {
     /// `sort_tiles`: the `n` keys at `keys` sorted in place tile by tile, their input
     /// positions to `idx` (cuda/sort_tiles.cu).
     SortTiles { keys: DevPtr, idx: DevPtr, n: u64 },
+    /// `parquet_decode_pages`: the `npages` data pages described at `pages` (an array of
+    /// `parquet_decode::DecodePageArg`) decoded from the `input_len` bytes at `input`, a
+    /// fault code a page to `errors` (cuda/parquet_decode.cu).
+    DecodePages { input: DevPtr, input_len: u64, pages: DevPtr, npages: u32, errors: DevPtr },
 }
 
 impl Args {
@@ -96,6 +100,7 @@ impl Args {
             Args::RebaseViews { wide, .. } => Params::RebaseViews { wide: *wide },
             Args::RebaseIndices { .. } => Params::RebaseIndices,
             Args::SortTiles { .. } => Params::SortTiles,
+            Args::DecodePages { .. } => Params::DecodePages,
         }
     }
 }
@@ -151,6 +156,9 @@ impl Launcher<'_> {
                 vec![arg(idx), arg(begin), arg(end), arg(bounds), arg(delta), arg(nruns)]
             }
             Args::SortTiles { keys, idx, n } => vec![arg(keys), arg(idx), arg(n)],
+            Args::DecodePages { input, input_len, pages, npages, errors } => {
+                vec![arg(input), arg(input_len), arg(pages), arg(npages), arg(errors)]
+            }
         };
         // SAFETY: `f` is a function of the loaded `module`, which outlives this call. `ptrs`
         // holds one pointer per parameter of `entry`'s CUDA signature, each to a live local

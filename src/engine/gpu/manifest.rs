@@ -23,6 +23,7 @@ const PARTITION: &str = include_str!("../../../cuda/partition.cu");
 const GATHER: &str = include_str!("../../../cuda/gather.cu");
 const REBASE: &str = include_str!("../../../cuda/rebase.cu");
 const SORT_TILES: &str = include_str!("../../../cuda/sort_tiles.cu");
+const PARQUET_DECODE: &str = include_str!("../../../cuda/parquet_decode.cu");
 
 /// A module family: the kernels compiled together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,10 +38,13 @@ pub(crate) enum Family {
     Gather,
     /// The tile level of the sort (its merge levels are the production module's).
     Sort,
+    /// Parquet data pages decoded (issue 69, stage 2; built with key_bytes 8 and
+    /// index_bits 32, which it does not read).
+    Decode,
 }
 
 impl Family {
-    pub const ALL: [Family; 4] = [Family::Production, Family::Book, Family::Gather, Family::Sort];
+    pub const ALL: [Family; 5] = [Family::Production, Family::Book, Family::Gather, Family::Sort, Family::Decode];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -48,6 +52,7 @@ impl Family {
             Family::Book => "book",
             Family::Gather => "gather",
             Family::Sort => "sort",
+            Family::Decode => "decode",
         }
     }
 
@@ -59,6 +64,7 @@ impl Family {
             Family::Book => &[COMMON, CTA_MERGE, CO_RANK, MERGE_BASIC, MERGE_CIRCULAR],
             Family::Gather => &[COMMON, GATHER],
             Family::Sort => &[COMMON, CTA_MERGE, CO_RANK, SORT_TILES],
+            Family::Decode => &[COMMON, PARQUET_DECODE],
         }
     }
 
@@ -71,6 +77,7 @@ impl Family {
             Family::Book => &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "merge_basic.cu", "merge_circular.cu"],
             Family::Gather => &["common.cuh", "gather.cu"],
             Family::Sort => &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "sort_tiles.cu"],
+            Family::Decode => &["common.cuh", "parquet_decode.cu"],
         }
     }
 
@@ -106,6 +113,8 @@ pub(crate) enum Params {
     RebaseIndices,
     /// `(Key *keys, index_t *idx, u64 n)`
     SortTiles,
+    /// `(const u8 *input, u64 input_len, const void *pages, u32 npages, u32 *errors)`
+    DecodePages,
 }
 
 /// An entry point's shared memory.
@@ -143,6 +152,7 @@ pub(crate) enum Entry {
     RebaseViews64,
     RebaseIndices,
     SortTiles,
+    ParquetDecodePages,
 }
 
 /// What the host knows about one entry point.
@@ -162,8 +172,8 @@ const fn entry_point(entry: Entry, name: &'static str, family: Family, params: P
 
 /// Every entry point, in [`Entry`] order (the bench's kernel report lists them so).
 #[rustfmt::skip]
-pub(crate) const MANIFEST: [EntryPoint; 19] = {
-    use Family::{Book, Gather, Production, Sort};
+pub(crate) const MANIFEST: [EntryPoint; 20] = {
+    use Family::{Book, Decode, Gather, Production, Sort};
     [
         entry_point(Entry::MergeBasic, "merge_basic", Book, Params::Level, Shared::Static),
         entry_point(Entry::MergeTiledOnly, "merge_tiled_only", Production, Params::LevelSplits, Shared::TiledTile),
@@ -184,6 +194,7 @@ pub(crate) const MANIFEST: [EntryPoint; 19] = {
         entry_point(Entry::RebaseViews64, "gather_rebase_views_i64", Gather, Params::RebaseViews { wide: true }, Shared::Static),
         entry_point(Entry::RebaseIndices, "rebase_indices", Production, Params::RebaseIndices, Shared::Static),
         entry_point(Entry::SortTiles, "sort_tiles", Sort, Params::SortTiles, Shared::SortTile),
+        entry_point(Entry::ParquetDecodePages, "parquet_decode_pages", Decode, Params::DecodePages, Shared::Static),
     ]
 };
 
@@ -295,6 +306,7 @@ mod tests {
                     Params::RebaseViews { wide: true } => "u32 *views, const u64 *runs, u32 nruns, const u64 *idx, u64 n, u64 total",
                     Params::RebaseIndices => "index_t *idx, u64 begin, u64 end, const u64 *bounds, const u64 *delta, u32 nruns",
                     Params::SortTiles => "Key *keys, index_t *idx, u64 n",
+                    Params::DecodePages => "const u8 *input, u64 input_len, const void *pages, u32 npages, u32 *errors",
                 };
                 let found = defined.iter().find(|(n, _)| n == e.name);
                 assert_eq!(found.map(|(_, p)| p.as_str()), Some(expected), "{} in the {} sources", e.name, f.name());

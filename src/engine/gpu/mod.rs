@@ -62,6 +62,7 @@ mod merge;
 mod multi;
 pub(crate) mod nvcomp;
 mod nvrtc;
+pub(crate) mod parquet_decode;
 mod pinned;
 mod plan;
 mod runtime;

@@ -64,6 +64,21 @@ pub(crate) struct ColumnChunk<'a> {
     pub table: PageTable,
 }
 
+impl ColumnChunk<'_> {
+    /// A copy (its bytes shared).
+    #[cfg(test)]
+    pub fn clone_chunk(&self) -> Self {
+        ColumnChunk {
+            file: self.file.clone(),
+            row_group: self.row_group,
+            rows: self.rows,
+            meta: self.meta,
+            bytes: self.bytes.clone(),
+            table: self.table.clone(),
+        }
+    }
+}
+
 /// Where one page's decompressed body lies in the output buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PageOut {

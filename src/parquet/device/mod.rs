@@ -13,17 +13,29 @@
 //!    checked; before that, each compressed stream's own stated size is checked against
 //!    its page header on the host ([`stream_header`]: nvCOMP does not survive a damaged one).
 //!
-//! Not yet (issue 69's later stages): decoding the pages on the device, `corank merge` and
+//! Stage 2, first slice: the pages of covered flat columns decoded into Arrow buffers
+//! ([`decode_plan`]: what is covered; [`hybrid`], [`decode_cpu`]: the CPU reference of the
+//! kernel `cuda/parquet_decode.cu`; [`decode`]: both paths, the device layout;
+//! [`decode_fault`]: what a damaged page is).
+//!
+//! Not yet (issue 69's later stages): BYTE_ARRAY and the DELTA encodings, `corank merge` and
 //! `corank sort` reading through this path, encoding on the device. Nothing outside the
 //! tests and the benchmark calls it yet, so the CPU path is unchanged.
 
 #[doc(hidden)]
 pub mod bench;
+pub(crate) mod decode;
+pub(crate) mod decode_cpu;
+pub(crate) mod decode_fault;
+pub(crate) mod decode_plan;
 pub(crate) mod decompress;
+pub(crate) mod hybrid;
 pub(crate) mod page_table;
 pub(crate) mod stream_header;
 pub(crate) mod thrift;
 
+#[cfg(test)]
+mod decode_tests;
 #[cfg(test)]
 mod tests;
 

@@ -56,6 +56,9 @@ pub(crate) struct Page {
     /// A v2 page's repetition and definition level bytes, before its values, never
     /// compressed; 0 for other pages.
     pub levels_len: usize,
+    /// Of `levels_len`, a v2 page's definition level bytes (the repetition levels' come
+    /// first); 0 for other pages.
+    pub def_levels_len: usize,
     /// Whether the codec applies to the body (to a v2 page's values): `false` for an
     /// uncompressed chunk, a v2 page written with `is_compressed = false`, an index page.
     pub is_compressed: bool,
@@ -188,6 +191,7 @@ fn page(raw: &RawPageHeader, at: usize, header_len: usize, codec: Compression) -
         encoding: None,
         level_encodings: None,
         levels_len: 0,
+        def_levels_len: 0,
         is_compressed: codec_applies,
         v2_counts: None,
     };
@@ -219,7 +223,8 @@ fn page(raw: &RawPageHeader, at: usize, header_len: usize, codec: Compression) -
             page.v2_counts = Some((count(d.num_nulls, "num_nulls")?, count(d.num_rows, "num_rows")?));
             let def = size(d.definition_levels_byte_length, "definition_levels_byte_length")?;
             let rep = size(d.repetition_levels_byte_length, "repetition_levels_byte_length")?;
-            page.levels_len = def + rep;
+            page.levels_len = def.checked_add(rep).ok_or("its level byte lengths overflow")?;
+            page.def_levels_len = def;
             if page.levels_len > compressed_size || page.levels_len > uncompressed_size {
                 return Err(format!(
                     "its levels ({} bytes) are longer than its body ({compressed_size} bytes compressed, {uncompressed_size} uncompressed)",

@@ -84,14 +84,14 @@ fn write(dir: &Path, s: Shape) -> PathBuf {
     path
 }
 
-fn metadata(path: &Path) -> Arc<ParquetMetaData> {
+pub(super) fn metadata(path: &Path) -> Arc<ParquetMetaData> {
     let options = ReadOptionsBuilder::new().with_page_index().build();
     let reader = SerializedFileReader::new_with_options(std::fs::File::open(path).unwrap(), options).unwrap();
     Arc::new(reader.metadata().clone())
 }
 
 /// Every column chunk of `path`, read and its page table made.
-fn chunks<'a>(path: &Path, meta: &'a ParquetMetaData) -> Vec<ColumnChunk<'a>> {
+pub(super) fn chunks<'a>(path: &Path, meta: &'a ParquetMetaData) -> Vec<ColumnChunk<'a>> {
     let file = std::fs::File::open(path).unwrap();
     let mut out = Vec::new();
     for (g, rg) in meta.row_groups().iter().enumerate() {
@@ -294,7 +294,7 @@ fn corrupt_headers_are_errors() {
     assert!(read_page_table(&[], c.compression(), Some(1)).is_err());
 }
 
-fn nvcomp_or_skip(test: &str) -> bool {
+pub(super) fn nvcomp_or_skip(test: &str) -> bool {
     let require = |v: &str| std::env::var(v).as_deref() == Ok("1");
     if let Err(e) = crate::engine::gpu_availability() {
         assert!(!require("CORANK_REQUIRE_GPU"), "{test}: CORANK_REQUIRE_GPU=1 but no GPU: {e}");

@@ -174,7 +174,7 @@ pub fn merge_files(
     let ReadPlan { keep_open, decoders_per_run, window_bytes: budgets, .. } = read;
     // Inputs in object stores fetch their next row groups ahead within R/16 (the memory
     // module's slack); what no reader took is stopped as the merge ends, however it ends.
-    let _read_ahead = crate::parquet::store::ReadAhead::new(piece_bytes as u64);
+    let _read_ahead = crate::parquet::store::ReadAhead::new(piece_bytes as u64, plan.files.iter().map(|f| f.path.as_path()));
     // What killed runs left beside the output (super::leftovers).
     let keep: Vec<&Path> = plan.files.iter().map(|f| f.path.as_path()).collect();
     let out_dir = if options.writer.split.is_some() { output.to_path_buf() } else { super::leftovers::dir_of(output) };

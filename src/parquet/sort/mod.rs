@@ -348,7 +348,7 @@ pub fn sort_files(
     crate::cancel::check(options.cancel.as_ref())?;
     // Inputs in object stores read ahead within R/16 of the sort's budget (out of its
     // slack, as a merge's); what no reader took is stopped as the sort ends.
-    let _read_ahead = crate::parquet::store::ReadAhead::new(plan.piece_bytes as u64);
+    let _read_ahead = crate::parquet::store::ReadAhead::new(plan.piece_bytes as u64, inputs.files.iter().map(|f| f.path.as_path()));
     if crate::engine::placement::warm_up_pays(&options.engine, inputs.total_rows) {
         crate::engine::warm_up_gpu(&options.engine, inputs.total_rows);
     }

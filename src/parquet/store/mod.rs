@@ -245,36 +245,43 @@ pub(crate) fn open_groups(path: &Path, metadata: &ParquetMetaData, groups: &[usi
 /// together, where no merge or sort set one (the DataFusion nodes, the library's readers).
 pub(crate) const DEFAULT_READ_AHEAD_LIMIT: u64 = 64 << 20;
 
-/// Reading ahead from object stores for one merge or sort: sets the bound on the bytes
-/// fetched ahead and not yet read (all objects together) while it lives, and as it is
-/// dropped (the work done, failed or cancelled) aborts the row groups fetched ahead that no
-/// reader took and waits for their requests to end. Nothing without the `object-store`
+/// Reading ahead from object stores for one merge or sort whose inputs are in a store:
+/// sets the bound on the bytes fetched ahead and not yet read (all objects together) while
+/// it lives, and as it is dropped (the work done, failed or cancelled) aborts the row groups
+/// fetched ahead that no reader took and waits for their requests to end. The bound set
+/// before is set again as it is dropped (a sort's merge of its spilled runs inside the
+/// sort).
+///
+/// The bound and the stop are the process's (the objects and their fetched row groups are
+/// shared by every reader of the process), so a merge of local files takes no part in
+/// them: it would move the bound of a remote merge running beside it and stop that merge's
+/// read-aheads as it ends. Two merges from stores at once in one process share one bound,
+/// the later's, and the first to end stops the other's read-aheads, which its readers then
+/// fetch as they reach them: slower, never other rows. Nothing without the `object-store`
 /// feature.
-/// The bound set before is set again as it is dropped (a sort's merge of its spilled runs
-/// inside the sort).
 pub(crate) struct ReadAhead {
     #[cfg_attr(not(feature = "object-store"), allow(dead_code))]
-    before: u64,
+    before: Option<u64>,
 }
 
 impl ReadAhead {
-    pub(crate) fn new(limit_bytes: u64) -> ReadAhead {
+    /// For a merge or sort reading `inputs`: nothing unless one of them is in a store.
+    pub(crate) fn new<'a>(limit_bytes: u64, mut inputs: impl Iterator<Item = &'a Path>) -> ReadAhead {
         #[cfg(feature = "object-store")]
-        return ReadAhead { before: object::set_read_ahead_limit(limit_bytes) };
-        #[cfg(not(feature = "object-store"))]
-        {
-            let _ = limit_bytes;
-            ReadAhead { before: DEFAULT_READ_AHEAD_LIMIT }
+        if inputs.any(is_url) {
+            return ReadAhead { before: Some(object::set_read_ahead_limit(limit_bytes)) };
         }
+        let _ = (limit_bytes, &mut inputs);
+        ReadAhead { before: None }
     }
 }
 
 impl Drop for ReadAhead {
     fn drop(&mut self) {
         #[cfg(feature = "object-store")]
-        {
+        if let Some(before) = self.before {
             object::stop_read_ahead();
-            object::set_read_ahead_limit(self.before);
+            object::set_read_ahead_limit(before);
         }
     }
 }

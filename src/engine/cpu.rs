@@ -68,8 +68,9 @@ fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize], cancel
 ///
 /// `BRANCHLESS`: each step of the sequential merges picks its side without a branch (see
 /// [`merge_serial_branchless`]), for runs whose keys interleave at random (the sort's tiles
-/// and chunks), where a branch mispredicts every other row; the merge of sorted inputs keeps
-/// the branch, which is cheaper where long stretches come from one run.
+/// and chunks), where a branch mispredicts every other row; the merge of sorted inputs uses
+/// [`merge_serial_blocks`], which copies the long stretches that come from one run a block at
+/// a time and merges the rest without a branch (its rows may interleave as finely).
 ///
 /// Once `cancel` is set, no further level starts and the indices returned are not in
 /// order: the caller, which passed the token, checks it after ([`crate::cancel`]).
@@ -160,7 +161,7 @@ fn merge_chunk<T: KeyWord, I: RowIndex, const BRANCHLESS: bool>(
         let i_hi = co_rank(k_hi, a, b);
         let (j_lo, j_hi) = (k_lo - i_lo, k_hi - i_hi);
         let o = a0 + k_lo - start;
-        let merge = if BRANCHLESS { merge_serial_branchless::<T, I> } else { merge_serial::<T, I> };
+        let merge = if BRANCHLESS { merge_serial_branchless::<T, I> } else { merge_serial_blocks::<T, I> };
         merge(
             &a[i_lo..i_hi],
             &idx[a0 + i_lo..a0 + i_hi],
@@ -170,26 +171,6 @@ fn merge_chunk<T: KeyWord, I: RowIndex, const BRANCHLESS: bool>(
             &mut out_i[o..o + (k_hi - k_lo)],
         );
     }
-}
-
-/// Sequential stable merge of two sorted pieces (ties take from `a`), keys with their indices.
-#[inline]
-pub fn merge_serial<T: Ord + Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], bi: &[I], out_k: &mut [T], out_i: &mut [I]) {
-    debug_assert_eq!(a.len() + b.len(), out_k.len());
-    let (mut i, mut j, mut o) = (0, 0, 0);
-    while i < a.len() && j < b.len() {
-        if a[i] <= b[j] {
-            out_k[o] = a[i];
-            out_i[o] = ai[i];
-            i += 1;
-        } else {
-            out_k[o] = b[j];
-            out_i[o] = bi[j];
-            j += 1;
-        }
-        o += 1;
-    }
-    copy_rests(&a[i..], &ai[i..], &b[j..], &bi[j..], &mut out_k[o..], &mut out_i[o..]);
 }
 
 /// The end of a sequential merge: one input is used up, the rest of the other (`a`'s rest
@@ -204,9 +185,56 @@ fn copy_rests<T: Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], bi: &[I], out_k: &mu
     ib.copy_from_slice(bi);
 }
 
-/// [`merge_serial`] without a data-dependent branch per row: both heads are read, the
+/// Rows a step of [`merge_serial_blocks`] decides at once.
+const BLOCK: usize = 32;
+
+/// Sequential stable merge of two sorted pieces (ties take from `a`), keys with their
+/// indices, for sorted inputs that come in long stretches from one side, or interleave row
+/// by row, or both in turn (the merge of sorted inputs, whose rows may
+/// interleave at random, as the lineitem files' order keys do, or come from one file for
+/// long stretches): a block of [`BLOCK`] rows that all come from one side (its last row
+/// sorts before the other side's head) is copied at once; elsewhere [`BLOCK`] steps of the
+/// branch-free merge ([`merge_serial_branchless`]), where a branch would mispredict every
+/// other row. A block is taken from `a` only where
+/// its last key `<=` `b`'s head (ties go to `a`), from `b` only where its last key `<`
+/// `a`'s head.
+#[inline]
+pub fn merge_serial_blocks<T: Ord + Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], bi: &[I], out_k: &mut [T], out_i: &mut [I]) {
+    debug_assert_eq!(a.len() + b.len(), out_k.len());
+    let (ai, bi) = (&ai[..a.len()], &bi[..b.len()]);
+    let (mut i, mut j, mut o) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        if i + BLOCK <= a.len() && a[i + BLOCK - 1] <= b[j] {
+            out_k[o..o + BLOCK].copy_from_slice(&a[i..i + BLOCK]);
+            out_i[o..o + BLOCK].copy_from_slice(&ai[i..i + BLOCK]);
+            (i, o) = (i + BLOCK, o + BLOCK);
+            continue;
+        }
+        if j + BLOCK <= b.len() && b[j + BLOCK - 1] < a[i] {
+            out_k[o..o + BLOCK].copy_from_slice(&b[j..j + BLOCK]);
+            out_i[o..o + BLOCK].copy_from_slice(&bi[j..j + BLOCK]);
+            (j, o) = (j + BLOCK, o + BLOCK);
+            continue;
+        }
+        // Neither side runs out within `steps` steps: each step takes one row of one side.
+        let steps = BLOCK.min(a.len() - i).min(b.len() - j);
+        for _ in 0..steps {
+            let (x, y) = (a[i], b[j]);
+            let take_a = x <= y;
+            out_k[o] = std::hint::select_unpredictable(take_a, x, y);
+            out_i[o] = std::hint::select_unpredictable(take_a, ai[i], bi[j]);
+            i += take_a as usize;
+            j += !take_a as usize;
+            o += 1;
+        }
+    }
+    copy_rests(&a[i..], &ai[i..], &b[j..], &bi[j..], &mut out_k[o..], &mut out_i[o..]);
+}
+
+/// Sequential stable merge of two sorted pieces (ties take from `a`) without a
+/// data-dependent branch per row: both heads are read, the
 /// smaller (ties: `a`'s) is written, and the side taken advances by the comparison's value.
-/// The same output as [`merge_serial`], faster on random keys (no branch to mispredict;
+/// The same output as a merge that branches on the comparison, faster on random keys (no branch to mispredict;
 /// `docs/performance.md`).
 #[inline]
 pub fn merge_serial_branchless<T: Ord + Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], bi: &[I], out_k: &mut [T], out_i: &mut [I]) {

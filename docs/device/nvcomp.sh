@@ -28,7 +28,7 @@
 # CORANK_NVCOMP_REPS (5), CORANK_NVCOMP_DIR (measure these files instead).
 # Logs land under $OUT (nvcomp-tests.log, nvcomp-bench.log).
 # Recorded: stage 1 in stop 75 (H200, tests and bench) and stop 76 (H100, compute-sanitizer),
-# docs/gpu.md; stage 2 (the decode tests and the bench's decode row) not yet run.
+# docs/gpu.md; stage 2 first slice (decode tests, sanitizer, the decode row) in stop 77 (H100).
 set -uo pipefail
 root=$(git rev-parse --show-toplevel 2>/dev/null || pwd)
 cd "$root"

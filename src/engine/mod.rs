@@ -18,6 +18,7 @@ pub mod decompress;
 pub mod device;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+pub(crate) mod key_job;
 pub mod placement;
 pub mod sort;
 

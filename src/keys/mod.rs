@@ -61,6 +61,8 @@ mod word;
 mod tests;
 
 pub use layout::{is_supported, plan_layout};
+// The device's key program (engine/key_job.rs) reads the planned layout.
+pub(crate) use layout::{FieldKind, Layout};
 pub use word::{KeyColumn, KeyWord};
 
 use crate::error::{Error, Result};

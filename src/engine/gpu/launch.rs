@@ -85,6 +85,10 @@ pub(crate) enum Args {
     /// `parquet_decode::DecodePageArg`) decoded from the `input_len` bytes at `input`, a
     /// fault code a page to `errors` (cuda/parquet_decode.cu).
     DecodePages { input: DevPtr, input_len: u64, pages: DevPtr, npages: u32, errors: DevPtr },
+    /// `encode_fixed_keys`: the keys of `rows` rows from the `nfields` fields at `fields`
+    /// (an array of `key_job::KeyFieldArg`), `words` u64s a key to `out` (a u32 a key when
+    /// `words` is 0) (cuda/key_encode.cu).
+    EncodeKeys { fields: DevPtr, nfields: u32, rows: u64, out: DevPtr, words: u32 },
 }
 
 impl Args {
@@ -101,6 +105,7 @@ impl Args {
             Args::RebaseIndices { .. } => Params::RebaseIndices,
             Args::SortTiles { .. } => Params::SortTiles,
             Args::DecodePages { .. } => Params::DecodePages,
+            Args::EncodeKeys { .. } => Params::EncodeKeys,
         }
     }
 }
@@ -159,6 +164,7 @@ impl Launcher<'_> {
             Args::DecodePages { input, input_len, pages, npages, errors } => {
                 vec![arg(input), arg(input_len), arg(pages), arg(npages), arg(errors)]
             }
+            Args::EncodeKeys { fields, nfields, rows, out, words } => vec![arg(fields), arg(nfields), arg(rows), arg(out), arg(words)],
         };
         // SAFETY: `f` is a function of the loaded `module`, which outlives this call. `ptrs`
         // holds one pointer per parameter of `entry`'s CUDA signature, each to a live local

@@ -24,6 +24,7 @@ const GATHER: &str = include_str!("../../../cuda/gather.cu");
 const REBASE: &str = include_str!("../../../cuda/rebase.cu");
 const SORT_TILES: &str = include_str!("../../../cuda/sort_tiles.cu");
 const PARQUET_DECODE: &str = include_str!("../../../cuda/parquet_decode.cu");
+const KEY_ENCODE: &str = include_str!("../../../cuda/key_encode.cu");
 
 /// A module family: the kernels compiled together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,7 +65,7 @@ impl Family {
             Family::Book => &[COMMON, CTA_MERGE, CO_RANK, MERGE_BASIC, MERGE_CIRCULAR],
             Family::Gather => &[COMMON, GATHER],
             Family::Sort => &[COMMON, CTA_MERGE, CO_RANK, SORT_TILES],
-            Family::Decode => &[COMMON, PARQUET_DECODE],
+            Family::Decode => &[COMMON, PARQUET_DECODE, KEY_ENCODE],
         }
     }
 
@@ -77,7 +78,7 @@ impl Family {
             Family::Book => &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "merge_basic.cu", "merge_circular.cu"],
             Family::Gather => &["common.cuh", "gather.cu"],
             Family::Sort => &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "sort_tiles.cu"],
-            Family::Decode => &["common.cuh", "parquet_decode.cu"],
+            Family::Decode => &["common.cuh", "parquet_decode.cu", "key_encode.cu"],
         }
     }
 
@@ -115,6 +116,8 @@ pub(crate) enum Params {
     SortTiles,
     /// `(const u8 *input, u64 input_len, const void *pages, u32 npages, u32 *errors)`
     DecodePages,
+    /// `(const void *fields_arg, u32 nfields, u64 rows, void *out, u32 words)`
+    EncodeKeys,
 }
 
 /// An entry point's shared memory.
@@ -153,6 +156,7 @@ pub(crate) enum Entry {
     RebaseIndices,
     SortTiles,
     ParquetDecodePages,
+    EncodeFixedKeys,
 }
 
 /// What the host knows about one entry point.
@@ -172,7 +176,7 @@ const fn entry_point(entry: Entry, name: &'static str, family: Family, params: P
 
 /// Every entry point, in [`Entry`] order (the bench's kernel report lists them so).
 #[rustfmt::skip]
-pub(crate) const MANIFEST: [EntryPoint; 20] = {
+pub(crate) const MANIFEST: [EntryPoint; 21] = {
     use Family::{Book, Decode, Gather, Production, Sort};
     [
         entry_point(Entry::MergeBasic, "merge_basic", Book, Params::Level, Shared::Static),
@@ -195,6 +199,7 @@ pub(crate) const MANIFEST: [EntryPoint; 20] = {
         entry_point(Entry::RebaseIndices, "rebase_indices", Production, Params::RebaseIndices, Shared::Static),
         entry_point(Entry::SortTiles, "sort_tiles", Sort, Params::SortTiles, Shared::SortTile),
         entry_point(Entry::ParquetDecodePages, "parquet_decode_pages", Decode, Params::DecodePages, Shared::Static),
+        entry_point(Entry::EncodeFixedKeys, "encode_fixed_keys", Decode, Params::EncodeKeys, Shared::Static),
     ]
 };
 
@@ -307,6 +312,7 @@ mod tests {
                     Params::RebaseIndices => "index_t *idx, u64 begin, u64 end, const u64 *bounds, const u64 *delta, u32 nruns",
                     Params::SortTiles => "Key *keys, index_t *idx, u64 n",
                     Params::DecodePages => "const u8 *input, u64 input_len, const void *pages, u32 npages, u32 *errors",
+                    Params::EncodeKeys => "const void *fields_arg, u32 nfields, u64 rows, void *out, u32 words",
                 };
                 let found = defined.iter().find(|(n, _)| n == e.name);
                 assert_eq!(found.map(|(_, p)| p.as_str()), Some(expected), "{} in the {} sources", e.name, f.name());

@@ -56,6 +56,7 @@ mod context;
 mod event;
 pub mod gather;
 mod kernel_cache;
+pub(crate) mod key_encode;
 mod launch;
 mod manifest;
 mod merge;

@@ -21,6 +21,17 @@
 // A window holds at most THREADS + 1 runs: runs ending before the tile are dropped, and
 // each run read covers at least one value of the tile.
 //
+// BYTE_ARRAY pages (FLAG_BYTES) take the same steps, but step 4 writes each row's Slot (where
+// its bytes are in the input, and their length; a null's stays zero) into the chunk's slot
+// table; for a PLAIN page, thread 0 walks the tile's defined values' 4-byte length prefixes
+// before step 4 (serial by nature, carried from tile to tile), for a dictionary page the
+// slot is the entry's, from the dictionary's slot table that parquet_bytes_dictionary wrote
+// (one block per dictionary page, thread 0 walking its prefixes). parquet_bytes_offsets (a
+// block per chunk) scans the slots' lengths into the chunk's offsets and writes back its
+// total; the host reads the totals, allocates the values buffer at their sum, and
+// parquet_bytes_copy (a block per chunk, a thread per row) copies each value to its offset,
+// checking UTF-8 for a string column. The CPU reference: decode_cpu.rs, the same steps.
+//
 // Every read is checked against the page's bytes (and the page's bytes against the input);
 // a malformed stream sets the page's error word (the first fault wins) and stops the page.
 // Threads leave a tile together: a fault is seen by all through __syncthreads_or.
@@ -43,6 +54,9 @@ static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps, at most 32 of 
 #define FAULT_INDEX_RANGE 8u
 #define FAULT_NULL_COUNT 9u
 #define FAULT_LAUNCH 10u
+#define FAULT_DICTIONARY_END 11u
+#define FAULT_OFFSET_OVERFLOW 12u
+#define FAULT_UTF8 13u
 
 #define LEVELS_NONE 0u
 #define LEVELS_PREFIXED 1u
@@ -50,6 +64,7 @@ static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps, at most 32 of 
 #define LEVELS_MASK 3u
 #define FLAG_DICTIONARY 4u
 #define FLAG_SIGN_EXTEND 8u
+#define FLAG_BYTES 16u
 #define NULLS_UNCHECKED 0xffffffffu
 
 // One data page's work; the host's DecodePageArg has this layout (asserted on both sides).
@@ -72,6 +87,35 @@ struct DecodePage {
     u32 widths;       // stored bytes a value (bits 0-7), output bytes a value (bits 8-15)
 };
 static_assert(sizeof(DecodePage) == 88, "DecodePage must have the host's layout");
+
+// A byte array value: its place in the input and its length (decode_job.rs's Slot).
+struct Slot {
+    u64 at;
+    u32 len;
+    u32 pad;
+};
+static_assert(sizeof(Slot) == 16, "Slot must have the host's layout");
+
+// A byte array dictionary page, walked into its slot table (decode_job.rs's BytesDictArg).
+struct BytesDict {
+    u64 body;      // offset of its body in the input
+    u64 slots;     // device address of its slot table (entries slots)
+    u32 body_len;
+    u32 entries;
+};
+static_assert(sizeof(BytesDict) == 24, "BytesDict must have the host's layout");
+
+// A byte array chunk: its slots scanned into offsets, its values copied (BytesChunkArg).
+struct BytesChunk {
+    u64 slots;         // device address: rows slots
+    u64 offsets;       // device address: rows + 1 offsets of offset_width bytes
+    u64 values;        // device address of its values (the copy; 0 for the scan)
+    u64 rows;
+    u64 total;         // its values' bytes: written by the scan, read by the copy
+    u32 offset_width;  // 4 or 8
+    u32 utf8;          // 1: check each value is UTF-8
+};
+static_assert(sizeof(BytesChunk) == 48, "BytesChunk must have the host's layout");
 
 struct HRun {
     u64 start;   // index of its first value
@@ -194,12 +238,17 @@ extern "C" __global__ void parquet_decode_pages(const u8 *input, u64 input_len, 
     __shared__ u32 tile_defined;
     __shared__ const u8 *stored;
     __shared__ u32 stored_len;
+    __shared__ u32 stored_at;           // where the values start in the body
+    __shared__ u32 plain_pos;           // a byte array PLAIN page: the next length prefix
+    __shared__ u32 pl_at[THREADS];      // ... and the tile's values (rank in the tile)
+    __shared__ u32 pl_len[THREADS];
     const u32 pi = blockIdx.x;
     if (pi >= npages) return;
     const DecodePage P = ((const DecodePage *)pages)[pi];
     const u32 t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const u32 levels = P.flags & LEVELS_MASK;
     const bool dictionary = (P.flags & FLAG_DICTIONARY) != 0;
+    const bool bytes = (P.flags & FLAG_BYTES) != 0;
     const u32 pw = P.widths & 0xff, ow = (P.widths >> 8) & 0xff;
     const u8 *body = input + P.body;
     const u8 *dict = input + P.dict;
@@ -213,10 +262,14 @@ extern "C" __global__ void parquet_decode_pages(const u8 *input, u64 input_len, 
         ix.nruns = 0;
         bool widths_ok = (pw == 4 && (ow == 4 || ow == 16)) || (pw == 8 && (ow == 8 || ow == 16));
         widths_ok = widths_ok && ((ow == 16) == ((P.flags & FLAG_SIGN_EXTEND) != 0));
+        // A byte array page writes 16-byte slots; its dictionary is a slot table (the host
+        // sized it for dict_entries).
+        if (bytes) widths_ok = pw == 0 && ow == 16 && (P.flags & FLAG_SIGN_EXTEND) == 0;
+        plain_pos = 0;
         if (blockDim.x != THREADS || !widths_ok || levels > LEVELS_STATED || P.body > input_len ||
             P.body_len > input_len - P.body || P.first_row > P.chunk_rows || n > P.chunk_rows - P.first_row ||
-            (dictionary && (P.dict > input_len || P.dict_len > input_len - P.dict ||
-                            (u64)P.dict_entries * pw > P.dict_len))) {
+            (dictionary && !bytes && (P.dict > input_len || P.dict_len > input_len - P.dict ||
+                                      (u64)P.dict_entries * pw > P.dict_len))) {
             bad = FAULT_LAUNCH;
         } else {
             u32 values_at = P.values_at;
@@ -244,6 +297,7 @@ extern "C" __global__ void parquet_decode_pages(const u8 *input, u64 input_len, 
             if (!bad) {
                 stored = body + values_at;
                 stored_len = P.body_len - values_at;
+                stored_at = values_at;
                 ix.pos = 0;
                 ix.next = 0;
                 ix.bw = 0;
@@ -297,10 +351,50 @@ extern "C" __global__ void parquet_decode_pages(const u8 *input, u64 input_len, 
                     bad = hybrid_cover(ix, ix_win, rank_base, rank_base + sum, 0xffffffffu, FAULT_INDICES_END, FAULT_INDEX_RANGE);
                     if (bad) atomicCAS(&fault, 0u, bad);
                 }
+                // 3'. A byte array PLAIN page: the tile's values' length prefixes, in order.
+                if (bytes && !dictionary) {
+                    u32 pos = plain_pos;
+                    for (u32 k = 0; k < sum && !bad; ++k) {
+                        if (stored_len < 4 || pos > stored_len - 4) {
+                            bad = FAULT_VALUES_END;
+                            break;
+                        }
+                        u32 len = stored[pos] | (u32)stored[pos + 1] << 8 | (u32)stored[pos + 2] << 16 | (u32)stored[pos + 3] << 24;
+                        if (len > stored_len - pos - 4) {
+                            bad = FAULT_VALUES_END;
+                            break;
+                        }
+                        pl_at[k] = pos + 4;
+                        pl_len[k] = len;
+                        pos += 4 + len;
+                    }
+                    plain_pos = pos;
+                    if (bad) atomicCAS(&fault, 0u, bad);
+                }
             }
             if (__syncthreads_or(bad)) break;
             // 4. Each defined value to its row.
-            if (d) {
+            if (d && bytes) {
+                const u32 k = warp_count[warp] + before;  // rank in the tile
+                const u64 row = P.first_row + i;
+                Slot slot;
+                if (!dictionary) {
+                    slot.at = P.body + stored_at + pl_at[k];
+                    slot.len = pl_len[k];
+                    slot.pad = 0;
+                } else {
+                    u32 e = 0;
+                    if (!hybrid_value(ix.s, ix_win, ix.nruns, rank_base + k, ix.bw, &e)) bad = FAULT_INDICES_END;
+                    else if (e >= P.dict_entries) bad = FAULT_INDEX_RANGE;
+                    else slot = ((const Slot *)P.dict)[e];
+                }
+                if (bad) {
+                    atomicCAS(&fault, 0u, bad);
+                } else {
+                    ((Slot *)P.out_values)[row] = slot;
+                    if (P.out_valid) atomicOr((u32 *)P.out_valid + row / 32, 1u << (row % 32));
+                }
+            } else if (d) {
                 const u64 rank = rank_base + warp_count[warp] + before;
                 const u8 *src = 0;
                 if (!dictionary) {
@@ -329,5 +423,158 @@ extern "C" __global__ void parquet_decode_pages(const u8 *input, u64 input_len, 
         u32 f = fault;
         if (!f && P.nulls != NULLS_UNCHECKED && n - rank_base != P.nulls) f = FAULT_NULL_COUNT;
         errors[pi] = f;
+    }
+}
+
+// A byte array dictionary page walked into its slot table: one block a dictionary, thread 0
+// walking the length prefixes in order (serial by nature). A fault stops the walk.
+extern "C" __global__ void parquet_bytes_dictionary(const u8 *input, u64 input_len, const void *pages, u32 npages, u32 *errors) {
+    const u32 di = blockIdx.x;
+    if (di >= npages || threadIdx.x != 0) return;
+    const BytesDict D = ((const BytesDict *)pages)[di];
+    if (blockDim.x != THREADS || D.body > input_len || D.body_len > input_len - D.body) {
+        errors[di] = FAULT_LAUNCH;
+        return;
+    }
+    const u8 *body = input + D.body;
+    Slot *slots = (Slot *)D.slots;
+    u32 pos = 0;
+    for (u32 e = 0; e < D.entries; ++e) {
+        if (D.body_len < 4 || pos > D.body_len - 4) {
+            errors[di] = FAULT_DICTIONARY_END;
+            return;
+        }
+        u32 len = body[pos] | (u32)body[pos + 1] << 8 | (u32)body[pos + 2] << 16 | (u32)body[pos + 3] << 24;
+        if (len > D.body_len - pos - 4) {
+            errors[di] = FAULT_DICTIONARY_END;
+            return;
+        }
+        Slot s;
+        s.at = D.body + pos + 4;
+        s.len = len;
+        s.pad = 0;
+        slots[e] = s;
+        pos += 4 + len;
+    }
+}
+
+// An offset of `w` bytes (4 or 8), little-endian as Arrow's.
+__device__ u64 get_offset(const u8 *offsets, u32 w, u64 i) {
+    return w == 4 ? (u64)((const u32 *)offsets)[i] : ((const u64 *)offsets)[i];
+}
+
+// A byte array chunk's offsets: one block a chunk, tiles of THREADS rows, each a block scan
+// of the slots' lengths (warp shuffles, then the warps' sums); the total written back.
+extern "C" __global__ void parquet_bytes_offsets(const u8 *input, u64 input_len, const void *pages, u32 npages, u32 *errors) {
+    __shared__ u64 warp_sum[32];
+    __shared__ u64 base;
+    const u32 ci = blockIdx.x;
+    if (ci >= npages) return;
+    BytesChunk *C = (BytesChunk *)pages + ci;
+    const u32 t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const u32 w = C->offset_width;
+    if (blockDim.x != THREADS || (w != 4 && w != 8)) {
+        if (t == 0) errors[ci] = FAULT_LAUNCH;
+        return;
+    }
+    const Slot *slots = (const Slot *)C->slots;
+    u8 *offsets = (u8 *)C->offsets;
+    const u64 rows = C->rows;
+    if (t == 0) {
+        base = 0;
+        if (w == 4) ((u32 *)offsets)[0] = 0;
+        else ((u64 *)offsets)[0] = 0;
+    }
+    __syncthreads();
+    for (u64 from = 0; from < rows; from += THREADS) {
+        const u64 r = from + t;
+        u64 v = r < rows ? slots[r].len : 0;
+        for (u32 d = 1; d < 32; d <<= 1) {
+            u64 o = __shfl_up_sync(0xffffffffu, v, d);
+            if (lane >= d) v += o;
+        }
+        if (lane == 31) warp_sum[warp] = v;
+        __syncthreads();
+        if (t == 0) {
+            u64 sum = 0;
+            for (u32 k = 0; k < THREADS / 32; ++k) {
+                u64 c = warp_sum[k];
+                warp_sum[k] = sum;
+                sum += c;
+            }
+        }
+        __syncthreads();
+        const u64 end = base + warp_sum[warp] + v;  // offset after row r
+        if (r < rows) {
+            if (w == 4) ((u32 *)offsets)[r + 1] = (u32)end;
+            else ((u64 *)offsets)[r + 1] = end;
+        }
+        __syncthreads();
+        if (t == THREADS - 1) base = end;  // rows past the chunk's end add nothing
+        __syncthreads();
+    }
+    if (t == 0) {
+        C->total = base;
+        if (w == 4 && base > 0x7fffffffull) errors[ci] = FAULT_OFFSET_OVERFLOW;
+    }
+}
+
+// Whether s[0..n) is UTF-8 (the Unicode standard's table 3-7; decode_cpu.rs's utf8_ok).
+__device__ bool utf8_ok(const u8 *s, u32 n) {
+    u32 i = 0;
+    while (i < n) {
+        const u8 c = s[i];
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
+        u32 need;
+        u8 lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) need = 1;
+        else if (c == 0xE0) { need = 2; lo = 0xA0; }
+        else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) need = 2;
+        else if (c == 0xED) { need = 2; hi = 0x9F; }
+        else if (c == 0xF0) { need = 3; lo = 0x90; }
+        else if (c >= 0xF1 && c <= 0xF3) need = 3;
+        else if (c == 0xF4) { need = 3; hi = 0x8F; }
+        else return false;
+        if (n - i - 1 < need) return false;
+        if (s[i + 1] < lo || s[i + 1] > hi) return false;
+        for (u32 k = 2; k <= need; ++k) {
+            if ((s[i + k] & 0xC0) != 0x80) return false;
+        }
+        i += need + 1;
+    }
+    return true;
+}
+
+// A byte array chunk's values copied to their offsets: one block a chunk, a thread a row
+// (byte by byte: correct first), every read and write checked against the input and the
+// chunk's total.
+extern "C" __global__ void parquet_bytes_copy(const u8 *input, u64 input_len, const void *pages, u32 npages, u32 *errors) {
+    const u32 ci = blockIdx.x;
+    if (ci >= npages) return;
+    const BytesChunk C = ((const BytesChunk *)pages)[ci];
+    const u32 w = C.offset_width;
+    if (blockDim.x != THREADS || (w != 4 && w != 8) || C.values == 0) {
+        if (threadIdx.x == 0) errors[ci] = FAULT_LAUNCH;
+        return;
+    }
+    const Slot *slots = (const Slot *)C.slots;
+    const u8 *offsets = (const u8 *)C.offsets;
+    u8 *values = (u8 *)C.values;
+    for (u64 r = threadIdx.x; r < C.rows; r += THREADS) {
+        const Slot s = slots[r];
+        const u64 dst = get_offset(offsets, w, r);
+        if (s.at > input_len || s.len > input_len - s.at || dst > C.total || s.len > C.total - dst) {
+            atomicCAS(&errors[ci], 0u, FAULT_LAUNCH);
+            continue;
+        }
+        const u8 *src = input + s.at;
+        if (C.utf8 && !utf8_ok(src, s.len)) {
+            atomicCAS(&errors[ci], 0u, FAULT_UTF8);
+            continue;
+        }
+        for (u32 k = 0; k < s.len; ++k) values[dst + k] = src[k];
     }
 }

@@ -28,11 +28,17 @@ pub(crate) enum Fault {
     NullCount = 9,
     /// The launch's own arguments are inconsistent (the host's bug, not the file's).
     Launch = 10,
+    /// A byte array dictionary page whose entries' lengths run past it.
+    DictionaryEnd = 11,
+    /// A byte array chunk whose values' bytes do not fit the i32 offsets of its Arrow type.
+    OffsetOverflow = 12,
+    /// A value of a string column that is not UTF-8.
+    Utf8 = 13,
 }
 
 impl Fault {
     /// Every fault, in code order.
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 13] = [
         Fault::LevelsLength,
         Fault::LevelsEnd,
         Fault::LevelValue,
@@ -43,6 +49,9 @@ impl Fault {
         Fault::IndexRange,
         Fault::NullCount,
         Fault::Launch,
+        Fault::DictionaryEnd,
+        Fault::OffsetOverflow,
+        Fault::Utf8,
     ];
 
     /// The fault of a page's error word (`None` for 0, or a code no kernel writes).
@@ -58,12 +67,15 @@ impl fmt::Display for Fault {
             Fault::LevelsEnd => "its definition levels end before its values",
             Fault::LevelValue => "a definition level above the column's maximum of 1",
             Fault::RunHeader => "a run header longer than 32 bits",
-            Fault::ValuesEnd => "its PLAIN values run past the page",
+            Fault::ValuesEnd => "its PLAIN values (or a byte array's length) run past the page",
             Fault::BitWidth => "its dictionary indices have no bit width or one over 32",
             Fault::IndicesEnd => "its dictionary indices end before its values",
             Fault::IndexRange => "a dictionary index past the dictionary's entries",
             Fault::NullCount => "its definition levels count other nulls than its header",
             Fault::Launch => "the decode launch's arguments are inconsistent",
+            Fault::DictionaryEnd => "its dictionary's byte array entries run past the dictionary page",
+            Fault::OffsetOverflow => "its values take more than 2 GiB, past the i32 offsets of its Arrow type",
+            Fault::Utf8 => "a value of a string column is not UTF-8",
         })
     }
 }
@@ -99,6 +111,9 @@ mod tests {
             "FAULT_INDEX_RANGE",
             "FAULT_NULL_COUNT",
             "FAULT_LAUNCH",
+            "FAULT_DICTIONARY_END",
+            "FAULT_OFFSET_OVERFLOW",
+            "FAULT_UTF8",
         ];
         for (f, name) in Fault::ALL.iter().zip(names) {
             assert_eq!(defined(name), *f as u32, "{name}");
@@ -111,5 +126,6 @@ mod tests {
         assert_eq!(defined("FLAG_DICTIONARY"), job::FLAG_DICTIONARY);
         assert_eq!(defined("FLAG_SIGN_EXTEND"), job::FLAG_SIGN_EXTEND);
         assert_eq!(defined("NULLS_UNCHECKED"), job::NULLS_UNCHECKED);
+        assert_eq!(defined("FLAG_BYTES"), job::FLAG_BYTES);
     }
 }

@@ -14,6 +14,10 @@
 //!   embedded Arrow schema included) where that is Int32, Date32 or Decimal128 (INT32),
 //!   Int64 or Decimal128 (INT64), Float32 (FLOAT), Float64 (DOUBLE); a Decimal128 widens
 //!   each value to 16 bytes, sign-extended, as parquet-rs does;
+//! - BYTE_ARRAY read as Utf8 or Binary (i32 offsets) or LargeUtf8 or LargeBinary (i64
+//!   offsets, where the embedded Arrow schema asks): the output is offsets and a values
+//!   buffer ([`super::decode_cpu`] says how); the views (Utf8View, BinaryView), a
+//!   dictionary-typed column and decimals stored as byte arrays are not covered;
 //! - value encodings PLAIN and RLE_DICTIONARY / PLAIN_DICTIONARY (page by page: a chunk
 //!   that falls back from its dictionary to PLAIN mid-chunk is covered), the dictionary page
 //!   PLAIN;
@@ -45,12 +49,15 @@ pub(crate) enum Physical {
     Four,
     /// INT64 or DOUBLE: 8 bytes.
     Eight,
+    /// BYTE_ARRAY: each value a 4-byte little-endian length, then its bytes.
+    ByteArray,
 }
 
 impl Physical {
+    /// Bytes a stored value takes (a byte array's: at least, its length prefix).
     pub fn bytes(self) -> usize {
         match self {
-            Physical::Four => 4,
+            Physical::Four | Physical::ByteArray => 4,
             Physical::Eight => 8,
         }
     }
@@ -121,8 +128,11 @@ pub(crate) struct DecodePlan {
     pub data_type: DataType,
     pub physical: Physical,
     pub widen: Widen,
-    /// Bytes a value of the output takes.
+    /// Bytes a value of the output takes (a byte array's: one offset, 4 or 8).
     pub out_width: usize,
+    /// A byte array column read as a string type: each value must be UTF-8 (parquet-rs
+    /// checks as much, and Arrow's string arrays promise it).
+    pub utf8: bool,
     /// Whether values may be null (maximum definition level 1): the output has a validity
     /// bitmap.
     pub nullable: bool,
@@ -165,6 +175,8 @@ fn conversion(physical: PhysicalType, data_type: &DataType) -> Option<(Physical,
         (PhysicalType::INT64, D::Int64) | (PhysicalType::DOUBLE, D::Float64) => Some((Physical::Eight, Widen::Copy, 8)),
         (PhysicalType::INT32, D::Decimal128(..)) => Some((Physical::Four, Widen::SignExtend16, 16)),
         (PhysicalType::INT64, D::Decimal128(..)) => Some((Physical::Eight, Widen::SignExtend16, 16)),
+        (PhysicalType::BYTE_ARRAY, D::Utf8 | D::Binary) => Some((Physical::ByteArray, Widen::Copy, 4)),
+        (PhysicalType::BYTE_ARRAY, D::LargeUtf8 | D::LargeBinary) => Some((Physical::ByteArray, Widen::Copy, 8)),
         _ => None,
     }
 }
@@ -266,5 +278,16 @@ pub(crate) fn plan(table: &PageTable, column: &ColumnDescriptor, data_type: Opti
             }
         }
     }
-    Ok(Planned::Covered(DecodePlan { data_type: data_type.clone(), physical: phys, widen, out_width, nullable, rows, dictionary, pages }))
+    let utf8 = matches!(data_type, DataType::Utf8 | DataType::LargeUtf8);
+    Ok(Planned::Covered(DecodePlan {
+        data_type: data_type.clone(),
+        physical: phys,
+        widen,
+        out_width,
+        utf8,
+        nullable,
+        rows,
+        dictionary,
+        pages,
+    }))
 }

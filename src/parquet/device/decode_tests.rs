@@ -539,6 +539,10 @@ t = pa.table({
     "dec32": pa.array([decimal.Decimal(v(i, 8) - 500000).scaleb(-2) for i in range(n)], pa.decimal128(7, 2)),
     "dec64": pa.array([None if v(i, 9) % 5 == 0 else decimal.Decimal(v(i, 10) * 997).scaleb(-2) for i in range(n)], pa.decimal128(15, 2)),
     "none": pa.array([None] * n, pa.int32()),
+    "s": pa.array([None if v(i, 11) % 6 == 0 else f"str-{v(i, 12) % 300}-ü€" for i in range(n)], pa.string()),
+    "b": pa.array([bytes([v(i, 13) % 256]) * (i % 5) for i in range(n)], pa.binary()),
+    "ls": pa.array(["x" * 70000 if i == 17 else (None if i % 7 == 0 else f"l{v(i, 14) % 40}") for i in range(n)], pa.large_string()),
+    "e": pa.array(["" if i % 3 else None for i in range(n)], pa.string()),
 })
 k = 0
 for version in ["1.0", "2.0"]:
@@ -599,7 +603,7 @@ for version in ["1.0", "2.0"]:
             }
         }
     }
-    assert_eq!(checked, 12 * 2 * 8);
+    assert_eq!(checked, 12 * 2 * 12);
     eprintln!("pyarrow_files_decode: {checked} chunks equal{}", if device { ", on the device too" } else { "" });
 }
 

@@ -18,7 +18,10 @@
 //! kernel `cuda/parquet_decode.cu`; [`decode`]: both paths, the device layout;
 //! [`decode_fault`]: what a damaged page is).
 //!
-//! Not yet (issue 69's later stages): BYTE_ARRAY and the DELTA encodings, `corank merge` and
+//! Second slice: BYTE_ARRAY columns (Utf8, Binary, LargeUtf8, LargeBinary) decoded into
+//! offsets and values, the same modules.
+//!
+//! Not yet (issue 69's later stages): FIXED_LEN_BYTE_ARRAY, views, the DELTA encodings, `corank merge` and
 //! `corank sort` reading through this path, encoding on the device. Nothing outside the
 //! tests and the benchmark calls it yet, so the CPU path is unchanged.
 

@@ -517,6 +517,61 @@ fn device_names_a_damaged_page() {
     }
 }
 
+/// Damaged byte arrays name their place: a length prefix past its page names the page, a
+/// value that is not UTF-8 names the chunk (its offsets and copy are the chunk's steps). On
+/// the CPU here; on the device too where there is one (the same place and fault).
+#[test]
+fn damaged_byte_arrays_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Shape {
+        codec: Compression::UNCOMPRESSED,
+        v2: false,
+        dictionary: false,
+        page_bytes: 1024,
+        dict_bytes: 1 << 20,
+        plain: false,
+        rows: 4000,
+    };
+    let path = write(dir.path(), s);
+    let meta = metadata(&path);
+    let cs = cases(&path, &meta);
+    let c = cs.iter().find(|c| c.chunk.row_group == 0 && c.chunk.meta.column_path().string() == "name").unwrap();
+    let plan = c.plan.as_ref().unwrap();
+    let p = plan.pages[1];
+    assert_eq!((p.encoding, p.levels), (Values::Plain, Levels::Prefixed));
+    let body = c.chunk.table.pages[p.page].body_offset;
+    let levels = u32::from_le_bytes(c.chunk.bytes[body..body + 4].try_into().unwrap()) as usize;
+    let first = body + 4 + levels; // the page's first value's length prefix
+    assert!(u32::from_le_bytes(c.chunk.bytes[first..first + 4].try_into().unwrap()) > 0);
+    let damaged = |at: usize, with: &[u8]| {
+        let mut bytes = c.chunk.bytes.to_vec();
+        bytes[at..at + with.len()].copy_from_slice(with);
+        ColumnChunk {
+            file: c.chunk.file.clone(),
+            row_group: c.chunk.row_group,
+            rows: c.chunk.rows,
+            meta: c.chunk.meta,
+            bytes: Bytes::from(bytes),
+            table: c.chunk.table.clone(),
+        }
+    };
+    let cases = [
+        (damaged(first, &u32::MAX.to_le_bytes()), format!("row group 0, column name, page {}: decoding it", p.page), Fault::ValuesEnd),
+        (damaged(first + 4, &[0xff]), "row group 0, column name: decoding it".to_string(), Fault::Utf8),
+    ];
+    let device = nvcomp_or_skip("damaged_byte_arrays_are_named (its device part)");
+    for (chunk, place, fault) in &cases {
+        let mut msgs = vec![decode_on_cpu(chunk, plan).unwrap_err().to_string()];
+        if device {
+            let Err(e) = decode_on_device(0, std::slice::from_ref(chunk), &[plan]) else { panic!("a damaged chunk decoded") };
+            msgs.push(e.to_string());
+        }
+        for msg in msgs {
+            assert!(msg.contains(place.as_str()) && msg.contains(&fault.to_string()), "{msg}");
+        }
+    }
+}
+
 /// Files pyarrow writes (where `python3 -c "import pyarrow"` works; else skipped with a
 /// line): the CPU reference against parquet-rs's arrow reader, and the device where there is
 /// one. pyarrow's own choices: PLAIN_DICTIONARY / RLE_DICTIONARY, its page sizes, decimals

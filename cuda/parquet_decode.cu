@@ -65,6 +65,7 @@ static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps, at most 32 of 
 #define FLAG_DICTIONARY 4u
 #define FLAG_SIGN_EXTEND 8u
 #define FLAG_BYTES 16u
+#define FLAG_BIG_ENDIAN 32u
 #define NULLS_UNCHECKED 0xffffffffu
 
 // One data page's work; the host's DecodePageArg has this layout (asserted on both sides).
@@ -213,8 +214,20 @@ __device__ bool hybrid_value(const u8 *s, const HRun *win, u32 nruns, u64 i, u32
     return true;
 }
 
-// A stored value (pw bytes, any alignment) to its output slot (ow bytes, aligned).
-__device__ void put_value(const u8 *src, u32 pw, u32 ow, u8 *dst) {
+// A stored value (pw bytes, any alignment) to its output slot (ow bytes, aligned where ow is
+// 4, 8 or 16): copied, sign-extended (FLAG_SIGN_EXTEND: a 4- or 8-byte little-endian
+// integer to 16 bytes) or, FLAG_BIG_ENDIAN, a FIXED_LEN_BYTE_ARRAY's big-endian integer of at
+// most 16 bytes to a 16-byte little-endian one (Decimal128).
+__device__ void put_value(const u8 *src, u32 pw, u32 ow, u32 flags, u8 *dst) {
+    if (flags & FLAG_BIG_ENDIAN) {
+        const u8 sign = (src[0] & 0x80) ? 0xff : 0;
+        for (u32 k = 0; k < 16; ++k) dst[k] = k < pw ? src[pw - 1 - k] : sign;
+        return;
+    }
+    if (pw != 4 && pw != 8) {  // a FIXED_LEN_BYTE_ARRAY copied (pw == ow)
+        for (u32 k = 0; k < pw; ++k) dst[k] = src[k];
+        return;
+    }
     u64 v = 0;
     for (u32 k = 0; k < pw; ++k) v |= (u64)src[k] << (8 * k);
     if (ow == 4) {
@@ -260,11 +273,15 @@ extern "C" __global__ void parquet_decode_pages(const u8 *input, u64 input_len, 
         rank_base = 0;
         lv.nruns = 0;
         ix.nruns = 0;
-        bool widths_ok = (pw == 4 && (ow == 4 || ow == 16)) || (pw == 8 && (ow == 8 || ow == 16));
-        widths_ok = widths_ok && ((ow == 16) == ((P.flags & FLAG_SIGN_EXTEND) != 0));
-        // A byte array page writes 16-byte slots; its dictionary is a slot table (the host
-        // sized it for dict_entries).
-        if (bytes) widths_ok = pw == 0 && ow == 16 && (P.flags & FLAG_SIGN_EXTEND) == 0;
+        // Copied (pw == ow: INT32, INT64, FLOAT, DOUBLE, FIXED_LEN_BYTE_ARRAY), sign-extended
+        // (4 or 8 bytes to 16), big-endian to 16 (at most 16 bytes); a byte array page writes
+        // 16-byte slots (its dictionary is a slot table the host sized for dict_entries).
+        const bool sx = (P.flags & FLAG_SIGN_EXTEND) != 0, be = (P.flags & FLAG_BIG_ENDIAN) != 0;
+        bool widths_ok;
+        if (bytes) widths_ok = pw == 0 && ow == 16 && !sx && !be;
+        else if (sx) widths_ok = (pw == 4 || pw == 8) && ow == 16 && !be;
+        else if (be) widths_ok = pw >= 1 && pw <= 16 && ow == 16;
+        else widths_ok = pw >= 1 && pw == ow;
         plain_pos = 0;
         if (blockDim.x != THREADS || !widths_ok || levels > LEVELS_STATED || P.body > input_len ||
             P.body_len > input_len - P.body || P.first_row > P.chunk_rows || n > P.chunk_rows - P.first_row ||
@@ -410,7 +427,7 @@ extern "C" __global__ void parquet_decode_pages(const u8 *input, u64 input_len, 
                     atomicCAS(&fault, 0u, bad);
                 } else {
                     const u64 row = P.first_row + i;
-                    put_value(src, pw, ow, (u8 *)P.out_values + row * ow);
+                    put_value(src, pw, ow, P.flags, (u8 *)P.out_values + row * ow);
                     if (P.out_valid) atomicOr((u32 *)P.out_valid + row / 32, 1u << (row % 32));
                 }
             }

@@ -55,6 +55,8 @@ pub(crate) const FLAG_SIGN_EXTEND: u32 = 8;
 /// dictionary's (an offset in the job's output too, where the dictionary kernel puts it),
 /// `widths` 0 stored bytes and 16 output bytes (a slot).
 pub(crate) const FLAG_BYTES: u32 = 16;
+/// A FIXED_LEN_BYTE_ARRAY's big-endian integer widened to a 16-byte little-endian one.
+pub(crate) const FLAG_BIG_ENDIAN: u32 = 32;
 pub(crate) const NULLS_UNCHECKED: u32 = u32::MAX;
 
 /// Where a byte array value lies in the input, and its length: the kernel's `Slot`, one a

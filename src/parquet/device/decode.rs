@@ -144,8 +144,10 @@ pub(crate) fn layout(plans: &[&DecodePlan], pages: &[Vec<PageOut>]) -> Result<(D
             if p.encoding == Values::Dictionary {
                 flags |= job::FLAG_DICTIONARY;
             }
-            if plan.widen == Widen::SignExtend16 {
-                flags |= job::FLAG_SIGN_EXTEND;
+            match plan.widen {
+                Widen::Copy => {}
+                Widen::SignExtend16 => flags |= job::FLAG_SIGN_EXTEND,
+                Widen::BigEndian16 => flags |= job::FLAG_BIG_ENDIAN,
             }
             if bytes {
                 flags |= job::FLAG_BYTES;

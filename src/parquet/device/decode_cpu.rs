@@ -383,6 +383,12 @@ fn write_value(widen: Widen, src: &[u8], dst: &mut [u8]) {
             };
             dst.copy_from_slice(&v.to_le_bytes());
         }
+        Widen::BigEndian16 => {
+            let sign = if src[0] & 0x80 != 0 { 0xff } else { 0 };
+            for (k, d) in dst.iter_mut().enumerate() {
+                *d = if k < src.len() { src[src.len() - 1 - k] } else { sign };
+            }
+        }
     }
 }
 
@@ -407,13 +413,19 @@ pub(crate) fn decode_arg(arg: &crate::engine::decode_job::DecodePageArg, input: 
         (4, false) => Physical::Four,
         (8, false) => Physical::Eight,
         (0, true) if arg.widths >> 8 == 16 => Physical::ByteArray,
+        (n @ 1.., false) => Physical::FixedLen(n as usize),
         _ => return Err(Fault::Launch),
     };
     let out_width = ((arg.widths >> 8) & 0xff) as usize;
     let plan = DecodePlan {
         data_type: arrow::datatypes::DataType::Null,
         physical,
-        widen: if arg.flags & job::FLAG_SIGN_EXTEND != 0 { Widen::SignExtend16 } else { Widen::Copy },
+        widen: match (arg.flags & job::FLAG_SIGN_EXTEND != 0, arg.flags & job::FLAG_BIG_ENDIAN != 0) {
+            (false, false) => Widen::Copy,
+            (true, false) => Widen::SignExtend16,
+            (false, true) => Widen::BigEndian16,
+            (true, true) => return Err(Fault::Launch),
+        },
         out_width,
         utf8: false,
         nullable: arg.out_valid != job::NO_VALIDITY,

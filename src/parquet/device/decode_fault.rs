@@ -127,5 +127,6 @@ mod tests {
         assert_eq!(defined("FLAG_SIGN_EXTEND"), job::FLAG_SIGN_EXTEND);
         assert_eq!(defined("NULLS_UNCHECKED"), job::NULLS_UNCHECKED);
         assert_eq!(defined("FLAG_BYTES"), job::FLAG_BYTES);
+        assert_eq!(defined("FLAG_BIG_ENDIAN"), job::FLAG_BIG_ENDIAN);
     }
 }

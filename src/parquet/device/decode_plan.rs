@@ -14,6 +14,9 @@
 //!   embedded Arrow schema included) where that is Int32, Date32 or Decimal128 (INT32),
 //!   Int64 or Decimal128 (INT64), Float32 (FLOAT), Float64 (DOUBLE); a Decimal128 widens
 //!   each value to 16 bytes, sign-extended, as parquet-rs does;
+//! - FIXED_LEN_BYTE_ARRAY of 1 to 255 bytes read as FixedSizeBinary (copied), or of at
+//!   most 16 bytes read as Decimal128 (a big-endian two's complement integer sign-extended
+//!   to 16 little-endian bytes, as parquet-rs does);
 //! - BYTE_ARRAY read as Utf8 or Binary (i32 offsets) or LargeUtf8 or LargeBinary (i64
 //!   offsets, where the embedded Arrow schema asks): the output is offsets and a values
 //!   buffer ([`super::decode_cpu`] says how); the views (Utf8View, BinaryView), a
@@ -51,6 +54,8 @@ pub(crate) enum Physical {
     Eight,
     /// BYTE_ARRAY: each value a 4-byte little-endian length, then its bytes.
     ByteArray,
+    /// FIXED_LEN_BYTE_ARRAY of this many bytes (1 to 255).
+    FixedLen(usize),
 }
 
 impl Physical {
@@ -59,6 +64,7 @@ impl Physical {
         match self {
             Physical::Four | Physical::ByteArray => 4,
             Physical::Eight => 8,
+            Physical::FixedLen(n) => n,
         }
     }
 }
@@ -70,6 +76,9 @@ pub(crate) enum Widen {
     Copy,
     /// Sign-extended to a 16-byte little-endian integer (Decimal128).
     SignExtend16,
+    /// A big-endian two's complement integer (FIXED_LEN_BYTE_ARRAY, at most 16 bytes)
+    /// sign-extended to a 16-byte little-endian one (Decimal128), as parquet-rs does.
+    BigEndian16,
 }
 
 /// How a data page's values are encoded.
@@ -166,11 +175,18 @@ pub(crate) fn arrow_types(schema: &SchemaDescriptor, kv: Option<&Vec<parquet::fi
         .collect()
 }
 
-/// What an Arrow type needs from a physical type: (physical width, widening, output
-/// width), or `None` where the pair is not covered.
-fn conversion(physical: PhysicalType, data_type: &DataType) -> Option<(Physical, Widen, usize)> {
+/// What an Arrow type needs from a physical type (of `type_length` bytes where fixed):
+/// (physical width, widening, output width), or `None` where the pair is not covered.
+fn conversion(physical: PhysicalType, type_length: i32, data_type: &DataType) -> Option<(Physical, Widen, usize)> {
     use DataType as D;
+    let flba = usize::try_from(type_length).ok().filter(|n| (1..=255).contains(n));
     match (physical, data_type) {
+        (PhysicalType::FIXED_LEN_BYTE_ARRAY, D::FixedSizeBinary(n)) => {
+            flba.filter(|&l| usize::try_from(*n).ok() == Some(l)).map(|l| (Physical::FixedLen(l), Widen::Copy, l))
+        }
+        (PhysicalType::FIXED_LEN_BYTE_ARRAY, D::Decimal128(..)) => {
+            flba.filter(|&l| l <= 16).map(|l| (Physical::FixedLen(l), Widen::BigEndian16, 16))
+        }
         (PhysicalType::INT32, D::Int32 | D::Date32) | (PhysicalType::FLOAT, D::Float32) => Some((Physical::Four, Widen::Copy, 4)),
         (PhysicalType::INT64, D::Int64) | (PhysicalType::DOUBLE, D::Float64) => Some((Physical::Eight, Widen::Copy, 8)),
         (PhysicalType::INT32, D::Decimal128(..)) => Some((Physical::Four, Widen::SignExtend16, 16)),
@@ -196,7 +212,7 @@ pub(crate) fn plan(table: &PageTable, column: &ColumnDescriptor, data_type: Opti
         return not("not a flat column of a schema parquet-rs converts".into());
     };
     let physical = column.physical_type();
-    let Some((phys, widen, out_width)) = conversion(physical, data_type) else {
+    let Some((phys, widen, out_width)) = conversion(physical, column.type_length(), data_type) else {
         return not(format!("{physical} read as {data_type} is not decoded on the device yet"));
     };
     let nullable = column.max_def_level() == 1;

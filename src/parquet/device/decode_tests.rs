@@ -14,8 +14,8 @@ use super::decompress::{decompress_on_cpu, plan as layout_pages, ColumnChunk};
 use super::page_table::PageKind;
 use super::tests::{chunks, metadata, nvcomp_or_skip};
 use arrow::array::{
-    Array, ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int32Array, Int64Array,
-    LargeBinaryArray, LargeStringArray, ListArray, RecordBatch, StringArray, StringViewArray,
+    Array, ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, FixedSizeBinaryArray, Float32Array, Float64Array, Int32Array,
+    Int64Array, LargeBinaryArray, LargeStringArray, ListArray, RecordBatch, StringArray, StringViewArray,
 };
 use arrow::datatypes::{DataType, Int32Type};
 use bytes::Bytes;
@@ -96,6 +96,38 @@ fn batch(rows: usize) -> RecordBatch {
         ),
         ("large_bin", Arc::new(LargeBinaryArray::from_iter_values((0..rows).map(|i| r(i, 24).to_le_bytes()[..(i % 9)].to_vec())))),
         ("view", Arc::new(StringViewArray::from_iter_values((0..rows).map(|i| format!("v{}", r(i, 25) % 100))))),
+        // FIXED_LEN_BYTE_ARRAY: a FixedSizeBinary, Decimal128 of 16 and of 9 bytes (negative
+        // values too: the sign extension).
+        (
+            "fsb",
+            Arc::new(
+                FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+                    (0..rows).map(|i| some(i, 26).then(|| r(i, 27).to_be_bytes()[..5].to_vec())),
+                    5,
+                )
+                .unwrap(),
+            ),
+        ),
+        (
+            "dec38",
+            Arc::new(
+                Decimal128Array::from_iter(
+                    (0..rows).map(|i| {
+                        some(i, 28).then(|| (i128::from(r(i, 29)) << 60 | i128::from(r(i, 30))) * if i % 2 == 0 { 1 } else { -1 })
+                    }),
+                )
+                .with_precision_and_scale(38, 4)
+                .unwrap(),
+            ),
+        ),
+        (
+            "dec20",
+            Arc::new(
+                Decimal128Array::from_iter_values((0..rows).map(|i| (r(i, 31) % 1000) as i128 * 1_000_000_000_007 - 500_000_000_000_000))
+                    .with_precision_and_scale(20, 3)
+                    .unwrap(),
+            ),
+        ),
     ];
     RecordBatch::try_from_iter(cols).unwrap()
 }
@@ -204,8 +236,9 @@ fn cases<'a>(path: &Path, meta: &'a parquet::file::metadata::ParquetMetaData) ->
 fn cpu_reference_matches_parquet_rs() {
     let dir = tempfile::tempdir().unwrap();
     // [v1 pages, v2 pages, dictionary pages, PLAIN pages after a dictionary (fallback), nulls,
-    //  byte array chunks, ... with a PLAIN value over 64 KiB, ... with i64 offsets]
-    let mut seen = [0usize; 8];
+    //  byte array chunks, ... with a PLAIN value over 64 KiB, ... with i64 offsets,
+    //  FIXED_LEN_BYTE_ARRAY chunks]
+    let mut seen = [0usize; 9];
     for s in shapes(3000) {
         let path = write(dir.path(), s);
         let meta = metadata(&path);
@@ -228,6 +261,7 @@ fn cpu_reference_matches_parquet_rs() {
                     }
                 }
             }
+            seen[8] += usize::from(matches!(plan.physical, Physical::FixedLen(_)));
             if let Some(data) = &got.data {
                 seen[5] += 1;
                 seen[6] += usize::from(data.len() > 64 << 10 && plan.pages.iter().any(|p| p.encoding == Values::Plain));
@@ -598,6 +632,8 @@ t = pa.table({
     "b": pa.array([bytes([v(i, 13) % 256]) * (i % 5) for i in range(n)], pa.binary()),
     "ls": pa.array(["x" * 70000 if i == 17 else (None if i % 7 == 0 else f"l{v(i, 14) % 40}") for i in range(n)], pa.large_string()),
     "e": pa.array(["" if i % 3 else None for i in range(n)], pa.string()),
+    "fd": pa.array([None if v(i, 15) % 4 == 0 else decimal.Decimal(v(i, 16) * 1000003 - 500000000000).scaleb(-5) for i in range(n)], pa.decimal128(30, 5)),
+    "fb": pa.array([v(i, 17).to_bytes(6, "little") for i in range(n)], pa.binary(6)),
 })
 k = 0
 for version in ["1.0", "2.0"]:
@@ -658,7 +694,7 @@ for version in ["1.0", "2.0"]:
             }
         }
     }
-    assert_eq!(checked, 12 * 2 * 12);
+    assert_eq!(checked, 12 * 2 * 14);
     eprintln!("pyarrow_files_decode: {checked} chunks equal{}", if device { ", on the device too" } else { "" });
 }
 

@@ -32,6 +32,11 @@
 // parquet_bytes_copy (a block per chunk, a thread per row) copies each value to its offset,
 // checking UTF-8 for a string column. The CPU reference: decode_cpu.rs, the same steps.
 //
+// DELTA_BINARY_PACKED pages (FLAG_DELTA, INT32 and INT64): step 3 has thread 0 walk the
+// block and miniblock headers until a window of miniblocks covers the deltas the tile's
+// ranks need; step 4 reads each defined value's delta from its miniblock and a block scan of
+// the terms (the first value, then the deltas), plus the tiles' before, gives its value.
+//
 // Every read is checked against the page's bytes (and the page's bytes against the input);
 // a malformed stream sets the page's error word (the first fault wins) and stops the page.
 // Threads leave a tile together: a fault is seen by all through __syncthreads_or.
@@ -42,6 +47,9 @@
 typedef unsigned char u8;
 
 #define DECODE_WIN (THREADS + 1)
+// A tile's deltas span at most THREADS / 32 + 1 miniblocks (of at least 32 values), plus
+// the one kept: delta.rs's DELTA_WIN.
+#define DELTA_WIN (THREADS / 32 + 2)
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps, at most 32 of them");
 
 #define FAULT_LEVELS_LENGTH 1u
@@ -57,6 +65,8 @@ static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps, at most 32 of 
 #define FAULT_DICTIONARY_END 11u
 #define FAULT_OFFSET_OVERFLOW 12u
 #define FAULT_UTF8 13u
+#define FAULT_DELTA_HEADER 14u
+#define FAULT_DELTA_END 15u
 
 #define LEVELS_NONE 0u
 #define LEVELS_PREFIXED 1u
@@ -66,6 +76,7 @@ static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps, at most 32 of 
 #define FLAG_SIGN_EXTEND 8u
 #define FLAG_BYTES 16u
 #define FLAG_BIG_ENDIAN 32u
+#define FLAG_DELTA 64u
 #define NULLS_UNCHECKED 0xffffffffu
 
 // One data page's work; the host's DecodePageArg has this layout (asserted on both sides).
@@ -192,6 +203,154 @@ __device__ u32 hybrid_cover(HStream &st, HRun *win, u64 from, u64 to, u32 max_va
     return 0;
 }
 
+// DELTA_BINARY_PACKED (src/parquet/device/delta.rs: the same walk, the same faults): the
+// header and each block's header walked by thread 0, miniblocks kept in a window that covers
+// the tile's deltas, each delta read alone from its miniblock; the values are a block scan of
+// the terms (the first value, then the deltas), carried from tile to tile.
+struct DMini {
+    u64 start;      // index of its first delta
+    u64 min_delta;  // its block's minimum delta
+    u32 bw;
+    u32 at;         // its first byte in the stream, and its bytes present
+    u32 bytes;
+    u32 pad;
+};
+
+struct DStream {
+    const u8 *s;
+    u32 len;
+    u32 pos;
+    u64 per_mini, minis, total, first;
+    u32 max_bits;
+    u32 widths_at;  // the current block's bit widths
+    u64 min_delta;
+    u64 left;       // miniblocks left in the current block
+    u64 next;       // the first delta index of the next miniblock
+    u32 nmini;
+};
+
+// A ULEB128 of at most 10 bytes at *pos; false where it is cut or longer.
+__device__ bool uleb64(const u8 *s, u32 len, u32 *pos, u64 *out) {
+    u64 v = 0;
+    for (u32 k = 0; k < 10; ++k) {
+        if (*pos >= len) return false;
+        u8 b = s[(*pos)++];
+        v |= (u64)(b & 0x7f) << (7 * k);
+        if (!(b & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+__device__ u64 zigzag64(u64 v) { return (v >> 1) ^ (0ull - (v & 1)); }
+
+// Thread 0: a page's DELTA_BINARY_PACKED header. Returns a fault, or 0.
+__device__ u32 delta_header(DStream &d, const u8 *s, u32 len, u32 max_bits) {
+    d.s = s;
+    d.len = len;
+    d.pos = 0;
+    u64 block, minis, total, first;
+    if (!uleb64(s, len, &d.pos, &block) || !uleb64(s, len, &d.pos, &minis) || !uleb64(s, len, &d.pos, &total) ||
+        !uleb64(s, len, &d.pos, &first))
+        return FAULT_DELTA_HEADER;
+    if (block == 0 || block % 128 != 0 || minis == 0 || block % minis != 0 || (block / minis) % 32 != 0) return FAULT_DELTA_HEADER;
+    d.per_mini = block / minis;
+    d.minis = minis;
+    d.total = total;
+    d.first = zigzag64(first);
+    d.max_bits = max_bits;
+    d.widths_at = 0;
+    d.min_delta = 0;
+    d.left = 0;
+    d.next = 0;
+    d.nmini = 0;
+    return 0;
+}
+
+// Thread 0: the next miniblock (a block's header read first where one starts).
+__device__ u32 delta_next_mini(DStream &d, DMini &m) {
+    if (d.left == 0) {
+        u32 pos = d.pos;
+        u64 min;
+        if (!uleb64(d.s, d.len, &pos, &min)) return FAULT_DELTA_END;
+        if ((u64)(d.len - pos) <= d.minis - 1) return FAULT_DELTA_END;
+        d.min_delta = zigzag64(min);
+        d.widths_at = pos;
+        d.pos = pos + (u32)d.minis;
+        d.left = d.minis;
+    }
+    const u32 bw = d.s[d.widths_at + (u32)(d.minis - d.left)];
+    if (bw > d.max_bits) return FAULT_DELTA_HEADER;
+    const u64 want = d.per_mini * bw / 8;
+    const u64 left = d.len - d.pos;
+    m.start = d.next;
+    m.min_delta = d.min_delta;
+    m.bw = bw;
+    m.at = d.pos;
+    m.bytes = (u32)(want < left ? want : left);
+    m.pad = 0;
+    d.pos += m.bytes;
+    d.left -= 1;
+    d.next += d.per_mini;
+    return 0;
+}
+
+// Thread 0: drops the miniblocks that end at or before `from` and reads more until the
+// window covers deltas [from, to). Returns a fault, or 0.
+__device__ u32 delta_cover(DStream &d, DMini *win, u64 from, u64 to) {
+    if (to > (d.total > 0 ? d.total - 1 : 0)) return FAULT_DELTA_END;
+    u32 keep = 0;
+    for (u32 r = 0; r < d.nmini; ++r) {
+        if (win[r].start + d.per_mini > from) win[keep++] = win[r];
+    }
+    d.nmini = keep;
+    while (d.nmini == 0 || win[d.nmini - 1].start + d.per_mini < to) {
+        DMini m;
+        u32 f = delta_next_mini(d, m);
+        if (f) return f;
+        if (d.nmini == DELTA_WIN) return FAULT_LAUNCH;  // cannot happen: see DELTA_WIN
+        win[d.nmini++] = m;
+    }
+    return 0;
+}
+
+// The w-bit value (w <= 64) at bit `bit` of s[0..len), least significant bit first; false
+// where its bits run past the end.
+__device__ bool unpack64(const u8 *s, u32 len, u64 bit, u32 w, u64 *out) {
+    if ((bit + w + 7) / 8 > len) return false;
+    u64 v = 0;
+    u32 k = 0;
+    while (k < w) {
+        const u64 at = bit + k;
+        const u32 shift = (u32)(at % 8);
+        const u32 take = (8 - shift) < (w - k) ? (8 - shift) : (w - k);
+        const u64 part = ((u64)s[at / 8] >> shift) & ((1ull << take) - 1);
+        v |= part << k;
+        k += take;
+    }
+    *out = v;
+    return true;
+}
+
+// Delta i (its miniblock's minimum added, wrapping) from the window; false where no
+// miniblock holds it or its bits are missing.
+__device__ bool delta_value(const DStream &d, const DMini *win, u64 i, u64 *out) {
+    u32 lo = 0, hi = d.nmini;  // the last miniblock whose start <= i
+    while (hi - lo > 1) {
+        u32 mid = (lo + hi) / 2;
+        if (win[mid].start <= i) lo = mid; else hi = mid;
+    }
+    if (d.nmini == 0) return false;
+    const DMini &m = win[lo];
+    if (i < m.start || i >= m.start + d.per_mini) return false;
+    u64 bits;
+    if (!unpack64(d.s + m.at, m.bytes, (i - m.start) * m.bw, m.bw, &bits)) return false;
+    *out = m.min_delta + bits;
+    return true;
+}
+
 // Value i of a stream from the window that covers it; false where its bits are missing.
 __device__ bool hybrid_value(const u8 *s, const HRun *win, u32 nruns, u64 i, u32 bw, u32 *out) {
     u32 lo = 0, hi = nruns;  // the last run whose start <= i
@@ -255,6 +414,10 @@ extern "C" __global__ void parquet_decode_pages(const u8 *input, u64 input_len, 
     __shared__ u32 plain_pos;           // a byte array PLAIN page: the next length prefix
     __shared__ u32 pl_at[THREADS];      // ... and the tile's values (rank in the tile)
     __shared__ u32 pl_len[THREADS];
+    __shared__ DStream dl;              // a DELTA_BINARY_PACKED page's stream
+    __shared__ DMini dwin[DELTA_WIN];   // ... its window of miniblocks
+    __shared__ u64 dsum[32];            // ... the warps' sums of the tile's terms
+    __shared__ u64 dtile, carry;        // ... the tile's sum, the tiles' before
     const u32 pi = blockIdx.x;
     if (pi >= npages) return;
     const DecodePage P = ((const DecodePage *)pages)[pi];
@@ -262,6 +425,7 @@ extern "C" __global__ void parquet_decode_pages(const u8 *input, u64 input_len, 
     const u32 levels = P.flags & LEVELS_MASK;
     const bool dictionary = (P.flags & FLAG_DICTIONARY) != 0;
     const bool bytes = (P.flags & FLAG_BYTES) != 0;
+    const bool delta = (P.flags & FLAG_DELTA) != 0;
     const u32 pw = P.widths & 0xff, ow = (P.widths >> 8) & 0xff;
     const u8 *body = input + P.body;
     const u8 *dict = input + P.dict;
@@ -282,6 +446,9 @@ extern "C" __global__ void parquet_decode_pages(const u8 *input, u64 input_len, 
         else if (sx) widths_ok = (pw == 4 || pw == 8) && ow == 16 && !be;
         else if (be) widths_ok = pw >= 1 && pw <= 16 && ow == 16;
         else widths_ok = pw >= 1 && pw == ow;
+        // DELTA_BINARY_PACKED: INT32 or INT64, not a dictionary page.
+        if (delta) widths_ok = widths_ok && !bytes && !dictionary && !be && (pw == 4 || pw == 8);
+        carry = 0;
         plain_pos = 0;
         if (blockDim.x != THREADS || !widths_ok || levels > LEVELS_STATED || P.body > input_len ||
             P.body_len > input_len - P.body || P.first_row > P.chunk_rows || n > P.chunk_rows - P.first_row ||
@@ -318,6 +485,7 @@ extern "C" __global__ void parquet_decode_pages(const u8 *input, u64 input_len, 
                 ix.pos = 0;
                 ix.next = 0;
                 ix.bw = 0;
+                if (delta) bad = delta_header(dl, stored, stored_len, pw * 8);
                 if (dictionary) {
                     if (stored_len == 0 || stored[0] > 32) {
                         bad = FAULT_BIT_WIDTH;
@@ -368,6 +536,17 @@ extern "C" __global__ void parquet_decode_pages(const u8 *input, u64 input_len, 
                     bad = hybrid_cover(ix, ix_win, rank_base, rank_base + sum, 0xffffffffu, FAULT_INDICES_END, FAULT_INDEX_RANGE);
                     if (bad) atomicCAS(&fault, 0u, bad);
                 }
+                // 3''. A delta page: the miniblocks of the deltas the tile's ranks need (rank
+                // k > 0 needs delta k - 1).
+                if (delta && sum > 0) {
+                    if (rank_base + sum > dl.total) {
+                        bad = FAULT_DELTA_END;
+                    } else {
+                        const u64 lo = (rank_base > 0 ? rank_base : 1) - 1, hi = rank_base + sum - 1;
+                        if (lo < hi) bad = delta_cover(dl, dwin, lo, hi);
+                    }
+                    if (bad) atomicCAS(&fault, 0u, bad);
+                }
                 // 3'. A byte array PLAIN page: the tile's values' length prefixes, in order.
                 if (bytes && !dictionary) {
                     u32 pos = plain_pos;
@@ -391,7 +570,47 @@ extern "C" __global__ void parquet_decode_pages(const u8 *input, u64 input_len, 
             }
             if (__syncthreads_or(bad)) break;
             // 4. Each defined value to its row.
-            if (d && bytes) {
+            if (delta) {
+                // The terms (rank 0: the first value; rank k: delta k - 1), a block scan
+                // (warp shuffles, then the warps' sums), plus the tiles' before.
+                u64 term = 0;
+                if (d) {
+                    const u64 rank = rank_base + warp_count[warp] + before;
+                    if (rank == 0) {
+                        term = dl.first;
+                    } else if (!delta_value(dl, dwin, rank - 1, &term)) {
+                        bad = FAULT_DELTA_END;
+                        atomicCAS(&fault, 0u, bad);
+                    }
+                }
+                u64 incl = term;
+                for (u32 o = 1; o < 32; o <<= 1) {
+                    const u64 x = __shfl_up_sync(0xffffffffu, incl, o);
+                    if (lane >= o) incl += x;
+                }
+                if (lane == 31) dsum[warp] = incl;
+                if (__syncthreads_or(bad)) break;
+                if (t == 0) {
+                    u64 sum = 0;
+                    for (u32 w = 0; w < THREADS / 32; ++w) {
+                        const u64 c = dsum[w];
+                        dsum[w] = sum;
+                        sum += c;
+                    }
+                    dtile = sum;
+                }
+                __syncthreads();
+                if (d) {
+                    const u64 v = carry + dsum[warp] + incl;
+                    u8 b[8];
+                    for (u32 k = 0; k < 8; ++k) b[k] = (u8)(v >> (8 * k));
+                    const u64 row = P.first_row + i;
+                    put_value(b, pw, ow, P.flags, (u8 *)P.out_values + row * ow);
+                    if (P.out_valid) atomicOr((u32 *)P.out_valid + row / 32, 1u << (row % 32));
+                }
+                __syncthreads();
+                if (t == 0) carry += dtile;
+            } else if (d && bytes) {
                 const u32 k = warp_count[warp] + before;  // rank in the tile
                 const u64 row = P.first_row + i;
                 Slot slot;

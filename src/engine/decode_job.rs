@@ -57,6 +57,8 @@ pub(crate) const FLAG_SIGN_EXTEND: u32 = 8;
 pub(crate) const FLAG_BYTES: u32 = 16;
 /// A FIXED_LEN_BYTE_ARRAY's big-endian integer widened to a 16-byte little-endian one.
 pub(crate) const FLAG_BIG_ENDIAN: u32 = 32;
+/// A DELTA_BINARY_PACKED page (INT32, INT64).
+pub(crate) const FLAG_DELTA: u32 = 64;
 pub(crate) const NULLS_UNCHECKED: u32 = u32::MAX;
 
 /// Where a byte array value lies in the input, and its length: the kernel's `Slot`, one a

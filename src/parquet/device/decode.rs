@@ -141,8 +141,10 @@ pub(crate) fn layout(plans: &[&DecodePlan], pages: &[Vec<PageOut>]) -> Result<(D
                 Levels::Stated { at, len } => (job::LEVELS_STATED, at, len),
             };
             let mut flags = levels;
-            if p.encoding == Values::Dictionary {
-                flags |= job::FLAG_DICTIONARY;
+            match p.encoding {
+                Values::Plain => {}
+                Values::Dictionary => flags |= job::FLAG_DICTIONARY,
+                Values::Delta => flags |= job::FLAG_DELTA,
             }
             match plan.widen {
                 Widen::Copy => {}

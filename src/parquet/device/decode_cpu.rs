@@ -6,16 +6,21 @@
 //! One data page, its values `n` (nulls included), its body decompressed: first its set-up
 //! (where the definition levels are: none, every value defined, or the hybrid of bit width
 //! 1 after a v1 page's 4-byte length or at a v2 page's stated place; where the values
-//! start; a dictionary page's bit-width byte), then tiles of [`TILE`] values, each:
+//! start; a dictionary page's bit-width byte; a DELTA_BINARY_PACKED page's header), then
+//! tiles of [`TILE`] values, each:
 //!
 //! 1. the window of level runs made to cover the tile ([`super::hybrid::Window`], the
 //!    kernel's shared-memory window, of the same capacity), each level read from its run;
 //! 2. each defined value's rank among the page's defined values (a prefix count; the
 //!    kernel's block scan);
 //! 3. dictionary pages: the window of index runs made to cover the tile's ranks;
+//!    DELTA_BINARY_PACKED pages: the window of miniblocks ([`super::delta`], of
+//!    [`DELTA_WIN`]) made to cover the deltas the tile's ranks need;
 //! 4. the value of rank `k` (PLAIN: the `k`-th stored value; dictionary: the entry of
-//!    index `k`) written at output row `first_row + i`, widened as the plan says; a null's
-//!    slot stays zero and its validity bit clear;
+//!    index `k`; delta: the first value plus deltas `0..k`, the kernel's block scan of the
+//!    tile's terms plus the tiles' before, wrapping) written at output row
+//!    `first_row + i`, widened as the plan says; a null's slot stays zero and its validity
+//!    bit clear;
 //!
 //! then a v2 page's nulls checked against its header's count. The faults are the kernel's,
 //! found in the same order, except that among the threads of one step the kernel keeps
@@ -47,6 +52,7 @@
 
 use super::decode_fault::Fault;
 use super::decode_plan::{DataPage, DecodePlan, Levels, Physical, Values, Widen};
+use super::delta::{Delta, DeltaWindow};
 use super::hybrid::Window;
 pub(crate) use crate::engine::decode_job::Slot;
 use arrow::array::ArrayData;
@@ -253,6 +259,11 @@ pub(crate) fn utf8_ok(s: &[u8]) -> bool {
 /// Values a tile: the kernel's block size (`THREADS`, tuning.rs; a test checks).
 pub(crate) const TILE: usize = 256;
 
+/// Miniblocks a DELTA_BINARY_PACKED window holds: a tile's deltas span at most
+/// `TILE / 32 + 1` miniblocks of at least 32 values, plus the one kept (the kernel's
+/// `DELTA_WIN`).
+pub(crate) const DELTA_WIN: usize = TILE / 32 + 2;
+
 /// One data page (the module doc's steps), tile by tile as the kernel goes.
 fn decode_page(plan: &DecodePlan, p: &DataPage, body: &[u8], dictionary: &[u8], out: Out<'_>) -> Result<(), Fault> {
     if body.len() != p.body_len {
@@ -279,7 +290,7 @@ fn decode_page(plan: &DecodePlan, p: &DataPage, body: &[u8], dictionary: &[u8], 
     let stored = body.get(values_at..).ok_or(Fault::ValuesEnd)?;
     let width = plan.physical.bytes();
     let (indices, bw): (&[u8], u32) = match p.encoding {
-        Values::Plain => (&[], 0),
+        Values::Plain | Values::Delta => (&[], 0),
         Values::Dictionary => match stored.split_first() {
             Some((&bw, rest)) if bw <= 32 => (rest, u32::from(bw)),
             _ => return Err(Fault::BitWidth),
@@ -295,6 +306,13 @@ fn decode_page(plan: &DecodePlan, p: &DataPage, body: &[u8], dictionary: &[u8], 
     // shared arrays).
     let mut plain_pos = 0usize;
     let mut tile_values: Vec<(usize, u32)> = Vec::with_capacity(TILE);
+    // A DELTA_BINARY_PACKED page: its header (set-up), the window of miniblocks, and the
+    // running sum of the terms (the kernel's scan carry).
+    let mut deltas = match p.encoding {
+        Values::Delta => Some(DeltaWindow::new(Delta::new(stored, 8 * width as u32)?, DELTA_WIN)),
+        _ => None,
+    };
+    let mut carry = 0u64;
     for from in (0..n).step_by(TILE) {
         let to = (from + TILE).min(n);
         // 1. The tile's levels.
@@ -309,6 +327,17 @@ fn decode_page(plan: &DecodePlan, p: &DataPage, body: &[u8], dictionary: &[u8], 
         // 3. The tile's dictionary indices.
         if p.encoding == Values::Dictionary && tile_defined > 0 {
             index_runs.cover(rank_base, rank_base + tile_defined, u32::MAX, Fault::IndicesEnd, Fault::IndexRange)?;
+        }
+        // 3''. A DELTA_BINARY_PACKED page: the miniblocks of the deltas the tile's ranks need
+        // (rank k > 0 needs delta k - 1).
+        if let (Some(w), true) = (deltas.as_mut(), tile_defined > 0) {
+            if rank_base + tile_defined > w.delta.total {
+                return Err(Fault::DeltaEnd);
+            }
+            let (lo, hi) = (rank_base.max(1) - 1, rank_base + tile_defined - 1);
+            if lo < hi {
+                w.cover(lo, hi)?;
+            }
         }
         // 3'. A byte array PLAIN page: the tile's values' length prefixes, in order.
         if matches!(sink, Sink::Bytes { .. }) && p.encoding == Values::Plain {
@@ -326,8 +355,17 @@ fn decode_page(plan: &DecodePlan, p: &DataPage, body: &[u8], dictionary: &[u8], 
                 continue;
             }
             let k = rank as usize;
+            // A delta page's value: the first value, plus every delta up to this rank.
+            let summed = match &deltas {
+                Some(w) => {
+                    let term = if rank == 0 { w.delta.first } else { w.delta(rank - 1)? };
+                    carry = carry.wrapping_add(term);
+                    Some(carry.to_le_bytes())
+                }
+                None => None,
+            };
             let entry = match p.encoding {
-                Values::Plain => None,
+                Values::Plain | Values::Delta => None,
                 Values::Dictionary => {
                     let e = index_runs.value(rank, Fault::IndicesEnd)?;
                     if e >= entries {
@@ -338,9 +376,10 @@ fn decode_page(plan: &DecodePlan, p: &DataPage, body: &[u8], dictionary: &[u8], 
             };
             match &mut sink {
                 Sink::Fixed(values) => {
-                    let src = match entry {
-                        None => stored.get(k * width..(k + 1) * width).ok_or(Fault::ValuesEnd)?,
-                        Some(e) => &dictionary[e * width..(e + 1) * width],
+                    let src = match (entry, &summed) {
+                        (None, Some(v)) => &v[..width],
+                        (None, None) => stored.get(k * width..(k + 1) * width).ok_or(Fault::ValuesEnd)?,
+                        (Some(e), _) => &dictionary[e * width..(e + 1) * width],
                     };
                     write_value(plan.widen, src, &mut values[i * plan.out_width..(i + 1) * plan.out_width]);
                 }
@@ -449,7 +488,12 @@ pub(crate) fn decode_arg(arg: &crate::engine::decode_job::DecodePageArg, input: 
         body_len: body.len(),
         levels,
         values_at: arg.values_at as usize,
-        encoding: if dictionary { Values::Dictionary } else { Values::Plain },
+        encoding: match (dictionary, arg.flags & job::FLAG_DELTA != 0) {
+            (false, false) => Values::Plain,
+            (true, false) => Values::Dictionary,
+            (false, true) => Values::Delta,
+            (true, true) => return Err(Fault::Launch),
+        },
         nulls: (arg.nulls != job::NULLS_UNCHECKED).then_some(arg.nulls),
     };
     let rows = arg.chunk_rows as usize;

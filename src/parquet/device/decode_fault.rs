@@ -34,11 +34,16 @@ pub(crate) enum Fault {
     OffsetOverflow = 12,
     /// A value of a string column that is not UTF-8.
     Utf8 = 13,
+    /// A DELTA_BINARY_PACKED header that is cut, too long or inconsistent, or a bit width
+    /// wider than the type.
+    DeltaHeader = 14,
+    /// DELTA_BINARY_PACKED values that end before the page's defined values do.
+    DeltaEnd = 15,
 }
 
 impl Fault {
     /// Every fault, in code order.
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 15] = [
         Fault::LevelsLength,
         Fault::LevelsEnd,
         Fault::LevelValue,
@@ -52,6 +57,8 @@ impl Fault {
         Fault::DictionaryEnd,
         Fault::OffsetOverflow,
         Fault::Utf8,
+        Fault::DeltaHeader,
+        Fault::DeltaEnd,
     ];
 
     /// The fault of a page's error word (`None` for 0, or a code no kernel writes).
@@ -76,6 +83,8 @@ impl fmt::Display for Fault {
             Fault::DictionaryEnd => "its dictionary's byte array entries run past the dictionary page",
             Fault::OffsetOverflow => "its values take more than 2 GiB, past the i32 offsets of its Arrow type",
             Fault::Utf8 => "a value of a string column is not UTF-8",
+            Fault::DeltaHeader => "its DELTA_BINARY_PACKED header is damaged",
+            Fault::DeltaEnd => "its DELTA_BINARY_PACKED values end before its values do",
         })
     }
 }
@@ -114,6 +123,8 @@ mod tests {
             "FAULT_DICTIONARY_END",
             "FAULT_OFFSET_OVERFLOW",
             "FAULT_UTF8",
+            "FAULT_DELTA_HEADER",
+            "FAULT_DELTA_END",
         ];
         for (f, name) in Fault::ALL.iter().zip(names) {
             assert_eq!(defined(name), *f as u32, "{name}");
@@ -128,5 +139,6 @@ mod tests {
         assert_eq!(defined("NULLS_UNCHECKED"), job::NULLS_UNCHECKED);
         assert_eq!(defined("FLAG_BYTES"), job::FLAG_BYTES);
         assert_eq!(defined("FLAG_BIG_ENDIAN"), job::FLAG_BIG_ENDIAN);
+        assert_eq!(defined("FLAG_DELTA"), job::FLAG_DELTA);
     }
 }

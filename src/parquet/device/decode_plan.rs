@@ -23,7 +23,7 @@
 //!   dictionary-typed column and decimals stored as byte arrays are not covered;
 //! - value encodings PLAIN and RLE_DICTIONARY / PLAIN_DICTIONARY (page by page: a chunk
 //!   that falls back from its dictionary to PLAIN mid-chunk is covered), the dictionary page
-//!   PLAIN;
+//!   PLAIN; DELTA_BINARY_PACKED for INT32 and INT64 (arrow-rs's v2 fallback, DuckDB's v2);
 //! - definition levels (maximum 1): the RLE / bit-packed hybrid of bit width 1, with its
 //!   4-byte length prefix in a data page v1 (level encoding RLE), its stated byte length
 //!   in a data page v2;
@@ -88,6 +88,8 @@ pub(crate) enum Values {
     /// Indices into the dictionary page: a bit-width byte, then the hybrid without a length
     /// prefix.
     Dictionary,
+    /// DELTA_BINARY_PACKED (INT32, INT64: [`super::delta`]).
+    Delta,
 }
 
 /// Where a data page's definition levels are.
@@ -243,6 +245,7 @@ pub(crate) fn plan(table: &PageTable, column: &ColumnDescriptor, data_type: Opti
                 let encoding = match p.encoding {
                     Some(Encoding::PLAIN) => Values::Plain,
                     Some(Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY) => Values::Dictionary,
+                    Some(Encoding::DELTA_BINARY_PACKED) if matches!(physical, PhysicalType::INT32 | PhysicalType::INT64) => Values::Delta,
                     other => return not(format!("data pages encoded {other:?}")),
                 };
                 if encoding == Values::Dictionary && dictionary.is_none() {

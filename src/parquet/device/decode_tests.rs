@@ -143,7 +143,8 @@ struct Shape {
     page_bytes: usize,
     dict_bytes: usize,
     /// PLAIN named as the columns' encoding: the fallback from a dictionary (arrow-rs's own
-    /// for v2 pages is DELTA_BINARY_PACKED for integers, which is not covered).
+    /// for v2 pages is DELTA_BINARY_PACKED for integers, DELTA_BYTE_ARRAY for byte arrays,
+    /// which is not covered).
     plain: bool,
     rows: usize,
 }
@@ -218,9 +219,9 @@ fn cases<'a>(path: &Path, meta: &'a parquet::file::metadata::ParquetMetaData) ->
             }
             Planned::NotCovered(why) => {
                 let expected = NOT_COVERED.iter().find(|(c, _)| *c == name);
-                // arrow-rs's v2 pages without a dictionary (or past it): DELTA_BINARY_PACKED for
-                // integers, DELTA_BYTE_ARRAY for byte arrays.
-                let delta = why.contains("DELTA_") && chunk.table.pages.iter().any(|p| p.kind == PageKind::DataV2);
+                // arrow-rs's v2 pages of byte arrays without a dictionary (or past it):
+                // DELTA_BYTE_ARRAY.
+                let delta = why.contains("DELTA_BYTE_ARRAY") && chunk.table.pages.iter().any(|p| p.kind == PageKind::DataV2);
                 assert!(delta || expected.is_some_and(|(_, w)| why.contains(w)), "{name} not covered: {why}");
                 None
             }
@@ -237,8 +238,8 @@ fn cpu_reference_matches_parquet_rs() {
     let dir = tempfile::tempdir().unwrap();
     // [v1 pages, v2 pages, dictionary pages, PLAIN pages after a dictionary (fallback), nulls,
     //  byte array chunks, ... with a PLAIN value over 64 KiB, ... with i64 offsets,
-    //  FIXED_LEN_BYTE_ARRAY chunks]
-    let mut seen = [0usize; 9];
+    //  FIXED_LEN_BYTE_ARRAY chunks, DELTA_BINARY_PACKED pages]
+    let mut seen = [0usize; 10];
     for s in shapes(3000) {
         let path = write(dir.path(), s);
         let meta = metadata(&path);
@@ -262,6 +263,7 @@ fn cpu_reference_matches_parquet_rs() {
                 }
             }
             seen[8] += usize::from(matches!(plan.physical, Physical::FixedLen(_)));
+            seen[9] += plan.pages.iter().filter(|p| p.encoding == Values::Delta).count();
             if let Some(data) = &got.data {
                 seen[5] += 1;
                 seen[6] += usize::from(data.len() > 64 << 10 && plan.pages.iter().any(|p| p.encoding == Values::Plain));
@@ -285,8 +287,12 @@ fn cpu_reference_matches_parquet_rs() {
 fn damaged_pages_are_faults() {
     let dir = tempfile::tempdir().unwrap();
     let mut faults = std::collections::HashSet::new();
-    for (v2, dictionary) in [(false, true), (true, true), (false, false), (true, false)] {
-        let s = Shape { codec: Compression::UNCOMPRESSED, v2, dictionary, page_bytes: 1024, dict_bytes: 4096, plain: true, rows: 2000 };
+    let mut delta_counts = 0;
+    // The last: arrow-rs's v2 fallback, DELTA_BINARY_PACKED for integers.
+    for (v2, dictionary, plain) in
+        [(false, true, true), (true, true, true), (false, false, true), (true, false, true), (true, false, false)]
+    {
+        let s = Shape { codec: Compression::UNCOMPRESSED, v2, dictionary, page_bytes: 1024, dict_bytes: 4096, plain, rows: 2000 };
         let path = write(dir.path(), s);
         let meta = metadata(&path);
         for case in cases(&path, &meta).into_iter().filter(|c| c.plan.is_some() && c.chunk.row_group == 0) {
@@ -372,6 +378,30 @@ fn damaged_pages_are_faults() {
                     faults.insert(Fault::DictionaryEnd);
                 }
             }
+            // A delta page's block size not a multiple of 128; its values' count short.
+            if p.encoding == Values::Delta {
+                let mut body = page_bodies[bi].clone();
+                body[p.values_at] = 100;
+                assert_eq!(run(body, &plan).map(|_| ()).unwrap_err(), (p.page, Fault::DeltaHeader));
+                faults.insert(Fault::DeltaHeader);
+                // Block size (2 bytes for 128), miniblocks (1), then the total count made one,
+                // in as many bytes as it had, where the page has two values or more.
+                if p.values - p.nulls.unwrap_or(0) >= 2 {
+                    let mut body = page_bodies[bi].clone();
+                    let at = p.values_at + 2 + 1;
+                    let len = body[at..].iter().position(|b| b & 0x80 == 0).unwrap() + 1;
+                    for (k, b) in body[at..at + len].iter_mut().enumerate() {
+                        *b = match (k == 0, k + 1 == len) {
+                            (true, true) => 1,
+                            (true, false) => 0x81,
+                            (false, true) => 0,
+                            (false, false) => 0x80,
+                        };
+                    }
+                    assert_eq!(run(body, &plan).map(|_| ()).unwrap_err(), (p.page, Fault::DeltaEnd));
+                    delta_counts += 1;
+                }
+            }
             // A v2 page's null count off by one.
             if let Some(nulls) = p.nulls {
                 let mut wrong = plan.clone();
@@ -390,9 +420,12 @@ fn damaged_pages_are_faults() {
         Fault::NullCount,
         Fault::DictionaryEnd,
         Fault::Utf8,
+        Fault::DeltaHeader,
+        Fault::DeltaEnd,
     ] {
         assert!(faults.contains(&f), "{f:?} never seen: {faults:?}");
     }
+    assert!(delta_counts > 0);
 }
 
 /// Contradictions of the table and the column are errors; what is not covered says why.
@@ -643,6 +676,12 @@ for version in ["1.0", "2.0"]:
                            use_dictionary=dictionary, store_decimal_as_integer=True,
                            data_page_size=2048, dictionary_pagesize_limit=4096, row_group_size=3000)
             k += 1
+# DELTA_BINARY_PACKED, asked for by name (pyarrow's default is PLAIN and dictionaries).
+for version in ["1.0", "2.0"]:
+    pq.write_table(t, f"{out}/p{k}.parquet", data_page_version=version, compression="zstd", use_dictionary=False,
+                   column_encoding={c: "DELTA_BINARY_PACKED" for c in ["i32", "i64", "date", "dec32", "dec64", "none"]},
+                   store_decimal_as_integer=True, data_page_size=2048, row_group_size=3000)
+    k += 1
 "#;
     let ran = std::process::Command::new("python3").arg("-c").arg(script).arg(dir.path()).output();
     match ran {
@@ -662,7 +701,7 @@ for version in ["1.0", "2.0"]:
     }
     let device = crate::engine::gpu_availability().is_ok() && crate::engine::device::nvcomp_availability().is_ok();
     let mut checked = 0;
-    for k in 0..12 {
+    for k in 0..14 {
         let path = dir.path().join(format!("p{k}.parquet"));
         let meta = metadata(&path);
         let schema = meta.file_metadata().schema_descr();
@@ -694,7 +733,7 @@ for version in ["1.0", "2.0"]:
             }
         }
     }
-    assert_eq!(checked, 12 * 2 * 14);
+    assert_eq!(checked, 14 * 2 * 14);
     eprintln!("pyarrow_files_decode: {checked} chunks equal{}", if device { ", on the device too" } else { "" });
 }
 

@@ -32,6 +32,7 @@ pub(crate) mod decode_cpu;
 pub(crate) mod decode_fault;
 pub(crate) mod decode_plan;
 pub(crate) mod decompress;
+pub(crate) mod delta;
 pub(crate) mod hybrid;
 pub(crate) mod page_table;
 pub(crate) mod stream_header;

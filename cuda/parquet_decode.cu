@@ -255,7 +255,9 @@ __device__ u32 delta_header(DStream &d, const u8 *s, u32 len, u32 max_bits) {
     if (!uleb64(s, len, &d.pos, &block) || !uleb64(s, len, &d.pos, &minis) || !uleb64(s, len, &d.pos, &total) ||
         !uleb64(s, len, &d.pos, &first))
         return FAULT_DELTA_HEADER;
-    if (block == 0 || block % 128 != 0 || minis == 0 || block % minis != 0 || (block / minis) % 32 != 0) return FAULT_DELTA_HEADER;
+    // A block of at most 2^32 - 1 values keeps every size below in 64 bits.
+    if (block == 0 || block > 0xffffffffull || block % 128 != 0 || minis == 0 || block % minis != 0 || (block / minis) % 32 != 0)
+        return FAULT_DELTA_HEADER;
     d.per_mini = block / minis;
     d.minis = minis;
     d.total = total;

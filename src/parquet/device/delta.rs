@@ -7,7 +7,8 @@
 //!
 //! The format (parquet-format's Encodings.md): a header of ULEB128 block size (values, a
 //! multiple of 128), miniblocks a block (each of `block size / miniblocks` values, a
-//! multiple of 32), the total value count, and the first value (zigzag ULEB128); then
+//! multiple of 32; here at most `u32::MAX` values a block), the total value count, and the
+//! first value (zigzag ULEB128); then
 //! blocks, each a zigzag ULEB128 minimum delta, one bit-width byte a miniblock, then the
 //! miniblocks, bit-packed from each byte's least significant bit. Value `k > 0` is value
 //! `k - 1` plus the minimum delta plus its packed delta, wrapping (in 32 bits for INT32:
@@ -76,7 +77,8 @@ impl<'a> Delta<'a> {
         let mut pos = 0;
         let mut next = || uleb(stream, &mut pos).ok_or(Fault::DeltaHeader);
         let (block, minis, total, first) = (next()?, next()?, next()?, next()?);
-        if block == 0 || block % 128 != 0 || minis == 0 || block % minis != 0 || (block / minis) % 32 != 0 {
+        // A block of at most u32::MAX values keeps every size below in 64 bits.
+        if block == 0 || block > u64::from(u32::MAX) || block % 128 != 0 || minis == 0 || block % minis != 0 || (block / minis) % 32 != 0 {
             return Err(Fault::DeltaHeader);
         }
         Ok(Delta {
@@ -210,6 +212,8 @@ mod tests {
         assert_eq!(Delta::new(&[100, 1, 5, 0], 64).unwrap_err(), Fault::DeltaHeader);
         assert_eq!(Delta::new(&[0x80, 0x01, 8, 5, 0], 64).unwrap_err(), Fault::DeltaHeader);
         assert_eq!(Delta::new(&[0x80, 0x01, 4], 64).unwrap_err(), Fault::DeltaHeader);
+        // A block of 2^35 values.
+        assert_eq!(Delta::new(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 4, 5, 0], 64).unwrap_err(), Fault::DeltaHeader);
         // A ULEB of 11 bytes.
         assert_eq!(
             Delta::new(&[0x80, 0x01, 4, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0], 64).unwrap_err(),

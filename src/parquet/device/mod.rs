@@ -19,9 +19,10 @@
 //! [`decode_fault`]: what a damaged page is).
 //!
 //! Second slice: BYTE_ARRAY columns (Utf8, Binary, LargeUtf8, LargeBinary) decoded into
-//! offsets and values, the same modules.
+//! offsets and values, FIXED_LEN_BYTE_ARRAY (FixedSizeBinary, Decimal128), and
+//! DELTA_BINARY_PACKED integers ([`delta`]), in the same modules.
 //!
-//! Not yet (issue 69's later stages): FIXED_LEN_BYTE_ARRAY, views, the DELTA encodings, `corank merge` and
+//! Not yet (issue 69's later stages): views, the byte array DELTA encodings, `corank merge` and
 //! `corank sort` reading through this path, encoding on the device. Nothing outside the
 //! tests and the benchmark calls it yet, so the CPU path is unchanged.
 

@@ -36,9 +36,10 @@
 //! (upload included, and the device's time alone) and by parquet-rs's page reader on every
 //! core (rayon over the column chunks). GB/s count the column chunks' bytes as stored
 //! (compressed, headers included). The device's pages are checked equal to the CPU's before
-//! a time counts. Then (issue 69 stage 2) the columns the device decode covers, decompressed
-//! and decoded into Arrow buffers on the device against parquet-rs's arrow reader on every
-//! core (rayon over row groups, the same columns), each array checked equal first. Needs
+//! a time counts. Then (issue 69 stage 2) the columns the device decode covers (lineitem's
+//! fixed-width and, since the second slice, its string columns), decompressed and decoded
+//! into Arrow buffers on the device against parquet-rs's arrow reader on every core (rayon
+//! over row groups, the same columns), each array checked equal first. Needs
 //! nvCOMP (`CORANK_NVCOMP`, docs/gpu.md).
 //!
 //! `CORANK_KERNEL_SOURCES=DIR` compiles the kernels from DIR's copies of `cuda/` (kernel
@@ -248,7 +249,7 @@ fn nvcomp_section() {
     for (name, t) in [
         ("device: decompress + decode, upload included (wall; buffers stay on the device)", wall),
         ("device: of which stage 1's decompression call (wall)", decompress),
-        ("device: of which the decode launch and its fault check (wall)", decode),
+        ("device: of which the decode launches and their fault checks (wall; byte arrays: 4 launches, a read-back between)", decode),
         ("CPU: parquet-rs arrow reader, same columns, every core (rayon over row groups)", cpu),
     ] {
         println!("| {name} | {t:.2} | {:.2} | {:.2} |", gbs(t), cpu / t);

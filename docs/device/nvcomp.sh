@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 69 stages 1 and 2 on the GPU machine: Parquet pages decompressed by nvCOMP, and the
 # covered flat columns' pages decoded into Arrow buffers by cuda/parquet_decode.cu (the
-# library tests under parquet::device::decode_tests, the bench's "decompress + decode").
+# library tests under parquet::device::decode_tests, the bench's "decompress + decode";
+# fixed-width columns and, since stage 2's second slice, BYTE_ARRAY ones).
 #
 # Runs the packed library tests with the GPU and nvCOMP required (the page table, every page
 # of zstd / snappy / LZ4_RAW / uncompressed files from arrow-rs decompressed on the device
@@ -28,7 +29,8 @@
 # CORANK_NVCOMP_REPS (5), CORANK_NVCOMP_DIR (measure these files instead).
 # Logs land under $OUT (nvcomp-tests.log, nvcomp-bench.log).
 # Recorded: stage 1 in stop 75 (H200, tests and bench) and stop 76 (H100, compute-sanitizer),
-# docs/gpu.md; stage 2 first slice (decode tests, sanitizer, the decode row) in stop 77 (H100).
+# docs/gpu.md; stage 2 first slice (decode tests, sanitizer, the decode row) in stop 77 (H100);
+# its second slice (byte arrays, FLBA, DELTA_BINARY_PACKED) see docs/gpu.md.
 set -uo pipefail
 root=$(git rev-parse --show-toplevel 2>/dev/null || pwd)
 cd "$root"

@@ -207,6 +207,9 @@ pub(crate) use super::gpu::parquet_decode::DecodedOnDevice;
 pub(crate) struct DecodedOnDevice {
     never: std::convert::Infallible,
     pub faults: Vec<u32>,
+    pub dict_faults: Vec<u32>,
+    pub chunk_faults: Vec<u32>,
+    pub data_spans: Vec<(usize, usize)>,
 }
 
 #[cfg(not(feature = "gpu"))]
@@ -214,6 +217,11 @@ pub(crate) struct DecodedOnDevice {
 impl DecodedOnDevice {
     /// The output copied to host memory.
     pub fn to_host(&self) -> Result<Vec<u8>> {
+        match self.never {}
+    }
+
+    /// The byte array values copied to host memory.
+    pub fn data_to_host(&self) -> Result<Vec<u8>> {
         match self.never {}
     }
 }

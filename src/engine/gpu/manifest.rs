@@ -114,7 +114,8 @@ pub(crate) enum Params {
     RebaseIndices,
     /// `(Key *keys, index_t *idx, u64 n)`
     SortTiles,
-    /// `(const u8 *input, u64 input_len, const void *pages, u32 npages, u32 *errors)`
+    /// `(const u8 *input, u64 input_len, const void *pages, u32 npages, u32 *errors)` (the
+    /// byte array kernels' `pages` are their dictionaries' or chunks' records)
     DecodePages,
     /// `(const void *fields_arg, u32 nfields, u64 rows, void *out, u32 words)`
     EncodeKeys,
@@ -156,6 +157,9 @@ pub(crate) enum Entry {
     RebaseIndices,
     SortTiles,
     ParquetDecodePages,
+    ParquetBytesDictionary,
+    ParquetBytesOffsets,
+    ParquetBytesCopy,
     EncodeFixedKeys,
 }
 
@@ -176,7 +180,7 @@ const fn entry_point(entry: Entry, name: &'static str, family: Family, params: P
 
 /// Every entry point, in [`Entry`] order (the bench's kernel report lists them so).
 #[rustfmt::skip]
-pub(crate) const MANIFEST: [EntryPoint; 21] = {
+pub(crate) const MANIFEST: [EntryPoint; 24] = {
     use Family::{Book, Decode, Gather, Production, Sort};
     [
         entry_point(Entry::MergeBasic, "merge_basic", Book, Params::Level, Shared::Static),
@@ -199,6 +203,9 @@ pub(crate) const MANIFEST: [EntryPoint; 21] = {
         entry_point(Entry::RebaseIndices, "rebase_indices", Production, Params::RebaseIndices, Shared::Static),
         entry_point(Entry::SortTiles, "sort_tiles", Sort, Params::SortTiles, Shared::SortTile),
         entry_point(Entry::ParquetDecodePages, "parquet_decode_pages", Decode, Params::DecodePages, Shared::Static),
+        entry_point(Entry::ParquetBytesDictionary, "parquet_bytes_dictionary", Decode, Params::DecodePages, Shared::Static),
+        entry_point(Entry::ParquetBytesOffsets, "parquet_bytes_offsets", Decode, Params::DecodePages, Shared::Static),
+        entry_point(Entry::ParquetBytesCopy, "parquet_bytes_copy", Decode, Params::DecodePages, Shared::Static),
         entry_point(Entry::EncodeFixedKeys, "encode_fixed_keys", Decode, Params::EncodeKeys, Shared::Static),
     ]
 };

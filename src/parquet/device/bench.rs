@@ -122,8 +122,8 @@ pub struct DecompressDecode {
     pub rows: usize,
     /// The covered chunks' bytes as stored.
     pub chunk_bytes: usize,
-    /// Per repetition: the device's wall time (stage 1's call, then the decode launch and
-    /// its fault check), its decode launch alone, and parquet-rs's arrow reader on every
+    /// Per repetition: the device's wall time (stage 1's call, then the decode launches and
+    /// their fault checks), the decode launches alone, and parquet-rs's arrow reader on every
     /// core (rayon over the files' row groups, the same columns, the files in memory).
     pub device_wall: Vec<Duration>,
     pub device_decode: Vec<Duration>,

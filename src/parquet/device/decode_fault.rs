@@ -28,11 +28,22 @@ pub(crate) enum Fault {
     NullCount = 9,
     /// The launch's own arguments are inconsistent (the host's bug, not the file's).
     Launch = 10,
+    /// A byte array dictionary page whose entries' lengths run past it.
+    DictionaryEnd = 11,
+    /// A byte array chunk whose values' bytes do not fit the i32 offsets of its Arrow type.
+    OffsetOverflow = 12,
+    /// A value of a string column that is not UTF-8.
+    Utf8 = 13,
+    /// A DELTA_BINARY_PACKED header that is cut, too long or inconsistent, or a bit width
+    /// wider than the type.
+    DeltaHeader = 14,
+    /// DELTA_BINARY_PACKED values that end before the page's defined values do.
+    DeltaEnd = 15,
 }
 
 impl Fault {
     /// Every fault, in code order.
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 15] = [
         Fault::LevelsLength,
         Fault::LevelsEnd,
         Fault::LevelValue,
@@ -43,6 +54,11 @@ impl Fault {
         Fault::IndexRange,
         Fault::NullCount,
         Fault::Launch,
+        Fault::DictionaryEnd,
+        Fault::OffsetOverflow,
+        Fault::Utf8,
+        Fault::DeltaHeader,
+        Fault::DeltaEnd,
     ];
 
     /// The fault of a page's error word (`None` for 0, or a code no kernel writes).
@@ -58,12 +74,17 @@ impl fmt::Display for Fault {
             Fault::LevelsEnd => "its definition levels end before its values",
             Fault::LevelValue => "a definition level above the column's maximum of 1",
             Fault::RunHeader => "a run header longer than 32 bits",
-            Fault::ValuesEnd => "its PLAIN values run past the page",
+            Fault::ValuesEnd => "its PLAIN values (or a byte array's length) run past the page",
             Fault::BitWidth => "its dictionary indices have no bit width or one over 32",
             Fault::IndicesEnd => "its dictionary indices end before its values",
             Fault::IndexRange => "a dictionary index past the dictionary's entries",
             Fault::NullCount => "its definition levels count other nulls than its header",
             Fault::Launch => "the decode launch's arguments are inconsistent",
+            Fault::DictionaryEnd => "its dictionary's byte array entries run past the dictionary page",
+            Fault::OffsetOverflow => "its values take more than 2 GiB, past the i32 offsets of its Arrow type",
+            Fault::Utf8 => "a value of a string column is not UTF-8",
+            Fault::DeltaHeader => "its DELTA_BINARY_PACKED header is damaged",
+            Fault::DeltaEnd => "its DELTA_BINARY_PACKED values end before its values do",
         })
     }
 }
@@ -99,6 +120,11 @@ mod tests {
             "FAULT_INDEX_RANGE",
             "FAULT_NULL_COUNT",
             "FAULT_LAUNCH",
+            "FAULT_DICTIONARY_END",
+            "FAULT_OFFSET_OVERFLOW",
+            "FAULT_UTF8",
+            "FAULT_DELTA_HEADER",
+            "FAULT_DELTA_END",
         ];
         for (f, name) in Fault::ALL.iter().zip(names) {
             assert_eq!(defined(name), *f as u32, "{name}");
@@ -111,5 +137,8 @@ mod tests {
         assert_eq!(defined("FLAG_DICTIONARY"), job::FLAG_DICTIONARY);
         assert_eq!(defined("FLAG_SIGN_EXTEND"), job::FLAG_SIGN_EXTEND);
         assert_eq!(defined("NULLS_UNCHECKED"), job::NULLS_UNCHECKED);
+        assert_eq!(defined("FLAG_BYTES"), job::FLAG_BYTES);
+        assert_eq!(defined("FLAG_BIG_ENDIAN"), job::FLAG_BIG_ENDIAN);
+        assert_eq!(defined("FLAG_DELTA"), job::FLAG_DELTA);
     }
 }

@@ -14,9 +14,16 @@
 //!   embedded Arrow schema included) where that is Int32, Date32 or Decimal128 (INT32),
 //!   Int64 or Decimal128 (INT64), Float32 (FLOAT), Float64 (DOUBLE); a Decimal128 widens
 //!   each value to 16 bytes, sign-extended, as parquet-rs does;
+//! - FIXED_LEN_BYTE_ARRAY of 1 to 255 bytes read as FixedSizeBinary (copied), or of at
+//!   most 16 bytes read as Decimal128 (a big-endian two's complement integer sign-extended
+//!   to 16 little-endian bytes, as parquet-rs does);
+//! - BYTE_ARRAY read as Utf8 or Binary (i32 offsets) or LargeUtf8 or LargeBinary (i64
+//!   offsets, where the embedded Arrow schema asks): the output is offsets and a values
+//!   buffer ([`super::decode_cpu`] says how); the views (Utf8View, BinaryView), a
+//!   dictionary-typed column and decimals stored as byte arrays are not covered;
 //! - value encodings PLAIN and RLE_DICTIONARY / PLAIN_DICTIONARY (page by page: a chunk
 //!   that falls back from its dictionary to PLAIN mid-chunk is covered), the dictionary page
-//!   PLAIN;
+//!   PLAIN; DELTA_BINARY_PACKED for INT32 and INT64 (arrow-rs's v2 fallback, DuckDB's v2);
 //! - definition levels (maximum 1): the RLE / bit-packed hybrid of bit width 1, with its
 //!   4-byte length prefix in a data page v1 (level encoding RLE), its stated byte length
 //!   in a data page v2;
@@ -45,13 +52,19 @@ pub(crate) enum Physical {
     Four,
     /// INT64 or DOUBLE: 8 bytes.
     Eight,
+    /// BYTE_ARRAY: each value a 4-byte little-endian length, then its bytes.
+    ByteArray,
+    /// FIXED_LEN_BYTE_ARRAY of this many bytes (1 to 255).
+    FixedLen(usize),
 }
 
 impl Physical {
+    /// Bytes a stored value takes (a byte array's: at least, its length prefix).
     pub fn bytes(self) -> usize {
         match self {
-            Physical::Four => 4,
+            Physical::Four | Physical::ByteArray => 4,
             Physical::Eight => 8,
+            Physical::FixedLen(n) => n,
         }
     }
 }
@@ -63,6 +76,9 @@ pub(crate) enum Widen {
     Copy,
     /// Sign-extended to a 16-byte little-endian integer (Decimal128).
     SignExtend16,
+    /// A big-endian two's complement integer (FIXED_LEN_BYTE_ARRAY, at most 16 bytes)
+    /// sign-extended to a 16-byte little-endian one (Decimal128), as parquet-rs does.
+    BigEndian16,
 }
 
 /// How a data page's values are encoded.
@@ -72,6 +88,8 @@ pub(crate) enum Values {
     /// Indices into the dictionary page: a bit-width byte, then the hybrid without a length
     /// prefix.
     Dictionary,
+    /// DELTA_BINARY_PACKED (INT32, INT64: [`super::delta`]).
+    Delta,
 }
 
 /// Where a data page's definition levels are.
@@ -121,8 +139,11 @@ pub(crate) struct DecodePlan {
     pub data_type: DataType,
     pub physical: Physical,
     pub widen: Widen,
-    /// Bytes a value of the output takes.
+    /// Bytes a value of the output takes (a byte array's: one offset, 4 or 8).
     pub out_width: usize,
+    /// A byte array column read as a string type: each value must be UTF-8 (parquet-rs
+    /// checks as much, and Arrow's string arrays promise it).
+    pub utf8: bool,
     /// Whether values may be null (maximum definition level 1): the output has a validity
     /// bitmap.
     pub nullable: bool,
@@ -156,15 +177,24 @@ pub(crate) fn arrow_types(schema: &SchemaDescriptor, kv: Option<&Vec<parquet::fi
         .collect()
 }
 
-/// What an Arrow type needs from a physical type: (physical width, widening, output
-/// width), or `None` where the pair is not covered.
-fn conversion(physical: PhysicalType, data_type: &DataType) -> Option<(Physical, Widen, usize)> {
+/// What an Arrow type needs from a physical type (of `type_length` bytes where fixed):
+/// (physical width, widening, output width), or `None` where the pair is not covered.
+fn conversion(physical: PhysicalType, type_length: i32, data_type: &DataType) -> Option<(Physical, Widen, usize)> {
     use DataType as D;
+    let flba = usize::try_from(type_length).ok().filter(|n| (1..=255).contains(n));
     match (physical, data_type) {
+        (PhysicalType::FIXED_LEN_BYTE_ARRAY, D::FixedSizeBinary(n)) => {
+            flba.filter(|&l| usize::try_from(*n).ok() == Some(l)).map(|l| (Physical::FixedLen(l), Widen::Copy, l))
+        }
+        (PhysicalType::FIXED_LEN_BYTE_ARRAY, D::Decimal128(..)) => {
+            flba.filter(|&l| l <= 16).map(|l| (Physical::FixedLen(l), Widen::BigEndian16, 16))
+        }
         (PhysicalType::INT32, D::Int32 | D::Date32) | (PhysicalType::FLOAT, D::Float32) => Some((Physical::Four, Widen::Copy, 4)),
         (PhysicalType::INT64, D::Int64) | (PhysicalType::DOUBLE, D::Float64) => Some((Physical::Eight, Widen::Copy, 8)),
         (PhysicalType::INT32, D::Decimal128(..)) => Some((Physical::Four, Widen::SignExtend16, 16)),
         (PhysicalType::INT64, D::Decimal128(..)) => Some((Physical::Eight, Widen::SignExtend16, 16)),
+        (PhysicalType::BYTE_ARRAY, D::Utf8 | D::Binary) => Some((Physical::ByteArray, Widen::Copy, 4)),
+        (PhysicalType::BYTE_ARRAY, D::LargeUtf8 | D::LargeBinary) => Some((Physical::ByteArray, Widen::Copy, 8)),
         _ => None,
     }
 }
@@ -184,7 +214,7 @@ pub(crate) fn plan(table: &PageTable, column: &ColumnDescriptor, data_type: Opti
         return not("not a flat column of a schema parquet-rs converts".into());
     };
     let physical = column.physical_type();
-    let Some((phys, widen, out_width)) = conversion(physical, data_type) else {
+    let Some((phys, widen, out_width)) = conversion(physical, column.type_length(), data_type) else {
         return not(format!("{physical} read as {data_type} is not decoded on the device yet"));
     };
     let nullable = column.max_def_level() == 1;
@@ -215,6 +245,7 @@ pub(crate) fn plan(table: &PageTable, column: &ColumnDescriptor, data_type: Opti
                 let encoding = match p.encoding {
                     Some(Encoding::PLAIN) => Values::Plain,
                     Some(Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY) => Values::Dictionary,
+                    Some(Encoding::DELTA_BINARY_PACKED) if matches!(physical, PhysicalType::INT32 | PhysicalType::INT64) => Values::Delta,
                     other => return not(format!("data pages encoded {other:?}")),
                 };
                 if encoding == Values::Dictionary && dictionary.is_none() {
@@ -266,5 +297,16 @@ pub(crate) fn plan(table: &PageTable, column: &ColumnDescriptor, data_type: Opti
             }
         }
     }
-    Ok(Planned::Covered(DecodePlan { data_type: data_type.clone(), physical: phys, widen, out_width, nullable, rows, dictionary, pages }))
+    let utf8 = matches!(data_type, DataType::Utf8 | DataType::LargeUtf8);
+    Ok(Planned::Covered(DecodePlan {
+        data_type: data_type.clone(),
+        physical: phys,
+        widen,
+        out_width,
+        utf8,
+        nullable,
+        rows,
+        dictionary,
+        pages,
+    }))
 }

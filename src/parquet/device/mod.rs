@@ -18,7 +18,11 @@
 //! kernel `cuda/parquet_decode.cu`; [`decode`]: both paths, the device layout;
 //! [`decode_fault`]: what a damaged page is).
 //!
-//! Not yet (issue 69's later stages): BYTE_ARRAY and the DELTA encodings, `corank merge` and
+//! Second slice: BYTE_ARRAY columns (Utf8, Binary, LargeUtf8, LargeBinary) decoded into
+//! offsets and values, FIXED_LEN_BYTE_ARRAY (FixedSizeBinary, Decimal128), and
+//! DELTA_BINARY_PACKED integers ([`delta`]), in the same modules.
+//!
+//! Not yet (issue 69's later stages): views, the byte array DELTA encodings, `corank merge` and
 //! `corank sort` reading through this path, encoding on the device. Nothing outside the
 //! tests and the benchmark calls it yet, so the CPU path is unchanged.
 
@@ -29,6 +33,7 @@ pub(crate) mod decode_cpu;
 pub(crate) mod decode_fault;
 pub(crate) mod decode_plan;
 pub(crate) mod decompress;
+pub(crate) mod delta;
 pub(crate) mod hybrid;
 pub(crate) mod page_table;
 pub(crate) mod stream_header;

@@ -18,6 +18,7 @@ pub mod decompress;
 pub mod device;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+pub(crate) mod kway;
 pub mod placement;
 pub mod sort;
 

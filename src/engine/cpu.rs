@@ -1,7 +1,10 @@
 //! The CPU engine: merge path on rayon threads.
 //!
-//! k runs are merged by a tree of stable pairwise merges of adjacent runs (run 2p with run
-//! 2p+1, then the results, ...), ceil(log2 k) levels. Within a level every pair's output
+//! A merge of up to [`MAX_RUNS`](super::kway::MAX_RUNS) sorted runs (the inputs of a
+//! round, the files of `corank merge`) is one pass of a loser tree ([`super::kway`]). More
+//! runs, and the sort's tiles and chunks ([`merge_runs`]), are merged by a tree of stable
+//! pairwise merges of adjacent runs (run 2p with run 2p+1, then the results, ...),
+//! ceil(log2 k) levels. Within a level every pair's output
 //! occupies exactly the global range of its two inputs, so the whole level's output is cut
 //! into equal chunks; each chunk finds, for every pair it overlaps, its input bounds by
 //! [`co_rank`] and merges that piece independently. The GPU kernels do the same per block.
@@ -51,6 +54,11 @@ pub(crate) fn merge_cpu_until<T: KeyWord>(keys: &[T], run_offsets: &[usize], can
 }
 
 fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize], cancel: Option<&Cancel>) -> Vec<I> {
+    // A few runs (the inputs of a round, the files of `corank merge`) merge in one pass.
+    let runs = run_offsets.windows(2).filter(|w| w[1] > w[0]).count();
+    if runs <= super::kway::MAX_RUNS {
+        return super::kway::merge_kway(keys, run_offsets, MIN_CHUNK, cancel);
+    }
     let idx: Vec<I> = if keys.len() <= MIN_CHUNK {
         (0..keys.len()).map(I::from_usize).collect()
     } else {
@@ -68,8 +76,8 @@ fn merge_tree<T: KeyWord, I: RowIndex>(keys: &[T], run_offsets: &[usize], cancel
 ///
 /// `BRANCHLESS`: each step of the sequential merges picks its side without a branch (see
 /// [`merge_serial_branchless`]), for runs whose keys interleave at random (the sort's tiles
-/// and chunks), where a branch mispredicts every other row; the merge of sorted inputs uses
-/// [`merge_serial_blocks`], which copies the long stretches that come from one run a block at
+/// and chunks), where a branch mispredicts every other row; the merge of more sorted inputs
+/// than the one-pass merge takes uses [`merge_serial_blocks`], which copies the long stretches that come from one run a block at
 /// a time and merges the rest without a branch (its rows may interleave as finely).
 ///
 /// Once `cancel` is set, no further level starts and the indices returned are not in

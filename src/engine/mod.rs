@@ -19,6 +19,7 @@ pub mod device;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub(crate) mod key_job;
+pub(crate) mod kway;
 pub mod placement;
 pub mod sort;
 

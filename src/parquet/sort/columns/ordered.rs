@@ -41,9 +41,10 @@ use rayon::prelude::*;
 /// they are worked out).
 pub const ORDERED_BYTES_PER_ROW: usize = 4 + 2 + 4;
 
-/// Most (piece, chunk) cursors this path keeps (8 bytes each); beyond that (inputs of very
+/// Most (piece, chunk) cursors this path keeps (8 bytes each, three copies while they are
+/// worked out: at most 24 MiB, which the plan does not count); beyond that (inputs of very
 /// many small row groups) every column is gathered.
-pub const MAX_CURSORS: usize = 1 << 22;
+pub const MAX_CURSORS: usize = 1 << 20;
 
 /// Where every input row goes: its output chunk, and per chunk where each piece's rows
 /// start in the chunk's part of a column's buffer.

@@ -18,7 +18,11 @@
 //!    every input row group (in parallel; strings and binaries as views into the decoded
 //!    pages, see `viewed`), one piece per row group; then every output row group (in
 //!    parallel) gathers its values from the pieces, [`GATHER_ROWS`] at a time, and encodes
-//!    them into its column chunks. The pieces are not joined into one array first: that
+//!    them into its column chunks. A column of fixed-width values without nulls is not
+//!    gathered: its values move to their output chunks in one pass over the pieces, and
+//!    to their rows within the chunk when it is encoded ([`ordered`], where its memory
+//!    fits: [`ColumnsPlan::ordered`]), through the cache instead of a random read of the
+//!    whole column per row. The pieces are not joined into one array first: that
 //!    copy would run on one thread and hold the other cores back. While one
 //!    column's row groups encode, the next column decodes ([`ColumnsPlan::depth`] columns
 //!    decoded at most). The encoded pages go to a `PagePool`: in memory up to
@@ -54,9 +58,11 @@
 //! locations (8 bytes a row), up to `depth` decoded columns (strings and binaries as views
 //! into their decoded pages), per thread [`GATHER_ROWS`] rows gathered twice (values and
 //! leaves) and a column writer's buffers ([`WRITER_BYTES`]), and the pages held in memory
-//! (the rest of B, at least [`MIN_PAGE_BUDGET`]).
+//! (the rest of B, at least [`MIN_PAGE_BUDGET`]); with [`ColumnsPlan::ordered`], 10 bytes a row
+//! more and the largest column once more ([`ordered::ORDERED_BYTES_PER_ROW`]).
 
 mod encode;
+mod ordered;
 
 use super::page_pool::PagePool;
 use super::spill::SpillDir;
@@ -106,6 +112,9 @@ pub struct ColumnsPlan {
     pub key_phase_bytes: usize,
     /// Estimated peak memory of the column phase besides the pages held.
     pub column_phase_bytes: usize,
+    /// Whether columns of fixed-width values without nulls are put in output order in two
+    /// passes through the cache instead of gathered (where its memory fits).
+    pub ordered: bool,
 }
 
 /// The bytes a row of a byte-array leaf of a top-level column of type `t` costs besides
@@ -211,7 +220,14 @@ pub fn plan_columns(inputs: &MergePlan, memory_limit: usize, writer: &WriterSett
             show_bytes(room as u64)
         ));
     };
-    let column_phase_bytes = base + top(depth);
+    let mut column_phase_bytes = base + top(depth);
+    // Fixed-width columns put in order in two passes (`ordered`): its bytes a row, and a
+    // column's values twice while they move.
+    let ordered_bytes = n * ordered::ORDERED_BYTES_PER_ROW + top(1);
+    let ordered = column_phase_bytes + ordered_bytes <= room;
+    if ordered {
+        column_phase_bytes += ordered_bytes;
+    }
     // 4. Row groups: the writer's limits, bytes over the estimate of a row.
     let by_bytes = (writer.row_group_bytes / inputs.row_bytes.max(1)).max(1);
     // Only the byte limit gives way to MAX_ROW_GROUPS: a row limit that makes more row
@@ -228,6 +244,7 @@ pub fn plan_columns(inputs: &MergePlan, memory_limit: usize, writer: &WriterSett
         page_budget: memory_limit.saturating_sub(column_phase_bytes).max(MIN_PAGE_BUDGET),
         key_phase_bytes,
         column_phase_bytes,
+        ordered,
     })
 }
 
@@ -361,6 +378,10 @@ pub(super) fn sort_by_columns(
     }
     let locations = locations(&perm.indices, &starts);
     drop(perm);
+    let partitions = match columns.ordered {
+        true => ordered::Partitions::new(&locations, &starts, inputs.total_rows, columns.row_group_rows)?,
+        false => None,
+    };
 
     // 3. Column by column, on the encoder thread: decode, then encode every row group (the
     //    next column decoding meanwhile, up to `depth` columns decoded at once). A row
@@ -368,7 +389,7 @@ pub(super) fn sort_by_columns(
     let (events, announced) = std::sync::mpsc::channel::<Event>();
     let shared = Shared::new(columns.row_groups, inputs.schema.fields().len(), events, output);
     let mut read_time = Duration::ZERO;
-    let encoding = Encoding { sort: &sort, shared: &shared, factories: &factories, locations: &locations };
+    let encoding = Encoding { sort: &sort, shared: &shared, factories: &factories, locations: &locations, partitions: partitions.as_ref() };
     // 4. Meanwhile, on this thread, the row groups in order, each appended to the file as
     //    soon as it and every one before it are encoded: the file's writes overlap the
     //    last columns' encoding instead of following it (the output's bytes do not

@@ -3,6 +3,7 @@
 //! the thread that appends them in order ([`Shared`]), with the column writers' factories
 //! ([`Factories`]: dictionaries chosen per column on a sample).
 
+use super::ordered::{OrderedColumn, Partitions};
 use super::{viewed, ColumnsSort, GATHER_ROWS, TRIAL_ROWS};
 use crate::cancel::{is_set, Cancel};
 use crate::error::{Error, Result};
@@ -52,10 +53,18 @@ pub(super) struct ColumnJob {
     /// The column's leaves: `first..first + count` of the file's.
     first_leaf: usize,
     leaf_count: usize,
-    /// Its values: one piece per input row group with rows, in input order.
-    pieces: PieceGather,
+    /// Its values.
+    values: Values,
     /// Counted for widening a narrow dictionary's key type.
     narrow_dictionary: bool,
+}
+
+/// A column's values as the encoding tasks read them.
+pub(super) enum Values {
+    /// One piece per input row group with rows, in input order, gathered from.
+    Pieces(PieceGather),
+    /// Moved to their output chunks ([`super::ordered`]).
+    Ordered(OrderedColumn),
 }
 
 /// The chunks and distinct values of one (row group, column), or the first error.
@@ -69,6 +78,7 @@ pub(super) fn encode_chunk(
     field: &Field,
     job: &ColumnJob,
     locations: &[Location],
+    partitions: Option<&Partitions>,
     range: std::ops::Range<usize>,
     mut writers: Vec<ArrowColumnWriter>,
     cancel: Option<&Cancel>,
@@ -78,8 +88,15 @@ pub(super) fn encode_chunk(
     while at < range.end {
         crate::cancel::check(cancel)?;
         let end = (at + GATHER_ROWS).min(range.end);
-        let from: Vec<(usize, usize)> = locations[at..end].iter().map(|&l| ((l >> 32) as usize, (l & 0xffff_ffff) as usize)).collect();
-        let values = job.pieces.gather(&from)?;
+        let values = match (&job.values, partitions) {
+            (Values::Ordered(column), Some(partitions)) => column.chunk(partitions, at..end)?,
+            (Values::Pieces(pieces), _) => {
+                let from: Vec<(usize, usize)> =
+                    locations[at..end].iter().map(|&l| ((l >> 32) as usize, (l & 0xffff_ffff) as usize)).collect();
+                pieces.gather(&from)?
+            }
+            (Values::Ordered(_), None) => return Err(Error::Internal("a column put in order without the order's chunks".into())),
+        };
         for (writer, leaf) in writers.iter_mut().zip(compute_leaves(field, &values).map_err(encoding_error)?) {
             writer.write(&leaf).map_err(encoding_error)?;
         }
@@ -251,6 +268,8 @@ pub(super) struct Encoding<'a> {
     pub(super) factories: &'a Factories,
     /// Where every output row is in the pieces.
     pub(super) locations: &'a [Location],
+    /// Where every input row goes, for the columns put in order ([`super::ordered`]).
+    pub(super) partitions: Option<&'a Partitions>,
 }
 
 impl Encoding<'_> {
@@ -277,9 +296,20 @@ impl Encoding<'_> {
                 let field = inputs.schema.field(c).as_ref().clone();
                 let field = field.clone().with_data_type(viewed(field.data_type()));
                 // The column decoded from every row group, as the pieces the gather reads.
-                let pieces = sort
-                    .decode_fields(&[c], &sort.view_metadata, &Arc::new(Schema::new(vec![field.clone()])))
-                    .and_then(|batches| PieceGather::new(batches.into_iter().map(|b| b.column(0).clone()).collect()));
+                // Fixed-width columns move to their chunks (then the pieces are dropped);
+                // the others are gathered from the pieces.
+                let pieces =
+                    sort.decode_fields(&[c], &sort.view_metadata, &Arc::new(Schema::new(vec![field.clone()]))).and_then(|batches| {
+                        let pieces: Vec<ArrayRef> = batches.into_iter().map(|b| b.column(0).clone()).collect();
+                        let pieces = match self.partitions {
+                            Some(partitions) => match OrderedColumn::new(partitions, field.data_type(), pieces)? {
+                                Ok(column) => return Ok(Values::Ordered(column)),
+                                Err(pieces) => pieces,
+                            },
+                            None => pieces,
+                        };
+                        PieceGather::new(pieces).map(Values::Pieces)
+                    });
                 let pieces = match pieces {
                     Ok(p) => p,
                     Err(e) => {
@@ -294,7 +324,7 @@ impl Encoding<'_> {
                     column: c,
                     first_leaf,
                     leaf_count,
-                    pieces,
+                    values: pieces,
                     narrow_dictionary: narrow_dictionary(inputs.schema.field(c).data_type()),
                 });
                 shared.alive.fetch_add(1, Ordering::AcqRel);
@@ -329,7 +359,7 @@ impl Encoding<'_> {
                 if !shared.has_failed() {
                     let encoded = column_writers(&factory, &job, r)
                         .map_err(encoding_error)
-                        .and_then(|w| encode_chunk(&job.field, &job, self.locations, sort.rows_of(r), w, sort.cancel));
+                        .and_then(|w| encode_chunk(&job.field, &job, self.locations, self.partitions, sort.rows_of(r), w, sort.cancel));
                     shared.store(r, job.column, encoded);
                 }
                 if remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -347,7 +377,7 @@ impl Encoding<'_> {
         let sample = first.start..first.end.min(first.start + TRIAL_ROWS);
         let encode = |factory: &ArrowRowGroupWriterFactory| {
             let writers = column_writers(factory, job, 0).map_err(encoding_error)?;
-            encode_chunk(&job.field, job, self.locations, sample.clone(), writers, self.sort.cancel)
+            encode_chunk(&job.field, job, self.locations, self.partitions, sample.clone(), writers, self.sort.cancel)
         };
         let (with, plain) = rayon::join(|| encode(&self.factories.trial_with), || encode(&self.factories.trial_plain));
         let ((with, _), (plain, _)) = (with?, plain?);

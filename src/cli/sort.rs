@@ -150,10 +150,11 @@ pub fn prepare(args: &SortArgs) -> Result<Prepared> {
     common.wait_for_gpu(dry_run)?;
     match (&plan.columns, &plan.runs_because) {
         (Some(c), _) => log::info!(
-            "sorting one column at a time: {} row groups of {} rows, {} decoded at once, {} of encoded pages in memory",
+            "sorting one column at a time: {} row groups of {} rows, {} decoded at once, {}, {} of encoded pages in memory",
             c.row_groups,
             c.row_group_rows,
             columns_at_once(c),
+            fixed_width_path(c),
             show_bytes(c.page_budget as u64)
         ),
         (None, Some(why)) => log::info!("sorting in runs: {why}"),
@@ -296,10 +297,11 @@ fn dry_run_text(args: &SortArgs, prepared: &Prepared, engine: &str) -> String {
     );
     out += &match (&plan.columns, &plan.runs_because) {
         (Some(c), _) => format!(
-            "strategy: columns (one column at a time): {} row groups of {} rows, {} decoded at once, key sort about {}, columns about {}, up to {} of encoded pages in memory\n",
+            "strategy: columns (one column at a time): {} row groups of {} rows, {} decoded at once, {}, key sort about {}, columns about {}, up to {} of encoded pages in memory\n",
             c.row_groups,
             group_digits(c.row_group_rows),
             columns_at_once(c),
+            fixed_width_path(c),
             show_bytes(c.key_phase_bytes as u64),
             show_bytes(c.column_phase_bytes as u64),
             show_bytes(c.page_budget as u64)
@@ -325,6 +327,16 @@ fn dry_run_json(args: &SortArgs, prepared: &Prepared, engine: &str) -> Json {
         .field("compression", show_compression(prepared.options.writer.compression))
         .field("spill_compression", show_compression(prepared.options.spill_compression))
         .field("split", split_json(prepared.options.writer.split))
+}
+
+/// How a sort by columns puts its fixed-width columns without nulls in order, in words
+/// ([`ColumnsPlan::ordered`](crate::parquet::ColumnsPlan::ordered)).
+fn fixed_width_path(plan: &crate::parquet::sort::columns::ColumnsPlan) -> &'static str {
+    if plan.ordered {
+        "fixed-width columns placed in order chunk by chunk"
+    } else {
+        "every column gathered row by row"
+    }
 }
 
 /// How many columns a sort by columns decodes at once, in words.

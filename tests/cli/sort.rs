@@ -484,6 +484,8 @@ fn dry_run_writes_nothing() {
     let res = corank(&["sort", &a, &b, "-o", out.to_str().unwrap(), "--by", &by, "--dry-run"]);
     assert!(res.status.success(), "{}", text(&res.stderr));
     assert!(text(&res.stdout).starts_with("dry run, nothing written: would sort 10,000 rows (2 files"), "{}", text(&res.stdout));
+    // An Int64 key without nulls and a roomy limit: its columns are put in order by chunk.
+    assert!(text(&res.stdout).contains("fixed-width columns placed in order chunk by chunk"), "{}", text(&res.stdout));
     let res = corank(&["sort", &a, &b, "-o", out.to_str().unwrap(), "--by", &by, "--dry-run", "--json"]);
     let v: serde_json::Value = serde_json::from_str(text(&res.stdout).trim()).unwrap();
     assert_eq!(v["rows"], 10_000);

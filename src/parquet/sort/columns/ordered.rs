@@ -131,9 +131,9 @@ impl Partitions {
         let mut local = vec![0u16; rows];
         let mut next = cursors.clone();
         for i in 0..pieces {
-            for at in p.starts[i]..p.starts[i + 1] {
-                let k = p.chunk_of[at] as usize;
-                let o = output_of[at] as usize;
+            let rows_of_piece = p.starts[i]..p.starts[i + 1];
+            for (&k, &o) in p.chunk_of[rows_of_piece.clone()].iter().zip(&output_of[rows_of_piece]) {
+                let (k, o) = (k as usize, o as usize);
                 local[next[i * chunks + k]] = (o - p.chunk_range(k).start) as u16;
                 next[i * chunks + k] += 1;
             }
@@ -244,6 +244,14 @@ unsafe impl<T: Send> Send for Out<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send> Sync for Out<T> {}
 
+impl<T> Out<T> {
+    /// The pointer, through the wrapper: a closure that calls this captures the whole
+    /// (Send) wrapper, not its raw pointer field.
+    fn get(&self) -> *mut T {
+        self.0
+    }
+}
+
 /// Every piece's values appended to their chunks' parts of one buffer (pieces in parallel).
 fn move_to_chunks<T: ArrowNativeType>(parts: &Partitions, pieces: &[ArrayRef]) -> Buffer {
     let mut out: Vec<T> = vec![T::default(); parts.rows];
@@ -252,14 +260,13 @@ fn move_to_chunks<T: ArrowNativeType>(parts: &Partitions, pieces: &[ArrayRef]) -
         let data = piece.to_data();
         let values: &[T] = &data.buffer::<T>(0)[..piece.len()];
         let mut next = parts.cursors[i * parts.chunks..(i + 1) * parts.chunks].to_vec();
-        let ptr = ptr;
         for (&v, &k) in values.iter().zip(&parts.chunk_of[parts.starts[i]..parts.starts[i + 1]]) {
             let at = &mut next[k as usize];
             // SAFETY: piece `i`'s rows of chunk `k` go to `cursors[i][k]..` for as many
             // rows as it has of the chunk (counted from the same `chunk_of`), ranges that
             // `Partitions::new` laid out disjoint, inside the chunk, and filling the buffer
             // of `rows` values; no other task writes them, and `out` outlives the tasks.
-            unsafe { ptr.0.add(*at).write(v) };
+            unsafe { ptr.get().add(*at).write(v) };
             *at += 1;
         }
     });

@@ -34,13 +34,19 @@ pub(crate) mod decode_fault;
 pub(crate) mod decode_plan;
 pub(crate) mod decompress;
 pub(crate) mod delta;
+pub(crate) mod encode_cpu;
+pub(crate) mod encode_file;
+pub(crate) mod encode_plan;
 pub(crate) mod hybrid;
 pub(crate) mod page_table;
 pub(crate) mod stream_header;
 pub(crate) mod thrift;
+pub(crate) mod thrift_write;
 
 #[cfg(test)]
 mod decode_tests;
+#[cfg(test)]
+mod encode_tests;
 #[cfg(test)]
 mod tests;
 

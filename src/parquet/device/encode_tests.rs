@@ -16,6 +16,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use parquet::file::properties::{EnabledStatistics, ReaderProperties, WriterProperties};
 use parquet::file::reader::FileReader;
 use parquet::file::serialized_reader::{ReadOptionsBuilder, SerializedFileReader};
+use parquet::file::statistics::Statistics;
 use std::sync::Arc;
 
 fn r(i: usize, salt: u64) -> u64 {
@@ -154,6 +155,36 @@ fn many_row_groups_and_many_pages() {
     assert_eq!(concat(&read_back(file)), concat(&batches));
 }
 
+/// Min, max, null count and whether the deprecated fields are set.
+type StatBytes = (Option<Vec<u8>>, Option<Vec<u8>>, Option<u64>, bool);
+
+/// Statistics as their bytes: `Statistics`' own equality compares floats by value, where
+/// -0.0 equals 0.0 and NaN equals nothing.
+fn stat_bytes(s: Option<&Statistics>) -> Option<StatBytes> {
+    s.map(|s| {
+        (
+            s.min_bytes_opt().map(<[u8]>::to_vec),
+            s.max_bytes_opt().map(<[u8]>::to_vec),
+            s.null_count_opt(),
+            s.is_min_max_backwards_compatible(),
+        )
+    })
+}
+
+/// Each page's statistics in column `c` of row group 0 as parquet-rs's page reader reads
+/// them from the page headers.
+fn page_stats(file: &[u8], c: usize) -> Vec<Option<StatBytes>> {
+    let props = ReaderProperties::builder().set_read_page_statistics(true).build();
+    let opts = ReadOptionsBuilder::new().with_reader_properties(props).build();
+    let r = SerializedFileReader::new_with_options(Bytes::from(file.to_vec()), opts).unwrap();
+    let mut pr = r.get_row_group(0).unwrap().get_column_page_reader(c).unwrap();
+    let mut out = Vec::new();
+    while let Some(p) = pr.get_next_page().unwrap() {
+        out.push(stat_bytes(p.statistics()));
+    }
+    out
+}
+
 /// parquet-rs's writer, set to cut pages as the plan does, PLAIN, uncompressed.
 fn parquet_rs_file(input: &RecordBatch, limits: PageLimits, header_stats: bool) -> Vec<u8> {
     let props = WriterProperties::builder()
@@ -215,6 +246,8 @@ fn pages_and_statistics_match_parquet_rs() {
                     // The chunk's statistics, as parquet-rs reads them from each footer.
                     assert_eq!(mo.row_group(0).column(c).statistics(), mt.row_group(0).column(c).statistics(), "{what}");
                     assert!(mo.row_group(0).column(c).statistics().is_some(), "{what}");
+                    let (so, st) = (mo.row_group(0).column(c).statistics(), mt.row_group(0).column(c).statistics());
+                    assert_eq!(stat_bytes(so), stat_bytes(st), "{what}");
                     let (po, pt) = (pages_of(&ours, c), pages_of(&theirs, c));
                     assert_eq!(po.len(), pt.len(), "{what}: pages");
                     let array = input.column(c);
@@ -233,20 +266,7 @@ fn pages_and_statistics_match_parquet_rs() {
                     }
                     // The pages' statistics as parquet-rs's page reader reads them.
                     if header_stats {
-                        let page_stats = |file: &Vec<u8>| {
-                            let props = ReaderProperties::builder().set_read_page_statistics(true).build();
-                            let opts = ReadOptionsBuilder::new().with_reader_properties(props).build();
-                            let r = SerializedFileReader::new_with_options(Bytes::from(file.clone()), opts).unwrap();
-                            let mut pr = r.get_row_group(0).unwrap().get_column_page_reader(c).unwrap();
-                            let mut out = Vec::new();
-                            while let Some(p) = pr.get_next_page().unwrap() {
-                                out.push(p.statistics().map(|s| {
-                                    (s.min_bytes_opt().map(<[u8]>::to_vec), s.max_bytes_opt().map(<[u8]>::to_vec), s.null_count_opt())
-                                }));
-                            }
-                            out
-                        };
-                        let (so, st) = (page_stats(&ours), page_stats(&theirs));
+                        let (so, st) = (page_stats(&ours, c), page_stats(&theirs, c));
                         assert_eq!(so, st, "{what}: page statistics");
                         with_stats += so.iter().flatten().count();
                     }
@@ -281,9 +301,12 @@ fn float_statistics_edges_match_parquet_rs() {
             let ours = write_file(std::slice::from_ref(&input), limits, true).unwrap();
             let theirs = parquet_rs_file(&input, limits, true);
             let mo = SerializedFileReader::new(Bytes::from(ours.clone())).unwrap().metadata().clone();
-            let mt = SerializedFileReader::new(Bytes::from(theirs)).unwrap().metadata().clone();
+            let mt = SerializedFileReader::new(Bytes::from(theirs.clone())).unwrap().metadata().clone();
             for c in 0..2 {
-                assert_eq!(mo.row_group(0).column(c).statistics(), mt.row_group(0).column(c).statistics(), "{values:?} column {c}");
+                let (so, st) = (mo.row_group(0).column(c).statistics(), mt.row_group(0).column(c).statistics());
+                assert_eq!(so, st, "{values:?} column {c}");
+                assert_eq!(stat_bytes(so), stat_bytes(st), "{values:?} column {c}");
+                assert_eq!(page_stats(&ours, c), page_stats(&theirs, c), "{values:?} column {c}: pages");
             }
             assert_eq!(concat(&read_back(ours)), input);
         }

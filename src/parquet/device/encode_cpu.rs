@@ -30,8 +30,9 @@
 
 use super::encode_plan::{check_pages, EncodeType, PagePlan};
 use super::thrift_write::{write_data_page_header, DataPageHeaderOut, HeaderStats, PLAIN};
-use arrow::array::Array;
+use arrow::array::{Array, AsArray};
 use arrow::buffer::NullBuffer;
+use arrow::datatypes::{DataType, Date32Type, Float32Type, Float64Type, Int32Type, Int64Type};
 
 /// Rows a tile works on: a multiple of 8, so a tile's level bits start on a byte.
 pub(crate) const TILE: usize = 1024;
@@ -57,14 +58,13 @@ impl<'a> ColumnIn<'a> {
         if validity.is_some() && !nullable {
             return Err("a column declared without nulls holds nulls".into());
         }
-        use arrow::array::AsArray;
-        use arrow::datatypes::{Date32Type, Float32Type, Float64Type, Int32Type, Int64Type};
         // A primitive array's values, from its offset: the buffer its `ScalarBuffer` holds.
         let values = match array.data_type() {
-            arrow::datatypes::DataType::Int32 => array.as_primitive::<Int32Type>().values().inner().as_slice(),
-            arrow::datatypes::DataType::Date32 => array.as_primitive::<Date32Type>().values().inner().as_slice(),
-            arrow::datatypes::DataType::Int64 => array.as_primitive::<Int64Type>().values().inner().as_slice(),
-            arrow::datatypes::DataType::Float32 => array.as_primitive::<Float32Type>().values().inner().as_slice(),
+            DataType::Int32 => array.as_primitive::<Int32Type>().values().inner().as_slice(),
+            DataType::Date32 => array.as_primitive::<Date32Type>().values().inner().as_slice(),
+            DataType::Int64 => array.as_primitive::<Int64Type>().values().inner().as_slice(),
+            DataType::Float32 => array.as_primitive::<Float32Type>().values().inner().as_slice(),
+            // Float64: `EncodeType::of` covers nothing else.
             _ => array.as_primitive::<Float64Type>().values().inner().as_slice(),
         };
         if values.len() != array.len() * ty.width() {

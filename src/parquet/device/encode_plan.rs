@@ -8,7 +8,7 @@
 //! through parquet-rs as today.
 //!
 //! Pages are cut as corank's writer has parquet-rs cut them ([`PageLimits::writer`]): a
-//! page ends once it holds the data page row count limit, or once its values and levels
+//! page ends once it holds the data page row count limit, or once its PLAIN values
 //! reach the data page byte limit. parquet-rs checks its limits only between write batches
 //! (1024 rows), so its pages may differ by up to a batch; the cut here is exact, which
 //! every reader accepts (a page's size is a writer's choice, not part of the format).

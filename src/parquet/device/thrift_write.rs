@@ -2,7 +2,7 @@
 //! [`super::thrift`] (which says the format) for the pages the device encoder writes.
 //!
 //! Fields are written in id order, as parquet-rs writes them, so a header of the same page
-//! is the same bytes as parquet-rs's ([`super::encode_tests`] checks it):
+//! is the same bytes as parquet-rs's (`encode_tests` checks it):
 //!
 //! ```text
 //! PageHeader { 1: type = DATA_PAGE, 2: uncompressed_page_size, 3: compressed_page_size,

@@ -22,8 +22,14 @@
 //! offsets and values, FIXED_LEN_BYTE_ARRAY (FixedSizeBinary, Decimal128), and
 //! DELTA_BINARY_PACKED integers ([`delta`]), in the same modules.
 //!
+//! Stage 4, first slice: a CPU reference of a page encoder for flat fixed-width columns,
+//! in the shape a kernel would take, no kernel yet ([`encode_plan`]: the pages;
+//! [`encode_cpu`]: a page's levels, values, statistics; [`thrift_write`]: its header;
+//! [`encode_file`]: chunks appended through parquet-rs's file writer).
+//!
 //! Not yet (issue 69's later stages): views, the byte array DELTA encodings, `corank merge` and
-//! `corank sort` reading through this path, encoding on the device. Nothing outside the
+//! `corank sort` reading through this path, encoding kernels, dictionary pages and
+//! compression on the device. Nothing outside the
 //! tests and the benchmark calls it yet, so the CPU path is unchanged.
 
 #[doc(hidden)]
@@ -34,13 +40,19 @@ pub(crate) mod decode_fault;
 pub(crate) mod decode_plan;
 pub(crate) mod decompress;
 pub(crate) mod delta;
+pub(crate) mod encode_cpu;
+pub(crate) mod encode_file;
+pub(crate) mod encode_plan;
 pub(crate) mod hybrid;
 pub(crate) mod page_table;
 pub(crate) mod stream_header;
 pub(crate) mod thrift;
+pub(crate) mod thrift_write;
 
 #[cfg(test)]
 mod decode_tests;
+#[cfg(test)]
+mod encode_tests;
 #[cfg(test)]
 mod tests;
 

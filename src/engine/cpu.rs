@@ -227,16 +227,33 @@ pub fn merge_serial_blocks<T: Ord + Copy, I: Copy>(a: &[T], ai: &[I], b: &[T], b
         // Neither side runs out within `steps` steps: each step takes one row of one side.
         let steps = BLOCK.min(a.len() - i).min(b.len() - j);
         for _ in 0..steps {
-            let (x, y) = (a[i], b[j]);
-            let take_a = x <= y;
-            out_k[o] = std::hint::select_unpredictable(take_a, x, y);
-            out_i[o] = std::hint::select_unpredictable(take_a, ai[i], bi[j]);
-            i += take_a as usize;
-            j += !take_a as usize;
-            o += 1;
+            branchless_step(a, ai, b, bi, out_k, out_i, (&mut i, &mut j, &mut o));
         }
     }
     copy_rests(&a[i..], &ai[i..], &b[j..], &bi[j..], &mut out_k[o..], &mut out_i[o..]);
+}
+
+/// One step of a stable merge without a data-dependent branch: both heads `a[i]`, `b[j]`
+/// are read, the smaller (ties: `a`'s) is written at `o`, and the side taken advances by
+/// the comparison's value. Both sides must have a row left.
+#[inline(always)]
+fn branchless_step<T: Ord + Copy, I: Copy>(
+    a: &[T],
+    ai: &[I],
+    b: &[T],
+    bi: &[I],
+    out_k: &mut [T],
+    out_i: &mut [I],
+    (i, j, o): (&mut usize, &mut usize, &mut usize),
+) {
+    let (x, y) = (a[*i], b[*j]);
+    let take_a = x <= y;
+    // (A plain `if` compiles to a branch on the comparison; this to conditional moves.)
+    out_k[*o] = std::hint::select_unpredictable(take_a, x, y);
+    out_i[*o] = std::hint::select_unpredictable(take_a, ai[*i], bi[*j]);
+    *i += take_a as usize;
+    *j += !take_a as usize;
+    *o += 1;
 }
 
 /// Sequential stable merge of two sorted pieces (ties take from `a`) without a
@@ -250,14 +267,7 @@ pub fn merge_serial_branchless<T: Ord + Copy, I: Copy>(a: &[T], ai: &[I], b: &[T
     let (ai, bi) = (&ai[..a.len()], &bi[..b.len()]);
     let (mut i, mut j, mut o) = (0, 0, 0);
     while i < a.len() && j < b.len() {
-        let (x, y) = (a[i], b[j]);
-        let take_a = x <= y;
-        // (A plain `if` compiles to a branch on the comparison; this to conditional moves.)
-        out_k[o] = std::hint::select_unpredictable(take_a, x, y);
-        out_i[o] = std::hint::select_unpredictable(take_a, ai[i], bi[j]);
-        i += take_a as usize;
-        j += !take_a as usize;
-        o += 1;
+        branchless_step(a, ai, b, bi, out_k, out_i, (&mut i, &mut j, &mut o));
     }
     copy_rests(&a[i..], &ai[i..], &b[j..], &bi[j..], &mut out_k[o..], &mut out_i[o..]);
 }

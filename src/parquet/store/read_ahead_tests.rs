@@ -201,6 +201,21 @@ fn span_of(metadata: &ParquetMetaData, g: usize) -> Range<u64> {
     start..end
 }
 
+/// Waits (up to a minute) until a request of the read-ahead has reached the holding store.
+fn wait_for_a_request(store: &Counting) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while store.in_flight.load(Ordering::SeqCst) == 0 {
+        assert!(std::time::Instant::now() < deadline, "the read-ahead never reached the store");
+        std::thread::yield_now();
+    }
+}
+
+/// Lets the holding store answer again (nothing should be waiting for it any more).
+fn release_the_store(store: &Counting) {
+    store.faults.lock().unwrap().0.hold = false;
+    store.gate.add_permits(64);
+}
+
 fn rows_of(batches: &[RecordBatch]) -> RecordBatch {
     arrow::compute::concat_batches(&batches[0].schema(), batches).expect("one schema")
 }
@@ -300,19 +315,14 @@ fn stopping_the_read_ahead_leaves_no_request_running() {
     let (_, _) = object::open_object(Path::new(&url), true).expect("opened");
     // A run's reader starts its first row groups as it opens; they wait in the store.
     let reader = object::open_groups(Path::new(&url), &metadata, &[0, 1, 2, 3], 1).expect("a reader");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while store.in_flight.load(Ordering::SeqCst) == 0 {
-        assert!(std::time::Instant::now() < deadline, "the read-ahead never reached the store");
-        std::thread::yield_now();
-    }
+    wait_for_a_request(&store);
     assert!(read_ahead_running() > 0);
     drop(reader);
     stop_read_ahead();
     assert_eq!(read_ahead_running(), 0, "a read-ahead task outlived the stop");
     assert_eq!(store.in_flight.load(Ordering::SeqCst), 0, "a request outlived the stop");
     // The store answers again: nothing was waiting for it.
-    store.faults.lock().unwrap().0.hold = false;
-    store.gate.add_permits(64);
+    release_the_store(&store);
 }
 
 /// A reader dropped with row groups still on the way (a DataFusion stream or a library
@@ -327,11 +337,7 @@ fn dropping_a_reader_stops_its_read_ahead() {
     let reader = object::open_groups(Path::new(&url), &metadata, &[0, 1, 2, 3], 1).expect("a reader");
     // A clone shares the reader: dropping one of them stops nothing.
     let clone = reader.clone();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while store.in_flight.load(Ordering::SeqCst) == 0 {
-        assert!(std::time::Instant::now() < deadline, "the read-ahead never reached the store");
-        std::thread::yield_now();
-    }
+    wait_for_a_request(&store);
     let running = read_ahead_running();
     assert!(running > 0);
     drop(clone);
@@ -339,8 +345,7 @@ fn dropping_a_reader_stops_its_read_ahead() {
     drop(reader);
     assert_eq!(read_ahead_running(), 0, "a read-ahead task outlived its reader");
     assert_eq!(store.in_flight.load(Ordering::SeqCst), 0, "a request outlived its reader");
-    store.faults.lock().unwrap().0.hold = false;
-    store.gate.add_permits(64);
+    release_the_store(&store);
 }
 
 /// A run's reader reopened where another stopped (a new batch size) takes over the row

@@ -109,22 +109,32 @@ fn max_len(array: &ArrayRef) -> usize {
     }
 }
 
+/// What the layout of a sort column depends on: its type, whether any run holds a null in
+/// it, and (byte columns) its longest non-null value. A caller whose columns are not in host
+/// memory (the device path, issue 69) states these from the file's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ColumnSummary {
+    pub data_type: DataType,
+    pub nulls: bool,
+    /// The longest non-null value in bytes (read for the byte types that are not
+    /// FixedSizeBinary or Decimal256 only).
+    pub longest: usize,
+}
+
 /// Plans the layout for these runs (dictionaries already decoded). All runs must agree
 /// on each column's type.
 pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<Layout> {
-    let mut fields = Vec::new();
-    let mut used = 0u32;
-    let mut exact = true;
     for (r, cols) in runs.iter().enumerate() {
         if cols.len() != specs.len() {
             return Err(Error::InvalidArgument(format!("run {r} has {} key columns, expected {}", cols.len(), specs.len())));
         }
     }
+    let Some(first) = runs.first() else {
+        return Ok(Layout { fields: Vec::new(), bits: 0, exact: true }); // no runs: nothing to encode
+    };
+    let mut columns = Vec::with_capacity(specs.len());
     for (c, spec) in specs.iter().enumerate() {
-        let dt = match runs.first() {
-            Some(cols) => cols[c].data_type().clone(),
-            None => break, // no runs: nothing to encode
-        };
+        let dt = first[c].data_type().clone();
         for (r, cols) in runs.iter().enumerate() {
             if cols[c].data_type() != &dt {
                 return Err(Error::SchemaMismatch {
@@ -133,8 +143,31 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<Layout> 
                 });
             }
         }
-        let width = fixed_width(&spec.column, &dt)?;
-        let null_bit = runs.iter().any(|cols| cols[c].null_count() > 0);
+        let nulls = runs.iter().any(|cols| cols[c].null_count() > 0);
+        // Only the variable-length byte types read the longest value: skip the scan for the rest.
+        let longest = if matches!(fixed_width(&spec.column, &dt), Ok(None)) && fixed_byte_width(&dt) == 0 {
+            runs.iter().map(|cols| max_len(&cols[c])).max().unwrap_or(0)
+        } else {
+            0
+        };
+        columns.push(ColumnSummary { data_type: dt, nulls, longest });
+    }
+    plan_layout_of(&columns, specs)
+}
+
+/// Plans the layout of sort columns described by `columns` (one per spec): the layout
+/// [`plan_layout`] gives runs of such columns.
+pub(crate) fn plan_layout_of(columns: &[ColumnSummary], specs: &[SortKey]) -> Result<Layout> {
+    if columns.len() != specs.len() {
+        return Err(Error::InvalidArgument(format!("{} key columns described, expected {}", columns.len(), specs.len())));
+    }
+    let mut fields = Vec::new();
+    let mut used = 0u32;
+    let mut exact = true;
+    for (c, (spec, column)) in specs.iter().zip(columns).enumerate() {
+        let dt = &column.data_type;
+        let width = fixed_width(&spec.column, dt)?;
+        let null_bit = column.nulls;
         let available = MAX_KEY_BITS - used;
         if null_bit as u32 > available {
             // Not even the null bit fits (the key is full): the rest of the key is a prefix.
@@ -143,7 +176,7 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<Layout> 
             exact = false;
             break;
         }
-        let kind = match (width, &dt) {
+        let kind = match (width, dt) {
             (Some(w), _) => {
                 if null_bit as u32 + w > available {
                     exact = false; // this column does not fit: the key is a prefix
@@ -154,7 +187,7 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<Layout> 
             (None, DataType::FixedSizeBinary(_) | DataType::Decimal256(_, _)) => {
                 // Every value has the type's width, so no length code is needed: the bytes
                 // alone order the values, whole when they fit, else as a prefix.
-                let w = fixed_byte_width(&dt);
+                let w = fixed_byte_width(dt);
                 let prefix = w.min(available.saturating_sub(null_bit as u32) / 8);
                 if prefix < w {
                     exact = false;
@@ -165,7 +198,7 @@ pub fn plan_layout(runs: &[Vec<ArrayRef>], specs: &[SortKey]) -> Result<Layout> 
                 FieldKind::Bytes { prefix, len_bits: 0 }
             }
             (None, _) => {
-                let longest = runs.iter().map(|cols| max_len(&cols[c])).max().unwrap_or(0) as u64;
+                let longest = column.longest as u64;
                 let room = available.saturating_sub(null_bit as u32) as u64;
                 if 8 * longest + bits_for(longest) as u64 <= room {
                     FieldKind::Bytes { prefix: longest as u32, len_bits: bits_for(longest) }
@@ -214,4 +247,48 @@ pub fn is_supported(dt: &DataType) -> bool {
 /// Whether the fixed or the byte family encodes this type (dictionaries already decoded).
 pub fn is_direct(dt: &DataType) -> bool {
     fixed_width("", dt).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Decimal256Array, FixedSizeBinaryArray, Float64Array, Int32Array, StringArray};
+    use arrow::datatypes::i256;
+    use std::sync::Arc;
+
+    /// A layout planned from summaries equals the one planned from the arrays they summarize:
+    /// fixed and byte columns, with and without nulls, whole and cut to a prefix.
+    #[test]
+    fn summaries_plan_the_layout_of_their_arrays() {
+        let ints: ArrayRef = Arc::new(Int32Array::from(vec![Some(1), None, Some(3)]));
+        let floats: ArrayRef = Arc::new(Float64Array::from(vec![1.0, 2.0, 3.0]));
+        let short: ArrayRef = Arc::new(StringArray::from(vec![Some("ab"), None, Some("abcde")]));
+        let long: ArrayRef = Arc::new(StringArray::from(vec!["x".repeat(40), "y".into(), String::new()]));
+        let fsb: ArrayRef = Arc::new(FixedSizeBinaryArray::try_from_iter([[1u8, 2], [3, 4], [5, 6]].into_iter()).unwrap());
+        let d256: ArrayRef = Arc::new(Decimal256Array::from(vec![i256::from(1), i256::from(-2), i256::from(3)]));
+        let sets: Vec<Vec<ArrayRef>> = vec![
+            vec![ints.clone()],
+            vec![floats.clone(), ints.clone()],
+            vec![short.clone(), ints.clone()],
+            vec![long.clone(), ints.clone()],
+            vec![fsb, d256, ints.clone(), floats],
+            vec![ints.clone(), short, long],
+        ];
+        for (s, cols) in sets.iter().enumerate() {
+            for descending in [false, true] {
+                let specs: Vec<SortKey> =
+                    (0..cols.len()).map(|i| SortKey::new(format!("c{i}"), SortOptions { descending, nulls_first: i % 2 == 0 })).collect();
+                // Two runs: the second's nulls and longest values count too.
+                let runs = vec![cols.iter().map(|c| c.slice(0, 1)).collect::<Vec<_>>(), cols.iter().map(|c| c.slice(1, 2)).collect()];
+                let summaries: Vec<ColumnSummary> = cols
+                    .iter()
+                    .map(|c| ColumnSummary { data_type: c.data_type().clone(), nulls: c.null_count() > 0, longest: max_len(c) })
+                    .collect();
+                let from_arrays = plan_layout(&runs, &specs).unwrap();
+                let from_summaries = plan_layout_of(&summaries, &specs).unwrap();
+                assert_eq!(format!("{from_arrays:?}"), format!("{from_summaries:?}"), "set {s}");
+            }
+        }
+        assert!(plan_layout_of(&[], &[SortKey::new("a", SortOptions::default())]).is_err());
+    }
 }

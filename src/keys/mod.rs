@@ -62,7 +62,7 @@ mod tests;
 
 pub use layout::{is_supported, plan_layout};
 // The device's key program (engine/key_job.rs) reads the planned layout.
-pub(crate) use layout::{FieldKind, Layout};
+pub(crate) use layout::{plan_layout_of, ColumnSummary, FieldKind, Layout};
 pub use word::{KeyColumn, KeyWord};
 
 use crate::error::{Error, Result};

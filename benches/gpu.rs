@@ -254,6 +254,40 @@ fn nvcomp_section() {
     ] {
         println!("| {name} | {t:.2} | {:.2} | {:.2} |", gbs(t), cpu / t);
     }
+
+    // Issue 69 stage 3: the files merged by their sort key with the columns decoded, keyed,
+    // merged and gathered on the device, into Arrow batches in host memory.
+    let key = datagen::LINEITEM_KEY;
+    let r = corank::__bench::nvcomp::merge_round(&files, key, 0, reps).unwrap_or_else(|e| panic!("nvcomp round: {e}"));
+    let steps = |k: usize| ms(r.device_steps.iter().map(|s| s[k].as_secs_f64() * 1e3).collect());
+    let (wall, cpu, cpu_read) = (ms_of(&r.device_wall), ms_of(&r.cpu_wall), ms_of(&r.cpu_read));
+    println!(
+        "\nSorted files merged by {key} into Arrow batches in host memory, {} rows; median of {reps}, every column checked equal to \
+         the CPU's first; {} CPU threads. On the device, gathered there: {}; decoded there, gathered on the CPU: {}; read by \
+         parquet-rs: {}",
+        r.rows,
+        rayon::current_num_threads(),
+        r.gathered_on_device.join(", "),
+        r.decoded_on_device.join(", "),
+        r.on_cpu.join(", ")
+    );
+    println!("| path | ms | Mrows/s | ratio to the CPU |");
+    println!("|---|---:|---:|---:|");
+    let mrows = |ms: f64| r.rows as f64 / ms / 1e3;
+    for (name, t) in [
+        ("device round (wall)", wall),
+        ("device: of which reading chunks and planning", steps(0)),
+        ("device: of which stage 1's decompression call", steps(1)),
+        ("device: of which decoding", steps(2)),
+        ("device: of which keys encoded", steps(3)),
+        ("device: of which merged, indices down", steps(4)),
+        ("device: of which gathered, columns down", steps(5)),
+        ("device: of which the CPU's columns (byte arrays down, gathered on the CPU)", steps(6)),
+        ("CPU: parquet-rs arrow reader (a file a core) + corank::merge, CPU engine (wall)", cpu),
+        ("CPU: of which reading", cpu_read),
+    ] {
+        println!("| {name} | {t:.2} | {:.1} | {:.2} |", mrows(t), cpu / t);
+    }
 }
 
 /// A 2-way case: its label, its keys, the kernels measured (name, kernel).

@@ -224,6 +224,21 @@ impl DecodedOnDevice {
     pub fn data_to_host(&self) -> Result<Vec<u8>> {
         match self.never {}
     }
+
+    /// The output buffer's device address.
+    pub fn ptr(&self) -> u64 {
+        match self.never {}
+    }
+
+    /// Part of the output copied to host memory.
+    pub fn range_to_host(&self, _at: usize, _len: usize) -> Result<Vec<u8>> {
+        match self.never {}
+    }
+
+    /// Part of the byte array values copied to host memory.
+    pub fn data_range_to_host(&self, _at: usize, _len: usize) -> Result<Vec<u8>> {
+        match self.never {}
+    }
 }
 
 /// Decodes Parquet data pages on CUDA device `device` ([`super::decode_job::DecodeJob`],
@@ -236,6 +251,23 @@ pub(crate) fn decode_on_device(device: usize, input: &DeviceOutput, job: &super:
     #[cfg(not(feature = "gpu"))]
     {
         let _ = (device, input, job);
+        Err(not_built())
+    }
+}
+
+/// Runs a device-resident merge round ([`super::resident_job`]: keys encoded, merged and the
+/// payload gathered on the device that holds the columns). Call it off rayon's workers.
+/// `Error::GpuUnavailable` without a GPU or the `gpu` feature.
+#[cfg_attr(not(feature = "parquet"), allow(dead_code))]
+pub(crate) fn merge_resident(
+    job: &super::resident_job::ResidentJob,
+    options: &EngineOptions,
+) -> Result<super::resident_job::ResidentOutput> {
+    #[cfg(feature = "gpu")]
+    return super::gpu::resident::merge_resident(job, &super::placement::gpu_options(options));
+    #[cfg(not(feature = "gpu"))]
+    {
+        let _ = (job, options);
         Err(not_built())
     }
 }

@@ -21,6 +21,7 @@ pub mod gpu;
 pub(crate) mod key_job;
 pub(crate) mod kway;
 pub mod placement;
+pub(crate) mod resident_job;
 pub mod sort;
 
 #[cfg(test)]

@@ -162,7 +162,7 @@ fn pieces_to_fit(st: &State, planned: &Planned, part: &Part, options: &GpuOption
 
 /// Device bytes a merge may use now: what is free plus the pool's own buffers (reused),
 /// within [`GpuOptions::device_memory_limit`].
-fn available_bytes(st: &State, options: &GpuOptions) -> Result<usize> {
+pub(crate) fn available_bytes(st: &State, options: &GpuOptions) -> Result<usize> {
     let (free, _) = result::mem_get_info().map_err(gpu_err("reading free device memory"))?;
     let have = free + st.pooled_bytes();
     Ok(options.device_memory_limit.map_or(have, |limit| have.min(limit)))

@@ -66,6 +66,7 @@ mod nvrtc;
 pub(crate) mod parquet_decode;
 mod pinned;
 mod plan;
+pub(crate) mod resident;
 mod runtime;
 mod sort;
 mod split_sort;

@@ -284,3 +284,80 @@ pub fn decompress_and_decode(files: &[PathBuf], device: usize, reps: usize) -> R
     }
     Ok(m)
 }
+
+/// What the device-resident round's measurement saw (`benches/gpu.rs`, section `nvcomp`).
+#[derive(Debug, Clone, Default)]
+pub struct MergeRound {
+    pub rows: usize,
+    /// Where the round put each column.
+    pub gathered_on_device: Vec<String>,
+    pub decoded_on_device: Vec<String>,
+    pub on_cpu: Vec<String>,
+    /// Per repetition: the device round's wall time and its steps (read, decompress, decode,
+    /// keys, merge, gather, the CPU's columns).
+    pub device_wall: Vec<Duration>,
+    pub device_steps: Vec<[Duration; 7]>,
+    /// Per repetition: the CPU's wall time (parquet-rs's arrow reader, a file a core, then
+    /// `corank::merge` on the CPU engine), and its read alone.
+    pub cpu_wall: Vec<Duration>,
+    pub cpu_read: Vec<Duration>,
+}
+
+/// Measures the merge of sorted `files` by column `key` into Arrow batches in host memory:
+/// on CUDA device `device` through the device-resident round (`round.rs`), and on every CPU
+/// core (parquet-rs's arrow reader over the files in parallel, then `corank::merge` with the
+/// CPU engine). One checked run first (every column equal), then `reps` timed ones.
+pub fn merge_round(files: &[PathBuf], key: &str, device: usize, reps: usize) -> Result<MergeRound> {
+    use super::round::{merge_files_on_device, RoundOutcome};
+    use crate::options::{Engine, EngineOptions};
+    let keys = [crate::SortKey::new(key, arrow::compute::SortOptions::default())];
+    let device_round = || match merge_files_on_device(device, files, &keys, &EngineOptions::default())? {
+        RoundOutcome::Merged(r) => Ok(r),
+        RoundOutcome::Declined(why) => Err(Error::GpuUnavailable(format!("the device round declined: {why}"))),
+    };
+    let read_file = |p: &PathBuf| -> Result<arrow::array::RecordBatch> {
+        let f = std::fs::File::open(p).map_err(|e| Error::Io { path: Some(p.clone()), context: "opening".into(), source: e })?;
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+            .and_then(|b| b.with_batch_size(1 << 20).build())
+            .map_err(|e| Error::Parquet { path: Some(p.clone()), context: "reading".into(), source: e })?;
+        let schema = arrow::array::RecordBatchReader::schema(&reader);
+        let batches: Vec<_> = reader.collect::<std::result::Result<_, _>>()?;
+        Ok(arrow::compute::concat_batches(&schema, &batches)?)
+    };
+    let cpu_round = || -> Result<(Vec<arrow::array::RecordBatch>, Duration)> {
+        let t = Instant::now();
+        let runs: Vec<_> = files.par_iter().map(read_file).collect::<Result<_>>()?;
+        let read = t.elapsed();
+        let rows = runs.iter().map(|r| r.num_rows()).sum::<usize>().max(1);
+        let options = crate::MergeOptions::default().with_engine(Engine::Cpu).with_batch_size(rows);
+        Ok((crate::merge(&runs, &keys, &options)?, read))
+    };
+    let r = device_round()?;
+    let (cpu, _) = cpu_round()?;
+    let want = arrow::compute::concat_batches(&r.batch.schema(), &cpu)?;
+    if want.num_rows() != r.batch.num_rows() || (0..want.num_columns()).any(|c| want.column(c).to_data() != r.batch.column(c).to_data()) {
+        return Err(Error::Internal("the device round's merge differs from the CPU's".into()));
+    }
+    let mut m = MergeRound {
+        rows: want.num_rows(),
+        gathered_on_device: r.gathered_on_device.clone(),
+        decoded_on_device: r.decoded_on_device.clone(),
+        on_cpu: r.on_cpu.clone(),
+        ..MergeRound::default()
+    };
+    drop((r, cpu, want));
+    for _ in 0..reps {
+        let t = Instant::now();
+        let r = device_round()?;
+        m.device_wall.push(t.elapsed());
+        let s = r.timings;
+        m.device_steps.push([s.read, s.decompress, s.decode, s.keys, s.merge, s.gather, s.cpu_columns]);
+        drop(r);
+        let t = Instant::now();
+        let (out, read) = cpu_round()?;
+        m.cpu_wall.push(t.elapsed());
+        m.cpu_read.push(read);
+        drop(out);
+    }
+    Ok(m)
+}

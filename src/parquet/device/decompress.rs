@@ -66,7 +66,6 @@ pub(crate) struct ColumnChunk<'a> {
 
 impl ColumnChunk<'_> {
     /// A copy (its bytes shared).
-    #[cfg(test)]
     pub fn clone_chunk(&self) -> Self {
         ColumnChunk {
             file: self.file.clone(),

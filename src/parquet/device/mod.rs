@@ -22,6 +22,9 @@
 //! offsets and values, FIXED_LEN_BYTE_ARRAY (FixedSizeBinary, Decimal128), and
 //! DELTA_BINARY_PACKED integers ([`delta`]), in the same modules.
 //!
+//! Stage 3: sorted files merged with their columns decoded, keyed, merged and gathered on
+//! the device ([`round`]; the device's part is `engine/resident_job.rs`).
+//!
 //! Stage 4, first slice: a CPU reference of a page encoder for flat fixed-width columns,
 //! in the shape a kernel would take, no kernel yet ([`encode_plan`]: the pages;
 //! [`encode_cpu`]: a page's levels, values, statistics; [`thrift_write`]: its header;
@@ -45,6 +48,7 @@ pub(crate) mod encode_file;
 pub(crate) mod encode_plan;
 pub(crate) mod hybrid;
 pub(crate) mod page_table;
+pub(crate) mod round;
 pub(crate) mod stream_header;
 pub(crate) mod thrift;
 pub(crate) mod thrift_write;
@@ -53,6 +57,8 @@ pub(crate) mod thrift_write;
 mod decode_tests;
 #[cfg(test)]
 mod encode_tests;
+#[cfg(test)]
+mod round_tests;
 #[cfg(test)]
 mod tests;
 

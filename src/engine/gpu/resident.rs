@@ -1,0 +1,212 @@
+//! A merge round on columns that already live on the device (issue 69, stage 3; the job and
+//! its invariants: `engine/resident_job.rs`): keys encoded there, merged there, payload
+//! gathered there; the permutation and the gathered columns come down.
+//!
+//! Everything runs on the device's engine stream under its state lock, in order: the key
+//! programs up (one buffer, a segment's after the previous one's) and one
+//! `encode_fixed_keys` launch a non-empty segment, writing into the pool's input key slot
+//! at the segment's first row; the merge's levels (`merge::run_levels`, the same plan and
+//! kernels as a merge of host keys, reading that slot); the indices down; then a column at
+//! a time: its segments' values copied device to device into one buffer where they are not
+//! one stretch already, `gather_values` (and `gather_validity` from the segments' bitmaps
+//! where any has one) into a fresh buffer, an error word read, the result down.
+//!
+//! Invariants, enforced here: the job is checked before anything is launched; the merge
+//! must fit the device's free memory whole (no pieces: the caller merges on the CPU
+//! instead); an index past the input, which the gather kernels flag, is an error and no
+//! output.
+
+// Its callers are the tests and the device path under construction (issue 69).
+#![cfg_attr(not(test), allow(dead_code))]
+
+use super::context::{gpu, gpu_err, DevBuf, Gpu, Slot, State};
+use super::launch::{Args, Launcher};
+use super::manifest::{Entry, Family};
+use super::merge::{available_bytes, prepare, run_levels};
+use super::nvrtc::ModuleSpec;
+use super::plan::{device_bytes, nonempty_bounds};
+use super::transfer::upload_now;
+use super::GpuOptions;
+use crate::engine::key_job::{key_words, KeyFieldArg};
+use crate::engine::resident_job::{ResidentJob, ResidentOutput};
+use crate::permutation::Indices;
+use crate::{Error, Result};
+use cudarc::driver::result;
+use std::time::Instant;
+
+/// The blocks of a grid-stride launch of `work` threads' worth (the gather's kernels).
+fn grid(work: u64, threads: u32) -> u64 {
+    work.div_ceil(threads as u64).clamp(1, 1 << 16)
+}
+
+/// Runs `job` on its device (see the module doc). Call it off rayon's workers.
+pub(crate) fn merge_resident(job: &ResidentJob, options: &GpuOptions) -> Result<ResidentOutput> {
+    job.check()?;
+    let g = gpu(job.device)?;
+    g.with_state(|st| {
+        let out = run(g, st, job, options);
+        st.trim(); // everything is down: the device is idle
+        out
+    })
+}
+
+fn run(g: &Gpu, st: &mut State, job: &ResidentJob, options: &GpuOptions) -> Result<ResidentOutput> {
+    let n = job.rows();
+    let wide = n > u32::MAX as usize || options.force_u64_indices;
+    let words = key_words(job.bits);
+    let kb = if words == 0 { 4 } else { 8 * words as usize };
+    let stream = g.cu_stream();
+    // SAFETY: the engine stream of the device bound to this thread (`with_state`).
+    let sync = |what: &'static str| unsafe { result::stream::synchronize(stream) }.map_err(gpu_err(what));
+
+    // Keys: every segment's at its first row of one buffer.
+    let t = Instant::now();
+    let keys0 = st.buffer(Slot::Keys0, n * kb)?;
+    let program: Vec<KeyFieldArg> = job.segments.iter().flat_map(|s| s.keys.iter().copied()).collect();
+    let descs = DevBuf::new(std::mem::size_of_val(&program[..]).max(8))?;
+    upload_now(stream, &program, descs.ptr)?;
+    let decode = st.module(g, ModuleSpec { family: Family::Decode, key_bytes: 8, index_bits: 32 })?;
+    let launcher = Launcher { module: &decode, stream };
+    let starts = job.segment_starts();
+    let mut field = 0usize;
+    for (s, &start) in job.segments.iter().zip(&starts) {
+        let nf = s.keys.len();
+        if s.rows > 0 {
+            let args = Args::EncodeKeys {
+                fields: descs.ptr + (field * std::mem::size_of::<KeyFieldArg>()) as u64,
+                nfields: nf as u32,
+                rows: s.rows as u64,
+                out: keys0 + (start * kb) as u64,
+                words,
+            };
+            launcher.launch(Entry::EncodeFixedKeys, (s.rows as u64).div_ceil(decode.policy.threads as u64), args)?;
+        }
+        field += nf;
+    }
+    sync("encoding keys")?;
+    drop(descs);
+    let keys = t.elapsed();
+
+    // The merge: its indices stay on the device for the gather.
+    let t = Instant::now();
+    let ib = if wide { 8 } else { 4 };
+    let bounds = nonempty_bounds(n, &job.run_offsets())?;
+    let identity;
+    let idx = if bounds.len() <= 2 {
+        // Zero or one non-empty run: the order is the rows' own.
+        identity = DevBuf::new((n * ib).max(16))?;
+        if wide {
+            upload_now(stream, &(0..n as u64).collect::<Vec<u64>>(), identity.ptr)?;
+        } else {
+            upload_now(stream, &(0..n as u32).collect::<Vec<u32>>(), identity.ptr)?;
+        }
+        identity.ptr
+    } else {
+        let planned = prepare(g, st, kb, bounds, options.kernel, wide)?;
+        let need = device_bytes(kb, ib, n, &planned.levels);
+        let have = available_bytes(st, options)?;
+        if need > have {
+            return Err(Error::Gpu(format!(
+                "a device-resident merge of {n} keys needs {need} bytes of device memory, {have} are available; merge on the CPU"
+            )));
+        }
+        run_levels(g, st, &planned, n, keys0, 0, &[], None)?.idx
+    };
+    let mut host_idx = vec![0u8; n * ib];
+    sync("merging")?;
+    if n > 0 {
+        // SAFETY: `idx` holds `n` indices of `ib` bytes, written by the finished stream.
+        unsafe { result::memcpy_dtoh_sync(&mut host_idx, idx) }.map_err(gpu_err("downloading the indices"))?;
+    }
+    let indices = if wide {
+        Indices::U64(host_idx.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect())
+    } else {
+        Indices::U32(host_idx.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect())
+    };
+    drop(host_idx);
+    let merge = t.elapsed();
+
+    // The gather, a column at a time.
+    let t = Instant::now();
+    let gather_module = st.module(g, ModuleSpec { family: Family::Gather, key_bytes: 8, index_bits: 32 })?;
+    let launcher = Launcher { module: &gather_module, stream };
+    let threads = gather_module.policy.threads;
+    let error = DevBuf::new(16)?;
+    let mut columns = Vec::with_capacity(job.widths.len());
+    for (c, &w) in job.widths.iter().enumerate() {
+        // SAFETY: the error word is the first 4 bytes of `error`.
+        unsafe { result::memset_d8_async(error.ptr, 0, 4, stream) }.map_err(gpu_err("clearing the error word"))?;
+        let concat;
+        let src = match job.contiguous(c) {
+            Some(at) => at,
+            None => {
+                concat = DevBuf::new((n * w).max(16))?;
+                for (s, &start) in job.segments.iter().zip(&starts) {
+                    if s.rows > 0 {
+                        // SAFETY: the segment's values are `rows * w` bytes on this device
+                        // (the job's promise), copied into their place in `concat`.
+                        unsafe { result::memcpy_dtod_async(concat.ptr + (start * w) as u64, s.columns[c].values, s.rows * w, stream) }
+                            .map_err(gpu_err("gathering a column's segments"))?;
+                    }
+                }
+                concat.ptr
+            }
+        };
+        let values = DevBuf::new((n * w).max(16))?;
+        let per_thread = if w <= 2 { 4 } else { 1 };
+        let args = Args::GatherValues { src, dst: values.ptr, idx, n: n as u64, total: n as u64, width: w as u32, error: error.ptr, wide };
+        let entry = if wide { Entry::GatherValues64 } else { Entry::GatherValues32 };
+        launcher.launch(entry, grid((n as u64).div_ceil(per_thread), threads), args)?;
+        let words32 = n.div_ceil(32);
+        let bits = match job.validity_table(c) {
+            Some((base, table)) => {
+                let table_buf = DevBuf::new(table.len() * 8)?;
+                upload_now(stream, &table, table_buf.ptr)?;
+                let out = DevBuf::new((words32 * 4).max(16))?;
+                let args = Args::GatherValidity {
+                    bits: base,
+                    runs: table_buf.ptr,
+                    nruns: job.segments.len() as u32,
+                    out: out.ptr,
+                    idx,
+                    n: n as u64,
+                    total: n as u64,
+                    error: error.ptr,
+                    wide,
+                };
+                let entry = if wide { Entry::GatherValidity64 } else { Entry::GatherValidity32 };
+                launcher.launch(entry, grid(words32.div_ceil(32) as u64 * 32, threads), args)?;
+                sync("gathering a column's validity")?;
+                Some((out, table_buf))
+            }
+            None => None,
+        };
+        sync("gathering a column")?;
+        let mut word = [0u32; 1];
+        // SAFETY: 4 bytes of the error word, written by the finished stream.
+        unsafe { result::memcpy_dtoh_sync(&mut word, error.ptr) }.map_err(gpu_err("reading the error word"))?;
+        if word[0] != 0 {
+            return Err(Error::Internal(format!("the device gather of a resident round read past its input (error word {})", word[0])));
+        }
+        let mut host = vec![0u8; n * w];
+        if n > 0 {
+            // SAFETY: `values` holds `n * w` bytes written by the finished stream.
+            unsafe { result::memcpy_dtoh_sync(&mut host, values.ptr) }.map_err(gpu_err("downloading a gathered column"))?;
+        }
+        let bitmap = match bits {
+            Some((out, _table)) => {
+                let mut b = vec![0u8; n.div_ceil(8)];
+                if n > 0 {
+                    // SAFETY: `out` holds `words32 * 4 >= ceil(n / 8)` bytes written by the
+                    // finished stream.
+                    unsafe { result::memcpy_dtoh_sync(&mut b, out.ptr) }.map_err(gpu_err("downloading a gathered bitmap"))?;
+                }
+                Some(b)
+            }
+            None => None,
+        };
+        columns.push((host, bitmap));
+    }
+    let gather = t.elapsed();
+    Ok(ResidentOutput { indices, columns, keys, merge, gather })
+}

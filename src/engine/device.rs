@@ -230,6 +230,11 @@ impl DecodedOnDevice {
         match self.never {}
     }
 
+    /// The byte array values buffer's device address.
+    pub fn data_ptr(&self) -> Option<u64> {
+        match self.never {}
+    }
+
     /// Part of the output copied to host memory.
     pub fn range_to_host(&self, _at: usize, _len: usize) -> Result<Vec<u8>> {
         match self.never {}

@@ -14,8 +14,10 @@
 //! row (`cuda/key_encode.cu`); the runs merged on those keys (the co-rank levels of
 //! `engine/gpu/merge.rs`, whose input keys may be any device buffer); each payload column's
 //! segments concatenated where they are not already contiguous, then gathered in the
-//! merge's order (`cuda/gather.cu`, values and validity). What comes down: the permutation
-//! (for the columns the device does not hold) and the gathered columns.
+//! merge's order (`cuda/gather.cu`, values and validity); each byte array column gathered
+//! from its segments' offsets and values (`cuda/gather_bytes.cu`: lengths, a scan, a copy).
+//! What comes down: the permutation (for the columns the device does not hold) and the
+//! gathered columns.
 //!
 //! Invariants, checked by [`ResidentJob::check`] before anything runs: every run is a
 //! non-empty, in-order stretch of segments covering them all; every segment has one key
@@ -40,13 +42,38 @@ pub(crate) struct SegmentColumn {
     pub validity: Option<u64>,
 }
 
+/// Where one segment's byte array column is on the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SegmentBytes {
+    /// `rows + 1` offsets of the column's offset width, from the first value byte.
+    pub offsets: u64,
+    /// The first value byte.
+    pub values: u64,
+    pub validity: Option<u64>,
+}
+
+/// `cuda/gather_bytes.cu`'s `ByteSegment`, field for field: one segment of a byte array
+/// column in the kernels' segment table.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ByteSegmentArg {
+    pub offsets: u64,
+    pub values: u64,
+    pub offset_width: u32,
+    pub pad: u32,
+}
+
+// The layout cuda/gather_bytes.cu asserts for `ByteSegment`.
+const _: () = assert!(std::mem::size_of::<ByteSegmentArg>() == 24);
+
 /// One segment: its rows, its key program, and its payload columns' addresses (one per
-/// [`ResidentJob::widths`] entry).
+/// [`ResidentJob::widths`] entry, one per [`ResidentJob::offset_widths`] entry).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Segment {
     pub rows: usize,
     pub keys: Vec<KeyFieldArg>,
     pub columns: Vec<SegmentColumn>,
+    pub bytes: Vec<SegmentBytes>,
 }
 
 /// A device-resident merge round.
@@ -61,6 +88,8 @@ pub(crate) struct ResidentJob {
     pub bits: u32,
     /// Each payload column's value width in bytes.
     pub widths: Vec<usize>,
+    /// Each byte array column's offset width (4 or 8), in its segments and in the output.
+    pub offset_widths: Vec<u32>,
 }
 
 /// What comes down from a round.
@@ -71,10 +100,22 @@ pub(crate) struct ResidentOutput {
     /// Each payload column gathered: `rows * width` bytes of values, and its validity
     /// bitmap (`rows` bits, Arrow's order, whole bytes) where any segment has one.
     pub columns: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    /// Each byte array column gathered.
+    pub bytes: Vec<GatheredBytes>,
     /// Wall times on the host: keys encoded, merged, gathered (each waited for).
     pub keys: std::time::Duration,
     pub merge: std::time::Duration,
     pub gather: std::time::Duration,
+}
+
+/// A byte array column gathered, in Arrow's layout.
+#[derive(Debug)]
+pub(crate) struct GatheredBytes {
+    /// `rows + 1` offsets of the column's offset width, from 0.
+    pub offsets: Vec<u8>,
+    pub values: Vec<u8>,
+    /// The validity bitmap where any segment has one.
+    pub validity: Option<Vec<u8>>,
 }
 
 impl ResidentJob {
@@ -121,6 +162,9 @@ impl ResidentJob {
         if let Some(&w) = self.widths.iter().find(|&&w| !gathers(w)) {
             return bad(format!("a payload column of width {w}"));
         }
+        if let Some(&w) = self.offset_widths.iter().find(|&&w| w != 4 && w != 8) {
+            return bad(format!("a byte array column of offset width {w}"));
+        }
         let shape: Vec<(u32, u32, u32)> = self.segments.first().map_or(Vec::new(), |s| s.keys.iter().map(field_shape).collect());
         if shape.is_empty() && n > 0 {
             return bad("no key field".into());
@@ -129,8 +173,8 @@ impl ResidentJob {
             if s.keys.iter().map(field_shape).collect::<Vec<_>>() != shape {
                 return bad(format!("segment {i}'s key program differs from segment 0's"));
             }
-            if s.columns.len() != self.widths.len() {
-                return bad(format!("segment {i} has {} payload columns, not {}", s.columns.len(), self.widths.len()));
+            if s.columns.len() != self.widths.len() || s.bytes.len() != self.offset_widths.len() {
+                return bad(format!("segment {i} has {} payload and {} byte array columns", s.columns.len(), s.bytes.len()));
             }
             if s.rows == 0 {
                 continue; // nothing is read
@@ -141,7 +185,9 @@ impl ResidentJob {
                     return bad(format!("segment {i}'s key field {f} has no values or does not fit the key"));
                 }
             }
-            if s.columns.iter().any(|c| c.values == 0 || c.validity == Some(0)) {
+            if s.columns.iter().any(|c| c.values == 0 || c.validity == Some(0))
+                || s.bytes.iter().any(|b| b.offsets == 0 || b.values == 0 || b.validity == Some(0))
+            {
                 return bad(format!("segment {i} has a payload column at address 0"));
             }
         }
@@ -153,13 +199,32 @@ impl ResidentJob {
     /// position from `base` (the lowest of the segments' bitmap addresses, returned first),
     /// or `!0` for a segment without one. `None` where no segment has a bitmap.
     pub fn validity_table(&self, c: usize) -> Option<(u64, Vec<u64>)> {
-        let base = self.segments.iter().filter(|s| s.rows > 0).filter_map(|s| s.columns[c].validity).min()?;
+        self.table_of(|s| s.columns[c].validity)
+    }
+
+    /// [`Self::validity_table`] of byte array column `c`.
+    pub fn bytes_validity_table(&self, c: usize) -> Option<(u64, Vec<u64>)> {
+        self.table_of(|s| s.bytes[c].validity)
+    }
+
+    fn table_of(&self, validity: impl Fn(&Segment) -> Option<u64>) -> Option<(u64, Vec<u64>)> {
+        let base = self.segments.iter().filter(|s| s.rows > 0).filter_map(&validity).min()?;
         let mut table: Vec<u64> = self.segment_starts().iter().map(|&r| r as u64).collect();
-        table.extend(self.segments.iter().map(|s| match s.columns[c].validity {
+        table.extend(self.segments.iter().map(|s| match validity(s) {
             Some(v) if s.rows > 0 => (v - base) * 8,
             _ => !0,
         }));
         Some((base, table))
+    }
+
+    /// The kernels' segment table of byte array column `c` (an empty segment's entry is
+    /// never read: `gather_run_of` gives a row the last segment starting at or before it).
+    pub fn byte_segments(&self, c: usize) -> Vec<ByteSegmentArg> {
+        let w = self.offset_widths[c];
+        self.segments
+            .iter()
+            .map(|s| ByteSegmentArg { offsets: s.bytes[c].offsets, values: s.bytes[c].values, offset_width: w, pad: 0 })
+            .collect()
     }
 
     /// Where payload column `c`'s values are one stretch of device memory already (every
@@ -184,6 +249,18 @@ fn field_shape(d: &KeyFieldArg) -> (u32, u32, u32) {
     (d.offset, d.bytes, d.flags)
 }
 
+/// The tile sizes of the byte gather's scan, level by level: level 0 is the `n` lengths,
+/// each next level the previous one's tile totals (`tile` items a tile), up to the first
+/// level of a single tile, whose total is the sum of all.
+pub(crate) fn scan_levels(n: usize, tile: usize) -> Vec<usize> {
+    let mut levels = vec![n];
+    while *levels.last().expect("one level") > tile {
+        let tiles = levels.last().expect("one level").div_ceil(tile);
+        levels.push(tiles);
+    }
+    levels
+}
+
 /// Whether `cuda/gather.cu`'s `gather_values` copies values of `width` bytes (any width,
 /// in the widest unit that divides it; a u32 argument, bounded here far below).
 pub(crate) fn gathers(width: usize) -> bool {
@@ -199,11 +276,12 @@ mod tests {
             rows,
             keys: vec![KeyFieldArg { values: values + 1, offset: 0, bytes: 8, flags: 0, ..Default::default() }],
             columns: vec![SegmentColumn { values, validity }],
+            bytes: vec![SegmentBytes { offsets: values + 2, values: values + 3, validity }],
         }
     }
 
     fn job(segments: Vec<Segment>, runs: Vec<usize>) -> ResidentJob {
-        ResidentJob { device: 0, segments, runs, bits: 64, widths: vec![8] }
+        ResidentJob { device: 0, segments, runs, bits: 64, widths: vec![8], offset_widths: vec![4] }
     }
 
     #[test]
@@ -218,6 +296,9 @@ mod tests {
         assert_eq!(table, vec![0, 3, 3, 5, 9, 0, !0, !0, 64]);
         // 1000 + 3 * 8 = 1024: the second non-empty segment follows the first; the third does not.
         assert_eq!(j.contiguous(0), None);
+        assert_eq!(j.bytes_validity_table(0), j.validity_table(0));
+        let segs = j.byte_segments(0);
+        assert_eq!(segs[3], ByteSegmentArg { offsets: 4098, values: 4099, offset_width: 4, pad: 0 });
         let j = job(vec![seg(3, 1000, None), seg(0, 7, None), seg(2, 1024, None)], vec![0, 3]);
         assert_eq!(j.contiguous(0), Some(1000));
         assert_eq!(j.validity_table(0), None);
@@ -252,5 +333,19 @@ mod tests {
         let mut j = ok();
         j.bits = 300;
         assert!(j.check().is_err(), "a key too wide");
+        let mut j = ok();
+        j.offset_widths = vec![2];
+        assert!(j.check().is_err(), "an offset width of 2");
+        let mut j = ok();
+        j.segments[0].bytes[0].values = 0;
+        assert!(j.check().is_err(), "byte values at 0");
+    }
+
+    #[test]
+    fn scan_levels_end_in_one_tile() {
+        assert_eq!(scan_levels(0, 2048), vec![0]);
+        assert_eq!(scan_levels(2048, 2048), vec![2048]);
+        assert_eq!(scan_levels(2049, 2048), vec![2049, 2]);
+        assert_eq!(scan_levels(2048 * 2048 + 1, 2048), vec![2048 * 2048 + 1, 2049, 2]);
     }
 }

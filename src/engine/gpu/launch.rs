@@ -89,6 +89,31 @@ pub(crate) enum Args {
     /// (an array of `key_job::KeyFieldArg`), `words` u64s a key to `out` (a u32 a key when
     /// `words` is 0) (cuda/key_encode.cu).
     EncodeKeys { fields: DevPtr, nfields: u32, rows: u64, out: DevPtr, words: u32 },
+    /// `gather_byte_lengths_i32/i64`: each of the `n` outputs' length to `lens` (u64s), from
+    /// the segment table `segs` (an array of `resident_job::ByteSegmentArg`) and its
+    /// `starts` (cuda/gather_bytes.cu).
+    GatherByteLengths { segs: DevPtr, starts: DevPtr, nsegs: u32, idx: DevPtr, n: u64, total: u64, lens: DevPtr, error: DevPtr, wide: bool },
+    /// `scan_blocks_u64`: the `n` u64s at `data` scanned in place a tile a block, each
+    /// tile's total to `sums`.
+    ScanBlocks { data: DevPtr, n: u64, sums: DevPtr },
+    /// `scan_add_u64`: each tile's start in `sums` added to its items.
+    ScanAdd { data: DevPtr, n: u64, sums: DevPtr },
+    /// `gather_byte_copy_i32/i64`: each output's bytes to `values` at its start in
+    /// `out_starts`, its offset (`offset_width` bytes) to `offsets`, and the total last.
+    GatherByteCopy {
+        segs: DevPtr,
+        starts: DevPtr,
+        nsegs: u32,
+        idx: DevPtr,
+        n: u64,
+        total: u64,
+        out_starts: DevPtr,
+        grand_total: u64,
+        values: DevPtr,
+        offsets: DevPtr,
+        offset_width: u32,
+        wide: bool,
+    },
 }
 
 impl Args {
@@ -106,6 +131,10 @@ impl Args {
             Args::SortTiles { .. } => Params::SortTiles,
             Args::DecodePages { .. } => Params::DecodePages,
             Args::EncodeKeys { .. } => Params::EncodeKeys,
+            Args::GatherByteLengths { wide, .. } => Params::GatherByteLengths { wide: *wide },
+            Args::ScanBlocks { .. } => Params::ScanBlocks,
+            Args::ScanAdd { .. } => Params::ScanAdd,
+            Args::GatherByteCopy { wide, .. } => Params::GatherByteCopy { wide: *wide },
         }
     }
 }
@@ -165,6 +194,38 @@ impl Launcher<'_> {
                 vec![arg(input), arg(input_len), arg(pages), arg(npages), arg(errors)]
             }
             Args::EncodeKeys { fields, nfields, rows, out, words } => vec![arg(fields), arg(nfields), arg(rows), arg(out), arg(words)],
+            Args::GatherByteLengths { segs, starts, nsegs, idx, n, total, lens, error, wide: _ } => {
+                vec![arg(segs), arg(starts), arg(nsegs), arg(idx), arg(n), arg(total), arg(lens), arg(error)]
+            }
+            Args::ScanBlocks { data, n, sums } | Args::ScanAdd { data, n, sums } => vec![arg(data), arg(n), arg(sums)],
+            Args::GatherByteCopy {
+                segs,
+                starts,
+                nsegs,
+                idx,
+                n,
+                total,
+                out_starts,
+                grand_total,
+                values,
+                offsets,
+                offset_width,
+                wide: _,
+            } => {
+                vec![
+                    arg(segs),
+                    arg(starts),
+                    arg(nsegs),
+                    arg(idx),
+                    arg(n),
+                    arg(total),
+                    arg(out_starts),
+                    arg(grand_total),
+                    arg(values),
+                    arg(offsets),
+                    arg(offset_width),
+                ]
+            }
         };
         // SAFETY: `f` is a function of the loaded `module`, which outlives this call. `ptrs`
         // holds one pointer per parameter of `entry`'s CUDA signature, each to a live local

@@ -21,6 +21,7 @@ const MERGE_TILED: &str = include_str!("../../../cuda/merge_tiled.cu");
 const MERGE_KWAY: &str = include_str!("../../../cuda/merge_kway.cu");
 const PARTITION: &str = include_str!("../../../cuda/partition.cu");
 const GATHER: &str = include_str!("../../../cuda/gather.cu");
+const GATHER_BYTES: &str = include_str!("../../../cuda/gather_bytes.cu");
 const REBASE: &str = include_str!("../../../cuda/rebase.cu");
 const SORT_TILES: &str = include_str!("../../../cuda/sort_tiles.cu");
 const PARQUET_DECODE: &str = include_str!("../../../cuda/parquet_decode.cu");
@@ -34,8 +35,9 @@ pub(crate) enum Family {
     Production,
     /// The book's basic and circular-buffer kernels.
     Book,
-    /// The payload gather (values and validity bitmaps, both index widths in one module;
-    /// built with key_bytes 8 and index_bits 32, which it does not read).
+    /// The payload gather (values and validity bitmaps, and a device-resident round's byte
+    /// arrays; both index widths in one module; built with key_bytes 8 and index_bits 32,
+    /// which it does not read).
     Gather,
     /// The tile level of the sort (its merge levels are the production module's).
     Sort,
@@ -63,7 +65,7 @@ impl Family {
         match self {
             Family::Production => &[COMMON, CTA_MERGE, CO_RANK, MERGE_TILED, MERGE_KWAY, PARTITION, REBASE],
             Family::Book => &[COMMON, CTA_MERGE, CO_RANK, MERGE_BASIC, MERGE_CIRCULAR],
-            Family::Gather => &[COMMON, GATHER],
+            Family::Gather => &[COMMON, GATHER, GATHER_BYTES],
             Family::Sort => &[COMMON, CTA_MERGE, CO_RANK, SORT_TILES],
             Family::Decode => &[COMMON, PARQUET_DECODE, KEY_ENCODE],
         }
@@ -76,7 +78,7 @@ impl Family {
                 &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "merge_tiled.cu", "merge_kway.cu", "partition.cu", "rebase.cu"]
             }
             Family::Book => &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "merge_basic.cu", "merge_circular.cu"],
-            Family::Gather => &["common.cuh", "gather.cu"],
+            Family::Gather => &["common.cuh", "gather.cu", "gather_bytes.cu"],
             Family::Sort => &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "sort_tiles.cu"],
             Family::Decode => &["common.cuh", "parquet_decode.cu", "key_encode.cu"],
         }
@@ -119,6 +121,17 @@ pub(crate) enum Params {
     DecodePages,
     /// `(const void *fields_arg, u32 nfields, u64 rows, void *out, u32 words)`
     EncodeKeys,
+    /// `(const void *segs, const u64 *starts, u32 nsegs, const u32 *idx, u64 n, u64 total,
+    /// u64 *lens, u32 *error)` (`const u64 *idx` when `wide`)
+    GatherByteLengths { wide: bool },
+    /// `(u64 *data, u64 n, u64 *sums)`
+    ScanBlocks,
+    /// `(u64 *data, u64 n, const u64 *sums)`
+    ScanAdd,
+    /// `(const void *segs, const u64 *starts, u32 nsegs, const u32 *idx, u64 n, u64 total,
+    /// const u64 *out_starts, u64 grand_total, u8 *values, void *offsets, u32 offset_width)`
+    /// (`const u64 *idx` when `wide`)
+    GatherByteCopy { wide: bool },
 }
 
 /// An entry point's shared memory.
@@ -161,6 +174,12 @@ pub(crate) enum Entry {
     ParquetBytesOffsets,
     ParquetBytesCopy,
     EncodeFixedKeys,
+    GatherByteLengths32,
+    GatherByteLengths64,
+    ScanBlocks,
+    ScanAdd,
+    GatherByteCopy32,
+    GatherByteCopy64,
 }
 
 /// What the host knows about one entry point.
@@ -180,7 +199,7 @@ const fn entry_point(entry: Entry, name: &'static str, family: Family, params: P
 
 /// Every entry point, in [`Entry`] order (the bench's kernel report lists them so).
 #[rustfmt::skip]
-pub(crate) const MANIFEST: [EntryPoint; 24] = {
+pub(crate) const MANIFEST: [EntryPoint; 30] = {
     use Family::{Book, Decode, Gather, Production, Sort};
     [
         entry_point(Entry::MergeBasic, "merge_basic", Book, Params::Level, Shared::Static),
@@ -207,6 +226,12 @@ pub(crate) const MANIFEST: [EntryPoint; 24] = {
         entry_point(Entry::ParquetBytesOffsets, "parquet_bytes_offsets", Decode, Params::DecodePages, Shared::Static),
         entry_point(Entry::ParquetBytesCopy, "parquet_bytes_copy", Decode, Params::DecodePages, Shared::Static),
         entry_point(Entry::EncodeFixedKeys, "encode_fixed_keys", Decode, Params::EncodeKeys, Shared::Static),
+        entry_point(Entry::GatherByteLengths32, "gather_byte_lengths_i32", Gather, Params::GatherByteLengths { wide: false }, Shared::Static),
+        entry_point(Entry::GatherByteLengths64, "gather_byte_lengths_i64", Gather, Params::GatherByteLengths { wide: true }, Shared::Static),
+        entry_point(Entry::ScanBlocks, "scan_blocks_u64", Gather, Params::ScanBlocks, Shared::Static),
+        entry_point(Entry::ScanAdd, "scan_add_u64", Gather, Params::ScanAdd, Shared::Static),
+        entry_point(Entry::GatherByteCopy32, "gather_byte_copy_i32", Gather, Params::GatherByteCopy { wide: false }, Shared::Static),
+        entry_point(Entry::GatherByteCopy64, "gather_byte_copy_i64", Gather, Params::GatherByteCopy { wide: true }, Shared::Static),
     ]
 };
 
@@ -320,6 +345,16 @@ mod tests {
                     Params::SortTiles => "Key *keys, index_t *idx, u64 n",
                     Params::DecodePages => "const u8 *input, u64 input_len, const void *pages, u32 npages, u32 *errors",
                     Params::EncodeKeys => "const void *fields_arg, u32 nfields, u64 rows, void *out, u32 words",
+                    Params::GatherByteLengths { wide: false } => {
+                        "const void *segs, const u64 *starts, u32 nsegs, const u32 *idx, u64 n, u64 total, u64 *lens, u32 *error"
+                    }
+                    Params::GatherByteLengths { wide: true } => {
+                        "const void *segs, const u64 *starts, u32 nsegs, const u64 *idx, u64 n, u64 total, u64 *lens, u32 *error"
+                    }
+                    Params::ScanBlocks => "u64 *data, u64 n, u64 *sums",
+                    Params::ScanAdd => "u64 *data, u64 n, const u64 *sums",
+                    Params::GatherByteCopy { wide: false } => "const void *segs, const u64 *starts, u32 nsegs, const u32 *idx, u64 n, u64 total, const u64 *out_starts, u64 grand_total, u8 *values, void *offsets, u32 offset_width",
+                    Params::GatherByteCopy { wide: true } => "const void *segs, const u64 *starts, u32 nsegs, const u64 *idx, u64 n, u64 total, const u64 *out_starts, u64 grand_total, u8 *values, void *offsets, u32 offset_width",
                 };
                 let found = defined.iter().find(|(n, _)| n == e.name);
                 assert_eq!(found.map(|(_, p)| p.as_str()), Some(expected), "{} in the {} sources", e.name, f.name());

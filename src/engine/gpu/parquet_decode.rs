@@ -68,6 +68,11 @@ impl DecodedOnDevice {
         self.buf.as_ref().expect("held until drop").ptr
     }
 
+    /// The byte array values buffer's device address, where there is one.
+    pub fn data_ptr(&self) -> Option<u64> {
+        self.data.as_ref().map(|d| d.ptr)
+    }
+
     /// `len` bytes of the output from byte `at` copied to host memory.
     pub fn range_to_host(&self, at: usize, len: usize) -> Result<Vec<u8>> {
         let buf = self.buf.as_ref().expect("held until drop");

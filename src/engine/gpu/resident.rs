@@ -28,7 +28,7 @@ use super::plan::{device_bytes, nonempty_bounds};
 use super::transfer::upload_now;
 use super::GpuOptions;
 use crate::engine::key_job::{key_words, KeyFieldArg};
-use crate::engine::resident_job::{ResidentJob, ResidentOutput};
+use crate::engine::resident_job::{scan_levels, GatheredBytes, ResidentJob, ResidentOutput};
 use crate::permutation::Indices;
 use crate::{Error, Result};
 use cudarc::driver::result;
@@ -129,13 +129,17 @@ fn run(g: &Gpu, st: &mut State, job: &ResidentJob, options: &GpuOptions) -> Resu
     // The gather, a column at a time.
     let t = Instant::now();
     let gather_module = st.module(g, ModuleSpec { family: Family::Gather, key_bytes: 8, index_bits: 32 })?;
-    let launcher = Launcher { module: &gather_module, stream };
-    let threads = gather_module.policy.threads;
-    let error = DevBuf::new(16)?;
+    let lane = Lane {
+        launcher: Launcher { module: &gather_module, stream },
+        threads: gather_module.policy.threads,
+        idx,
+        n,
+        wide,
+        error: DevBuf::new(16)?,
+    };
     let mut columns = Vec::with_capacity(job.widths.len());
     for (c, &w) in job.widths.iter().enumerate() {
-        // SAFETY: the error word is the first 4 bytes of `error`.
-        unsafe { result::memset_d8_async(error.ptr, 0, 4, stream) }.map_err(gpu_err("clearing the error word"))?;
+        lane.clear_error()?;
         let concat;
         let src = match job.contiguous(c) {
             Some(at) => at,
@@ -154,59 +158,189 @@ fn run(g: &Gpu, st: &mut State, job: &ResidentJob, options: &GpuOptions) -> Resu
         };
         let values = DevBuf::new((n * w).max(16))?;
         let per_thread = if w <= 2 { 4 } else { 1 };
-        let args = Args::GatherValues { src, dst: values.ptr, idx, n: n as u64, total: n as u64, width: w as u32, error: error.ptr, wide };
+        let args =
+            Args::GatherValues { src, dst: values.ptr, idx, n: n as u64, total: n as u64, width: w as u32, error: lane.error.ptr, wide };
         let entry = if wide { Entry::GatherValues64 } else { Entry::GatherValues32 };
-        launcher.launch(entry, grid((n as u64).div_ceil(per_thread), threads), args)?;
-        let words32 = n.div_ceil(32);
-        let bits = match job.validity_table(c) {
-            Some((base, table)) => {
-                let table_buf = DevBuf::new(table.len() * 8)?;
-                upload_now(stream, &table, table_buf.ptr)?;
-                let out = DevBuf::new((words32 * 4).max(16))?;
-                let args = Args::GatherValidity {
-                    bits: base,
-                    runs: table_buf.ptr,
-                    nruns: job.segments.len() as u32,
-                    out: out.ptr,
-                    idx,
-                    n: n as u64,
-                    total: n as u64,
-                    error: error.ptr,
-                    wide,
-                };
-                let entry = if wide { Entry::GatherValidity64 } else { Entry::GatherValidity32 };
-                launcher.launch(entry, grid(words32.div_ceil(32) as u64 * 32, threads), args)?;
-                sync("gathering a column's validity")?;
-                Some((out, table_buf))
-            }
-            None => None,
-        };
-        sync("gathering a column")?;
+        lane.launcher.launch(entry, grid((n as u64).div_ceil(per_thread), lane.threads), args)?;
+        let bits = lane.validity(job, job.validity_table(c))?;
+        lane.finish("gathering a column")?;
+        columns.push((down(&values, n * w, "downloading a gathered column")?, bits.map(|b| b.down(n)).transpose()?));
+    }
+    let mut bytes = Vec::with_capacity(job.offset_widths.len());
+    for (c, &ow) in job.offset_widths.iter().enumerate() {
+        lane.clear_error()?;
+        bytes.push(lane.gather_bytes(job, c, ow, &starts)?);
+    }
+    let gather = t.elapsed();
+    Ok(ResidentOutput { indices, columns, bytes, keys, merge, gather })
+}
+
+/// `len` bytes of `buf` copied to host memory (its stream finished).
+fn down(buf: &DevBuf, len: usize, what: &'static str) -> Result<Vec<u8>> {
+    let mut host = vec![0u8; len];
+    if len > 0 {
+        // SAFETY: `buf` holds at least `len` bytes, written by a finished stream.
+        unsafe { result::memcpy_dtoh_sync(&mut host, buf.ptr) }.map_err(gpu_err(what))?;
+    }
+    Ok(host)
+}
+
+/// A gathered validity bitmap on the device, with the run table its kernel read.
+struct Bits {
+    out: DevBuf,
+    _table: DevBuf,
+}
+
+impl Bits {
+    fn down(self, n: usize) -> Result<Vec<u8>> {
+        down(&self.out, n.div_ceil(8), "downloading a gathered bitmap")
+    }
+}
+
+/// The gather's launches on the engine stream: the merge's indices, the error word.
+struct Lane<'a> {
+    launcher: Launcher<'a>,
+    threads: u32,
+    idx: u64,
+    n: usize,
+    wide: bool,
+    error: DevBuf,
+}
+
+impl Lane<'_> {
+    fn clear_error(&self) -> Result<()> {
+        // SAFETY: the error word is the first 4 bytes of `error`, on this stream.
+        unsafe { result::memset_d8_async(self.error.ptr, 0, 4, self.launcher.stream) }.map_err(gpu_err("clearing the error word"))
+    }
+
+    fn sync(&self, what: &'static str) -> Result<()> {
+        // SAFETY: the engine stream of the device bound to this thread.
+        unsafe { result::stream::synchronize(self.launcher.stream) }.map_err(gpu_err(what))
+    }
+
+    /// Waits for the column's kernels and reads the error word: an index past the input is
+    /// an error, never an output.
+    fn finish(&self, what: &'static str) -> Result<()> {
+        self.sync(what)?;
         let mut word = [0u32; 1];
         // SAFETY: 4 bytes of the error word, written by the finished stream.
-        unsafe { result::memcpy_dtoh_sync(&mut word, error.ptr) }.map_err(gpu_err("reading the error word"))?;
+        unsafe { result::memcpy_dtoh_sync(&mut word, self.error.ptr) }.map_err(gpu_err("reading the error word"))?;
         if word[0] != 0 {
             return Err(Error::Internal(format!("the device gather of a resident round read past its input (error word {})", word[0])));
         }
-        let mut host = vec![0u8; n * w];
-        if n > 0 {
-            // SAFETY: `values` holds `n * w` bytes written by the finished stream.
-            unsafe { result::memcpy_dtoh_sync(&mut host, values.ptr) }.map_err(gpu_err("downloading a gathered column"))?;
-        }
-        let bitmap = match bits {
-            Some((out, _table)) => {
-                let mut b = vec![0u8; n.div_ceil(8)];
-                if n > 0 {
-                    // SAFETY: `out` holds `words32 * 4 >= ceil(n / 8)` bytes written by the
-                    // finished stream.
-                    unsafe { result::memcpy_dtoh_sync(&mut b, out.ptr) }.map_err(gpu_err("downloading a gathered bitmap"))?;
-                }
-                Some(b)
-            }
-            None => None,
-        };
-        columns.push((host, bitmap));
+        Ok(())
     }
-    let gather = t.elapsed();
-    Ok(ResidentOutput { indices, columns, keys, merge, gather })
+
+    /// Queues the validity gather of a column whose segments' bitmaps `table` describes
+    /// (`ResidentJob::validity_table`); `None` where no segment has one.
+    fn validity(&self, job: &ResidentJob, table: Option<(u64, Vec<u64>)>) -> Result<Option<Bits>> {
+        let Some((base, table)) = table else { return Ok(None) };
+        let n = self.n;
+        let table_buf = DevBuf::new(table.len() * 8)?;
+        upload_now(self.launcher.stream, &table, table_buf.ptr)?;
+        let words32 = n.div_ceil(32);
+        let out = DevBuf::new((words32 * 4).max(16))?;
+        let args = Args::GatherValidity {
+            bits: base,
+            runs: table_buf.ptr,
+            nruns: job.segments.len() as u32,
+            out: out.ptr,
+            idx: self.idx,
+            n: n as u64,
+            total: n as u64,
+            error: self.error.ptr,
+            wide: self.wide,
+        };
+        let entry = if self.wide { Entry::GatherValidity64 } else { Entry::GatherValidity32 };
+        self.launcher.launch(entry, grid(words32.div_ceil(32) as u64 * 32, self.threads), args)?;
+        Ok(Some(Bits { out, _table: table_buf }))
+    }
+
+    /// Byte array column `c` gathered: lengths, their scan into output starts (level by
+    /// level, `resident_job::scan_levels`), the copy; then offsets, values and bitmap down.
+    fn gather_bytes(&self, job: &ResidentJob, c: usize, offset_width: u32, starts: &[usize]) -> Result<GatheredBytes> {
+        let (n, stream, wide) = (self.n, self.launcher.stream, self.wide);
+        let segs = job.byte_segments(c);
+        let segs_buf = DevBuf::new(std::mem::size_of_val(&segs[..]).max(8))?;
+        upload_now(stream, &segs, segs_buf.ptr)?;
+        let starts64: Vec<u64> = starts.iter().map(|&s| s as u64).collect();
+        let starts_buf = DevBuf::new(starts64.len() * 8)?;
+        upload_now(stream, &starts64, starts_buf.ptr)?;
+        let nsegs = job.segments.len() as u32;
+        // Lengths, scanned in place into each output row's first byte.
+        let levels = scan_levels(n, self.threads as usize * SCAN_ITEMS);
+        let bufs: Vec<DevBuf> = levels.iter().map(|&k| DevBuf::new((k * 8).max(16))).collect::<Result<_>>()?;
+        let total_buf = DevBuf::new(16)?;
+        let args = Args::GatherByteLengths {
+            segs: segs_buf.ptr,
+            starts: starts_buf.ptr,
+            nsegs,
+            idx: self.idx,
+            n: n as u64,
+            total: n as u64,
+            lens: bufs[0].ptr,
+            error: self.error.ptr,
+            wide,
+        };
+        let entry = if wide { Entry::GatherByteLengths64 } else { Entry::GatherByteLengths32 };
+        self.launcher.launch(entry, grid(n as u64, self.threads), args)?;
+        let tile = self.threads as usize * SCAN_ITEMS;
+        for (l, &k) in levels.iter().enumerate() {
+            // Each level's tile totals go to the next level's buffer; the last level's one
+            // tile total is the values' size.
+            let sums = bufs.get(l + 1).map_or(total_buf.ptr, |b| b.ptr);
+            self.launcher.launch(
+                Entry::ScanBlocks,
+                k.div_ceil(tile).max(1) as u64,
+                Args::ScanBlocks { data: bufs[l].ptr, n: k as u64, sums },
+            )?;
+        }
+        for l in (0..levels.len().saturating_sub(1)).rev() {
+            let k = levels[l];
+            self.launcher.launch(
+                Entry::ScanAdd,
+                k.div_ceil(tile) as u64,
+                Args::ScanAdd { data: bufs[l].ptr, n: k as u64, sums: bufs[l + 1].ptr },
+            )?;
+        }
+        self.sync("scanning a byte array column's lengths")?;
+        let mut total = [0u64; 1];
+        // SAFETY: the first 8 bytes of `total_buf`, written by the finished stream.
+        unsafe { result::memcpy_dtoh_sync(&mut total, total_buf.ptr) }.map_err(gpu_err("reading a byte array column's size"))?;
+        let total = if n == 0 { 0 } else { total[0] };
+        if offset_width == 4 && total > i32::MAX as u64 {
+            return Err(Error::Gpu(format!(
+                "a byte array column of {total} bytes does not fit 32-bit offsets in one array; merge on the CPU"
+            )));
+        }
+        let values = DevBuf::new((total as usize).max(16))?;
+        let offsets = DevBuf::new(((n + 1) * offset_width as usize).max(16))?;
+        let args = Args::GatherByteCopy {
+            segs: segs_buf.ptr,
+            starts: starts_buf.ptr,
+            nsegs,
+            idx: self.idx,
+            n: n as u64,
+            total: n as u64,
+            out_starts: bufs[0].ptr,
+            grand_total: total,
+            values: values.ptr,
+            offsets: offsets.ptr,
+            offset_width,
+            wide,
+        };
+        let entry = if wide { Entry::GatherByteCopy64 } else { Entry::GatherByteCopy32 };
+        // A warp a row; at least one block, which writes the last offset.
+        self.launcher.launch(entry, grid(n as u64 * 32, self.threads), args)?;
+        let bits = self.validity(job, job.bytes_validity_table(c))?;
+        self.finish("gathering a byte array column")?;
+        Ok(GatheredBytes {
+            offsets: down(&offsets, (n + 1) * offset_width as usize, "downloading gathered offsets")?,
+            values: down(&values, total as usize, "downloading gathered values")?,
+            validity: bits.map(|b| b.down(n)).transpose()?,
+        })
+    }
 }
+
+/// Items a thread of `scan_blocks_u64` scans (cuda/gather_bytes.cu's SCAN_ITEMS).
+const SCAN_ITEMS: usize = 8;

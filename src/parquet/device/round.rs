@@ -10,11 +10,11 @@
 //!    ([`super::decode::decode_on_device`]);
 //! 3. the key layout is planned from the sort columns' types and whether any chunk may hold
 //!    a null (its statistics' null count, else its being OPTIONAL), and each row group's key
-//!    program points at its decoded sort columns; a fixed-width payload column's chunks are
-//!    the segments' columns of one [`ResidentJob`] (`engine/resident_job.rs`), which the
-//!    device keys, merges and gathers;
-//! 4. what the device does not gather (byte array columns, decoded on the device; columns
-//!    parquet-rs read) is gathered on the CPU in the permutation the device merged.
+//!    program points at its decoded sort columns; a payload column's chunks (fixed-width
+//!    values, or a byte array's offsets and values) are the segments' columns of one
+//!    [`ResidentJob`] (`engine/resident_job.rs`), which the device keys, merges and gathers;
+//! 4. the columns parquet-rs read are gathered on the CPU in the permutation the device
+//!    merged.
 //!
 //! What this round declines (the caller merges on the CPU, as today), with the reason:
 //! a sort column the device does not decode or key (a byte column, a type stage 2 does not
@@ -34,7 +34,7 @@ use super::decode_plan::{arrow_types, DecodePlan, Physical, Planned};
 use super::decompress::ColumnChunk;
 use super::{chunk_bytes, page_table_of};
 use crate::engine::key_job::{key_program, KeyFieldArg};
-use crate::engine::resident_job::{gathers, ResidentJob, Segment, SegmentColumn};
+use crate::engine::resident_job::{gathers, ResidentJob, Segment, SegmentBytes, SegmentColumn};
 use crate::error::{Error, Result};
 use crate::keys::{plan_layout_of, ColumnSummary};
 use crate::options::{Engine, EngineOptions};
@@ -190,7 +190,11 @@ pub(crate) fn merge_files_on_device(device: usize, files: &[PathBuf], keys: &[So
 
     // The resident job: a segment a row group, a run a file.
     let base = decoded.output.ptr();
+    // A chunk of empty values only has no values buffer: its address is never read.
+    let data_base = decoded.output.data_ptr().unwrap_or(base);
     let payload: Vec<usize> = (0..ncols).filter(|&c| on_device[c] && fixed(c)).collect();
+    let byte_cols: Vec<usize> =
+        (0..ncols).filter(|&c| on_device[c] && plans[c].as_ref().is_some_and(|p| p.physical == Physical::ByteArray)).collect();
     let mut segments = Vec::new();
     let mut runs = vec![0];
     let mut k = 0; // the first chunk of the row group
@@ -214,7 +218,21 @@ pub(crate) fn merge_files_on_device(device: usize, files: &[PathBuf], keys: &[So
                     SegmentColumn { values: base + out.values as u64, validity: out.validity.map(|v| base + v as u64) }
                 })
                 .collect();
-            segments.push(Segment { rows: rg.num_rows() as usize, keys, columns });
+            let bytes = byte_cols
+                .iter()
+                .map(|&c| {
+                    let out = at(c);
+                    let k = out.bytes.ok_or_else(|| Error::Internal("a byte array chunk without its values".into()))?;
+                    let &(values, _) =
+                        decoded.output.data_spans.get(k).ok_or_else(|| Error::Internal("a byte array chunk's span".into()))?;
+                    Ok(SegmentBytes {
+                        offsets: base + out.values as u64,
+                        values: data_base + values as u64,
+                        validity: out.validity.map(|v| base + v as u64),
+                    })
+                })
+                .collect::<Result<_>>()?;
+            segments.push(Segment { rows: rg.num_rows() as usize, keys, columns, bytes });
             k += ncols;
         }
         runs.push(segments.len());
@@ -225,6 +243,7 @@ pub(crate) fn merge_files_on_device(device: usize, files: &[PathBuf], keys: &[So
         runs,
         bits: layout.bits,
         widths: payload.iter().map(|&c| plans[c].as_ref().expect("on the device").out_width).collect(),
+        offset_widths: byte_cols.iter().map(|&c| plans[c].as_ref().expect("on the device").out_width as u32).collect(),
     };
     let merged = crate::engine::device::merge_resident(&job, options)?;
     let n = job.rows();
@@ -238,6 +257,18 @@ pub(crate) fn merge_files_on_device(device: usize, files: &[PathBuf], keys: &[So
         let nulls = bitmap.map(|b| NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(b), 0, n)));
         let data = ArrayData::builder(schema.field(c).data_type().clone())
             .len(n)
+            .add_buffer(Buffer::from_vec(values))
+            .nulls(nulls)
+            .build()
+            .map_err(|e| Error::Internal(format!("column {} gathered on the device: {e}", name(c))))?;
+        columns[c] = Some(make_array(data));
+    }
+    for (&c, gathered) in byte_cols.iter().zip(merged.bytes) {
+        let (offsets, values) = (gathered.offsets, gathered.values);
+        let nulls = gathered.validity.map(|b| NullBuffer::new(BooleanBuffer::new(Buffer::from_vec(b), 0, n)));
+        let data = ArrayData::builder(schema.field(c).data_type().clone())
+            .len(n)
+            .add_buffer(Buffer::from_vec(offsets))
             .add_buffer(Buffer::from_vec(values))
             .nulls(nulls)
             .build()
@@ -292,8 +323,8 @@ pub(crate) fn merge_files_on_device(device: usize, files: &[PathBuf], keys: &[So
     let names = |pick: &dyn Fn(usize) -> bool| (0..ncols).filter(|&c| pick(c)).map(name).collect::<Vec<_>>();
     Ok(RoundOutcome::Merged(DeviceRound {
         batch,
-        gathered_on_device: names(&|c| payload.contains(&c)),
-        decoded_on_device: names(&|c| on_device[c] && !payload.contains(&c)),
+        gathered_on_device: names(&|c| payload.contains(&c) || byte_cols.contains(&c)),
+        decoded_on_device: names(&|c| on_device[c] && !payload.contains(&c) && !byte_cols.contains(&c)),
         on_cpu: names(&|c| !on_device[c]),
         timings: RoundTimings {
             read,

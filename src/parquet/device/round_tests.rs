@@ -159,7 +159,7 @@ fn device_round_matches_the_cpu_merge() {
                 for (c, field) in want.schema().fields().iter().enumerate() {
                     assert_eq!(round.batch.column(c).to_data(), want.column(c).to_data(), "{at}: column {}", field.name());
                 }
-                for name in ["k64", "k32", "kf64", "kf32", "kdec", "kdate", "payload"] {
+                for name in ["k64", "k32", "kf64", "kf32", "kdec", "kdate", "s", "fsb", "payload"] {
                     assert!(round.gathered_on_device.iter().any(|n| n == name), "{at}: {name} not gathered on the device");
                 }
                 assert!(round.on_cpu.iter().any(|n| n == "flag"), "{at}: booleans are read by parquet-rs");

@@ -89,6 +89,11 @@ pub(crate) enum Args {
     /// (an array of `key_job::KeyFieldArg`), `words` u64s a key to `out` (a u32 a key when
     /// `words` is 0) (cuda/key_encode.cu).
     EncodeKeys { fields: DevPtr, nfields: u32, rows: u64, out: DevPtr, words: u32 },
+    /// `parquet_encode_summarize/scan/write`: one step of encoding the `npages` data pages
+    /// at `pages` in `ntiles` tiles at `tiles` (arrays of `encode_job::EncodePageArg` and
+    /// `EncodeTileArg`) from the columns at `columns` (`EncodeColumnArg`s), their bodies
+    /// into `out` (cuda/parquet_encode.cu).
+    EncodePages { columns: DevPtr, pages: DevPtr, npages: u32, tiles: DevPtr, ntiles: u32, out: DevPtr },
 }
 
 impl Args {
@@ -106,6 +111,7 @@ impl Args {
             Args::SortTiles { .. } => Params::SortTiles,
             Args::DecodePages { .. } => Params::DecodePages,
             Args::EncodeKeys { .. } => Params::EncodeKeys,
+            Args::EncodePages { .. } => Params::EncodePages,
         }
     }
 }
@@ -165,6 +171,9 @@ impl Launcher<'_> {
                 vec![arg(input), arg(input_len), arg(pages), arg(npages), arg(errors)]
             }
             Args::EncodeKeys { fields, nfields, rows, out, words } => vec![arg(fields), arg(nfields), arg(rows), arg(out), arg(words)],
+            Args::EncodePages { columns, pages, npages, tiles, ntiles, out } => {
+                vec![arg(columns), arg(pages), arg(npages), arg(tiles), arg(ntiles), arg(out)]
+            }
         };
         // SAFETY: `f` is a function of the loaded `module`, which outlives this call. `ptrs`
         // holds one pointer per parameter of `entry`'s CUDA signature, each to a live local

@@ -25,6 +25,7 @@ const REBASE: &str = include_str!("../../../cuda/rebase.cu");
 const SORT_TILES: &str = include_str!("../../../cuda/sort_tiles.cu");
 const PARQUET_DECODE: &str = include_str!("../../../cuda/parquet_decode.cu");
 const KEY_ENCODE: &str = include_str!("../../../cuda/key_encode.cu");
+const PARQUET_ENCODE: &str = include_str!("../../../cuda/parquet_encode.cu");
 
 /// A module family: the kernels compiled together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,8 +40,9 @@ pub(crate) enum Family {
     Gather,
     /// The tile level of the sort (its merge levels are the production module's).
     Sort,
-    /// Parquet data pages decoded (issue 69, stage 2; built with key_bytes 8 and
-    /// index_bits 32, which it does not read).
+    /// Parquet data pages decoded (issue 69, stage 2), sort keys encoded from decoded
+    /// columns (stage 3), data pages encoded (stage 4); built with key_bytes 8 and
+    /// index_bits 32, which it does not read.
     Decode,
 }
 
@@ -65,7 +67,7 @@ impl Family {
             Family::Book => &[COMMON, CTA_MERGE, CO_RANK, MERGE_BASIC, MERGE_CIRCULAR],
             Family::Gather => &[COMMON, GATHER],
             Family::Sort => &[COMMON, CTA_MERGE, CO_RANK, SORT_TILES],
-            Family::Decode => &[COMMON, PARQUET_DECODE, KEY_ENCODE],
+            Family::Decode => &[COMMON, PARQUET_DECODE, KEY_ENCODE, PARQUET_ENCODE],
         }
     }
 
@@ -78,7 +80,7 @@ impl Family {
             Family::Book => &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "merge_basic.cu", "merge_circular.cu"],
             Family::Gather => &["common.cuh", "gather.cu"],
             Family::Sort => &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "sort_tiles.cu"],
-            Family::Decode => &["common.cuh", "parquet_decode.cu", "key_encode.cu"],
+            Family::Decode => &["common.cuh", "parquet_decode.cu", "key_encode.cu", "parquet_encode.cu"],
         }
     }
 
@@ -119,6 +121,8 @@ pub(crate) enum Params {
     DecodePages,
     /// `(const void *fields_arg, u32 nfields, u64 rows, void *out, u32 words)`
     EncodeKeys,
+    /// `(const void *columns, void *pages, u32 npages, void *tiles, u32 ntiles, u8 *out)`
+    EncodePages,
 }
 
 /// An entry point's shared memory.
@@ -161,6 +165,9 @@ pub(crate) enum Entry {
     ParquetBytesOffsets,
     ParquetBytesCopy,
     EncodeFixedKeys,
+    ParquetEncodeSummarize,
+    ParquetEncodeScan,
+    ParquetEncodeWrite,
 }
 
 /// What the host knows about one entry point.
@@ -180,7 +187,7 @@ const fn entry_point(entry: Entry, name: &'static str, family: Family, params: P
 
 /// Every entry point, in [`Entry`] order (the bench's kernel report lists them so).
 #[rustfmt::skip]
-pub(crate) const MANIFEST: [EntryPoint; 24] = {
+pub(crate) const MANIFEST: [EntryPoint; 27] = {
     use Family::{Book, Decode, Gather, Production, Sort};
     [
         entry_point(Entry::MergeBasic, "merge_basic", Book, Params::Level, Shared::Static),
@@ -207,6 +214,9 @@ pub(crate) const MANIFEST: [EntryPoint; 24] = {
         entry_point(Entry::ParquetBytesOffsets, "parquet_bytes_offsets", Decode, Params::DecodePages, Shared::Static),
         entry_point(Entry::ParquetBytesCopy, "parquet_bytes_copy", Decode, Params::DecodePages, Shared::Static),
         entry_point(Entry::EncodeFixedKeys, "encode_fixed_keys", Decode, Params::EncodeKeys, Shared::Static),
+        entry_point(Entry::ParquetEncodeSummarize, "parquet_encode_summarize", Decode, Params::EncodePages, Shared::Static),
+        entry_point(Entry::ParquetEncodeScan, "parquet_encode_scan", Decode, Params::EncodePages, Shared::Static),
+        entry_point(Entry::ParquetEncodeWrite, "parquet_encode_write", Decode, Params::EncodePages, Shared::Static),
     ]
 };
 
@@ -320,6 +330,7 @@ mod tests {
                     Params::SortTiles => "Key *keys, index_t *idx, u64 n",
                     Params::DecodePages => "const u8 *input, u64 input_len, const void *pages, u32 npages, u32 *errors",
                     Params::EncodeKeys => "const void *fields_arg, u32 nfields, u64 rows, void *out, u32 words",
+                    Params::EncodePages => "const void *columns, void *pages, u32 npages, void *tiles, u32 ntiles, u8 *out",
                 };
                 let found = defined.iter().find(|(n, _)| n == e.name);
                 assert_eq!(found.map(|(_, p)| p.as_str()), Some(expected), "{} in the {} sources", e.name, f.name());

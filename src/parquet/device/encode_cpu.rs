@@ -493,6 +493,51 @@ mod tests {
         assert_eq!(written(KIND_FLOAT, acc), (HAS_MIN_MAX, f(-0.0), f(0.0)));
     }
 
+    /// The kernel's reduction order (a thread's rows in order, a butterfly within each
+    /// warp, then the warps in order) gives the written min and max an in-order fold gives:
+    /// values that tie are the same bits but for the zeros, which are signed when written.
+    #[test]
+    fn a_tree_folds_as_in_order() {
+        const THREADS: usize = 256;
+        let floats = [0.0f64, -0.0, 1.5, -1.5, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::MIN_POSITIVE / 4.0, -f64::MIN_POSITIVE];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for case in 0..200 {
+            let kind = [KIND_FLOAT, KIND_DOUBLE, KIND_INT32, KIND_INT64][case % 4];
+            let rows = [1, 31, 257, 1024][case / 4 % 4];
+            let values: Vec<u64> = (0..rows)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // Few distinct values, so ties are common.
+                    let pick = x % if case % 3 == 0 { 3 } else { floats.len() as u64 };
+                    match kind {
+                        KIND_FLOAT => u64::from((floats[pick as usize] as f32).to_bits()),
+                        KIND_DOUBLE => floats[pick as usize].to_bits(),
+                        KIND_INT32 => u64::from((pick as i32 - 4) as u32),
+                        _ => (pick as i64 - 4) as u64,
+                    }
+                })
+                .collect();
+            let one = |v: u64| (!is_nan_bits(kind, v)).then_some((v, v));
+            let mut in_order = None;
+            values.iter().for_each(|&v| fold_bits(kind, &mut in_order, one(v)));
+            let mut lanes: Vec<Option<(u64, u64)>> = vec![None; THREADS];
+            for (i, &v) in values.iter().enumerate() {
+                fold_bits(kind, &mut lanes[i % THREADS], one(v));
+            }
+            for o in [16, 8, 4, 2, 1] {
+                let before = lanes.clone();
+                for (t, lane) in lanes.iter_mut().enumerate() {
+                    fold_bits(kind, lane, before[t ^ o]);
+                }
+            }
+            let mut tree = lanes[0];
+            (1..THREADS / 32).for_each(|w| fold_bits(kind, &mut tree, lanes[32 * w]));
+            assert_eq!(written(kind, tree), written(kind, in_order), "case {case}: {values:x?}");
+        }
+    }
+
     /// The run's records: tiles' places and counts, a page's layout, and the bytes around
     /// its levels, for a page with some nulls across three tiles.
     #[test]

@@ -16,6 +16,7 @@ pub mod cpu;
 pub(crate) mod decode_job;
 pub mod decompress;
 pub mod device;
+pub(crate) mod encode_job;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 pub(crate) mod key_job;

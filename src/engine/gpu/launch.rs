@@ -114,6 +114,11 @@ pub(crate) enum Args {
         offset_width: u32,
         wide: bool,
     },
+    /// `parquet_encode_summarize/scan/write`: one step of encoding the `npages` data pages
+    /// at `pages` in `ntiles` tiles at `tiles` (arrays of `encode_job::EncodePageArg` and
+    /// `EncodeTileArg`) from the columns at `columns` (`EncodeColumnArg`s), their bodies
+    /// into `out` (cuda/parquet_encode.cu).
+    EncodePages { columns: DevPtr, pages: DevPtr, npages: u32, tiles: DevPtr, ntiles: u32, out: DevPtr },
 }
 
 impl Args {
@@ -135,6 +140,7 @@ impl Args {
             Args::ScanBlocks { .. } => Params::ScanBlocks,
             Args::ScanAdd { .. } => Params::ScanAdd,
             Args::GatherByteCopy { wide, .. } => Params::GatherByteCopy { wide: *wide },
+            Args::EncodePages { .. } => Params::EncodePages,
         }
     }
 }
@@ -225,6 +231,9 @@ impl Launcher<'_> {
                     arg(offsets),
                     arg(offset_width),
                 ]
+            }
+            Args::EncodePages { columns, pages, npages, tiles, ntiles, out } => {
+                vec![arg(columns), arg(pages), arg(npages), arg(tiles), arg(ntiles), arg(out)]
             }
         };
         // SAFETY: `f` is a function of the loaded `module`, which outlives this call. `ptrs`

@@ -26,6 +26,7 @@ const REBASE: &str = include_str!("../../../cuda/rebase.cu");
 const SORT_TILES: &str = include_str!("../../../cuda/sort_tiles.cu");
 const PARQUET_DECODE: &str = include_str!("../../../cuda/parquet_decode.cu");
 const KEY_ENCODE: &str = include_str!("../../../cuda/key_encode.cu");
+const PARQUET_ENCODE: &str = include_str!("../../../cuda/parquet_encode.cu");
 
 /// A module family: the kernels compiled together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,8 +42,9 @@ pub(crate) enum Family {
     Gather,
     /// The tile level of the sort (its merge levels are the production module's).
     Sort,
-    /// Parquet data pages decoded (issue 69, stage 2; built with key_bytes 8 and
-    /// index_bits 32, which it does not read).
+    /// Parquet data pages decoded (issue 69, stage 2), sort keys encoded from decoded
+    /// columns (stage 3), data pages encoded (stage 4); built with key_bytes 8 and
+    /// index_bits 32, which it does not read.
     Decode,
 }
 
@@ -67,7 +69,7 @@ impl Family {
             Family::Book => &[COMMON, CTA_MERGE, CO_RANK, MERGE_BASIC, MERGE_CIRCULAR],
             Family::Gather => &[COMMON, GATHER, GATHER_BYTES],
             Family::Sort => &[COMMON, CTA_MERGE, CO_RANK, SORT_TILES],
-            Family::Decode => &[COMMON, PARQUET_DECODE, KEY_ENCODE],
+            Family::Decode => &[COMMON, PARQUET_DECODE, KEY_ENCODE, PARQUET_ENCODE],
         }
     }
 
@@ -80,7 +82,7 @@ impl Family {
             Family::Book => &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "merge_basic.cu", "merge_circular.cu"],
             Family::Gather => &["common.cuh", "gather.cu", "gather_bytes.cu"],
             Family::Sort => &["common.cuh", "cta_merge.cuh", "co_rank.cuh", "sort_tiles.cu"],
-            Family::Decode => &["common.cuh", "parquet_decode.cu", "key_encode.cu"],
+            Family::Decode => &["common.cuh", "parquet_decode.cu", "key_encode.cu", "parquet_encode.cu"],
         }
     }
 
@@ -132,6 +134,8 @@ pub(crate) enum Params {
     /// const u64 *out_starts, u64 grand_total, u8 *values, void *offsets, u32 offset_width)`
     /// (`const u64 *idx` when `wide`)
     GatherByteCopy { wide: bool },
+    /// `(const void *columns, void *pages, u32 npages, void *tiles, u32 ntiles, u8 *out)`
+    EncodePages,
 }
 
 /// An entry point's shared memory.
@@ -180,6 +184,9 @@ pub(crate) enum Entry {
     ScanAdd,
     GatherByteCopy32,
     GatherByteCopy64,
+    ParquetEncodeSummarize,
+    ParquetEncodeScan,
+    ParquetEncodeWrite,
 }
 
 /// What the host knows about one entry point.
@@ -199,7 +206,7 @@ const fn entry_point(entry: Entry, name: &'static str, family: Family, params: P
 
 /// Every entry point, in [`Entry`] order (the bench's kernel report lists them so).
 #[rustfmt::skip]
-pub(crate) const MANIFEST: [EntryPoint; 30] = {
+pub(crate) const MANIFEST: [EntryPoint; 33] = {
     use Family::{Book, Decode, Gather, Production, Sort};
     [
         entry_point(Entry::MergeBasic, "merge_basic", Book, Params::Level, Shared::Static),
@@ -232,6 +239,9 @@ pub(crate) const MANIFEST: [EntryPoint; 30] = {
         entry_point(Entry::ScanAdd, "scan_add_u64", Gather, Params::ScanAdd, Shared::Static),
         entry_point(Entry::GatherByteCopy32, "gather_byte_copy_i32", Gather, Params::GatherByteCopy { wide: false }, Shared::Static),
         entry_point(Entry::GatherByteCopy64, "gather_byte_copy_i64", Gather, Params::GatherByteCopy { wide: true }, Shared::Static),
+        entry_point(Entry::ParquetEncodeSummarize, "parquet_encode_summarize", Decode, Params::EncodePages, Shared::Static),
+        entry_point(Entry::ParquetEncodeScan, "parquet_encode_scan", Decode, Params::EncodePages, Shared::Static),
+        entry_point(Entry::ParquetEncodeWrite, "parquet_encode_write", Decode, Params::EncodePages, Shared::Static),
     ]
 };
 
@@ -355,6 +365,7 @@ mod tests {
                     Params::ScanAdd => "u64 *data, u64 n, const u64 *sums",
                     Params::GatherByteCopy { wide: false } => "const void *segs, const u64 *starts, u32 nsegs, const u32 *idx, u64 n, u64 total, const u64 *out_starts, u64 grand_total, u8 *values, void *offsets, u32 offset_width",
                     Params::GatherByteCopy { wide: true } => "const void *segs, const u64 *starts, u32 nsegs, const u64 *idx, u64 n, u64 total, const u64 *out_starts, u64 grand_total, u8 *values, void *offsets, u32 offset_width",
+                    Params::EncodePages => "const void *columns, void *pages, u32 npages, void *tiles, u32 ntiles, u8 *out",
                 };
                 let found = defined.iter().find(|(n, _)| n == e.name);
                 assert_eq!(found.map(|(_, p)| p.as_str()), Some(expected), "{} in the {} sources", e.name, f.name());

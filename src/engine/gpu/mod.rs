@@ -64,6 +64,7 @@ mod multi;
 pub(crate) mod nvcomp;
 mod nvrtc;
 pub(crate) mod parquet_decode;
+pub(crate) mod parquet_encode;
 mod pinned;
 mod plan;
 pub(crate) mod resident;

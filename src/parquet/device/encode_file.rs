@@ -1,6 +1,6 @@
-//! A Parquet file assembled from pages the device encoder wrote ([`super::encode_cpu`]'s
-//! CPU reference, for now): the host's part of issue 69's stage 4, "the host writes the
-//! bytes and the footer".
+//! A Parquet file assembled from pages the device encoder wrote (the kernels of
+//! `cuda/parquet_encode.cu`, or [`super::encode_cpu`]'s CPU reference of them): the host's
+//! part of issue 69's stage 4, "the host writes the bytes and the footer".
 //!
 //! Each column chunk is its pages' headers and bodies back to back, handed to parquet-rs's
 //! `SerializedRowGroupWriter::append_column` with the chunk's metadata (sizes, encodings,
@@ -11,12 +11,12 @@
 //! Not yet: a column index (the pages' min and max are computed, not yet written there),
 //! compression (every page is UNCOMPRESSED), dictionary pages.
 
-// Stage 4 has no kernel yet: only the tests call this reference (issue 69).
+// Only the tests call this yet (issue 69).
 #![cfg_attr(not(test), allow(dead_code))]
 
 use super::encode_cpu::{encode_chunk, ColumnIn, EncodedChunk};
 use super::encode_plan::{plan_pages, EncodeType, PageLimits, PagePlan};
-use arrow::array::RecordBatch;
+use arrow::array::{Array, RecordBatch};
 use parquet::arrow::ArrowSchemaConverter;
 use parquet::basic::{Compression, Encoding};
 use parquet::column::writer::ColumnCloseResult;
@@ -49,8 +49,19 @@ pub(crate) fn write_file(batches: &[RecordBatch], limits: PageLimits, header_sta
 
 /// Writes `batches` as a Parquet file, one row group each, column `c` of row group `g` cut
 /// by the page table `pages[g][c]` (checked: a table that does not cover its rows is an
-/// `Err`, and nothing is returned).
+/// `Err`, and nothing is returned), encoded by the CPU reference.
 pub(crate) fn write_file_with_pages(batches: &[RecordBatch], pages: &[Vec<Vec<PagePlan>>], header_stats: bool) -> Result<Vec<u8>, String> {
+    write_file_encoded_by(batches, pages, |array, col, table| encode_chunk(array, col, table, header_stats))
+}
+
+/// As [`write_file_with_pages`], each chunk encoded by `encode` (given the chunk's array,
+/// its input and its page table: the device's encoder, or the CPU reference), which
+/// checks the table.
+pub(crate) fn write_file_encoded_by(
+    batches: &[RecordBatch],
+    pages: &[Vec<Vec<PagePlan>>],
+    mut encode: impl FnMut(&dyn Array, &ColumnIn<'_>, &[PagePlan]) -> Result<EncodedChunk, String>,
+) -> Result<Vec<u8>, String> {
     let Some(first) = batches.first() else { return Err("no batches to write".into()) };
     let schema = first.schema();
     if pages.len() != batches.len() {
@@ -72,8 +83,7 @@ pub(crate) fn write_file_with_pages(batches: &[RecordBatch], pages: &[Vec<Vec<Pa
             let field = schema.field(c);
             let col =
                 ColumnIn::of(array.as_ref(), field.is_nullable()).map_err(|e| format!("row group {g}, column {}: {e}", field.name()))?;
-            let chunk = encode_chunk(array.as_ref(), &col, table, header_stats)
-                .map_err(|e| format!("row group {g}, column {}: {e}", field.name()))?;
+            let chunk = encode(array.as_ref(), &col, table).map_err(|e| format!("row group {g}, column {}: {e}", field.name()))?;
             let (bytes, close) = close_chunk(descr.column(c), col.ty, &chunk, batch.num_rows())?;
             row_group.append_column(&bytes::Bytes::from(bytes), close).map_err(err)?;
         }

@@ -17,11 +17,13 @@
 //! no empty page and null counts that match the validity, is an `Err` in words
 //! ([`check_pages`]): the encoders never write a chunk from it.
 
-// Stage 4 has no kernel yet: only the tests call this reference (issue 69).
+// Only the tests and the device encoder's launch call this yet (issue 69).
 #![cfg_attr(not(test), allow(dead_code))]
 
+use crate::engine::encode_job::{KIND_DOUBLE, KIND_FLOAT, KIND_INT32, KIND_INT64};
 use arrow::array::Array;
 use arrow::datatypes::DataType;
+use std::ops::Range;
 
 /// The physical type a covered column is stored as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +55,16 @@ impl EncodeType {
         match self {
             EncodeType::Int32 | EncodeType::Float => 4,
             EncodeType::Int64 | EncodeType::Double => 8,
+        }
+    }
+
+    /// Its kind in an encode job (`engine/encode_job.rs`'s `KIND_*`).
+    pub fn kind(self) -> u32 {
+        match self {
+            EncodeType::Int32 => KIND_INT32,
+            EncodeType::Int64 => KIND_INT64,
+            EncodeType::Float => KIND_FLOAT,
+            EncodeType::Double => KIND_DOUBLE,
         }
     }
 }
@@ -102,15 +114,19 @@ fn nulls_in(array: &dyn Array, first: usize, rows: usize) -> usize {
     }
 }
 
+/// The row ranges of the pages of a column of `rows` rows of values `width` bytes wide:
+/// all the cut needs (a column on the device has no null counts on the host; the device
+/// counts them).
+pub(crate) fn cut_rows(rows: usize, width: usize, limits: PageLimits) -> Vec<Range<usize>> {
+    let per = limits.rows_per_page(width);
+    (0..rows).step_by(per).map(|first| first..rows.min(first + per)).collect()
+}
+
 /// The pages of a row group's column `array` of values `width` bytes wide.
 pub(crate) fn plan_pages(array: &dyn Array, width: usize, limits: PageLimits) -> Vec<PagePlan> {
-    let per = limits.rows_per_page(width);
-    (0..array.len())
-        .step_by(per)
-        .map(|first_row| {
-            let rows = per.min(array.len() - first_row);
-            PagePlan { first_row, rows, nulls: nulls_in(array, first_row, rows) }
-        })
+    cut_rows(array.len(), width, limits)
+        .into_iter()
+        .map(|r| PagePlan { first_row: r.start, rows: r.len(), nulls: nulls_in(array, r.start, r.len()) })
         .collect()
 }
 
@@ -162,6 +178,8 @@ mod tests {
         assert_eq!(PageLimits { rows: 100, bytes: 8 }.rows_per_page(4), 2);
         assert_eq!(PageLimits { rows: 0, bytes: 0 }.rows_per_page(8), 1);
         assert_eq!(PageLimits::writer().rows_per_page(8), 20_000);
+        assert_eq!(cut_rows(10, 4, PageLimits { rows: 4, bytes: 1 << 20 }), [0..4, 4..8, 8..10]);
+        assert!(cut_rows(0, 4, PageLimits::writer()).is_empty());
         assert!(plan_pages(&Int32Array::from(Vec::<i32>::new()), 4, PageLimits::writer()).is_empty());
     }
 

@@ -371,3 +371,226 @@ fn sliced_arrays_encode_their_rows() {
     let file = write_file(std::slice::from_ref(&input), PageLimits { rows: 700, bytes: 1 << 20 }, true).unwrap();
     assert_eq!(concat(&read_back(file)), input);
 }
+
+/// One job of many columns (the launch's unit) gives each column the chunk a job of its
+/// own gives: the job's pages, tiles and slots of one column do not touch another's.
+#[test]
+fn jobs_of_many_columns_encode_each_as_alone() {
+    use super::encode_cpu::{finish_chunk, ranges, run_on_cpu};
+    use crate::engine::encode_job::plan_job;
+    let limits = PageLimits { rows: 1500, bytes: 1 << 20 };
+    for n in NULLS {
+        let input = batch(3 * TILE + 17, n);
+        let cols: Vec<ColumnIn> = input.columns().iter().map(|c| ColumnIn::of(c.as_ref(), n != Nulls::Required).unwrap()).collect();
+        let tables: Vec<Vec<PagePlan>> =
+            input.columns().iter().zip(&cols).map(|(c, ci)| plan_pages(c.as_ref(), ci.ty.width(), limits)).collect();
+        let job =
+            plan_job(&cols.iter().map(ColumnIn::arg).collect::<Vec<_>>(), &tables.iter().map(|t| ranges(t)).collect::<Vec<_>>()).unwrap();
+        let out = run_on_cpu(&job, &cols.iter().map(ColumnIn::host).collect::<Vec<_>>()).unwrap();
+        for (c, (col, table)) in cols.iter().zip(&tables).enumerate() {
+            let alone = encode_chunk(input.column(c).as_ref(), col, table, true).unwrap();
+            assert_eq!(finish_chunk(&job, &out, c, true).unwrap(), alone, "column {c}, {n:?}");
+        }
+    }
+}
+
+/// The device encoder (`cuda/parquet_encode.cu`, launched by `engine/gpu/parquet_encode.rs`)
+/// against its CPU reference: the same records and bytes for the same job; chunks, files.
+/// Skipped without a GPU (a failure with `CORANK_REQUIRE_GPU=1`).
+#[cfg(feature = "gpu")]
+mod on_device {
+    use super::super::encode_cpu::{finish_chunk, ranges, run_on_cpu, EncodedChunk};
+    use super::*;
+    use crate::engine::encode_job::{plan_job, EncodeColumnArg, COLUMN_NULLABLE};
+    use crate::engine::gpu::parquet_encode::{encode_chunk_on_device, encode_pages, ColumnOnDevice};
+
+    fn gpu_or_skip(test: &str) -> bool {
+        if let Err(e) = crate::engine::gpu_availability() {
+            assert!(std::env::var("CORANK_REQUIRE_GPU").as_deref() != Ok("1"), "{test}: CORANK_REQUIRE_GPU=1 but no GPU: {e}");
+            eprintln!("{test}: skipped, no GPU: {e}");
+            return false;
+        }
+        true
+    }
+
+    /// Under the sanitizer (`CORANK_GPU_SMALL=1`): fewer and smaller cases.
+    fn small() -> bool {
+        std::env::var("CORANK_GPU_SMALL").as_deref() == Ok("1")
+    }
+
+    /// `cols` uploaded, their records with the device addresses.
+    fn upload(cols: &[ColumnIn<'_>]) -> (Vec<ColumnOnDevice>, Vec<EncodeColumnArg>) {
+        let on: Vec<ColumnOnDevice> = cols.iter().map(|c| ColumnOnDevice::upload(0, c.values, c.host().validity).unwrap()).collect();
+        let args = on.iter().zip(cols).map(|(d, c)| d.arg(c.arg())).collect();
+        (on, args)
+    }
+
+    /// Runs one job of `input`'s columns cut by `limits` on the device and on the CPU:
+    /// the same records (tiles' counts, places and statistics; pages' layouts and
+    /// statistics) and the same output bytes; then each column's chunk equal to the CPU
+    /// reference's own (`encode_chunk`). Returns the pages checked.
+    fn same_on_both(input: &RecordBatch, nullable: bool, limits: PageLimits, what: &str) -> usize {
+        let cols: Vec<ColumnIn> = input.columns().iter().map(|c| ColumnIn::of(c.as_ref(), nullable).unwrap()).collect();
+        let tables: Vec<Vec<PagePlan>> =
+            input.columns().iter().zip(&cols).map(|(c, ci)| plan_pages(c.as_ref(), ci.ty.width(), limits)).collect();
+        let (on, args) = upload(&cols);
+        let job = plan_job(&args, &tables.iter().map(|t| ranges(t)).collect::<Vec<_>>()).unwrap();
+        let device = encode_pages(0, &job).unwrap();
+        let cpu = run_on_cpu(&job, &cols.iter().map(ColumnIn::host).collect::<Vec<_>>()).unwrap();
+        assert_eq!(device.tiles, cpu.tiles, "{what}: tiles");
+        assert_eq!(device.pages, cpu.pages, "{what}: pages");
+        assert!(device.output == cpu.output, "{what}: the output bytes differ");
+        for (c, (col, table)) in cols.iter().zip(&tables).enumerate() {
+            let want = encode_chunk(input.column(c).as_ref(), col, table, true).unwrap();
+            assert_eq!(finish_chunk(&job, &device, c, true).unwrap(), want, "{what}, column {c}");
+        }
+        drop(on);
+        job.pages.len()
+    }
+
+    /// Every covered type, REQUIRED and OPTIONAL with no, some and all nulls, 1 row, row
+    /// counts around the tile and the page (pages of 8 rows: many a tile; of 1500: two
+    /// tiles, the second short; of 20,000: twenty), the byte limit's cut.
+    #[test]
+    fn device_pages_match_the_reference() {
+        if !gpu_or_skip("device_pages_match_the_reference") {
+            return;
+        }
+        let mut pages = 0;
+        let limits: &[PageLimits] = if small() { &LIMITS[..2] } else { &LIMITS };
+        for &limits in limits {
+            // Around the page of 4-byte values (the byte limit's cut: 100 rows).
+            let page = limits.rows_per_page(4);
+            let counts = if small() { vec![1, 9, TILE + 1, page + 1] } else { row_counts(page) };
+            for rows in counts {
+                for n in NULLS {
+                    pages += same_on_both(&batch(rows, n), n != Nulls::Required, limits, &format!("{limits:?}, {rows} rows, {n:?}"));
+                }
+            }
+        }
+        if !small() {
+            for n in NULLS {
+                pages += same_on_both(&batch(45_000, n), n != Nulls::Required, PageLimits::writer(), &format!("45,000 rows, {n:?}"));
+            }
+        }
+        assert!(pages > 100, "{pages}");
+    }
+
+    /// Float statistics' edges, a column at a time and across tiles: NaN only, NaN around
+    /// the extremes, zeros of both signs in either order, infinities, subnormals, NaNs of
+    /// both signs and other payloads.
+    #[test]
+    fn device_float_edges_match_the_reference() {
+        if !gpu_or_skip("device_float_edges_match_the_reference") {
+            return;
+        }
+        let nan2 = f64::from_bits(0x7ff8_0000_0000_0001);
+        let cases: Vec<Vec<Option<f64>>> = vec![
+            vec![Some(f64::NAN)],
+            vec![Some(f64::NAN), None, Some(-f64::NAN), Some(nan2)],
+            vec![Some(0.0)],
+            vec![Some(-0.0)],
+            vec![Some(0.0), Some(-0.0), Some(1.0)],
+            vec![Some(-0.0), Some(0.0), Some(-1.0)],
+            vec![Some(f64::NAN), Some(3.0), Some(f64::NAN), Some(-2.0)],
+            vec![Some(f64::INFINITY), Some(f64::NEG_INFINITY)],
+            vec![Some(f64::MIN_POSITIVE / 4.0), Some(-f64::MIN_POSITIVE / 8.0), Some(0.0)],
+            vec![Some(f32::MIN_POSITIVE as f64 / 4.0), Some(-0.0)],
+            vec![None],
+        ];
+        // Each case alone, then repeated past a tile with NaNs and zeros between (the
+        // device's tree meets ties the in-order fold meets in another order).
+        let mut inputs: Vec<Vec<Option<f64>>> = cases.clone();
+        for case in &cases {
+            let mut long: Vec<Option<f64>> = Vec::new();
+            for i in 0..(2 * TILE + 3) {
+                long.push(match i % 7 {
+                    0 => Some(f64::NAN),
+                    1 => Some(if i % 2 == 0 { 0.0 } else { -0.0 }),
+                    _ => case[i % case.len()],
+                });
+            }
+            inputs.push(long);
+        }
+        for values in &inputs {
+            let f64s: ArrayRef = Arc::new(Float64Array::from(values.clone()));
+            let f32s: ArrayRef = Arc::new(Float32Array::from_iter(values.iter().map(|v| v.map(|v| v as f32))));
+            let schema = Schema::new(vec![Field::new("d", DataType::Float64, true), Field::new("f", DataType::Float32, true)]);
+            let input = RecordBatch::try_new(Arc::new(schema), vec![f64s, f32s]).unwrap();
+            for limits in [PageLimits { rows: 1, bytes: 1 << 20 }, PageLimits { rows: 1500, bytes: 1 << 20 }] {
+                if small() && limits.rows == 1 && values.len() > 100 {
+                    continue;
+                }
+                same_on_both(
+                    &input,
+                    true,
+                    limits,
+                    &format!("{} values from {:?}, {limits:?}", values.len(), &values[..values.len().min(4)]),
+                );
+            }
+        }
+    }
+
+    /// A chunk of the device's (`encode_chunk_on_device`), in files of many row groups:
+    /// the same bytes as the CPU reference's file, read back by parquet-rs equal to the
+    /// input.
+    #[test]
+    fn device_encoded_files_read_back_equal() {
+        if !gpu_or_skip("device_encoded_files_read_back_equal") {
+            return;
+        }
+        let on_device = |array: &dyn Array, col: &ColumnIn<'_>, table: &[PagePlan]| -> Result<EncodedChunk, String> {
+            super::super::encode_plan::check_pages(array, table)?;
+            let (on, args) = upload(std::slice::from_ref(col));
+            let chunk = encode_chunk_on_device(0, args[0], &ranges(table), true).map_err(|e| e.to_string());
+            drop(on);
+            chunk
+        };
+        let sizes: &[usize] = if small() { &[1, TILE + 1, 3000] } else { &[1, 20_001, 3, 45_000] };
+        for n in NULLS {
+            for limits in [PageLimits::writer(), PageLimits { rows: 700, bytes: 1 << 20 }, PageLimits { rows: 20_000, bytes: 400 }] {
+                let batches: Vec<RecordBatch> = sizes.iter().map(|&rows| batch(rows, n)).collect();
+                let tables: Vec<Vec<Vec<PagePlan>>> = batches
+                    .iter()
+                    .map(|b| {
+                        b.columns().iter().map(|c| plan_pages(c.as_ref(), EncodeType::of(c.data_type()).unwrap().width(), limits)).collect()
+                    })
+                    .collect();
+                let file = super::super::encode_file::write_file_encoded_by(&batches, &tables, on_device).unwrap();
+                assert!(file == write_file_with_pages(&batches, &tables, true).unwrap(), "{n:?} {limits:?}: the CPU's file differs");
+                assert_eq!(concat(&read_back(file)), concat(&batches), "{n:?} {limits:?}");
+            }
+        }
+        // A sliced input (its bitmap at a bit offset, moved to bit 0 before the upload).
+        let input = batch(5000, Nulls::Some).slice(1234, 2000);
+        let tables: Vec<Vec<Vec<PagePlan>>> = vec![input
+            .columns()
+            .iter()
+            .map(|c| plan_pages(c.as_ref(), EncodeType::of(c.data_type()).unwrap().width(), PageLimits { rows: 700, bytes: 1 << 20 }))
+            .collect()];
+        let file = super::super::encode_file::write_file_encoded_by(std::slice::from_ref(&input), &tables, on_device).unwrap();
+        assert_eq!(concat(&read_back(file)), input);
+    }
+
+    /// A column declared REQUIRED whose bitmap holds nulls: the device and the CPU write
+    /// the same records, and the chunk is refused in words.
+    #[test]
+    fn device_refuses_nulls_in_a_required_column() {
+        if !gpu_or_skip("device_refuses_nulls_in_a_required_column") {
+            return;
+        }
+        let array = Int64Array::from_iter((0..3000).map(|i| (i % 5 != 0).then_some(i as i64)));
+        let col = ColumnIn::of(&array, true).unwrap();
+        let (on, args) = upload(std::slice::from_ref(&col));
+        let required = EncodeColumnArg { flags: args[0].flags & !COLUMN_NULLABLE, ..args[0] };
+        let cuts = vec![0..1000, 1000..3000];
+        let job = plan_job(&[required], std::slice::from_ref(&cuts)).unwrap();
+        let device = encode_pages(0, &job).unwrap();
+        let host = col.host();
+        assert_eq!(device, run_on_cpu(&job, &[host]).unwrap());
+        assert!(finish_chunk(&job, &device, 0, false).unwrap_err().contains("holds nulls in a column without nulls"));
+        let e = encode_chunk_on_device(0, required, &cuts, false).unwrap_err();
+        assert!(e.to_string().contains("without nulls"), "{e}");
+        drop(on);
+    }
+}

@@ -25,7 +25,7 @@ use super::manifest::{Entry, Family};
 use super::merge::{available_bytes, prepare, run_levels};
 use super::nvrtc::ModuleSpec;
 use super::plan::{device_bytes, nonempty_bounds};
-use super::transfer::upload_now;
+use super::transfer::{download, upload_now, DownloadOrder, Staging};
 use super::GpuOptions;
 use crate::engine::key_job::{key_words, KeyFieldArg};
 use crate::engine::resident_job::{scan_levels, GatheredBytes, ResidentJob, ResidentOutput};
@@ -136,6 +136,7 @@ fn run(g: &Gpu, st: &mut State, job: &ResidentJob, options: &GpuOptions) -> Resu
         n,
         wide,
         error: DevBuf::new(16)?,
+        dl: g.ctx.new_stream().map_err(gpu_err("creating a stream"))?,
     };
     let mut columns = Vec::with_capacity(job.widths.len());
     for (c, &w) in job.widths.iter().enumerate() {
@@ -164,37 +165,23 @@ fn run(g: &Gpu, st: &mut State, job: &ResidentJob, options: &GpuOptions) -> Resu
         lane.launcher.launch(entry, grid((n as u64).div_ceil(per_thread), lane.threads), args)?;
         let bits = lane.validity(job, job.validity_table(c))?;
         lane.finish("gathering a column")?;
-        columns.push((down(&values, n * w, "downloading a gathered column")?, bits.map(|b| b.down(n)).transpose()?));
+        let staging = st.staging()?;
+        let values = lane.down(staging, &values, n * w)?;
+        columns.push((values, bits.map(|b| lane.down(staging, &b.out, n.div_ceil(8))).transpose()?));
     }
     let mut bytes = Vec::with_capacity(job.offset_widths.len());
     for (c, &ow) in job.offset_widths.iter().enumerate() {
         lane.clear_error()?;
-        bytes.push(lane.gather_bytes(job, c, ow, &starts)?);
+        bytes.push(lane.gather_bytes(job, c, ow, &starts, st.staging()?)?);
     }
     let gather = t.elapsed();
     Ok(ResidentOutput { indices, columns, bytes, keys, merge, gather })
-}
-
-/// `len` bytes of `buf` copied to host memory (its stream finished).
-fn down(buf: &DevBuf, len: usize, what: &'static str) -> Result<Vec<u8>> {
-    let mut host = vec![0u8; len];
-    if len > 0 {
-        // SAFETY: `buf` holds at least `len` bytes, written by a finished stream.
-        unsafe { result::memcpy_dtoh_sync(&mut host, buf.ptr) }.map_err(gpu_err(what))?;
-    }
-    Ok(host)
 }
 
 /// A gathered validity bitmap on the device, with the run table its kernel read.
 struct Bits {
     out: DevBuf,
     _table: DevBuf,
-}
-
-impl Bits {
-    fn down(self, n: usize) -> Result<Vec<u8>> {
-        down(&self.out, n.div_ceil(8), "downloading a gathered bitmap")
-    }
 }
 
 /// The gather's launches on the engine stream: the merge's indices, the error word.
@@ -205,9 +192,25 @@ struct Lane<'a> {
     n: usize,
     wide: bool,
     error: DevBuf,
+    /// The downloads' stream (`transfer::download` drains the staging buffers on it).
+    dl: std::sync::Arc<cudarc::driver::CudaStream>,
 }
 
 impl Lane<'_> {
+    /// `len` bytes of `buf` into a fresh vector, once the engine stream's work is done,
+    /// through the staging buffers (the merge's download path: pinned buffers, the host
+    /// draining one while the other fills), not a copy into pageable memory.
+    fn down(&self, staging: &mut Staging, buf: &DevBuf, len: usize) -> Result<Vec<u8>> {
+        let mut host: Vec<u8> = Vec::with_capacity(len);
+        if len > 0 {
+            let order = DownloadOrder { main: self.launcher.stream, chunk_events: &[], chunk_ends: &[] };
+            download(self.dl.cu_stream(), staging, buf.ptr, &mut host.spare_capacity_mut()[..len], 1, &order)?;
+            // SAFETY: download returned Ok, so it wrote every one of the first `len` bytes.
+            unsafe { host.set_len(len) };
+        }
+        Ok(host)
+    }
+
     fn clear_error(&self) -> Result<()> {
         // SAFETY: the error word is the first 4 bytes of `error`, on this stream.
         unsafe { result::memset_d8_async(self.error.ptr, 0, 4, self.launcher.stream) }.map_err(gpu_err("clearing the error word"))
@@ -258,7 +261,14 @@ impl Lane<'_> {
 
     /// Byte array column `c` gathered: lengths, their scan into output starts (level by
     /// level, `resident_job::scan_levels`), the copy; then offsets, values and bitmap down.
-    fn gather_bytes(&self, job: &ResidentJob, c: usize, offset_width: u32, starts: &[usize]) -> Result<GatheredBytes> {
+    fn gather_bytes(
+        &self,
+        job: &ResidentJob,
+        c: usize,
+        offset_width: u32,
+        starts: &[usize],
+        staging: &mut Staging,
+    ) -> Result<GatheredBytes> {
         let (n, stream, wide) = (self.n, self.launcher.stream, self.wide);
         let segs = job.byte_segments(c);
         let segs_buf = DevBuf::new(std::mem::size_of_val(&segs[..]).max(8))?;
@@ -335,9 +345,9 @@ impl Lane<'_> {
         let bits = self.validity(job, job.bytes_validity_table(c))?;
         self.finish("gathering a byte array column")?;
         Ok(GatheredBytes {
-            offsets: down(&offsets, (n + 1) * offset_width as usize, "downloading gathered offsets")?,
-            values: down(&values, total as usize, "downloading gathered values")?,
-            validity: bits.map(|b| b.down(n)).transpose()?,
+            offsets: self.down(staging, &offsets, (n + 1) * offset_width as usize)?,
+            values: self.down(staging, &values, total as usize)?,
+            validity: bits.map(|b| self.down(staging, &b.out, n.div_ceil(8))).transpose()?,
         })
     }
 }

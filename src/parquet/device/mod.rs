@@ -25,15 +25,16 @@
 //! Stage 3: sorted files merged with their columns decoded, keyed, merged and gathered on
 //! the device ([`round`]; the device's part is `engine/resident_job.rs`).
 //!
-//! Stage 4, first slice: a CPU reference of a page encoder for flat fixed-width columns,
-//! in the shape a kernel would take, no kernel yet ([`encode_plan`]: the pages;
+//! Stage 4: a page encoder for flat fixed-width columns, its kernels in
+//! `cuda/parquet_encode.cu` (launch: `engine/gpu/parquet_encode.rs`, job:
+//! `engine/encode_job.rs`) and their CPU reference ([`encode_plan`]: the pages;
 //! [`encode_cpu`]: a page's levels, values, statistics; [`thrift_write`]: its header;
 //! [`encode_file`]: chunks appended through parquet-rs's file writer).
 //!
 //! Not yet (issue 69's later stages): views, the byte array DELTA encodings, `corank merge` and
-//! `corank sort` reading through this path, encoding kernels, dictionary pages and
-//! compression on the device. Nothing outside the
-//! tests and the benchmark calls it yet, so the CPU path is unchanged.
+//! `corank sort` reading through this path, encoding byte arrays, dictionary pages and
+//! compression on the device. Nothing outside the tests and the benchmark calls it yet, so
+//! the CPU path is unchanged.
 
 #[doc(hidden)]
 pub mod bench;

@@ -18,7 +18,9 @@
 //!
 //! What this round declines (the caller merges on the CPU, as today), with the reason:
 //! a sort column the device does not decode or key (a byte column, a type stage 2 does not
-//! decode), a key past 256 bits or not exact, nested columns, files whose schemas differ.
+//! decode), a key past 256 bits or not exact, nested columns, files whose schemas differ;
+//! and, after the merge, a sort column holding a null that its chunks' statistics denied
+//! (the key left out its null bit, so the order is not used).
 //! The output equals the CPU merge of the same files: the tests hold it to
 //! [`crate::merge`] on every covered type, direction and null share.
 //!
@@ -247,6 +249,20 @@ pub(crate) fn merge_files_on_device(device: usize, files: &[PathBuf], keys: &[So
     };
     let merged = crate::engine::device::merge_resident(&job, options)?;
     let n = job.rows();
+    // A key laid out without a null bit trusted the chunks' statistics (a null count of 0);
+    // a sort column that holds a null anyway was keyed wrong: this round's order is not to
+    // be used (the caller merges on the CPU, which reads the nulls themselves).
+    for (summary, &c) in summaries.iter().zip(&sort_cols) {
+        let p = payload.iter().position(|&x| x == c).expect("a sort column is a payload column");
+        if let (false, Some(bits)) = (summary.nulls, &merged.columns[p].1) {
+            if BooleanBuffer::new(Buffer::from(bits.as_slice()), 0, n).count_set_bits() != n {
+                return Ok(RoundOutcome::Declined(format!(
+                    "sort column {} holds nulls its files' statistics deny (a null count of 0)",
+                    name(c)
+                )));
+            }
+        }
+    }
     let perm =
         Permutation { run_offsets: job.run_offsets(), indices: merged.indices, engine: Engine::Gpu, key_bytes: key_bytes(layout.bits) };
 

@@ -30,7 +30,8 @@
 # Logs land under $OUT (nvcomp-tests.log, nvcomp-bench.log).
 # Recorded: stage 1 in stop 75 (H200, tests and bench) and stop 76 (H100, compute-sanitizer),
 # docs/gpu.md; stage 2 first slice (decode tests, sanitizer, the decode row) in stop 77 (H100);
-# its second slice (byte arrays, FLBA, DELTA_BINARY_PACKED) see docs/gpu.md.
+# its second slice (byte arrays, FLBA, DELTA_BINARY_PACKED), the key encoding, the resident
+# round and the page encoder's tests in stop 78 (H100; docs/gpu.md, the log).
 set -uo pipefail
 root=$(git rev-parse --show-toplevel 2>/dev/null || pwd)
 cd "$root"

@@ -6,7 +6,10 @@
 //! `SerializedRowGroupWriter::append_column` with the chunk's metadata (sizes, encodings,
 //! statistics) and its offset index (each page's place, size and first row), which
 //! parquet-rs moves to where the chunk lands and writes into the footer with the schema.
-//! So the file's framing and footer are parquet-rs's own; only the pages are ours.
+//! So the file's framing and footer are parquet-rs's own; only the pages are ours. The
+//! footer says what corank's CPU writer says (`parquet/writer`): the Arrow schema
+//! (`ARROW:schema`), and the merge key as every row group's `sorting_columns` where one is
+//! given.
 //!
 //! Not yet: a column index (the pages' min and max are computed, not yet written there),
 //! compression (every page is UNCOMPRESSED), dictionary pages.
@@ -17,10 +20,10 @@
 use super::encode_cpu::{encode_chunk, ColumnIn, EncodedChunk};
 use super::encode_plan::{plan_pages, EncodeType, PageLimits, PagePlan};
 use arrow::array::{Array, RecordBatch};
-use parquet::arrow::ArrowSchemaConverter;
+use parquet::arrow::{encode_arrow_schema, ArrowSchemaConverter, ARROW_SCHEMA_META_KEY};
 use parquet::basic::{Compression, Encoding};
 use parquet::column::writer::ColumnCloseResult;
-use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::metadata::{ColumnChunkMetaData, KeyValue};
 use parquet::file::page_index::offset_index::{OffsetIndexMetaData, PageLocation};
 use parquet::file::properties::WriterProperties;
 use parquet::file::statistics::{Statistics, ValueStatistics};
@@ -51,15 +54,17 @@ pub(crate) fn write_file(batches: &[RecordBatch], limits: PageLimits, header_sta
 /// by the page table `pages[g][c]` (checked: a table that does not cover its rows is an
 /// `Err`, and nothing is returned), encoded by the CPU reference.
 pub(crate) fn write_file_with_pages(batches: &[RecordBatch], pages: &[Vec<Vec<PagePlan>>], header_stats: bool) -> Result<Vec<u8>, String> {
-    write_file_encoded_by(batches, pages, |array, col, table| encode_chunk(array, col, table, header_stats))
+    write_file_encoded_by(batches, pages, &[], |array, col, table| encode_chunk(array, col, table, header_stats))
 }
 
 /// As [`write_file_with_pages`], each chunk encoded by `encode` (given the chunk's array,
 /// its input and its page table: the device's encoder, or the CPU reference), which
-/// checks the table.
+/// checks the table; `keys` (none: no `sorting_columns`) become every row group's
+/// `sorting_columns`, as `corank merge` and `corank sort` write them.
 pub(crate) fn write_file_encoded_by(
     batches: &[RecordBatch],
     pages: &[Vec<Vec<PagePlan>>],
+    keys: &[crate::SortKey],
     mut encode: impl FnMut(&dyn Array, &ColumnIn<'_>, &[PagePlan]) -> Result<EncodedChunk, String>,
 ) -> Result<Vec<u8>, String> {
     let Some(first) = batches.first() else { return Err("no batches to write".into()) };
@@ -68,7 +73,15 @@ pub(crate) fn write_file_encoded_by(
         return Err(format!("{} page tables for {} row groups", pages.len(), batches.len()));
     }
     let descr = ArrowSchemaConverter::new().convert(&schema).map_err(|e| e.to_string())?;
-    let props = Arc::new(WriterProperties::builder().set_compression(Compression::UNCOMPRESSED).build());
+    let sorting = if keys.is_empty() { None } else { Some(crate::parquet::sorting_columns(&schema, keys).map_err(|e| e.to_string())?) };
+    let arrow_schema = KeyValue::new(ARROW_SCHEMA_META_KEY.to_string(), encode_arrow_schema(&schema));
+    let props = Arc::new(
+        WriterProperties::builder()
+            .set_compression(Compression::UNCOMPRESSED)
+            .set_sorting_columns(sorting)
+            .set_key_value_metadata(Some(vec![arrow_schema]))
+            .build(),
+    );
     let err = |e: parquet::errors::ParquetError| e.to_string();
     let mut writer = SerializedFileWriter::new(Vec::new(), descr.root_schema_ptr(), props).map_err(err)?;
     for (g, (batch, tables)) in batches.iter().zip(pages).enumerate() {

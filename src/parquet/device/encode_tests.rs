@@ -556,7 +556,7 @@ mod on_device {
                         b.columns().iter().map(|c| plan_pages(c.as_ref(), EncodeType::of(c.data_type()).unwrap().width(), limits)).collect()
                     })
                     .collect();
-                let file = super::super::encode_file::write_file_encoded_by(&batches, &tables, on_device).unwrap();
+                let file = super::super::encode_file::write_file_encoded_by(&batches, &tables, &[], on_device).unwrap();
                 assert!(file == write_file_with_pages(&batches, &tables, true).unwrap(), "{n:?} {limits:?}: the CPU's file differs");
                 assert_eq!(concat(&read_back(file)), concat(&batches), "{n:?} {limits:?}");
             }
@@ -568,7 +568,7 @@ mod on_device {
             .iter()
             .map(|c| plan_pages(c.as_ref(), EncodeType::of(c.data_type()).unwrap().width(), PageLimits { rows: 700, bytes: 1 << 20 }))
             .collect()];
-        let file = super::super::encode_file::write_file_encoded_by(std::slice::from_ref(&input), &tables, on_device).unwrap();
+        let file = super::super::encode_file::write_file_encoded_by(std::slice::from_ref(&input), &tables, &[], on_device).unwrap();
         assert_eq!(concat(&read_back(file)), input);
     }
 
@@ -593,4 +593,66 @@ mod on_device {
         assert!(e.to_string().contains("without nulls"), "{e}");
         drop(on);
     }
+}
+
+/// The footer says what corank's CPU writer says: every row group's `sorting_columns` are
+/// the merge key's (as `parquet::sorting_columns` derives them for the writer), and the
+/// Arrow schema is stored, so a reader gets the input's schema back, field metadata and
+/// all; without a key, no `sorting_columns`.
+#[test]
+fn footers_carry_the_key_and_the_arrow_schema() {
+    use super::encode_file::write_file_encoded_by;
+    use arrow::compute::SortOptions;
+    let plain = batch(3000, Nulls::Some);
+    // A field with metadata, which only the stored Arrow schema carries.
+    let fields: Vec<Field> = plain
+        .schema()
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let f = f.as_ref().clone();
+            if i == 1 {
+                f.with_metadata([("unit".to_string(), "cents".to_string())].into())
+            } else {
+                f
+            }
+        })
+        .collect();
+    let input = RecordBatch::try_new(Arc::new(Schema::new(fields)), plain.columns().to_vec()).unwrap();
+    let keys = vec![
+        crate::SortKey::new("c1", SortOptions { descending: false, nulls_first: true }),
+        crate::SortKey::new("c0", SortOptions { descending: true, nulls_first: false }),
+    ];
+    let tables: Vec<Vec<PagePlan>> = input
+        .columns()
+        .iter()
+        .map(|c| plan_pages(c.as_ref(), EncodeType::of(c.data_type()).unwrap().width(), PageLimits::writer()))
+        .collect();
+    let batches = [input.clone(), input.clone()];
+    let pages = [tables.clone(), tables.clone()];
+    let file = write_file_encoded_by(&batches, &pages, &keys, |a, col, t| encode_chunk(a, col, t, true)).unwrap();
+    let meta = SerializedFileReader::new(Bytes::from(file.clone())).unwrap().metadata().clone();
+    let want = crate::parquet::sorting_columns(&input.schema(), &keys).unwrap();
+    assert_eq!(want.len(), 2);
+    for g in 0..meta.num_row_groups() {
+        assert_eq!(meta.row_group(g).sorting_columns(), Some(&want), "row group {g}");
+    }
+    let back = read_back(file);
+    assert_eq!(back[0].schema(), input.schema(), "the stored Arrow schema, field metadata included");
+    assert_eq!(back[0].schema().field(1).metadata().get("unit").map(String::as_str), Some("cents"));
+    assert_eq!(concat(&back), concat(&batches));
+    // No key: no sorting_columns, the Arrow schema still stored.
+    let file = write_file_encoded_by(std::slice::from_ref(&input), &[tables], &[], |a, col, t| encode_chunk(a, col, t, true)).unwrap();
+    let meta = SerializedFileReader::new(Bytes::from(file.clone())).unwrap().metadata().clone();
+    assert_eq!(meta.row_group(0).sorting_columns(), None);
+    assert_eq!(read_back(file)[0].schema(), input.schema());
+    // A key naming no column is an error, not a file.
+    let e = write_file_encoded_by(
+        std::slice::from_ref(&input),
+        &[vec![]],
+        &[crate::SortKey::new("nope", SortOptions::default())],
+        |a, col, t| encode_chunk(a, col, t, true),
+    );
+    assert!(e.is_err());
 }

@@ -26,7 +26,7 @@ pub(crate) mod resident_job;
 pub mod sort;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub(crate) use placement::choose_engine;
 

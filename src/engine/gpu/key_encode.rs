@@ -109,19 +109,11 @@ mod tests {
     use super::*;
     use crate::engine::key_job::cases::{column, host, options, Rng};
     use crate::engine::key_job::{encode_on_cpu, key_program, HostColumn};
+    use crate::engine::tests::support::gpu_or_skip;
     use crate::keys::{encode_runs, plan_layout};
     use crate::sort_key::SortKey;
     use arrow::array::ArrayRef;
     use arrow::datatypes::DataType;
-
-    fn gpu_or_skip(test: &str) -> bool {
-        if let Err(e) = crate::engine::gpu_availability() {
-            assert!(std::env::var("CORANK_REQUIRE_GPU").as_deref() != Ok("1"), "{test}: CORANK_REQUIRE_GPU=1 but no GPU: {e}");
-            eprintln!("{test}: skipped, no GPU: {e}");
-            return false;
-        }
-        true
-    }
 
     fn upload(bytes: &[u8]) -> DevBuf {
         let buf = DevBuf::new(bytes.len().max(16)).unwrap();
@@ -139,7 +131,7 @@ mod tests {
             return;
         }
         gpu(0).unwrap().bind().unwrap();
-        let small = std::env::var("CORANK_GPU_SMALL").as_deref() == Ok("1");
+        let small = crate::engine::tests::support::small_only();
         let mut rng = Rng(0x51_7cc1_b727_220a);
         let mut shapes: Vec<Vec<(usize, usize, u64)>> = Vec::new();
         for kind in 0..6 {

@@ -21,4 +21,4 @@ mod rounds;
 mod sort;
 #[cfg(feature = "gpu")]
 #[allow(dead_code)] // each module uses a part
-mod support;
+pub(crate) mod support;

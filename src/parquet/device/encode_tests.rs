@@ -404,19 +404,7 @@ mod on_device {
     use crate::engine::encode_job::{plan_job, EncodeColumnArg, COLUMN_NULLABLE};
     use crate::engine::gpu::parquet_encode::{encode_chunk_on_device, encode_pages, ColumnOnDevice};
 
-    fn gpu_or_skip(test: &str) -> bool {
-        if let Err(e) = crate::engine::gpu_availability() {
-            assert!(std::env::var("CORANK_REQUIRE_GPU").as_deref() != Ok("1"), "{test}: CORANK_REQUIRE_GPU=1 but no GPU: {e}");
-            eprintln!("{test}: skipped, no GPU: {e}");
-            return false;
-        }
-        true
-    }
-
-    /// Under the sanitizer (`CORANK_GPU_SMALL=1`): fewer and smaller cases.
-    fn small() -> bool {
-        std::env::var("CORANK_GPU_SMALL").as_deref() == Ok("1")
-    }
+    use crate::engine::tests::support::{gpu_or_skip, small_only as small};
 
     /// `cols` uploaded, their records with the device addresses.
     fn upload(cols: &[ColumnIn<'_>]) -> (Vec<ColumnOnDevice>, Vec<EncodeColumnArg>) {

@@ -103,6 +103,10 @@ fn main() {
         gpu::tuning::set_overrides(&overrides).expect("CORANK_GPU_TUNING");
         println!("tuning overrides: {overrides}");
     }
+    let warning = corank::__bench::opt_level_warning();
+    if !warning.is_empty() {
+        println!("{warning}");
+    }
     let sections = std::env::var("CORANK_BENCH_SECTIONS").unwrap_or_else(|_| "2way,kway,host,spm,gather,multi,sort".into());
     let run = |s: &str| sections.split(',').any(|x| x.trim() == s);
     if run("nvcomp") {
@@ -180,6 +184,7 @@ fn main() {
 fn nvcomp_section() {
     let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let reps = env("CORANK_NVCOMP_REPS", 5);
+    let note = corank::__bench::opt_level_warning();
     let _keep;
     let files: Vec<std::path::PathBuf> = match std::env::var("CORANK_NVCOMP_DIR") {
         Ok(dir) => {
@@ -219,6 +224,9 @@ fn nvcomp_section() {
         m.uncompressed_bytes as f64 / 1e6,
         rayon::current_num_threads()
     );
+    if !note.is_empty() {
+        println!("{note}");
+    }
     println!("| path | ms | GB/s of stored chunk bytes | ratio to the CPU |");
     println!("|---|---:|---:|---:|");
     for (name, t) in [
@@ -244,6 +252,9 @@ fn nvcomp_section() {
         d.chunk_bytes as f64 / 1e6,
         rayon::current_num_threads()
     );
+    if !note.is_empty() {
+        println!("{note}");
+    }
     println!("| path | ms | GB/s of stored chunk bytes | ratio to the CPU |");
     println!("|---|---:|---:|---:|");
     for (name, t) in [
@@ -271,6 +282,9 @@ fn nvcomp_section() {
         r.decoded_on_device.join(", "),
         r.on_cpu.join(", ")
     );
+    if !note.is_empty() {
+        println!("{note}");
+    }
     println!("| path | ms | Mrows/s | ratio to the CPU |");
     println!("|---|---:|---:|---:|");
     let mrows = |ms: f64| r.rows as f64 / ms / 1e3;

@@ -104,4 +104,33 @@ pub mod __bench {
     #[cfg(feature = "parquet")]
     pub use crate::parquet::device::bench as nvcomp;
     pub use crate::permutation::RunLocator;
+
+    /// The optimization level this build of corank (and, the profile being one for every
+    /// crate, of its dependencies) was compiled at: `"3"` for `release`. A table measured
+    /// from a lower level compares unoptimized CPU code with the device; the benches say so.
+    pub const OPT_LEVEL: &str = env!("CORANK_BUILD_OPT_LEVEL");
+
+    /// A line for a bench table measured from this build: empty for an optimized one, else
+    /// why its ratios to the CPU are not results.
+    pub fn opt_level_warning() -> String {
+        match OPT_LEVEL {
+            "3" => String::new(),
+            l => format!(
+                "NOT A RESULT: built at opt-level {l}, not `release`'s 3: the CPU's side (parquet-rs, arrow, corank) ran \
+                 unoptimized code, so its ratios to the device are not fair ones"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod build_tests {
+    /// The build script records the level cargo compiles at, and the benches' warning
+    /// appears exactly when it is not `release`'s.
+    #[test]
+    fn the_opt_level_is_recorded() {
+        let level = super::__bench::OPT_LEVEL;
+        assert!(["0", "1", "2", "3", "s", "z"].contains(&level), "{level}");
+        assert_eq!(super::__bench::opt_level_warning().is_empty(), level == "3");
+    }
 }

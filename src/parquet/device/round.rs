@@ -49,6 +49,7 @@ use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -133,31 +134,40 @@ pub(crate) fn merge_files_on_device(device: usize, files: &[PathBuf], keys: &[So
         Err(e) => return Err(Error::InvalidArgument(format!("a sort column: {e}"))),
     };
 
-    // Every chunk, row group by row group, column by column; a column is on the device
-    // where every chunk of it is covered.
-    let mut chunks: Vec<ColumnChunk<'_>> = Vec::new();
-    let mut plans: Vec<Option<DecodePlan>> = Vec::new();
-    for (input, file) in inputs.iter().zip(&handles) {
-        for (g, rg) in input.meta.row_groups().iter().enumerate() {
-            for (c, meta) in rg.columns().iter().enumerate() {
-                let bytes = chunk_bytes(file, &input.path, meta)?;
-                let table = page_table_of(&input.path, g, meta, &bytes)?;
-                let chunk = ColumnChunk {
-                    file: input.path.clone(),
-                    row_group: g,
-                    rows: rg.num_rows() as usize,
-                    meta,
-                    bytes: Bytes::from(bytes),
-                    table,
-                };
-                plans.push(match plan_chunk(&chunk, types[c].as_ref())? {
-                    Planned::Covered(p) => Some(p),
-                    Planned::NotCovered(_) => None,
-                });
-                chunks.push(chunk);
-            }
-        }
-    }
+    // Every chunk, row group by row group, column by column (read and planned on every
+    // core: a file of many row groups is many small reads); a column is on the device where
+    // every chunk of it is covered.
+    let places: Vec<(usize, usize, usize)> = inputs
+        .iter()
+        .enumerate()
+        .flat_map(|(f, input)| {
+            input.meta.row_groups().iter().enumerate().flat_map(move |(g, rg)| (0..rg.columns().len()).map(move |c| (f, g, c)))
+        })
+        .collect();
+    let read: Vec<(ColumnChunk<'_>, Option<DecodePlan>)> = places
+        .par_iter()
+        .map(|&(f, g, c)| {
+            let (input, file) = (&inputs[f], &handles[f]);
+            let rg = input.meta.row_group(g);
+            let meta = rg.column(c);
+            let bytes = chunk_bytes(file, &input.path, meta)?;
+            let table = page_table_of(&input.path, g, meta, &bytes)?;
+            let chunk = ColumnChunk {
+                file: input.path.clone(),
+                row_group: g,
+                rows: rg.num_rows() as usize,
+                meta,
+                bytes: Bytes::from(bytes),
+                table,
+            };
+            let plan = match plan_chunk(&chunk, types[c].as_ref())? {
+                Planned::Covered(p) => Some(p),
+                Planned::NotCovered(_) => None,
+            };
+            Ok((chunk, plan))
+        })
+        .collect::<Result<_>>()?;
+    let (chunks, plans): (Vec<ColumnChunk<'_>>, Vec<Option<DecodePlan>>) = read.into_iter().unzip();
     let on_device: Vec<bool> = (0..ncols).map(|c| plans.iter().skip(c).step_by(ncols).all(Option::is_some)).collect();
     let fixed = |c: usize| plans[c].as_ref().is_some_and(|p| p.physical != Physical::ByteArray && gathers(p.out_width));
     let name = |c: usize| schema.field(c).name().clone();

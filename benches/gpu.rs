@@ -274,12 +274,10 @@ fn nvcomp_section() {
     let (wall, cpu, cpu_read) = (ms_of(&r.device_wall), ms_of(&r.cpu_wall), ms_of(&r.cpu_read));
     println!(
         "\nSorted files merged by {key} into Arrow batches in host memory, {} rows; median of {reps}, every column checked equal to \
-         the CPU's first; {} CPU threads. On the device, gathered there: {}; decoded there, gathered on the CPU: {}; read by \
-         parquet-rs: {}",
+         the CPU's first; {} CPU threads. Decoded and gathered on the device: {}; read by parquet-rs, gathered on the CPU: {}",
         r.rows,
         rayon::current_num_threads(),
         r.gathered_on_device.join(", "),
-        r.decoded_on_device.join(", "),
         r.on_cpu.join(", ")
     );
     if !note.is_empty() {
@@ -296,7 +294,7 @@ fn nvcomp_section() {
         ("device: of which keys encoded", steps(3)),
         ("device: of which merged, indices down", steps(4)),
         ("device: of which gathered, columns down", steps(5)),
-        ("device: of which the CPU's columns (byte arrays down, gathered on the CPU)", steps(6)),
+        ("device: of which the arrays built, and parquet-rs's columns read and gathered on the CPU", steps(6)),
         ("CPU: parquet-rs arrow reader (a file a core) + corank::merge, CPU engine (wall)", cpu),
         ("CPU: of which reading", cpu_read),
     ] {

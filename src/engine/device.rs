@@ -234,16 +234,6 @@ impl DecodedOnDevice {
     pub fn data_ptr(&self) -> Option<u64> {
         match self.never {}
     }
-
-    /// Part of the output copied to host memory.
-    pub fn range_to_host(&self, _at: usize, _len: usize) -> Result<Vec<u8>> {
-        match self.never {}
-    }
-
-    /// Part of the byte array values copied to host memory.
-    pub fn data_range_to_host(&self, _at: usize, _len: usize) -> Result<Vec<u8>> {
-        match self.never {}
-    }
 }
 
 /// Decodes Parquet data pages on CUDA device `device` ([`super::decode_job::DecodeJob`],

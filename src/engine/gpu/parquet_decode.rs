@@ -72,36 +72,6 @@ impl DecodedOnDevice {
     pub fn data_ptr(&self) -> Option<u64> {
         self.data.as_ref().map(|d| d.ptr)
     }
-
-    /// `len` bytes of the output from byte `at` copied to host memory.
-    pub fn range_to_host(&self, at: usize, len: usize) -> Result<Vec<u8>> {
-        let buf = self.buf.as_ref().expect("held until drop");
-        Self::copy_down(self.device, buf, self.len, at, len, "downloading decoded pages")
-    }
-
-    /// `len` bytes of the byte array values from byte `at` copied to host memory.
-    pub fn data_range_to_host(&self, at: usize, len: usize) -> Result<Vec<u8>> {
-        let have = self.data_spans.iter().map(|&(a, n)| a + n).max().unwrap_or(0);
-        match &self.data {
-            Some(buf) => Self::copy_down(self.device, buf, have, at, len, "downloading decoded values"),
-            None if len == 0 => Ok(Vec::new()),
-            None => Err(Error::Internal("no byte array values on the device".into())),
-        }
-    }
-
-    fn copy_down(device: usize, buf: &DevBuf, have: usize, at: usize, len: usize, what: &'static str) -> Result<Vec<u8>> {
-        if at.checked_add(len).is_none_or(|end| end > have) {
-            return Err(Error::Internal(format!("{what}: {len} bytes at {at} of {have}")));
-        }
-        let mut host = vec![0u8; len];
-        if len > 0 {
-            gpu(device)?.bind()?;
-            // SAFETY: `at + len` lies inside the buffer's written bytes (checked above), written
-            // by a finished launch.
-            unsafe { result::memcpy_dtoh_sync(&mut host, buf.ptr + at as u64) }.map_err(gpu_err(what))?;
-        }
-        Ok(host)
-    }
 }
 
 impl Drop for DecodedOnDevice {

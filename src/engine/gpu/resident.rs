@@ -25,11 +25,10 @@ use super::manifest::{Entry, Family};
 use super::merge::{available_bytes, prepare, run_levels};
 use super::nvrtc::ModuleSpec;
 use super::plan::{device_bytes, nonempty_bounds};
-use super::transfer::{download, upload_now, DownloadOrder, Staging};
+use super::transfer::{download, upload_now, DownloadOrder, Output, Staging};
 use super::GpuOptions;
 use crate::engine::key_job::{key_words, KeyFieldArg};
 use crate::engine::resident_job::{scan_levels, GatheredBytes, ResidentJob, ResidentOutput};
-use crate::permutation::Indices;
 use crate::{Error, Result};
 use cudarc::driver::result;
 use std::time::Instant;
@@ -112,18 +111,14 @@ fn run(g: &Gpu, st: &mut State, job: &ResidentJob, options: &GpuOptions) -> Resu
         }
         run_levels(g, st, &planned, n, keys0, 0, &[], None)?.idx
     };
-    let mut host_idx = vec![0u8; n * ib];
-    sync("merging")?;
-    if n > 0 {
-        // SAFETY: `idx` holds `n` indices of `ib` bytes, written by the finished stream.
-        unsafe { result::memcpy_dtoh_sync(&mut host_idx, idx) }.map_err(gpu_err("downloading the indices"))?;
-    }
-    let indices = if wide {
-        Indices::U64(host_idx.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect())
-    } else {
-        Indices::U32(host_idx.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect())
-    };
-    drop(host_idx);
+    // Down as a merge's indices come down (`merge::merge_into`): straight into the output
+    // vector through the staging buffers, once the stream's levels are done.
+    let dl = g.ctx.new_stream().map_err(gpu_err("creating a stream"))?;
+    let mut out = Output::with_capacity(n, ib);
+    let order = DownloadOrder { main: stream, chunk_events: &[], chunk_ends: &[] };
+    download(dl.cu_stream(), st.staging()?, idx, out.bytes(), ib, &order)?;
+    // SAFETY: download returned Ok, so it wrote every byte of `out.bytes()`.
+    let indices = unsafe { out.assume_init() };
     let merge = t.elapsed();
 
     // The gather, a column at a time.
@@ -136,7 +131,7 @@ fn run(g: &Gpu, st: &mut State, job: &ResidentJob, options: &GpuOptions) -> Resu
         n,
         wide,
         error: DevBuf::new(16)?,
-        dl: g.ctx.new_stream().map_err(gpu_err("creating a stream"))?,
+        dl,
     };
     let mut columns = Vec::with_capacity(job.widths.len());
     for (c, &w) in job.widths.iter().enumerate() {

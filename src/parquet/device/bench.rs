@@ -291,7 +291,6 @@ pub struct MergeRound {
     pub rows: usize,
     /// Where the round put each column.
     pub gathered_on_device: Vec<String>,
-    pub decoded_on_device: Vec<String>,
     pub on_cpu: Vec<String>,
     /// Per repetition: the device round's wall time and its steps (read, decompress, decode,
     /// keys, merge, gather, the CPU's columns).
@@ -341,7 +340,6 @@ pub fn merge_round(files: &[PathBuf], key: &str, device: usize, reps: usize) -> 
     let mut m = MergeRound {
         rows: want.num_rows(),
         gathered_on_device: r.gathered_on_device.clone(),
-        decoded_on_device: r.decoded_on_device.clone(),
         on_cpu: r.on_cpu.clone(),
         ..MergeRound::default()
     };

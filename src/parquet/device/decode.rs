@@ -214,23 +214,6 @@ impl DeviceDecoded {
     }
 }
 
-impl DeviceDecoded {
-    /// Chunk `i`'s buffers alone downloaded, in Arrow's layout.
-    pub fn chunk_to_host(&self, i: usize) -> Result<DecodedChunk> {
-        let c = self.chunks.get(i).ok_or_else(|| Error::Internal(format!("no decoded chunk {i}")))?;
-        let values = self.output.range_to_host(c.values, c.values_len)?;
-        let validity = c.validity.map(|v| self.output.range_to_host(v, c.rows.div_ceil(8))).transpose()?;
-        let data = match c.bytes {
-            Some(k) => {
-                let &(at, n) = self.output.data_spans.get(k).ok_or_else(|| Error::Internal("a byte array chunk's span".into()))?;
-                Some(self.output.data_range_to_host(at, n)?)
-            }
-            None => None,
-        };
-        Ok(DecodedChunk { rows: c.rows, values, validity, data })
-    }
-}
-
 /// `chunks` (every one covered: `plans[i]` is chunk `i`'s) decompressed and decoded on CUDA
 /// device `device`. The first page with a fault is an error naming it (with the count of
 /// other faulty pages). Call it off rayon's workers.

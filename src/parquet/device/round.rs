@@ -66,8 +66,6 @@ pub(crate) struct DeviceRound {
     pub batch: RecordBatch,
     /// Columns decoded, merged and gathered on the device.
     pub gathered_on_device: Vec<String>,
-    /// Columns decoded on the device, gathered on the CPU (byte arrays).
-    pub decoded_on_device: Vec<String>,
     /// Columns read by parquet-rs and gathered on the CPU.
     pub on_cpu: Vec<String>,
     pub timings: RoundTimings,
@@ -85,7 +83,8 @@ pub(crate) struct RoundTimings {
     pub keys: Duration,
     pub merge: Duration,
     pub gather: Duration,
-    /// The columns gathered on the CPU (their chunks downloaded or read first).
+    /// The Arrow arrays built from the device's buffers, and the columns parquet-rs reads
+    /// gathered on the CPU.
     pub cpu_columns: Duration,
 }
 
@@ -169,6 +168,7 @@ pub(crate) fn merge_files_on_device(device: usize, files: &[PathBuf], keys: &[So
         .collect::<Result<_>>()?;
     let (chunks, plans): (Vec<ColumnChunk<'_>>, Vec<Option<DecodePlan>>) = read.into_iter().unzip();
     let on_device: Vec<bool> = (0..ncols).map(|c| plans.iter().skip(c).step_by(ncols).all(Option::is_some)).collect();
+    // Stage 2's fixed-width outputs are 4 to 255 bytes a value: all within what the gather copies.
     let fixed = |c: usize| plans[c].as_ref().is_some_and(|p| p.physical != Physical::ByteArray && gathers(p.out_width));
     let name = |c: usize| schema.field(c).name().clone();
     if let Some(&c) = sort_cols.iter().find(|&&c| !on_device[c] || !fixed(c)) {
@@ -304,40 +304,11 @@ pub(crate) fn merge_files_on_device(device: usize, files: &[PathBuf], keys: &[So
     let rest: Vec<usize> = (0..ncols).filter(|&c| columns[c].is_none()).collect();
     if !rest.is_empty() {
         let rest_schema = std::sync::Arc::new(schema.project(&rest)?);
-        let mut run_batches = Vec::with_capacity(inputs.len());
-        let mut k = 0;
-        for input in &inputs {
-            let mut per_column: Vec<Vec<ArrayRef>> = vec![Vec::new(); rest.len()];
-            let mut cpu_read: Option<Vec<ArrayRef>> = None;
-            for _ in input.meta.row_groups() {
-                for (j, &c) in rest.iter().enumerate() {
-                    if on_device[c] {
-                        let chunk = decoded.chunk_to_host(slot_of(k + c))?;
-                        let plan = plans[k + c].as_ref().expect("on the device");
-                        let data = chunk.to_array_data(plan).map_err(|e| Error::Internal(format!("column {}: {e}", name(c))))?;
-                        per_column[j].push(make_array(data));
-                    }
-                }
-                k += ncols;
-            }
-            let cpu: Vec<usize> = rest.iter().copied().filter(|&c| !on_device[c]).collect();
-            if !cpu.is_empty() {
-                cpu_read = Some(read_columns(&input.path, &cpu)?);
-            }
-            let mut cpu_iter = cpu_read.into_iter().flatten();
-            let arrays: Vec<ArrayRef> = rest
-                .iter()
-                .zip(per_column)
-                .map(|(&c, parts)| {
-                    if on_device[c] {
-                        concat(&parts, schema.field(c).data_type())
-                    } else {
-                        cpu_iter.next().ok_or_else(|| Error::Internal("a column parquet-rs did not read".into()))
-                    }
-                })
-                .collect::<Result<_>>()?;
-            run_batches.push(RecordBatch::try_new(rest_schema.clone(), arrays)?);
-        }
+        // Every device column was gathered there: the rest are parquet-rs's to read.
+        let run_batches = inputs
+            .iter()
+            .map(|input| Ok(RecordBatch::try_new(rest_schema.clone(), read_columns(&input.path, &rest)?)?))
+            .collect::<Result<Vec<_>>>()?;
         let gathered = crate::gather::gather(&run_batches, &perm, n.max(1))?;
         for (j, &c) in rest.iter().enumerate() {
             let parts: Vec<ArrayRef> = gathered.iter().map(|b| b.column(j).clone()).collect();
@@ -350,7 +321,6 @@ pub(crate) fn merge_files_on_device(device: usize, files: &[PathBuf], keys: &[So
     Ok(RoundOutcome::Merged(DeviceRound {
         batch,
         gathered_on_device: names(&|c| payload.contains(&c) || byte_cols.contains(&c)),
-        decoded_on_device: names(&|c| on_device[c] && !payload.contains(&c) && !byte_cols.contains(&c)),
         on_cpu: names(&|c| !on_device[c]),
         timings: RoundTimings {
             read,
